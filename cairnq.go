@@ -1,0 +1,89 @@
+// Package cairnq is the Go SDK of cairnq, a durable task runtime whose API
+// processes and worker processes coordinate only through one database:
+// SQLite as the embedded default, Postgres when the work outgrows one host.
+//
+// It speaks cairnq protocol v1, so a Go process shares a database with the
+// TypeScript and Python SDKs in either role: a Go API with a Python worker,
+// a TypeScript API with a Go worker.
+//
+// A Client submits tasks and reads them back:
+//
+//	c, err := cairnq.Open(ctx, "tasks.db", nil)
+//	t, err := c.Submit(ctx, "render", map[string]any{"page": 1}, nil)
+//	done, err := c.Wait(ctx, t.ID, nil)
+//
+// Types shared with the store (Task, the errors) live in package store and
+// are re-exported here, so callers import only this package.
+package cairnq
+
+import "github.com/cairnq/cairnq-go/store"
+
+// Task is one stored task; see store.Task.
+type Task = store.Task
+
+// TaskRef is a task's id and status.
+type TaskRef = store.TaskRef
+
+// Status is a task's status.
+type Status = store.Status
+
+// The task statuses.
+const (
+	StatusQueued    = store.StatusQueued
+	StatusRunning   = store.StatusRunning
+	StatusSucceeded = store.StatusSucceeded
+	StatusFailed    = store.StatusFailed
+	StatusCanceled  = store.StatusCanceled
+)
+
+// ErrorEnvelope is the protocol's JSON error record.
+type ErrorEnvelope = store.ErrorEnvelope
+
+// StatusCounts holds per-status task counts for one queue.
+type StatusCounts = store.StatusCounts
+
+// Conflict is a keyed submit's conflict strategy.
+type Conflict = store.Conflict
+
+// The conflict strategies; see store.Conflict.
+const (
+	ConflictReuse          = store.ConflictReuse
+	ConflictReuseSucceeded = store.ConflictReuseSucceeded
+	ConflictReject         = store.ConflictReject
+	ConflictReplace        = store.ConflictReplace
+)
+
+// DefaultQueue is the queue of a task submitted without one.
+const DefaultQueue = store.DefaultQueue
+
+// Sentinel errors, usable with errors.Is; see package store for each.
+var (
+	ErrNotFound        = store.ErrNotFound
+	ErrAlreadyExists   = store.ErrAlreadyExists
+	ErrQueueFull       = store.ErrQueueFull
+	ErrLostLease       = store.ErrLostLease
+	ErrTaskCanceled    = store.ErrTaskCanceled
+	ErrInvalidArgument = store.ErrInvalidArgument
+	ErrBusy            = store.ErrBusy
+	ErrClosed          = store.ErrClosed
+	ErrUnsupported     = store.ErrUnsupported
+	ErrNotADatabase    = store.ErrNotADatabase
+	ErrSchemaMismatch  = store.ErrSchemaMismatch
+)
+
+// Typed errors, usable with errors.As; see package store for each.
+type (
+	ArgumentError                = store.ArgumentError
+	AlreadyExistsError           = store.AlreadyExistsError
+	LostLeaseError               = store.LostLeaseError
+	QueueFullError               = store.QueueFullError
+	TaskFailedError              = store.TaskFailedError
+	TaskCanceledError            = store.TaskCanceledError
+	ProtocolVersionMismatchError = store.ProtocolVersionMismatchError
+	SerializationError           = store.SerializationError
+	BusyError                    = store.BusyError
+	OpenError                    = store.OpenError
+)
+
+// NewTaskID returns a fresh task id: "task_" and a 26-character ULID.
+func NewTaskID() string { return store.NewTaskID() }

@@ -1,0 +1,291 @@
+package cairnq
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// Options configures a Client. The zero value (or nil) means every default.
+type Options struct {
+	// BusyTimeout is how long a SQLite write waits for another process to
+	// release the write lock before failing with ErrBusy. Default 5s.
+	// Used by Open only.
+	BusyTimeout time.Duration
+	// FullSync makes every SQLite commit survive a power cut
+	// (synchronous=FULL). Default false (synchronous=NORMAL in WAL: an
+	// application crash loses nothing). Used by Open only.
+	FullSync bool
+	// Logger receives what the client survives (a failed retention sweep).
+	// Default slog.Default().
+	Logger *slog.Logger
+
+	// MaxQueueDepth, when > 0, gates Submit on every queue: a submit waits
+	// while the queue holds this many queued tasks. Default 0 (no gate).
+	MaxQueueDepth int
+	// QueueDepths sets the gate per queue, overriding MaxQueueDepth for the
+	// queues it names. A queue with neither is not gated.
+	QueueDepths map[string]int
+	// MaxQueueWait is how long a gated submit waits for room before failing
+	// with ErrQueueFull. Default 10 minutes.
+	MaxQueueWait time.Duration
+
+	// Retention, when set, purges finished tasks in the background while
+	// the client is open.
+	Retention *RetentionOptions
+}
+
+// Client submits tasks and reads, waits on, cancels, retries and purges
+// them. It is safe for concurrent use. Close it when done.
+type Client struct {
+	store   *store.Store
+	ownsSt  bool
+	log     *slog.Logger
+	gate    *depthGate
+	sweeper *sweeper
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the SQLite database at path (created with its parent
+// directories if absent; ":memory:" for a private in-memory one), migrates
+// it and returns a client on it.
+func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	st, err := store.OpenSQLite(ctx, path, store.SQLiteOptions{
+		BusyTimeout: opts.BusyTimeout,
+		FullSync:    opts.FullSync,
+		Logger:      opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(st, opts)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c.ownsSt = true
+	return c, nil
+}
+
+// New returns a client on an open store. Closing the client does not close
+// the store.
+func New(st *store.Store, opts *Options) (*Client, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	return newClient(st, opts)
+}
+
+func newClient(st *store.Store, opts *Options) (*Client, error) {
+	c := &Client{store: st, log: opts.Logger}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	gate, err := newDepthGate(st, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.gate = gate
+	if opts.Retention != nil {
+		sw, err := newSweeper(st, *opts.Retention, c.log)
+		if err != nil {
+			return nil, err
+		}
+		c.sweeper = sw
+		sw.start()
+	}
+	return c, nil
+}
+
+// Store returns the store the client runs on.
+func (c *Client) Store() *store.Store { return c.store }
+
+// Close stops the retention sweeper (waiting for a sweep in flight) and,
+// for a client made by Open, closes the database.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		if c.sweeper != nil {
+			c.sweeper.stop()
+		}
+		if c.ownsSt {
+			c.closeErr = c.store.Close()
+		}
+	})
+	return c.closeErr
+}
+
+// SubmitOptions are the optional parts of a submit. The zero value (or nil)
+// submits to DefaultQueue with priority 0, three attempts and no key.
+type SubmitOptions struct {
+	Queue string
+	// Key names the task for deduplication: a second submit with the same
+	// key follows Conflict instead of blindly inserting.
+	Key string
+	// Conflict is what a keyed submit does when the key is taken. Default
+	// ConflictReuse.
+	Conflict Conflict
+	// MaxAttempts bounds how many times the task is tried. Default 3.
+	MaxAttempts int
+	// Priority: higher is claimed first.
+	Priority int
+	// Delay defers the task's first claim.
+	Delay time.Duration
+	// Metadata is any JSON object stored beside the payload.
+	Metadata any
+	// ParentID, RootID and CorrelationID link tasks into chains. RootID
+	// defaults to the task's own id.
+	ParentID      string
+	RootID        string
+	CorrelationID string
+}
+
+func (o *SubmitOptions) params(name string, payload any) store.SubmitParams {
+	if o == nil {
+		o = &SubmitOptions{}
+	}
+	return store.SubmitParams{
+		Name: name, Payload: payload, Queue: o.Queue, Key: o.Key, Conflict: o.Conflict,
+		MaxAttempts: o.MaxAttempts, Priority: o.Priority, Delay: o.Delay, Metadata: o.Metadata,
+		ParentID: o.ParentID, RootID: o.RootID, CorrelationID: o.CorrelationID,
+	}
+}
+
+// Submit stores a task named name with payload (any JSON-encodable value;
+// a value JSON cannot hold is a *SerializationError and nothing is
+// written). With a key it applies the conflict strategy and may return an
+// existing task instead. When the queue is gated (Options.MaxQueueDepth) it
+// first waits for room, failing with ErrQueueFull past MaxQueueWait.
+func (c *Client) Submit(ctx context.Context, name string, payload any, opts *SubmitOptions) (*Task, error) {
+	p := opts.params(name, payload)
+	if c.gate != nil {
+		if err := store.ValidateSubmit(p); err != nil {
+			return nil, err
+		}
+		queue := p.Queue
+		if queue == "" {
+			queue = DefaultQueue
+		}
+		if err := c.gate.acquire(ctx, queue); err != nil {
+			return nil, err
+		}
+	}
+	return c.store.Submit(ctx, p)
+}
+
+// Get returns the task with id, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*Task, error) { return c.store.Get(ctx, id) }
+
+// GetByKey returns the task key points at, or ErrNotFound.
+func (c *Client) GetByKey(ctx context.Context, key string) (*Task, error) {
+	return c.store.GetByKey(ctx, key)
+}
+
+// GetStatus returns the id and status of the task, or ErrNotFound, without
+// reading its payload.
+func (c *Client) GetStatus(ctx context.Context, id string) (TaskRef, error) {
+	return c.store.GetStatus(ctx, id)
+}
+
+// GetStatusByKey is GetStatus for the task key points at.
+func (c *Client) GetStatusByKey(ctx context.Context, key string) (TaskRef, error) {
+	return c.store.GetStatusByKey(ctx, key)
+}
+
+// ListOptions filters List. Empty fields do not filter.
+type ListOptions struct {
+	Status        Status
+	Queue         string
+	Name          string
+	RootID        string
+	CorrelationID string
+	// Limit caps the result; default 100.
+	Limit  int
+	Offset int
+}
+
+// List returns the tasks matching every given filter, newest first.
+func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
+	if opts == nil {
+		opts = &ListOptions{}
+	}
+	return c.store.List(ctx, store.ListParams{
+		Status: opts.Status, Queue: opts.Queue, Name: opts.Name, RootID: opts.RootID,
+		CorrelationID: opts.CorrelationID, Limit: opts.Limit, Offset: opts.Offset,
+	})
+}
+
+// Stats counts tasks per queue and status, zero-filled. queue "" counts
+// every queue (a queue with no rows is absent); a named queue is always in
+// the result. It counts every row it reports, so it is a dashboard read;
+// poll QueueDepth instead.
+func (c *Client) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
+	return c.store.Stats(ctx, queue)
+}
+
+// QueueDepth returns how many more tasks queue can take before it holds
+// maxDepth queued tasks; 0 when full. It reads at most maxDepth entries.
+func (c *Client) QueueDepth(ctx context.Context, queue string, maxDepth int) (int, error) {
+	return c.store.QueueDepth(ctx, queue, maxDepth)
+}
+
+// Cancel cancels a queued task at once; a running task is asked to stop and
+// ends canceled when its worker settles it. It returns nil, nil when no
+// queued or running task has that id.
+func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) {
+	return c.store.Cancel(ctx, id)
+}
+
+// CancelByKey is Cancel for the task key points at.
+func (c *Client) CancelByKey(ctx context.Context, key string) (*Task, error) {
+	return c.store.CancelByKey(ctx, key)
+}
+
+// RetryOptions tunes Retry.
+type RetryOptions struct {
+	// ResetAttempt restarts the attempt count, giving the task its full
+	// MaxAttempts again.
+	ResetAttempt bool
+}
+
+// Retry queues a failed or canceled task again. It returns nil, nil when no
+// failed or canceled task has that id.
+func (c *Client) Retry(ctx context.Context, id string, opts *RetryOptions) (*Task, error) {
+	return c.store.Retry(ctx, id, opts != nil && opts.ResetAttempt)
+}
+
+// RetryByKey is Retry for the task key points at.
+func (c *Client) RetryByKey(ctx context.Context, key string, opts *RetryOptions) (*Task, error) {
+	return c.store.RetryByKey(ctx, key, opts != nil && opts.ResetAttempt)
+}
+
+// PurgeOptions bounds a purge. Empty filters do not filter.
+type PurgeOptions struct {
+	// OlderThan keeps tasks that finished less than this long ago.
+	OlderThan time.Duration
+	Queue     string
+	// Status limits the purge to one terminal status.
+	Status Status
+	Name   string
+	// Limit caps the rows one call deletes; default 1000.
+	Limit int
+}
+
+// Purge deletes up to Limit finished tasks (succeeded, failed, canceled)
+// older than OlderThan, with their keys, and returns their ids. Live tasks
+// are never purged.
+func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error) {
+	if opts == nil {
+		opts = &PurgeOptions{}
+	}
+	return c.store.Purge(ctx, store.PurgeParams{
+		OlderThan: opts.OlderThan, Queue: opts.Queue, Status: opts.Status, Name: opts.Name, Limit: opts.Limit,
+	})
+}

@@ -1,0 +1,64 @@
+// Package executor is the seam between cairnq's Postgres store and whatever
+// driver talks to Postgres: a pgx pool, database/sql over lib/pq or pgx
+// stdlib, a gorm or bun handle, or an adapter somebody else wrote.
+//
+// The seam is deliberately small because strangers implement it: a Session
+// runs statements, an Executor adds transactions and Close, and a Listener is
+// an optional capability found by type assertion. Rows cross the seam exactly
+// as the driver produced them; the store normalizes them in one place, so an
+// adapter never has to reconfigure its driver (or the application's type
+// mapping) to suit cairnq.
+//
+// This package imports only the standard library.
+package executor
+
+import (
+	"context"
+	"errors"
+)
+
+// Row is one result row keyed by column name, with values exactly as the
+// driver produced them. The store accepts, for a bigint column, int64, int32,
+// int, string, []byte, float64 or json.Number, and for a jsonb column []byte,
+// string, json.RawMessage or an already decoded map or slice. A SQL NULL is a
+// nil value.
+type Row map[string]any
+
+// Session runs statements on a pool or on one transaction's connection.
+type Session interface {
+	// Query runs one statement with positional arguments ($1..$n) and returns
+	// every row it produced; a statement that produces no rows returns an
+	// empty slice. A nil argument binds SQL NULL.
+	Query(ctx context.Context, sql string, args ...any) ([]Row, error)
+	// Exec runs a parameterless script that may hold several statements
+	// (migrations). It must not be prepared: multi-statement text needs the
+	// simple query protocol.
+	Exec(ctx context.Context, script string) error
+}
+
+// Executor is a Session that can also open transactions.
+type Executor interface {
+	Session
+	// Tx runs fn inside one transaction whose statements all go through the
+	// Session handed to fn. It commits when fn returns nil and rolls back when
+	// fn returns an error or panics (re-panicking after the rollback).
+	Tx(ctx context.Context, fn func(ctx context.Context, s Session) error) error
+	// Close releases what the executor opened. The store calls it only for
+	// executors it opened itself, never for one the application handed in.
+	Close() error
+}
+
+// Listener is the optional LISTEN capability of an Executor. Its absence
+// costs latency (waiters fall back to polling), never correctness.
+type Listener interface {
+	// Listen subscribes to channels and calls onNotify for every notification
+	// on them until stop is called. onNotify must not block for long.
+	// ErrListenUnavailable (wrapped or not) means the server will never
+	// accept LISTEN on this executor, so the caller stops trying.
+	Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error)
+}
+
+// ErrListenUnavailable reports that LISTEN cannot work on this executor at
+// all, for example behind a transaction-mode connection pooler. It is
+// permanent: the store degrades to polling and does not retry.
+var ErrListenUnavailable = errors.New("cairnq: LISTEN is unavailable on this executor")

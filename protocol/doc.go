@@ -1,0 +1,64 @@
+// Package protocol holds the cairnq v1 wire protocol as data: the schema
+// migrations and the state-transition statements, one embedded SQL file per
+// statement and dialect, plus the small compiler that turns their :name
+// parameters into the positional form a driver binds.
+//
+// # What it promises
+//
+// The schema the migrations build is the one every other cairnq SDK builds:
+// the same tables, columns, types, defaults, CHECK constraints, foreign key,
+// index names and shapes, trigger (Postgres), cairnq_meta rows, and the same
+// migration names, which is what a shared ledger records. Each statement has
+// the same effect and the same result columns as its counterpart in the other
+// SDKs, so processes written in different languages can share one database.
+// The texts are this package's own; the behaviour is the contract.
+//
+// # Files
+//
+//	sql/<dialect>/<name>.sql        one statement each, :name parameters
+//	migrations/<dialect>/NNNN_*.sql  multi-statement scripts, no parameters,
+//	                                 applied in file name order
+//
+// Both dialects ship the same statements, except installations, which exists
+// on Postgres only. Migration ordinals are shared: 0003 (the notify trigger)
+// exists on Postgres only.
+//
+// # Parameters
+//
+// A caller passes one dialect-neutral Args superset and each statement binds
+// the names its own text uses (Statement.Params). The dialects differ only in
+// where time comes from:
+//
+//   - SQLite takes absolute times from the SDK clock: now_ms, lease_until_ms
+//     (claim and heartbeat statements), run_at_ms (insert_task) and before_ms
+//     (purge). List-valued parameters (queues, names, ids) are JSON array text
+//     read with json_each. Booleans (retryable, reset_attempt) are 0/1.
+//   - Postgres takes time from the database clock and relative durations from
+//     the caller: lease_ms, delay_ms (insert_task; fail has it on both),
+//     older_than_ms (purge). List-valued parameters are text[]; booleans are
+//     booleans; JSON values are cast to jsonb. lock_key takes key on Postgres
+//     only, since on SQLite BEGIN IMMEDIATE already serializes.
+//
+// # Optional filters
+//
+// A filter that applies only when its argument is non-NULL is written in
+// exactly one shape, which Specialize recognizes token by token (keywords in
+// any case, whitespace free, col optionally qualified as alias.col):
+//
+//	SQLite:   (:p IS NULL OR col = :p)
+//	Postgres: (:p::text IS NULL OR col = :p)
+//
+// SQLite plans a statement before its parameters have values, so this form
+// cannot use an index; Specialize rewrites each filter whose argument is
+// present to (col = :p), which can. list (status, queue, name, root_id,
+// correlation_id), purge (queue, status, name) and stats (queue) carry such
+// filters. The list-valued names filter of claim is a different statement
+// family (claim_one_name and friends), not an optional filter.
+//
+// # Compiled text
+//
+// Compile strips comments, collapses whitespace and numbers parameters in
+// first-use order: ?1..?N on SQLite and $1..$N on Postgres, a repeated name
+// reusing its number. Statement.Write tells reads (SELECT) from everything
+// else, which the SQLite store routes to its single writer.
+package protocol

@@ -1,0 +1,274 @@
+package protocol
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sqliteParams is every SQLite statement's parameter set, as the other SDKs
+// bind it.
+var sqliteParams = map[string][]string{
+	StmtCancel:               {"id", "now_ms"},
+	StmtClaim:                {"queues", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
+	StmtClaimOneName:         {"queues", "name", "now_ms", "worker_id", "lease_until_ms", "limit"},
+	StmtClaimOneQueue:        {"queue", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
+	StmtClaimOneQueueOneName: {"queue", "name", "now_ms", "worker_id", "lease_until_ms", "limit"},
+	StmtClaimableProbe:       {"queues", "names", "now_ms"},
+	StmtComplete:             {"id", "worker_id", "now_ms", "result"},
+	StmtFail:                 {"id", "worker_id", "now_ms", "error", "retryable", "delay_ms"},
+	StmtGet:                  {"id"},
+	StmtGetByKey:             {"key"},
+	StmtGetKey:               {"key"},
+	StmtGetStatus:            {"id"},
+	StmtGetStatusByKey:       {"key"},
+	StmtHeartbeat:            {"id", "worker_id", "now_ms", "lease_until_ms"},
+	StmtHeartbeatBatch:       {"ids", "worker_id", "now_ms", "lease_until_ms"},
+	StmtInsertTask: {"id", "name", "queue", "payload", "metadata", "max_attempts", "priority",
+		"run_at_ms", "parent_id", "root_id", "correlation_id", "now_ms"},
+	StmtList:            {"status", "queue", "name", "root_id", "correlation_id", "limit", "offset"},
+	StmtLockKey:         {},
+	StmtProgress:        {"id", "worker_id", "now_ms", "progress", "message"},
+	StmtProtocolVersion: {},
+	StmtPurge:           {"before_ms", "queue", "status", "name", "limit"},
+	StmtQueueDepth:      {"queue", "max_depth"},
+	StmtRecoverLeases:   {"now_ms", "lease_expired_error"},
+	StmtRetry:           {"id", "now_ms", "reset_attempt"},
+	StmtStats:           {"queue"},
+	StmtSucceed:         {"id", "worker_id", "now_ms", "result", "message"},
+	StmtUpsertKey:       {"key", "task_id", "now_ms"},
+}
+
+// dialectDiff is the complete list of ways a statement's Postgres parameters
+// may differ from its SQLite ones. SQLite takes absolute times from the SDK
+// clock; Postgres reads its own clock and takes relative durations instead.
+// Any difference not listed here is drift.
+var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
+	StmtCancel:               {sqliteOnly: []string{"now_ms"}},
+	StmtClaim:                {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtClaimOneName:         {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtClaimOneQueue:        {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtClaimOneQueueOneName: {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtClaimableProbe:       {sqliteOnly: []string{"now_ms"}},
+	StmtComplete:             {sqliteOnly: []string{"now_ms"}},
+	StmtFail:                 {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both
+	StmtHeartbeat:            {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtHeartbeatBatch:       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtInsertTask:           {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
+	StmtLockKey:              {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
+	StmtProgress:             {sqliteOnly: []string{"now_ms"}},
+	StmtPurge:                {[]string{"before_ms"}, []string{"older_than_ms"}},
+	StmtRecoverLeases:        {sqliteOnly: []string{"now_ms"}},
+	StmtRetry:                {sqliteOnly: []string{"now_ms"}},
+	StmtSucceed:              {sqliteOnly: []string{"now_ms"}},
+	StmtUpsertKey:            {sqliteOnly: []string{"now_ms"}},
+}
+
+var allStatementNames = []string{
+	StmtCancel, StmtClaim, StmtClaimOneName, StmtClaimOneQueue, StmtClaimOneQueueOneName,
+	StmtClaimableProbe, StmtComplete, StmtFail, StmtGet, StmtGetByKey, StmtGetKey,
+	StmtGetStatus, StmtGetStatusByKey, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
+	StmtList, StmtLockKey, StmtProgress, StmtProtocolVersion, StmtPurge, StmtQueueDepth,
+	StmtRecoverLeases, StmtRetry, StmtStats, StmtSucceed, StmtUpsertKey,
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func without(s, drop []string) []string {
+	return slices.DeleteFunc(slices.Clone(s), func(p string) bool { return slices.Contains(drop, p) })
+}
+
+func TestEmbeddedStatementSets(t *testing.T) {
+	want := sorted(allStatementNames)
+	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
+		t.Errorf("sqlite statements = %q\nwant %q", got, want)
+	}
+	wantPG := sorted(append(slices.Clone(allStatementNames), StmtInstallations))
+	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
+		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
+	}
+	if Statements(SQLite).Get(StmtInstallations) != nil {
+		t.Error("installations is Postgres only")
+	}
+	if Statements(SQLite).Get("nope") != nil {
+		t.Error("Get of an unknown name must be nil")
+	}
+	if Statements(SQLite) != Statements(SQLite) {
+		t.Error("Statements must compile once")
+	}
+	for _, d := range []Dialect{SQLite, Postgres} {
+		set := Statements(d)
+		if set.Dialect() != d {
+			t.Errorf("Set.Dialect() = %q, want %q", set.Dialect(), d)
+		}
+		for _, n := range set.Names() {
+			if st := set.Get(n); st.Name != n || st.Dialect != d {
+				t.Errorf("%s/%s: Name, Dialect = %q, %q", d, n, st.Name, st.Dialect)
+			}
+		}
+	}
+}
+
+func TestUnknownDialectPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"Statements": func() { Statements("oracle") },
+		"Migrations": func() { Migrations("oracle") },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s(unknown) did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestEmbeddedParams(t *testing.T) {
+	if len(sqliteParams) != len(allStatementNames) {
+		t.Fatalf("sqliteParams covers %d statements, want %d", len(sqliteParams), len(allStatementNames))
+	}
+	for _, name := range allStatementNames {
+		lite := Statements(SQLite).Get(name)
+		pg := Statements(Postgres).Get(name)
+		if got, want := sorted(lite.Params), sorted(sqliteParams[name]); !slices.Equal(got, want) {
+			t.Errorf("sqlite %s params = %q, want %q", name, got, want)
+		}
+		diff := dialectDiff[name]
+		for _, p := range diff.sqliteOnly {
+			if !slices.Contains(lite.Params, p) {
+				t.Errorf("%s: allowed difference %q is not a sqlite param; stale table", name, p)
+			}
+		}
+		wantPG := append(without(sqliteParams[name], diff.sqliteOnly), diff.postgresOnly...)
+		if got := sorted(pg.Params); !slices.Equal(got, sorted(wantPG)) {
+			t.Errorf("postgres %s params = %q, want %q", name, got, sorted(wantPG))
+		}
+		// Beyond the sets: the shared parameters appear in the same order.
+		a, b := without(lite.Params, diff.sqliteOnly), without(pg.Params, diff.postgresOnly)
+		if !slices.Equal(a, b) {
+			t.Errorf("%s: shared params in different order: sqlite %q, postgres %q", name, a, b)
+		}
+	}
+	if got := Statements(Postgres).Get(StmtInstallations).Params; len(got) != 0 {
+		t.Errorf("installations params = %q, want none", got)
+	}
+}
+
+func TestEmbeddedOptionalFilters(t *testing.T) {
+	want := map[string][]string{
+		StmtList:  {"status", "queue", "name", "root_id", "correlation_id"},
+		StmtPurge: {"queue", "status", "name"},
+		StmtStats: {"queue"},
+	}
+	for _, d := range []Dialect{SQLite, Postgres} {
+		set := Statements(d)
+		for _, name := range set.Names() {
+			if got := set.Get(name).OptionalFilters(); !slices.Equal(got, want[name]) {
+				t.Errorf("%s/%s OptionalFilters = %q, want %q", d, name, got, want[name])
+			}
+		}
+	}
+}
+
+func TestEmbeddedWrite(t *testing.T) {
+	reads := []string{
+		StmtClaimableProbe, StmtGet, StmtGetByKey, StmtGetKey, StmtGetStatus, StmtGetStatusByKey,
+		StmtInstallations, StmtList, StmtLockKey, StmtProtocolVersion, StmtQueueDepth, StmtStats,
+	}
+	for _, d := range []Dialect{SQLite, Postgres} {
+		set := Statements(d)
+		for _, name := range set.Names() {
+			if got, want := set.Get(name).Write, !slices.Contains(reads, name); got != want {
+				t.Errorf("%s/%s Write = %v, want %v", d, name, got, want)
+			}
+		}
+	}
+}
+
+// TestClaimVariants pins the four claim statements to one another: each
+// variant differs from claim only in the predicates it turns into equalities.
+func TestClaimVariants(t *testing.T) {
+	type swap struct{ from, to string }
+	variants := map[Dialect]map[string][]swap{
+		SQLite: {
+			StmtClaimOneQueue: {{"queue IN (SELECT value FROM json_each(:queues))", "queue = :queue"}},
+			StmtClaimOneName:  {{"(:names IS NULL OR name IN (SELECT value FROM json_each(:names)))", "name = :name"}},
+			StmtClaimOneQueueOneName: {
+				{"queue IN (SELECT value FROM json_each(:queues))", "queue = :queue"},
+				{"(:names IS NULL OR name IN (SELECT value FROM json_each(:names)))", "name = :name"},
+			},
+		},
+		Postgres: {
+			StmtClaimOneQueue: {{"queue = ANY (:queues::text[])", "queue = :queue"}},
+			StmtClaimOneName:  {{"(:names::text[] IS NULL OR name = ANY (:names::text[]))", "name = :name"}},
+			StmtClaimOneQueueOneName: {
+				{"queue = ANY (:queues::text[])", "queue = :queue"},
+				{"(:names::text[] IS NULL OR name = ANY (:names::text[]))", "name = :name"},
+			},
+		},
+	}
+	for d, vs := range variants {
+		base := Statements(d).Get(StmtClaim).src
+		for name, swaps := range vs {
+			want := base
+			for _, s := range swaps {
+				if strings.Count(want, s.from) != 1 {
+					t.Fatalf("%s claim: predicate %q not found exactly once", d, s.from)
+				}
+				want = strings.Replace(want, s.from, s.to, 1)
+			}
+			got, err := Compile(name, want, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := Statements(d).Get(name); st.SQL != got.SQL {
+				t.Errorf("%s/%s drifted from claim:\n got  %s\n want %s", d, name, st.SQL, got.SQL)
+			}
+		}
+	}
+}
+
+func TestMigrationNames(t *testing.T) {
+	common := []string{
+		"0001_init.sql", "0002_purge_index.sql", "0004_lease_index.sql",
+		"0005_clear_terminal_lease.sql", "0006_claim_name_index.sql", "0007_purge_status_index.sql",
+		"0008_claim_due_index.sql", "0009_purge_queue_index.sql", "0010_drop_status_index.sql",
+	}
+	want := map[Dialect][]string{
+		SQLite:   common,
+		Postgres: sorted(append(slices.Clone(common), "0003_notify.sql")),
+	}
+	for d, names := range want {
+		ms := Migrations(d)
+		var got []string
+		for _, m := range ms {
+			got = append(got, m.Name)
+			if strings.TrimSpace(m.SQL) == "" {
+				t.Errorf("%s/%s is empty", d, m.Name)
+			}
+			// Scripts carry no parameters and must tokenize cleanly.
+			toks, err := lex(m.SQL, d)
+			if err != nil {
+				t.Errorf("%s/%s: %v", d, m.Name, err)
+			}
+			for _, tk := range toks {
+				if tk.kind == tokParam || tk.kind == tokNative {
+					t.Errorf("%s/%s: parameter %q in a migration", d, m.Name, m.SQL[tk.start:tk.end])
+				}
+			}
+		}
+		if !slices.Equal(got, names) {
+			t.Errorf("%s migrations = %q\nwant %q", d, got, names)
+		}
+		ms[0].Name = "mutated"
+		if Migrations(d)[0].Name == "mutated" {
+			t.Errorf("%s: Migrations returns shared storage", d)
+		}
+	}
+}

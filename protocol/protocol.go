@@ -1,0 +1,174 @@
+package protocol
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// ProtocolVersion is the protocol major this package speaks; the migrations
+// write it to cairnq_meta as protocol_version.
+const ProtocolVersion = 1
+
+// Dialect names a database dialect; it selects the statement and migration
+// subtree.
+type Dialect string
+
+// The supported dialects.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// Statement names. Each names one embedded file, sql/<dialect>/<name>.sql.
+const (
+	StmtCancel               = "cancel"
+	StmtClaim                = "claim"
+	StmtClaimOneName         = "claim_one_name"
+	StmtClaimOneQueue        = "claim_one_queue"
+	StmtClaimOneQueueOneName = "claim_one_queue_one_name"
+	StmtClaimableProbe       = "claimable_probe"
+	StmtComplete             = "complete"
+	StmtFail                 = "fail"
+	StmtGet                  = "get"
+	StmtGetByKey             = "get_by_key"
+	StmtGetKey               = "get_key"
+	StmtGetStatus            = "get_status"
+	StmtGetStatusByKey       = "get_status_by_key"
+	StmtHeartbeat            = "heartbeat"
+	StmtHeartbeatBatch       = "heartbeat_batch"
+	StmtInsertTask           = "insert_task"
+	StmtInstallations        = "installations" // Postgres only
+	StmtList                 = "list"
+	StmtLockKey              = "lock_key"
+	StmtProgress             = "progress"
+	StmtProtocolVersion      = "protocol_version"
+	StmtPurge                = "purge"
+	StmtQueueDepth           = "queue_depth"
+	StmtRecoverLeases        = "recover_leases"
+	StmtRetry                = "retry"
+	StmtStats                = "stats"
+	StmtSucceed              = "succeed"
+	StmtUpsertKey            = "upsert_key"
+)
+
+//go:embed sql/sqlite/*.sql sql/postgres/*.sql migrations/sqlite/*.sql migrations/postgres/*.sql
+var files embed.FS
+
+// Set is the compiled statements of one dialect. It is immutable and safe for
+// concurrent use.
+type Set struct {
+	dialect Dialect
+	byName  map[string]*Statement
+	names   []string
+}
+
+// Dialect returns the dialect the set was compiled for.
+func (s *Set) Dialect() Dialect { return s.dialect }
+
+// Get returns the named statement, or nil if the dialect has no such statement.
+func (s *Set) Get(name string) *Statement { return s.byName[name] }
+
+// Names returns the statement names in sorted order.
+func (s *Set) Names() []string { return slices.Clone(s.names) }
+
+var (
+	sqliteSet   = sync.OnceValue(func() *Set { return mustLoad(SQLite) })
+	postgresSet = sync.OnceValue(func() *Set { return mustLoad(Postgres) })
+
+	sqliteMigrations   = sync.OnceValue(func() []Migration { return mustMigrations(SQLite) })
+	postgresMigrations = sync.OnceValue(func() []Migration { return mustMigrations(Postgres) })
+)
+
+// Statements returns the embedded statements of dialect d, compiled once on
+// first use. It panics for an unknown dialect or if an embedded file does not
+// compile; the package's tests compile every file, so the latter is a build
+// defect rather than a runtime condition.
+func Statements(d Dialect) *Set {
+	switch d {
+	case SQLite:
+		return sqliteSet()
+	case Postgres:
+		return postgresSet()
+	}
+	panic(fmt.Sprintf("protocol: unknown dialect %q", d))
+}
+
+func mustLoad(d Dialect) *Set {
+	set, err := load(d)
+	if err != nil {
+		panic(err)
+	}
+	return set
+}
+
+func load(d Dialect) (*Set, error) {
+	dir := path.Join("sql", string(d))
+	entries, err := fs.ReadDir(files, dir)
+	if err != nil {
+		return nil, err
+	}
+	set := &Set{dialect: d, byName: make(map[string]*Statement, len(entries))}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".sql")
+		if !ok {
+			continue
+		}
+		src, err := fs.ReadFile(files, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		st, err := Compile(name, string(src), d)
+		if err != nil {
+			return nil, err
+		}
+		set.byName[name] = st
+		set.names = append(set.names, name)
+	}
+	slices.Sort(set.names)
+	return set, nil
+}
+
+// Migration is one schema migration script: several statements, no
+// parameters, run as one unit and recorded in the ledger under Name.
+type Migration struct {
+	Name string // file name, e.g. "0001_init.sql"; the ledger key
+	SQL  string
+}
+
+// Migrations returns dialect d's migrations in the order they must be
+// applied (file name order). Ordinals are shared across dialects, so a
+// dialect may skip one (SQLite has no 0003). It panics for an unknown dialect.
+func Migrations(d Dialect) []Migration {
+	switch d {
+	case SQLite:
+		return slices.Clone(sqliteMigrations())
+	case Postgres:
+		return slices.Clone(postgresMigrations())
+	}
+	panic(fmt.Sprintf("protocol: unknown dialect %q", d))
+}
+
+func mustMigrations(d Dialect) []Migration {
+	dir := path.Join("migrations", string(d))
+	entries, err := fs.ReadDir(files, dir)
+	if err != nil {
+		panic(err)
+	}
+	var out []Migration
+	for _, e := range entries { // ReadDir sorts by file name
+		if !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		b, err := fs.ReadFile(files, path.Join(dir, e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, Migration{Name: e.Name(), SQL: string(b)})
+	}
+	return out
+}

@@ -1,0 +1,21 @@
+-- Lease up to :limit due tasks from the :queues JSON array. :names is a JSON
+-- array of runnable task names, or NULL to take any name. The caller runs this
+-- under BEGIN IMMEDIATE, which is what makes the pick-and-update atomic.
+-- Order: priority, then due time, then id, so ties resolve deterministically.
+UPDATE cairnq_tasks
+SET status         = 'running',
+    worker_id      = :worker_id,
+    lease_until_ms = :lease_until_ms,
+    attempt        = attempt + 1,
+    updated_at_ms  = :now_ms
+WHERE id IN (
+    SELECT id
+    FROM cairnq_tasks
+    WHERE status = 'queued'
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+      AND run_at_ms <= :now_ms
+    ORDER BY priority DESC, run_at_ms ASC, id ASC
+    LIMIT :limit
+)
+RETURNING *;

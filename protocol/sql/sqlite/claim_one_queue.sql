@@ -1,0 +1,20 @@
+-- claim for exactly one queue: the equality on :queue lets the draw walk
+-- cairnq_tasks_claim_idx in claim order instead of sorting. Otherwise
+-- identical to claim.sql.
+UPDATE cairnq_tasks
+SET status         = 'running',
+    worker_id      = :worker_id,
+    lease_until_ms = :lease_until_ms,
+    attempt        = attempt + 1,
+    updated_at_ms  = :now_ms
+WHERE id IN (
+    SELECT id
+    FROM cairnq_tasks
+    WHERE status = 'queued'
+      AND queue = :queue
+      AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))
+      AND run_at_ms <= :now_ms
+    ORDER BY priority DESC, run_at_ms ASC, id ASC
+    LIMIT :limit
+)
+RETURNING *;

@@ -1,0 +1,1 @@
+SELECT * FROM cairnq_tasks WHERE id = :id;

@@ -1,0 +1,593 @@
+package protocol
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ncruces/go-sqlite3"
+)
+
+var taskColumns = []string{
+	"id", "name", "queue", "status", "payload", "result", "error", "metadata",
+	"progress", "message", "attempt", "max_attempts", "priority", "worker_id",
+	"lease_until_ms", "run_at_ms", "cancel_requested_at_ms", "parent_id", "root_id",
+	"correlation_id", "created_at_ms", "updated_at_ms", "completed_at_ms",
+}
+
+// resultColumns is what each statement returns, by column name.
+var resultColumns = map[string][]string{
+	StmtCancel:               taskColumns,
+	StmtClaim:                taskColumns,
+	StmtClaimOneName:         taskColumns,
+	StmtClaimOneQueue:        taskColumns,
+	StmtClaimOneQueueOneName: taskColumns,
+	StmtClaimableProbe:       {"has_work"},
+	StmtComplete:             taskColumns,
+	StmtFail:                 taskColumns,
+	StmtGet:                  taskColumns,
+	StmtGetByKey:             taskColumns,
+	StmtGetKey:               {"task_id"},
+	StmtGetStatus:            {"id", "status"},
+	StmtGetStatusByKey:       {"id", "status"},
+	StmtHeartbeat:            taskColumns,
+	StmtHeartbeatBatch:       {"id", "cancel_requested_at_ms"},
+	StmtInsertTask:           taskColumns,
+	StmtList:                 taskColumns,
+	StmtLockKey:              {"locked"},
+	StmtProgress:             taskColumns,
+	StmtProtocolVersion:      {"value"},
+	StmtPurge:                {"id"},
+	StmtQueueDepth:           {"headroom"},
+	StmtRecoverLeases:        taskColumns,
+	StmtRetry:                taskColumns,
+	StmtStats:                {"queue", "status", "count"},
+	StmtSucceed:              taskColumns,
+	StmtUpsertKey:            nil,
+}
+
+func TestSQLiteMigrations(t *testing.T) {
+	conn := openDB(t, filepath.Join(t.TempDir(), "tasks.db"))
+	want := map[string]string{
+		"0001_init.sql": "1", "0002_purge_index.sql": "2", "0004_lease_index.sql": "4",
+		"0005_clear_terminal_lease.sql": "5", "0006_claim_name_index.sql": "6",
+		"0007_purge_status_index.sql": "7", "0008_claim_due_index.sql": "8",
+		"0009_purge_queue_index.sql": "9", "0010_drop_status_index.sql": "10",
+	}
+	for _, m := range Migrations(SQLite) {
+		exec(t, conn, m.SQL)
+		meta := metaRows(t, conn)
+		if meta["schema_version"] != want[m.Name] || meta["protocol_version"] != "1" {
+			t.Errorf("after %s: meta = %v, want schema_version %s, protocol_version 1", m.Name, meta, want[m.Name])
+		}
+	}
+	before := schema(t, conn, false)
+
+	// Every script is safe to run again.
+	for _, m := range Migrations(SQLite) {
+		exec(t, conn, m.SQL)
+	}
+	if after := schema(t, conn, false); !slices.Equal(before, after) {
+		t.Errorf("re-running the migrations changed the schema:\n%s", diff(before, after))
+	}
+
+	// 0005 clears leases left on rows that are not running.
+	exec(t, conn, `INSERT INTO cairnq_tasks (id, name, status, payload, run_at_ms, lease_until_ms, created_at_ms, updated_at_ms)
+		VALUES ('done', 'n', 'succeeded', '{}', 1, 99, 1, 1), ('live', 'n', 'running', '{}', 1, 99, 1, 1)`)
+	exec(t, conn, Migrations(SQLite)[3].SQL)
+	got := query(t, conn, "SELECT id, lease_until_ms FROM cairnq_tasks ORDER BY id")
+	if got[0]["lease_until_ms"] != nil || got[1]["lease_until_ms"] != int64(99) {
+		t.Errorf("0005: leases = %v", got)
+	}
+}
+
+func TestSQLiteStatementsPrepare(t *testing.T) {
+	conn := migratedDB(t)
+	set := Statements(SQLite)
+	for _, name := range set.Names() {
+		st := set.Get(name)
+		// Every combination of optional filters, rewritten or not.
+		filters := st.OptionalFilters()
+		for mask := range 1 << len(filters) {
+			args := Args{}
+			for i, f := range filters {
+				if mask&(1<<i) != 0 {
+					args[f] = "x"
+				}
+			}
+			sp := st.Specialize(args)
+			stmt, tail, err := conn.Prepare(sp.SQL)
+			if err != nil {
+				t.Errorf("%s %v: %v\n%s", name, args, err, sp.SQL)
+				continue
+			}
+			if strings.TrimSpace(tail) != "" {
+				t.Errorf("%s: tail %q", name, tail)
+			}
+			if stmt.BindCount() != len(sp.Params) {
+				t.Errorf("%s: sqlite sees %d parameters, Params has %d", name, stmt.BindCount(), len(sp.Params))
+			}
+			if ro := stmt.ReadOnly(); ro == sp.Write {
+				t.Errorf("%s: sqlite read-only = %v, but Write = %v", name, ro, sp.Write)
+			}
+			stmt.Close()
+		}
+		if got := columns(t, conn, st.SQL); !slices.Equal(got, resultColumns[name]) {
+			t.Errorf("%s returns %q, want %q", name, got, resultColumns[name])
+		}
+	}
+}
+
+// TestSQLiteSchemaMatchesFixture is the wire-compatibility proof: the schema
+// these migrations build equals the one the TypeScript SDK built.
+func TestSQLiteSchemaMatchesFixture(t *testing.T) {
+	dir := os.Getenv("CAIRNQ_FIXTURES_DIR")
+	if dir == "" {
+		t.Skip("CAIRNQ_FIXTURES_DIR is not set")
+	}
+	fixture := copyFile(t, filepath.Join(dir, "node-0.12.tasks.db"))
+	theirs := openDB(t, fixture)
+	ours := migratedDB(t)
+
+	want, got := schema(t, theirs, false), schema(t, ours, false)
+	if len(want) < 40 {
+		t.Fatalf("fixture schema looks empty: %q", want)
+	}
+	if !slices.Equal(want, got) {
+		t.Errorf("schema differs from the TypeScript SDK's:\n%s", diff(want, got))
+	}
+	if w, g := metaRows(t, theirs), metaRows(t, ours); fmt.Sprint(w) != fmt.Sprint(g) {
+		t.Errorf("cairnq_meta = %v, fixture has %v", g, w)
+	}
+
+	// The ledger the TypeScript SDK wrote names exactly our migrations, so a
+	// Go store opening this file re-applies nothing.
+	var ledger, names []string
+	for _, r := range query(t, theirs, "SELECT name FROM cairnq_migrations ORDER BY name") {
+		ledger = append(ledger, r["name"].(string))
+	}
+	for _, m := range Migrations(SQLite) {
+		names = append(names, m.Name)
+	}
+	if !slices.Equal(ledger, names) {
+		t.Errorf("fixture ledger %q, our migrations %q", ledger, names)
+	}
+
+	// And the fixture's rows read back through our statements.
+	set := Statements(SQLite)
+	for _, name := range set.Names() {
+		if _, _, err := theirs.Prepare(set.Get(name).SQL); err != nil {
+			t.Errorf("%s does not prepare against the fixture: %v", name, err)
+		}
+	}
+	stats := run(t, theirs, StmtStats, Args{"queue": "gpu"})
+	if len(stats) != 1 || stats[0]["status"] != "running" || stats[0]["count"] != int64(1) {
+		t.Errorf("fixture stats for gpu = %v", stats)
+	}
+}
+
+func TestSQLitePlans(t *testing.T) {
+	conn := migratedDB(t)
+	seedRows(t, conn)
+	exec(t, conn, "ANALYZE")
+
+	explain := func(name string, args Args, specialize bool) string {
+		st := Statements(SQLite).Get(name)
+		if specialize {
+			st = st.Specialize(args)
+		}
+		pos, err := st.Bind(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(plan(t, conn, st.SQL, pos...), "\n")
+	}
+	fullScan := func(p string) bool {
+		for line := range strings.SplitSeq(p, "\n") {
+			if line == "SCAN cairnq_tasks" || strings.HasPrefix(line, "SCAN cairnq_tasks ") {
+				return true
+			}
+		}
+		return false
+	}
+	listArgs := func(k, v string) Args {
+		a := Args{"status": nil, "queue": nil, "name": nil, "root_id": nil, "correlation_id": nil, "limit": 10, "offset": 0}
+		a[k] = v
+		return a
+	}
+	purgeArgs := Args{"before_ms": 5000, "queue": "q1", "status": nil, "name": nil, "limit": 10}
+
+	cases := []struct {
+		name  string
+		stmt  string
+		args  Args
+		index string // what the specialized plan must search
+	}{
+		{"purge by queue", StmtPurge, purgeArgs, "SEARCH cairnq_tasks USING INDEX cairnq_tasks_queue_completed_idx (queue=?"},
+		{"purge by status", StmtPurge, Args{"before_ms": 5000, "queue": nil, "status": "failed", "name": nil, "limit": 10},
+			"SEARCH cairnq_tasks USING INDEX cairnq_tasks_status_completed_idx (status=?"},
+		{"stats by queue", StmtStats, Args{"queue": "q1"}, "SEARCH cairnq_tasks USING COVERING INDEX cairnq_tasks_claim_idx (queue=?)"},
+		{"list by status", StmtList, listArgs("status", "failed"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_status_completed_idx (status=?)"},
+		{"list by queue", StmtList, listArgs("queue", "q1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_claim_idx (queue=?)"},
+		{"list by name", StmtList, listArgs("name", "n1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_name_idx (name=?)"},
+		{"list by root", StmtList, listArgs("root_id", "task_0010"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_root_idx (root_id=?)"},
+		{"list by correlation", StmtList, listArgs("correlation_id", "corr-1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_correlation_idx (correlation_id=?)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			specialized := explain(c.stmt, c.args, true)
+			if !strings.Contains(specialized, c.index) {
+				t.Errorf("specialized plan does not use %q:\n%s", c.index, specialized)
+			}
+			if fullScan(specialized) {
+				t.Errorf("specialized plan scans cairnq_tasks:\n%s", specialized)
+			}
+			// The same arguments through the unspecialized text miss the index:
+			// this is what Specialize is for.
+			general := explain(c.stmt, c.args, false)
+			if strings.Contains(general, c.index) {
+				t.Errorf("unspecialized plan already uses %q, so the test proves nothing:\n%s", c.index, general)
+			}
+		})
+	}
+
+	// Where there is no index to miss, the optional form scans outright.
+	for _, c := range []struct {
+		stmt string
+		args Args
+	}{
+		{StmtStats, Args{"queue": "q1"}},
+		{StmtList, listArgs("root_id", "task_0010")},
+	} {
+		if p := explain(c.stmt, c.args, false); !fullScan(p) {
+			t.Errorf("unspecialized %s does not scan:\n%s", c.stmt, p)
+		}
+	}
+
+	// The hot claim-path statements keep their indexes too.
+	for _, c := range []struct {
+		stmt  string
+		args  Args
+		index string
+	}{
+		{StmtRecoverLeases, Args{"now_ms": 5000, "lease_expired_error": "{}"}, "cairnq_tasks_lease_idx"},
+		{StmtClaimOneQueue, Args{"queue": "q1", "names": nil, "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+			"cairnq_tasks_claim_idx (queue=? AND status=?)"},
+		{StmtClaimOneQueueOneName, Args{"queue": "q1", "name": "n1", "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=?)"},
+	} {
+		if p := explain(c.stmt, c.args, true); !strings.Contains(p, c.index) || fullScan(p) {
+			t.Errorf("%s does not use %s:\n%s", c.stmt, c.index, p)
+		}
+	}
+}
+
+// TestSQLiteLifecycle runs every SQLite statement through the task lifecycle
+// and checks what each one wrote.
+func TestSQLiteLifecycle(t *testing.T) {
+	conn := migratedDB(t)
+	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
+	one := func(rows []row) row {
+		t.Helper()
+		if len(rows) != 1 {
+			t.Fatalf("got %d rows, want 1: %v", len(rows), rows)
+		}
+		return rows[0]
+	}
+	expect := func(r row, want row) {
+		t.Helper()
+		for k, v := range want {
+			if fmt.Sprint(r[k]) != fmt.Sprint(v) {
+				t.Errorf("%s = %v, want %v (row %v)", k, r[k], v, r["id"])
+			}
+		}
+	}
+	none := func(rows []row) {
+		t.Helper()
+		if len(rows) != 0 {
+			t.Errorf("got %v, want no rows", rows)
+		}
+	}
+	insert := func(id, name string, priority int, parent, corr any, now int64) row {
+		return one(call(StmtInsertTask, Args{
+			"id": id, "name": name, "queue": "default", "payload": `{"n":1}`, "metadata": "{}",
+			"max_attempts": 3, "priority": priority, "run_at_ms": now, "parent_id": parent,
+			"root_id": "task_a", "correlation_id": corr, "now_ms": now,
+		}))
+	}
+	claimArgs := func(now int64, worker string) Args {
+		return Args{"now_ms": now, "worker_id": worker, "lease_until_ms": now + 1000, "limit": 5,
+			"queues": `["default","other"]`, "queue": "default", "names": nil, "name": "render"}
+	}
+	const now = int64(1_000_000)
+	nilv := any(nil)
+
+	expect(one(call(StmtProtocolVersion, Args{})), row{"value": "1"})
+
+	a := insert("task_a", "render", 0, nil, "c1", now)
+	expect(a, row{"status": "queued", "attempt": 0, "max_attempts": 3, "run_at_ms": now, "created_at_ms": now,
+		"updated_at_ms": now, "metadata": "{}", "payload": `{"n":1}`, "root_id": "task_a", "worker_id": nilv})
+	insert("task_b", "embed", 5, "task_a", nil, now)
+
+	expect(one(call(StmtLockKey, Args{"key": "k"})), row{"locked": 1})
+	none(call(StmtUpsertKey, Args{"key": "k", "task_id": "task_a", "now_ms": now}))
+	expect(one(call(StmtGetKey, Args{"key": "k"})), row{"task_id": "task_a"})
+	expect(one(call(StmtGetByKey, Args{"key": "k"})), row{"id": "task_a", "name": "render"})
+	expect(one(call(StmtGetStatusByKey, Args{"key": "k"})), row{"id": "task_a", "status": "queued"})
+	none(call(StmtUpsertKey, Args{"key": "k", "task_id": "task_b", "now_ms": now + 1}))
+	expect(one(query(t, conn, "SELECT * FROM cairnq_task_keys")), row{"task_id": "task_b", "created_at_ms": now, "updated_at_ms": now + 1})
+	none(call(StmtGetKey, Args{"key": "missing"}))
+
+	expect(one(call(StmtQueueDepth, Args{"queue": "default", "max_depth": 10})), row{"headroom": 8})
+	expect(one(call(StmtQueueDepth, Args{"queue": "default", "max_depth": 1})), row{"headroom": 0})
+	expect(one(call(StmtQueueDepth, Args{"queue": "other", "max_depth": 10})), row{"headroom": 10})
+
+	probe := func(queues, names any, at int64) any {
+		return one(call(StmtClaimableProbe, Args{"queues": queues, "names": names, "now_ms": at}))["has_work"]
+	}
+	if probe(`["default"]`, nil, now) != int64(1) || probe(`["other"]`, nil, now) != int64(0) ||
+		probe(`["default"]`, `["nope"]`, now) != int64(0) || probe(`["default"]`, nil, now-1) != int64(0) {
+		t.Error("claimable_probe answers wrongly")
+	}
+
+	// A name filter beats priority; the single-queue form takes what is left.
+	c := claimArgs(now+10, "w1")
+	c["names"] = `["render"]`
+	expect(one(call(StmtClaim, c)), row{"id": "task_a", "status": "running", "attempt": 1, "worker_id": "w1",
+		"lease_until_ms": now + 1010, "updated_at_ms": now + 10})
+	expect(one(call(StmtClaimOneQueue, claimArgs(now+10, "w2"))), row{"id": "task_b", "attempt": 1, "worker_id": "w2"})
+	if probe(`["default"]`, nil, now+10) != int64(0) {
+		t.Error("probe sees work with everything claimed")
+	}
+
+	none(call(StmtHeartbeat, Args{"id": "task_a", "worker_id": "w2", "now_ms": now + 20, "lease_until_ms": now + 2000}))
+	expect(one(call(StmtHeartbeat, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 20, "lease_until_ms": now + 2000})),
+		row{"lease_until_ms": now + 2000, "updated_at_ms": now + 20})
+	beat := one(call(StmtHeartbeatBatch, Args{"ids": `["task_a","task_b"]`, "worker_id": "w1", "now_ms": now + 30, "lease_until_ms": now + 3000}))
+	if len(beat) != 2 || beat["id"] != "task_a" || beat["cancel_requested_at_ms"] != nil {
+		t.Errorf("heartbeat_batch = %v", beat)
+	}
+
+	expect(one(call(StmtProgress, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 40, "progress": 0.5, "message": nil})),
+		row{"progress": 0.5, "message": nilv})
+	expect(one(call(StmtProgress, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 41, "progress": nil, "message": "half"})),
+		row{"progress": 0.5, "message": "half"})
+
+	// Cancel a running task: it keeps running until its worker finishes, then
+	// the cancel wins over the result.
+	expect(one(call(StmtCancel, Args{"id": "task_b", "now_ms": now + 50})),
+		row{"status": "running", "cancel_requested_at_ms": now + 50, "completed_at_ms": nilv})
+	expect(one(call(StmtComplete, Args{"id": "task_b", "worker_id": "w2", "now_ms": now + 55, "result": `{"r":1}`})),
+		row{"status": "canceled", "result": nilv, "lease_until_ms": nilv, "completed_at_ms": now + 55, "worker_id": "w2"})
+
+	// A retryable failure requeues with a delay and clears the attempt.
+	expect(one(call(StmtFail, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 60, "error": `{"code":"x"}`, "retryable": 1, "delay_ms": 500})),
+		row{"status": "queued", "run_at_ms": now + 560, "worker_id": nilv, "lease_until_ms": nilv, "progress": nilv,
+			"message": nilv, "completed_at_ms": nilv, "error": `{"code":"x"}`, "attempt": 1})
+	none(call(StmtClaimOneName, claimArgs(now+100, "w1")))
+	expect(one(call(StmtClaimOneName, claimArgs(now+560, "w1"))), row{"id": "task_a", "attempt": 2})
+
+	// Lease expiry: requeued while attempts remain, then failed.
+	expect(one(call(StmtRecoverLeases, Args{"now_ms": now + 5000, "lease_expired_error": `{"code":"lease_expired"}`})),
+		row{"id": "task_a", "status": "queued", "worker_id": nilv, "run_at_ms": now + 5000, "error": `{"code":"x"}`, "completed_at_ms": nilv})
+	expect(one(call(StmtClaimOneQueueOneName, claimArgs(now+5000, "w1"))), row{"id": "task_a", "attempt": 3})
+	none(call(StmtRecoverLeases, Args{"now_ms": now + 5999, "lease_expired_error": `{}`}))
+	expect(one(call(StmtRecoverLeases, Args{"now_ms": now + 6000, "lease_expired_error": `{"code":"lease_expired"}`})),
+		row{"status": "failed", "error": `{"code":"lease_expired"}`, "completed_at_ms": now + 6000, "worker_id": "w1", "lease_until_ms": nilv})
+
+	// Manual retry, then a plain success.
+	expect(one(call(StmtRetry, Args{"id": "task_a", "now_ms": now + 7000, "reset_attempt": 1})),
+		row{"status": "queued", "attempt": 0, "error": nilv, "completed_at_ms": nilv, "run_at_ms": now + 7000, "worker_id": nilv})
+	expect(one(call(StmtClaim, claimArgs(now+7000, "w3"))), row{"id": "task_a", "attempt": 1})
+	expect(one(call(StmtSucceed, Args{"id": "task_a", "worker_id": "w3", "now_ms": now + 7100, "result": `{"ok":true}`, "message": nil})),
+		row{"status": "succeeded", "result": `{"ok":true}`, "progress": 1.0, "lease_until_ms": nilv, "completed_at_ms": now + 7100, "worker_id": "w3"})
+	none(call(StmtSucceed, Args{"id": "task_a", "worker_id": "w3", "now_ms": now + 7100, "result": `{}`, "message": nil}))
+	none(call(StmtCancel, Args{"id": "task_a", "now_ms": now + 7200}))
+	none(call(StmtRetry, Args{"id": "task_a", "now_ms": now + 7200, "reset_attempt": 0}))
+
+	// A queued task cancels at once.
+	insert("task_c", "render", 0, nil, nil, now+8000)
+	expect(one(call(StmtCancel, Args{"id": "task_c", "now_ms": now + 8100})),
+		row{"status": "canceled", "completed_at_ms": now + 8100, "cancel_requested_at_ms": nilv})
+
+	ids := func(rows []row) string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, r["id"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	list := func(k string, v any, limit, offset int) string {
+		a := Args{"status": nil, "queue": nil, "name": nil, "root_id": nil, "correlation_id": nil, "limit": limit, "offset": offset}
+		if k != "" {
+			a[k] = v
+		}
+		return ids(call(StmtList, a))
+	}
+	for _, c := range []struct {
+		k    string
+		v    any
+		want string
+	}{
+		{"", nil, "task_c,task_b,task_a"}, // created_at desc, then id desc
+		{"status", "succeeded", "task_a"},
+		{"queue", "other", ""},
+		{"name", "render", "task_c,task_a"},
+		{"root_id", "task_a", "task_c,task_b,task_a"},
+		{"correlation_id", "c1", "task_a"},
+	} {
+		if got := list(c.k, c.v, 10, 0); got != c.want {
+			t.Errorf("list %s=%v: %q, want %q", c.k, c.v, got, c.want)
+		}
+	}
+	if got := list("", nil, 1, 1); got != "task_b" {
+		t.Errorf("list page 2: %q", got)
+	}
+
+	statsText := func(q any) string {
+		var out []string
+		for _, r := range call(StmtStats, Args{"queue": q}) {
+			out = append(out, fmt.Sprintf("%v/%v=%v", r["queue"], r["status"], r["count"]))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := statsText(nil); got != "default/canceled=2 default/succeeded=1" {
+		t.Errorf("stats = %q", got)
+	}
+	if got := statsText("default"); got != "default/canceled=2 default/succeeded=1" {
+		t.Errorf("stats default = %q", got)
+	}
+	if got := statsText("other"); got != "" {
+		t.Errorf("stats other = %q", got)
+	}
+	expect(one(call(StmtGet, Args{"id": "task_a"})), row{"status": "succeeded"})
+	expect(one(call(StmtGetStatus, Args{"id": "task_c"})), row{"id": "task_c", "status": "canceled"})
+	none(call(StmtGet, Args{"id": "nope"}))
+
+	// Retention: filtered and bounded, oldest first; the key goes with its task.
+	purge := func(before int64, status any, limit int) string {
+		return ids(call(StmtPurge, Args{"before_ms": before, "queue": "default", "status": status, "name": nil, "limit": limit}))
+	}
+	if got := purge(now+8100, nil, 1); got != "task_b" {
+		t.Errorf("purge, oldest first = %q", got)
+	}
+	if got := purge(now+8100, nil, 10); got != "task_a" {
+		t.Errorf("purge before cutoff = %q", got)
+	}
+	none(call(StmtGetKey, Args{"key": "k"}))
+	if got := purge(now+9000, "succeeded", 10); got != "" {
+		t.Errorf("purge succeeded = %q", got)
+	}
+	if got := purge(now+9000, "canceled", 1); got != "task_c" {
+		t.Errorf("purge canceled = %q", got)
+	}
+	if n := one(query(t, conn, "SELECT count(*) AS n FROM cairnq_tasks"))["n"]; n != int64(0) {
+		t.Errorf("%v rows left", n)
+	}
+}
+
+// schema describes every cairnq object in conn, one fact per line: each
+// table's normalized CREATE text, columns, foreign keys, and each index's
+// normalized CREATE text, flags and key columns. sqlite_* tables and the
+// ledger (the store's, not the migrations') are left out unless withLedger.
+func schema(t testing.TB, conn *sqlite3.Conn, withLedger bool) []string {
+	t.Helper()
+	var out []string
+	add := func(prefix string, rows []row, cols ...string) {
+		for _, r := range rows {
+			var parts []string
+			for _, c := range cols {
+				parts = append(parts, fmt.Sprintf("%s=%v", c, r[c]))
+			}
+			out = append(out, prefix+" "+strings.Join(parts, " "))
+		}
+	}
+	tables := query(t, conn, `SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	for _, tb := range tables {
+		name := tb["name"].(string)
+		if name == "cairnq_migrations" && !withLedger {
+			continue
+		}
+		out = append(out, "table "+name+" "+normalizeSQL(t, tb["sql"]))
+		add("column "+name, query(t, conn, "SELECT * FROM pragma_table_xinfo(?1) ORDER BY cid", name),
+			"cid", "name", "type", "notnull", "dflt_value", "pk", "hidden")
+		add("fk "+name, query(t, conn, "SELECT * FROM pragma_foreign_key_list(?1) ORDER BY id, seq", name),
+			"id", "seq", "table", "from", "to", "on_update", "on_delete", "match")
+		for _, ix := range query(t, conn, "SELECT * FROM pragma_index_list(?1) ORDER BY name", name) {
+			iname := ix["name"].(string)
+			sql := one(t, query(t, conn, "SELECT sql FROM sqlite_schema WHERE name = ?1", iname))["sql"]
+			out = append(out, fmt.Sprintf("index %s on=%s unique=%v origin=%v partial=%v %s",
+				iname, name, ix["unique"], ix["origin"], ix["partial"], normalizeSQL(t, sql)))
+			add("index-column "+iname, query(t, conn, "SELECT * FROM pragma_index_xinfo(?1) ORDER BY seqno", iname),
+				"seqno", "cid", "name", "desc", "coll", "key")
+		}
+	}
+	for _, tr := range query(t, conn, `SELECT name, sql FROM sqlite_schema WHERE type IN ('trigger', 'view') ORDER BY name`) {
+		out = append(out, fmt.Sprintf("other %v %s", tr["name"], normalizeSQL(t, tr["sql"])))
+	}
+	return out
+}
+
+func one(t testing.TB, rows []row) row {
+	t.Helper()
+	if len(rows) != 1 {
+		t.Fatalf("got %d rows, want 1", len(rows))
+	}
+	return rows[0]
+}
+
+// normalizeSQL reduces DDL text to its tokens, keywords and names lowercased,
+// literals untouched, so formatting and keyword case do not count.
+func normalizeSQL(t testing.TB, v any) string {
+	t.Helper()
+	src, _ := v.(string)
+	if src == "" {
+		return "<no sql>"
+	}
+	toks, err := lex(src, SQLite)
+	if err != nil {
+		t.Fatalf("%q: %v", src, err)
+	}
+	var parts []string
+	for _, tk := range toks {
+		text := src[tk.start:tk.end]
+		switch tk.kind {
+		case tokSpace, tokComment:
+			continue
+		case tokWord:
+			text = strings.ToLower(text)
+		}
+		parts = append(parts, text)
+	}
+	return strings.Join(parts, " ")
+}
+
+func metaRows(t testing.TB, conn *sqlite3.Conn) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, r := range query(t, conn, "SELECT key, value FROM cairnq_meta") {
+		out[r["key"].(string)] = r["value"].(string)
+	}
+	return out
+}
+
+func copyFile(t testing.TB, src string) string {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// diff lists the lines only in want (-) and only in got (+).
+func diff(want, got []string) string {
+	var b strings.Builder
+	for _, l := range want {
+		if !slices.Contains(got, l) {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	for _, l := range got {
+		if !slices.Contains(want, l) {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,176 @@
+package protocol
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// Args carries a statement's arguments by parameter name. Callers pass one
+// dialect-neutral superset (for example both now_ms and lease_ms); each
+// statement binds only the names it uses.
+type Args map[string]any
+
+// Statement is one compiled protocol statement. Its exported fields are
+// read-only once compiled; a *Statement is safe for concurrent use.
+type Statement struct {
+	// Name is the statement's name, e.g. "claim" (see the Stmt constants).
+	Name string
+	// Dialect is the dialect SQL is written for.
+	Dialect Dialect
+	// SQL is the compiled text: placeholders ?1..?N on SQLite and $1..$N on
+	// Postgres, where N is len(Params). A name used twice reuses its number.
+	SQL string
+	// Params holds the unique parameter names in first-use order; Params[i]
+	// is placeholder i+1.
+	Params []string
+	// Write is false only for a plain read, i.e. a statement whose first
+	// keyword is SELECT or VALUES. The SQLite store routes writes to its
+	// writer connection.
+	Write bool
+
+	src     string     // the :name source text
+	filters []filter   // the root statement's optional filters, in text order
+	mask    uint32     // which of root's filters this statement has rewritten
+	root    *Statement // the statement this one specializes; nil if none
+	memo    []memoSlot // root only: one slot per subset of filters
+}
+
+// filter is one optional filter: SQL[start:end] is the whole parenthesized
+// filter in the root statement's compiled text, repl its equality form.
+type filter struct {
+	param      string
+	start, end int
+	repl       string
+}
+
+type memoSlot struct{ p atomic.Pointer[Statement] }
+
+// MissingParamError reports a parameter a statement needs that the arguments
+// did not carry at all. (A parameter present with a nil value binds NULL.)
+type MissingParamError struct {
+	Statement string
+	Param     string
+}
+
+func (e *MissingParamError) Error() string {
+	return fmt.Sprintf("protocol: statement %q needs parameter %q, which the arguments do not carry", e.Statement, e.Param)
+}
+
+// Bind returns the positional arguments for args, in Params order. A parameter
+// absent from args (key not present; a present nil is fine and binds NULL) is
+// a *MissingParamError naming the statement and the parameter.
+func (s *Statement) Bind(args Args) ([]any, error) {
+	out := make([]any, len(s.Params))
+	for i, p := range s.Params {
+		v, ok := args[p]
+		if !ok {
+			return nil, &MissingParamError{Statement: s.Name, Param: p}
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// OptionalFilters lists the parameter names of this statement's optional
+// filters that are still in optional form, in text order, without repeats.
+// On a statement from Specialize the rewritten ones are no longer listed.
+func (s *Statement) OptionalFilters() []string {
+	root := s.base()
+	var names []string
+	for i, f := range root.filters {
+		if s.mask&(1<<i) == 0 && !slices.Contains(names, f.param) {
+			names = append(names, f.param)
+		}
+	}
+	return names
+}
+
+// Specialize returns the statement with every optional filter whose parameter
+// is non-nil in args rewritten to a plain equality, (col = :p); filters whose
+// argument is nil or absent stay as they are. The result has the same Params
+// as s, so Bind works on it unchanged.
+//
+// A value counts as nil when it is the nil interface, a nil pointer, or a
+// driver.Valuer whose Value is nil: whatever the driver would bind as NULL.
+// Rewriting such a filter to an equality would match nothing.
+//
+// Results are memoized per set of active filters, so after the first call
+// for a given set no allocation happens. It returns s itself when no filter
+// is active. On an already specialized statement the filters it rewrote stay
+// rewritten. Safe for concurrent use.
+func (s *Statement) Specialize(args Args) *Statement {
+	root := s.base()
+	mask := s.mask
+	for i, f := range root.filters {
+		if mask&(1<<i) == 0 && !isNull(args[f.param]) {
+			mask |= 1 << i
+		}
+	}
+	if mask == s.mask {
+		return s
+	}
+	slot := &root.memo[mask].p
+	if p := slot.Load(); p != nil {
+		return p
+	}
+	built := root.rewrite(mask)
+	if slot.CompareAndSwap(nil, built) {
+		return built
+	}
+	return slot.Load()
+}
+
+func (s *Statement) base() *Statement {
+	if s.root != nil {
+		return s.root
+	}
+	return s
+}
+
+// rewrite builds root's text with the filters in mask replaced by equalities.
+func (s *Statement) rewrite(mask uint32) *Statement {
+	var b strings.Builder
+	b.Grow(len(s.SQL))
+	prev := 0
+	for i, f := range s.filters {
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		b.WriteString(s.SQL[prev:f.start])
+		b.WriteString(f.repl)
+		prev = f.end
+	}
+	b.WriteString(s.SQL[prev:])
+	return &Statement{
+		Name:    s.Name,
+		Dialect: s.Dialect,
+		SQL:     b.String(),
+		Params:  s.Params,
+		Write:   s.Write,
+		src:     s.src,
+		mask:    mask,
+		root:    s,
+	}
+}
+
+// isNull reports whether a driver would bind v as NULL.
+func isNull(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string, int, int64, int32, float64, bool, []byte:
+		return false
+	case driver.Valuer:
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return true
+		}
+		x, err := v.Value()
+		return err == nil && x == nil
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}

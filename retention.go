@@ -1,0 +1,131 @@
+package cairnq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// RetentionRule keeps finished tasks matching it for OlderThan after they
+// finished, then purges them. Empty filters match everything.
+type RetentionRule struct {
+	Queue     string
+	Status    Status // a terminal status
+	Name      string
+	OlderThan time.Duration
+}
+
+// RetentionOptions configures the background purge of a Client.
+type RetentionOptions struct {
+	// Rules are swept in order, each draining its matches in batches of
+	// Limit. Tiered retention is one rule per tier, e.g. succeeded tasks
+	// after an hour, failed ones after a week. At least one rule.
+	Rules []RetentionRule
+	// Interval between sweeps. Default one hour.
+	Interval time.Duration
+	// Limit is the rows one purge statement deletes. Default 1000.
+	Limit int
+	// OnError receives a failed sweep; the sweeper carries on. Default: logged.
+	OnError func(error)
+}
+
+// sweeper runs retention sweeps on a timer. Its goroutine is owned by the
+// Client and stopped by Close.
+type sweeper struct {
+	st       *store.Store
+	rules    []store.PurgeParams
+	interval time.Duration
+	onError  func(error)
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ctx    context.Context
+}
+
+func newSweeper(st *store.Store, o RetentionOptions, log *slog.Logger) (*sweeper, error) {
+	if len(o.Rules) == 0 {
+		return nil, fmt.Errorf("%w: retention needs at least one rule", ErrInvalidArgument)
+	}
+	if o.Interval < 0 {
+		return nil, fmt.Errorf("%w: retention interval must be > 0, got %v", ErrInvalidArgument, o.Interval)
+	}
+	if o.Limit < 0 {
+		return nil, fmt.Errorf("%w: retention limit must be >= 1, got %d", ErrInvalidArgument, o.Limit)
+	}
+	s := &sweeper{st: st, interval: o.Interval, onError: o.OnError}
+	if s.interval == 0 {
+		s.interval = time.Hour
+	}
+	limit := o.Limit
+	if limit == 0 {
+		limit = store.DefaultPurgeLimit
+	}
+	for _, r := range o.Rules {
+		p := store.PurgeParams{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
+		if err := store.ValidatePurge(p); err != nil {
+			return nil, err
+		}
+		s.rules = append(s.rules, p)
+	}
+	if s.onError == nil {
+		s.onError = func(err error) { log.Error("cairnq: retention sweep failed", "err", err) }
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+func (s *sweeper) start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+				if _, err := s.sweep(s.ctx); err != nil && s.ctx.Err() == nil {
+					s.onError(err)
+				}
+			}
+		}
+	}()
+}
+
+func (s *sweeper) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// sweep drains every rule once, in bounded batches, and returns how many
+// tasks it purged.
+func (s *sweeper) sweep(ctx context.Context) (int, error) {
+	n := 0
+	for _, p := range s.rules {
+		for {
+			ids, err := s.st.Purge(ctx, p)
+			n += len(ids)
+			if err != nil {
+				return n, err
+			}
+			if len(ids) < p.Limit {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// SweepNow runs the configured retention rules once, now, and returns how
+// many tasks it purged. Without Options.Retention it purges nothing.
+func (c *Client) SweepNow(ctx context.Context) (int, error) {
+	if c.sweeper == nil {
+		return 0, nil
+	}
+	return c.sweeper.sweep(ctx)
+}

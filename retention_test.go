@@ -1,0 +1,91 @@
+package cairnq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// finish submits n tasks named name and settles each: succeed or fail.
+func finish(t *testing.T, c *cairnq.Client, name, queue string, n int, succeed bool) {
+	t.Helper()
+	ctx := context.Background()
+	st := c.Store()
+	for range n {
+		if _, err := c.Submit(ctx, name, nil, &cairnq.SubmitOptions{Queue: queue, MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{queue}, Names: []string{name}, WorkerID: "w", Limit: n})
+	if err != nil || len(got) != n {
+		t.Fatalf("claim: %d %v", len(got), err)
+	}
+	for _, task := range got {
+		if succeed {
+			_, err = st.Complete(ctx, task.ID, "w", nil)
+		} else {
+			_, err = st.Fail(ctx, task.ID, "w", cairnq.ErrorEnvelope{Message: "x"}, false, 0)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRetentionRulesAreTiered(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, &cairnq.Options{Retention: &cairnq.RetentionOptions{
+		Interval: time.Hour, // only SweepNow runs in this test
+		Limit:    2,         // several batches per rule
+		Rules: []cairnq.RetentionRule{
+			{Status: cairnq.StatusSucceeded, OlderThan: 0},
+			{Queue: "audit", OlderThan: 24 * time.Hour},
+			{Status: cairnq.StatusFailed, Queue: "default", OlderThan: 0},
+		},
+	}})
+	ctx := context.Background()
+	finish(t, c, "ok", "default", 5, true)
+	finish(t, c, "bad", "default", 3, false)
+	finish(t, c, "kept", "audit", 2, false)
+	if _, err := c.Submit(ctx, "live", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // completed_at must be strictly before the cutoff
+
+	n, err := c.SweepNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 8 {
+		t.Errorf("swept %d, want 8 (5 succeeded + 3 failed on default)", n)
+	}
+	stats, err := c.Stats(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats["default"] != (cairnq.StatusCounts{Queued: 1}) || stats["audit"] != (cairnq.StatusCounts{Failed: 2}) {
+		t.Errorf("after the sweep: %+v", stats)
+	}
+}
+
+func TestRetentionRunsInBackground(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, &cairnq.Options{Retention: &cairnq.RetentionOptions{
+		Interval: 10 * time.Millisecond,
+		Rules:    []cairnq.RetentionRule{{OlderThan: 0}},
+	}})
+	finish(t, c, "ok", "default", 3, true)
+	deadline := time.Now().Add(10 * time.Second)
+	for countTasks(t, c) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the background sweeper never purged the finished tasks")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.Close(); err != nil { // stops the sweeper goroutine
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,577 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// SQLiteOptions configures a SQLite store. The zero value is the default.
+type SQLiteOptions struct {
+	// BusyTimeout is how long a write waits, with backoff, for another
+	// process to release the database's write lock before failing with
+	// ErrBusy. Default 5s.
+	BusyTimeout time.Duration
+	// FullSync sets synchronous=FULL: every commit survives a power cut.
+	// Default false: synchronous=NORMAL, which in WAL mode loses nothing on
+	// an application crash and may lose the last commits on a power cut
+	// (what the TypeScript SDK runs).
+	FullSync bool
+	// ReadConns is the number of read connections. Default 4. WAL readers
+	// never wait for the writer.
+	ReadConns int
+	// MaxBatch caps how many waiting writes share one transaction. Default 256.
+	MaxBatch int
+	// Logger receives what the store survives (a failed statistics refresh).
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	statsRefreshInterval = time.Minute
+	walSwitchBudget      = 5 * time.Second
+)
+
+// sqliteBackend owns the connections to one SQLite database. One goroutine,
+// the writer, owns the write connection; writes queue to it and everything
+// waiting runs in one BEGIN IMMEDIATE ... COMMIT (group commit), each
+// request in its own savepoint so a failing request fails only its caller.
+// Reads use a small pool of their own connections.
+type sqliteBackend struct {
+	path    string
+	memory  bool
+	busy    time.Duration
+	log     *slog.Logger
+	reqs    chan *writeReq
+	readers chan *sqliteConn
+	quit    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	maxBatch int
+	w        *sqliteConn // the writer goroutine's, and only its
+
+	commits atomic.Int64 // transactions committed by the writer
+}
+
+// writeReq is one caller's unit of work for the writer.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(q querier) error
+	done chan error
+}
+
+// querier runs compiled protocol statements (or plain SQL) on one
+// connection or transaction.
+type querier interface {
+	query(ctx context.Context, sql string, args []any) ([]executor.Row, error)
+}
+
+type sqliteQuerier struct{ c *sqliteConn }
+
+func (q sqliteQuerier) query(_ context.Context, sql string, args []any) ([]executor.Row, error) {
+	return q.c.query(sql, args)
+}
+
+func isMemoryPath(path string) bool {
+	return path == ":memory:" || strings.Contains(path, "mode=memory")
+}
+
+func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqliteBackend, error) {
+	if path == "" {
+		return nil, argError("open", "path", "is empty (use \":memory:\" for an in-memory database)")
+	}
+	b := &sqliteBackend{
+		path:     path,
+		memory:   isMemoryPath(path),
+		busy:     o.BusyTimeout,
+		log:      o.Logger,
+		reqs:     make(chan *writeReq, 1024),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+		maxBatch: o.MaxBatch,
+	}
+	if b.busy <= 0 {
+		b.busy = 5 * time.Second
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if b.maxBatch <= 0 {
+		b.maxBatch = 256
+	}
+	nread := o.ReadConns
+	if nread <= 0 {
+		nread = 4
+	}
+	if !b.memory && !strings.HasPrefix(path, "file:") {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, &OpenError{Path: path, Err: err}
+		}
+	}
+	sync := "NORMAL"
+	if o.FullSync {
+		sync = "FULL"
+	}
+	w, err := b.openConn(ctx, sync)
+	if err != nil {
+		return nil, err
+	}
+	b.w = w
+	if err := b.migrate(); err != nil {
+		w.close()
+		return nil, err
+	}
+	if err := b.refreshStatistics(); err != nil && !errors.Is(err, sqlite3.BUSY) {
+		w.close()
+		return nil, &OpenError{Path: path, Err: err}
+	}
+	if !b.memory {
+		b.readers = make(chan *sqliteConn, nread)
+		for range nread {
+			r, err := b.openConn(ctx, sync)
+			if err != nil {
+				b.closeReaders()
+				w.close()
+				return nil, err
+			}
+			b.readers <- r
+		}
+	}
+	go b.writer()
+	return b, nil
+}
+
+// openConn opens and configures one connection.
+func (b *sqliteBackend) openConn(ctx context.Context, sync string) (*sqliteConn, error) {
+	c, err := sqlite3.OpenContext(ctx, b.path)
+	if err != nil {
+		return nil, b.openError(err)
+	}
+	conn := &sqliteConn{c: c, stmts: map[string]*preparedStmt{}}
+	fail := func(err error) (*sqliteConn, error) {
+		conn.close()
+		return nil, b.openError(err)
+	}
+	if err := c.BusyHandler(b.backoff); err != nil {
+		return fail(err)
+	}
+	if !b.memory {
+		if err := b.enableWAL(c); err != nil {
+			return fail(err)
+		}
+	}
+	if err := c.Exec("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA synchronous = " + sync); err != nil {
+		return fail(err)
+	}
+	return conn, nil
+}
+
+func (b *sqliteBackend) openError(err error) error {
+	switch {
+	case errors.Is(err, sqlite3.NOTADB):
+		return &OpenError{Path: b.path, Err: fmt.Errorf("%w: %v", ErrNotADatabase, err)}
+	case errors.Is(err, sqlite3.BUSY):
+		return &OpenError{Path: b.path, Err: &BusyError{Timeout: b.busy, Err: err}}
+	}
+	return &OpenError{Path: b.path, Err: err}
+}
+
+// backoff is the busy handler: SQLite calls it while another connection
+// holds the lock it needs, and it sleeps with growing, jittered steps until
+// the busy timeout is spent.
+func (b *sqliteBackend) backoff(ctx context.Context, count int) bool {
+	// The elapsed time is the sum of the steps so far; recomputing it from
+	// count keeps the handler free of state shared between connections.
+	var waited time.Duration
+	step := time.Millisecond
+	for range count {
+		waited += step
+		step = min(step*2, 50*time.Millisecond)
+	}
+	if waited >= b.busy || ctx.Err() != nil {
+		return false
+	}
+	d := min(step, b.busy-waited)
+	time.Sleep(d/2 + rand.N(d/2+1))
+	return true
+}
+
+// enableWAL switches the file to WAL. Only the first connection of a new
+// database really switches, and that needs an exclusive lock SQLite does
+// not wait for through the busy handler, so a concurrent cold start is
+// retried here.
+func (b *sqliteBackend) enableWAL(c *sqlite3.Conn) error {
+	deadline := time.Now().Add(walSwitchBudget)
+	for {
+		stmt, _, err := c.Prepare("PRAGMA journal_mode = WAL")
+		if err != nil {
+			if !errors.Is(err, sqlite3.BUSY) || time.Now().After(deadline) {
+				return err
+			}
+		} else {
+			mode := ""
+			if stmt.Step() {
+				mode = stmt.ColumnText(0)
+			}
+			err = stmt.Err()
+			stmt.Close()
+			if err == nil && strings.EqualFold(mode, "wal") {
+				return nil
+			}
+			if err != nil && !errors.Is(err, sqlite3.BUSY) {
+				return err
+			}
+			if time.Now().After(deadline) {
+				if err == nil {
+					err = fmt.Errorf("journal_mode stayed %q", mode)
+				}
+				return fmt.Errorf("cannot switch to WAL: %w", err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// migrate applies the protocol's migrations and checks the protocol version,
+// all under one BEGIN IMMEDIATE, so two processes cold-starting together
+// cannot both apply one migration, and a database of another protocol major
+// is refused before anything is written to it.
+func (b *sqliteBackend) migrate() error {
+	c := b.w
+	if err := c.exec("BEGIN IMMEDIATE"); err != nil {
+		return b.openError(err)
+	}
+	err := b.migrateLocked()
+	if err != nil {
+		if !c.c.GetAutocommit() {
+			c.exec("ROLLBACK")
+		}
+		return err
+	}
+	if err := c.exec("COMMIT"); err != nil {
+		c.exec("ROLLBACK")
+		return b.openError(err)
+	}
+	return nil
+}
+
+func (b *sqliteBackend) migrateLocked() error {
+	c := b.w
+	// A database some other protocol major made must be left untouched, so
+	// its version is read before any migration runs.
+	if v, ok, err := readProtocolVersion(c, true); err != nil {
+		return b.openError(err)
+	} else if ok && v != protocol.ProtocolVersion {
+		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+	}
+	if err := c.exec(createLedgerSQLite); err != nil {
+		return b.openError(err)
+	}
+	applied, err := c.query("SELECT name FROM cairnq_migrations", nil)
+	if err != nil {
+		return b.openError(err)
+	}
+	have := make(map[string]bool, len(applied))
+	for _, r := range applied {
+		if s, ok := r["name"].(string); ok {
+			have[s] = true
+		}
+	}
+	for _, m := range protocol.Migrations(protocol.SQLite) {
+		if have[m.Name] {
+			continue
+		}
+		if err := c.c.Exec(m.SQL); err != nil {
+			return b.openError(fmt.Errorf("migration %s: %w", m.Name, err))
+		}
+		if _, err := c.query("INSERT INTO cairnq_migrations (name, applied_at_ms) VALUES (?1, ?2)",
+			[]any{m.Name, time.Now().UnixMilli()}); err != nil {
+			return b.openError(err)
+		}
+	}
+	v, ok, err := readProtocolVersion(c, false)
+	if err != nil {
+		return b.openError(err)
+	}
+	if !ok || v != protocol.ProtocolVersion {
+		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+	}
+	return nil
+}
+
+// The ledger every SDK shares: a migration's file name and when it ran.
+const createLedgerSQLite = "CREATE TABLE IF NOT EXISTS cairnq_migrations (name text primary key, applied_at_ms integer not null)"
+
+// readProtocolVersion reads cairnq_meta's protocol_version. ok is false when
+// the database has no cairnq_meta (or no such row) yet.
+func readProtocolVersion(c *sqliteConn, mayBeMissing bool) (int, bool, error) {
+	if mayBeMissing {
+		rows, err := c.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cairnq_meta'", nil)
+		if err != nil || len(rows) == 0 {
+			return 0, false, err
+		}
+	}
+	st := protocol.Statements(protocol.SQLite).Get(protocol.StmtProtocolVersion)
+	rows, err := c.query(st.SQL, nil)
+	if err != nil || len(rows) == 0 {
+		return 0, false, err
+	}
+	n, ok, err := asInt64("value", rows[0]["value"])
+	return int(n), ok, err
+}
+
+// refreshStatistics gives the planner statistics for cairnq_tasks: an
+// explicit ANALYZE the first time (before SQLite 3.46, PRAGMA optimize never
+// creates the first ones), PRAGMA optimize after that, which re-analyzes
+// only when the table has changed enough to matter.
+func (b *sqliteBackend) refreshStatistics() error {
+	c := b.w
+	rows, err := c.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'", nil)
+	if err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		rows, err = c.query("SELECT 1 FROM sqlite_stat1 WHERE tbl = 'cairnq_tasks' LIMIT 1", nil)
+		if err != nil {
+			return err
+		}
+	}
+	if len(rows) == 0 {
+		return c.c.Exec("ANALYZE cairnq_tasks")
+	}
+	return c.c.Exec("PRAGMA optimize")
+}
+
+// read runs fn on a read connection. An in-memory database has only the
+// writer's connection, so its reads queue there.
+func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) error {
+	if b.memory {
+		return b.submit(ctx, fn)
+	}
+	select {
+	case c := <-b.readers:
+		defer func() { b.readers <- c }()
+		return fn(sqliteQuerier{c})
+	case <-b.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// write runs fn inside the writer's transaction: alone, or sharing one
+// commit with every other write that was waiting.
+func (b *sqliteBackend) write(ctx context.Context, fn func(q querier) error) error {
+	return b.submit(ctx, fn)
+}
+
+func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case b.reqs <- req:
+	case <-b.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-b.done:
+		// The writer stopped; it may have answered this request on its way out.
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	case <-ctx.Done():
+		// The write may still land: the writer skips only requests whose
+		// context is already done when their turn comes.
+		return ctx.Err()
+	}
+}
+
+// writer is the goroutine that owns the write connection. It stops when
+// quit closes, after finishing the batch in hand and failing what is left.
+func (b *sqliteBackend) writer() {
+	defer close(b.done)
+	ticker := time.NewTicker(statsRefreshInterval)
+	defer ticker.Stop()
+	batch := make([]*writeReq, 0, b.maxBatch)
+	for {
+		select {
+		case <-b.quit:
+			b.drainClosed()
+			return
+		case <-ticker.C:
+			if err := b.refreshStatistics(); err != nil {
+				b.log.Warn("cairnq: refreshing SQLite planner statistics", "err", err)
+			}
+			continue
+		case req := <-b.reqs:
+			batch = append(batch[:0], req)
+		}
+	fill:
+		for len(batch) < b.maxBatch {
+			select {
+			case req := <-b.reqs:
+				batch = append(batch, req)
+			default:
+				break fill
+			}
+		}
+		b.runBatch(batch)
+		clear(batch)
+	}
+}
+
+func (b *sqliteBackend) drainClosed() {
+	for {
+		select {
+		case req := <-b.reqs:
+			req.done <- ErrClosed
+		default:
+			return
+		}
+	}
+}
+
+// runBatch runs every request of batch in one transaction.
+func (b *sqliteBackend) runBatch(batch []*writeReq) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	c := b.w
+	if err := c.exec("BEGIN IMMEDIATE"); err != nil {
+		err = b.writeError(err)
+		for _, r := range live {
+			r.done <- err
+		}
+		return
+	}
+	q := sqliteQuerier{c}
+	results := make([]error, len(live))
+	if len(live) == 1 {
+		results[0] = runReq(live[0], q)
+		if results[0] != nil {
+			c.exec("ROLLBACK")
+			live[0].done <- results[0]
+			return
+		}
+	} else {
+		for i, r := range live {
+			if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
+				results[i] = b.writeError(err)
+				continue
+			}
+			results[i] = runReq(r, q)
+			if c.c.GetAutocommit() {
+				// SQLite tore the whole transaction down (I/O error, full
+				// disk): nothing of the batch survived.
+				err := b.writeError(results[i])
+				for _, r := range live {
+					r.done <- err
+				}
+				return
+			}
+			if results[i] != nil {
+				c.exec("ROLLBACK TO cairnq_req")
+			}
+			c.exec("RELEASE cairnq_req")
+		}
+	}
+	if err := c.exec("COMMIT"); err != nil {
+		if !c.c.GetAutocommit() {
+			c.exec("ROLLBACK")
+		}
+		err = b.writeError(err)
+		for _, r := range live {
+			r.done <- err
+		}
+		return
+	}
+	b.commits.Add(1)
+	// Only after COMMIT: a caller must never hold a write that a rollback
+	// could still take back.
+	for i, r := range live {
+		r.done <- results[i]
+	}
+}
+
+// runReq runs one request's function, turning a panic into an error so one
+// caller's bug cannot take the writer (and every other caller) down.
+func runReq(r *writeReq, q querier) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cairnq: panic in write: %v", p)
+		}
+	}()
+	return r.fn(q)
+}
+
+func (b *sqliteBackend) writeError(err error) error {
+	if err != nil && errors.Is(err, sqlite3.BUSY) {
+		return &BusyError{Timeout: b.busy, Err: err}
+	}
+	return err
+}
+
+func (b *sqliteBackend) closeReaders() {
+	if b.readers == nil {
+		return
+	}
+	for {
+		select {
+		case c := <-b.readers:
+			c.close()
+		default:
+			return
+		}
+	}
+}
+
+// close stops the writer and closes every connection. Reads in flight
+// finish first; their connections are closed as they come back.
+func (b *sqliteBackend) close() error {
+	var err error
+	b.once.Do(func() {
+		close(b.quit)
+		<-b.done
+		err = b.w.close()
+		if b.readers != nil {
+			for range cap(b.readers) {
+				c := <-b.readers
+				if cerr := c.close(); err == nil {
+					err = cerr
+				}
+			}
+		}
+	})
+	return err
+}

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// sqliteConn is one SQLite connection and its prepared statements. It is
+// used by one goroutine at a time (the writer, or whoever checked it out of
+// the read pool), so nothing here locks.
+type sqliteConn struct {
+	c     *sqlite3.Conn
+	stmts map[string]*preparedStmt
+}
+
+type preparedStmt struct {
+	s    *sqlite3.Stmt
+	cols []string
+}
+
+func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
+	if p, ok := c.stmts[sql]; ok {
+		return p, nil
+	}
+	s, tail, err := c.c.Prepare(sql)
+	if err != nil {
+		return nil, err
+	}
+	if tail != "" {
+		s.Close()
+		return nil, fmt.Errorf("cairnq: statement has trailing text %q", tail)
+	}
+	p := &preparedStmt{s: s, cols: make([]string, s.ColumnCount())}
+	for i := range p.cols {
+		p.cols[i] = s.ColumnName(i)
+	}
+	c.stmts[sql] = p
+	return p, nil
+}
+
+// query runs one statement with positional arguments and returns its rows.
+func (c *sqliteConn) query(sql string, args []any) ([]executor.Row, error) {
+	p, err := c.prepare(sql)
+	if err != nil {
+		return nil, err
+	}
+	s := p.s
+	for i, a := range args {
+		if err := bindValue(s, i+1, a); err != nil {
+			s.ClearBindings()
+			return nil, err
+		}
+	}
+	var rows []executor.Row
+	for s.Step() {
+		r := make(executor.Row, len(p.cols))
+		for i, name := range p.cols {
+			switch s.ColumnType(i) {
+			case sqlite3.INTEGER:
+				r[name] = s.ColumnInt64(i)
+			case sqlite3.FLOAT:
+				r[name] = s.ColumnFloat(i)
+			case sqlite3.TEXT:
+				r[name] = s.ColumnText(i)
+			case sqlite3.BLOB:
+				r[name] = s.ColumnBlob(i, nil)
+			default:
+				r[name] = nil
+			}
+		}
+		rows = append(rows, r)
+	}
+	err = s.Err()
+	if rerr := s.Reset(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// exec runs a parameterless statement through the statement cache.
+func (c *sqliteConn) exec(sql string) error {
+	_, err := c.query(sql, nil)
+	return err
+}
+
+func bindValue(s *sqlite3.Stmt, i int, a any) error {
+	switch v := a.(type) {
+	case nil:
+		return s.BindNull(i)
+	case string:
+		return s.BindText(i, v)
+	case int64:
+		return s.BindInt64(i, v)
+	case int:
+		return s.BindInt64(i, int64(v))
+	case int32:
+		return s.BindInt64(i, int64(v))
+	case float64:
+		return s.BindFloat(i, v)
+	case bool:
+		if v {
+			return s.BindInt64(i, 1)
+		}
+		return s.BindInt64(i, 0)
+	case []byte:
+		return s.BindText(i, string(v))
+	}
+	return fmt.Errorf("cairnq: cannot bind %T to a SQLite parameter", a)
+}
+
+func (c *sqliteConn) close() error {
+	for _, p := range c.stmts {
+		p.s.Close()
+	}
+	c.stmts = nil
+	return c.c.Close()
+}

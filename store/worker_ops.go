@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// DefaultLease is the lease a claim or heartbeat takes unless told otherwise.
+const DefaultLease = 30 * time.Second
+
+// leaseExpiredError is the envelope lease recovery records on a task whose
+// worker vanished on its last attempt.
+var leaseExpiredError = mustEnvelopeJSON(ErrorEnvelope{
+	Type:    "LeaseExpired",
+	Code:    "lease_expired",
+	Message: "the worker's lease ran out on the task's last attempt",
+})
+
+func mustEnvelopeJSON(e ErrorEnvelope) string {
+	s, err := envelopeJSON(e)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// envelopeJSON encodes e with details defaulting to {} as every SDK writes it.
+func envelopeJSON(e ErrorEnvelope) (string, error) {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	return encodeJSON("error", e, "{}")
+}
+
+// ClaimParams describes a claim.
+type ClaimParams struct {
+	Queues   []string // at least one
+	Names    []string // task names the caller can run; nil: any name; empty non-nil: none
+	WorkerID string   // required
+	Lease    time.Duration
+	Limit    int // tasks to take; default 1
+}
+
+// DrawFunc claims up to limit tasks named in names (nil: any of the
+// session's names) inside an open claim session.
+type DrawFunc func(names []string, limit int) ([]*Task, error)
+
+func (p ClaimParams) validate() error {
+	if len(p.Queues) == 0 {
+		return argError("claim", "queues", "must name at least one queue")
+	}
+	if p.WorkerID == "" {
+		return argError("claim", "worker id", "must not be empty")
+	}
+	if p.Lease < 0 {
+		return argError("claim", "lease", "must be > 0, got %v", p.Lease)
+	}
+	if p.Limit < 0 {
+		return argError("claim", "limit", "must be >= 0, got %d", p.Limit)
+	}
+	return nil
+}
+
+// Claim recovers expired leases, then leases up to Limit claimable tasks to
+// WorkerID, in claim order (priority, then due time, then id).
+func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = 1
+	}
+	var out []*Task
+	_, err := s.ClaimSession(ctx, p, func(draw DrawFunc) error {
+		var err error
+		out, err = draw(p.Names, limit)
+		return err
+	})
+	if out == nil {
+		out = []*Task{}
+	}
+	return out, err
+}
+
+// ClaimSession opens one claim transaction and lets plan draw from it any
+// number of times, each draw with its own names and limit, after a single
+// lease recovery. A read-only probe runs first: when it finds nothing
+// claimable and no expired lease, no transaction is opened, plan is not
+// called, and ran is false. plan runs while the write lock is held, so it
+// must do nothing slow; on SQLite it may run more than once if the
+// transaction is retried, so it must not keep state from a failed run.
+func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw DrawFunc) error) (ran bool, err error) {
+	if err := p.validate(); err != nil {
+		return false, err
+	}
+	lease := p.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	oneQueue := len(p.Queues) == 1
+	base := protocol.Args{
+		"queues":              s.list(p.Queues),
+		"queue":               nil,
+		"names":               s.list(p.Names),
+		"worker_id":           p.WorkerID,
+		"lease_ms":            ms(lease),
+		"lease_expired_error": leaseExpiredError,
+	}
+	if oneQueue {
+		base["queue"] = p.Queues[0]
+	}
+	if p.Names != nil && len(p.Names) == 0 {
+		// Nothing can be claimed; only lease recovery could be owed, and
+		// every other poll of a worker with names does that.
+		return false, nil
+	}
+	rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
+	if err != nil {
+		return false, err
+	}
+	if len(rows) == 0 {
+		return false, nil
+	}
+	if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
+		return false, err
+	}
+	var recovered []*Task
+	err = s.be.write(ctx, func(q querier) error {
+		rows, err := s.exec(ctx, q, protocol.StmtRecoverLeases, base)
+		if err != nil {
+			return err
+		}
+		if recovered, err = rowsToTasks(rows); err != nil {
+			return err
+		}
+		return plan(func(names []string, limit int) ([]*Task, error) {
+			if names == nil {
+				names = p.Names
+			}
+			if limit <= 0 || (names != nil && len(names) == 0) {
+				return nil, nil
+			}
+			a := make(protocol.Args, len(base)+3)
+			for k, v := range base {
+				a[k] = v
+			}
+			a["names"] = s.list(names)
+			a["name"] = nil
+			a["limit"] = int64(limit)
+			var statement string
+			switch {
+			case len(names) == 1 && oneQueue:
+				statement = protocol.StmtClaimOneQueueOneName
+				a["name"] = names[0]
+			case len(names) == 1:
+				statement = protocol.StmtClaimOneName
+				a["name"] = names[0]
+			case oneQueue:
+				statement = protocol.StmtClaimOneQueue
+			default:
+				statement = protocol.StmtClaim
+			}
+			rows, err := s.exec(ctx, q, statement, a)
+			if err != nil {
+				return nil, err
+			}
+			return rowsToTasks(rows)
+		})
+	})
+	if err != nil {
+		return true, err
+	}
+	for _, t := range recovered {
+		s.settled(t)
+		s.requeued(t)
+	}
+	return true, nil
+}
+
+// owned runs an ownership-checked worker write: no row back means the lease
+// is gone.
+func (s *Store) owned(ctx context.Context, name, id string, a protocol.Args) (*Task, error) {
+	rows, err := s.writeOne(ctx, name, a)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, &LostLeaseError{ID: id}
+	}
+	return rowToTask(rows[0])
+}
+
+// Heartbeat extends the lease on a task workerID holds. The returned task
+// shows whether a cancel was requested.
+func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.Duration) (*Task, error) {
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return s.owned(ctx, protocol.StmtHeartbeat, id, protocol.Args{"id": id, "worker_id": workerID, "lease_ms": ms(lease)})
+}
+
+// HeartbeatBatch extends the leases workerID still holds among ids, in one
+// statement, and returns for each of them whether a cancel was requested.
+// An id absent from the result lost its lease; the others are unaffected.
+func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID string, lease time.Duration) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	rows, err := s.writeOne(ctx, protocol.StmtHeartbeatBatch, protocol.Args{
+		"ids": s.list(ids), "worker_id": workerID, "lease_ms": ms(lease),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return nil, err
+		}
+		out[id] = r["cancel_requested_at_ms"] != nil
+	}
+	return out, nil
+}
+
+// Progress records how far a running attempt got. A nil progress or message
+// keeps the stored one: neither can be cleared once set.
+func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*Task, error) {
+	a := protocol.Args{"id": id, "worker_id": workerID, "progress": nil, "message": nil}
+	if progress != nil {
+		a["progress"] = *progress
+	}
+	if message != nil {
+		a["message"] = *message
+	}
+	return s.owned(ctx, protocol.StmtProgress, id, a)
+}
+
+// encodeResult encodes a handler's result; nil stores SQL NULL.
+func encodeResult(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if r, ok := v.(json.RawMessage); ok && r == nil {
+		return nil, nil
+	}
+	return encodeJSON("result", v, "null")
+}
+
+// Succeed marks a running task succeeded with result, whatever cancel was
+// requested. Workers settle with Complete instead.
+func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*Task, error) {
+	res, err := encodeResult(result)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.owned(ctx, protocol.StmtSucceed, id, protocol.Args{
+		"id": id, "worker_id": workerID, "result": res, "message": nil,
+	})
+	s.settled(t)
+	return t, err
+}
+
+// Complete settles a finished attempt: canceled if a cancel was requested
+// while it ran (the result is discarded: cancel wins), else succeeded.
+func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (*Task, error) {
+	res, err := encodeResult(result)
+	if err != nil {
+		return nil, err
+	}
+	return s.complete(ctx, id, workerID, res)
+}
+
+func (s *Store) complete(ctx context.Context, id, workerID string, res any) (*Task, error) {
+	t, err := s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res})
+	s.settled(t)
+	return t, err
+}
+
+// Fail records a failed attempt: canceled if a cancel was requested, queued
+// again after delay if retryable and attempts remain, else failed for good.
+// The envelope is stored on every branch. An envelope whose details JSON
+// cannot hold is stored without them, so a failure record never strands
+// the task.
+func (s *Store) Fail(ctx context.Context, id, workerID string, env ErrorEnvelope, retryable bool, delay time.Duration) (*Task, error) {
+	if delay < 0 {
+		delay = 0
+	}
+	text, err := envelopeJSON(env)
+	if err != nil {
+		env.Details = map[string]any{}
+		if text, err = envelopeJSON(env); err != nil {
+			return nil, err
+		}
+	}
+	t, err := s.owned(ctx, protocol.StmtFail, id, protocol.Args{
+		"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay),
+	})
+	s.settled(t)
+	s.requeued(t)
+	return t, err
+}

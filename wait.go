@@ -1,0 +1,203 @@
+package cairnq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// Wait polling defaults: the first re-read after 100ms, each next one 1.5x
+// later, never more than 500ms apart, for 30s in all. A settlement in this
+// process wakes a waiter at once.
+const (
+	DefaultWaitTimeout     = 30 * time.Second
+	DefaultPollInterval    = 100 * time.Millisecond
+	DefaultMaxPollInterval = 500 * time.Millisecond
+)
+
+// WaitOptions tunes Wait, WaitByKey and Call. Zero fields take the defaults.
+type WaitOptions struct {
+	// Timeout is how long to wait before *TaskTimeoutError. Default 30s.
+	Timeout time.Duration
+	// PollInterval is the first interval between status reads. Default 100ms.
+	PollInterval time.Duration
+	// MaxPollInterval caps the growing interval. Default 500ms.
+	MaxPollInterval time.Duration
+}
+
+func (o *WaitOptions) resolved() (timeout, poll, maxPoll time.Duration) {
+	timeout, poll, maxPoll = DefaultWaitTimeout, DefaultPollInterval, DefaultMaxPollInterval
+	if o == nil {
+		return
+	}
+	if o.Timeout > 0 {
+		timeout = o.Timeout
+	}
+	if o.PollInterval > 0 {
+		poll = o.PollInterval
+	}
+	if o.MaxPollInterval > 0 {
+		maxPoll = o.MaxPollInterval
+	}
+	return timeout, poll, max(maxPoll, poll)
+}
+
+// nextPoll grows an interval by 1.5x (at least 1ms) up to maxPoll.
+func nextPoll(cur, maxPoll time.Duration) time.Duration {
+	return min(maxPoll, max(cur+time.Millisecond, cur*3/2))
+}
+
+// TaskTimeoutError reports a wait that ended before the task finished. The
+// task keeps running: wait on ID again to pick it back up. Task is the last
+// snapshot read (nil if none was found).
+type TaskTimeoutError struct {
+	ID      string // the task waited on; for a key that pointed nowhere, the key
+	Key     string // set when the wait followed a key
+	Timeout time.Duration
+	Task    *Task
+}
+
+// TaskID returns the id of the task that did not finish in time.
+func (e *TaskTimeoutError) TaskID() string { return e.ID }
+
+func (e *TaskTimeoutError) Error() string {
+	subject := "task " + e.ID
+	if e.Key != "" {
+		subject = fmt.Sprintf("key %q", e.Key)
+	}
+	return fmt.Sprintf("cairnq: %s did not finish within %v: %s", subject, e.Timeout, e.diagnosis())
+}
+
+// diagnosis says what the task was stuck doing, in the words an operator
+// needs: a task never claimed usually means no worker serves its name and
+// queue on this database.
+func (e *TaskTimeoutError) diagnosis() string {
+	t := e.Task
+	switch {
+	case t == nil && e.Key != "":
+		return "no task under this key (never submitted, or purged)"
+	case t == nil:
+		return "no such task (another database file, or purged)"
+	case t.Status == StatusQueued && t.Attempt == 0 && !t.RunAt.After(time.Now()):
+		return fmt.Sprintf("never claimed: is a worker with a handler for %q on queue %q running against this database?", t.Name, t.Queue)
+	case t.Status == StatusQueued:
+		return fmt.Sprintf("queued for attempt %d of %d, due %s", t.Attempt+1, t.MaxAttempts, t.RunAt.Format(time.RFC3339Nano))
+	case t.CancelRequested():
+		return "cancel requested; the handler has not stopped yet"
+	}
+	return fmt.Sprintf("still running (attempt %d of %d, worker %s)", t.Attempt, t.MaxAttempts, t.WorkerID)
+}
+
+// Wait blocks until the task reaches a terminal status and returns it,
+// whatever that status. It polls the status alone (growing from
+// PollInterval to MaxPollInterval) and reads the whole row once. Past the
+// timeout it returns *TaskTimeoutError; if ctx ends first, ctx.Err().
+func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task, error) {
+	return c.poll(ctx, id, "", opts,
+		func() (store.TaskRef, error) { return c.store.GetStatus(ctx, id) },
+		func() (*Task, error) { return c.store.Get(ctx, id) })
+}
+
+// WaitByKey is Wait for the task key points at, re-resolving the key on
+// every read so a replace moves the wait to the new task.
+func (c *Client) WaitByKey(ctx context.Context, key string, opts *WaitOptions) (*Task, error) {
+	return c.poll(ctx, key, key, opts,
+		func() (store.TaskRef, error) { return c.store.GetStatusByKey(ctx, key) },
+		func() (*Task, error) { return c.store.GetByKey(ctx, key) })
+}
+
+func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOptions,
+	probe func() (store.TaskRef, error), read func() (*Task, error)) (*Task, error) {
+	timeout, interval, maxPoll := opts.resolved()
+	deadline := time.Now().Add(timeout)
+	for {
+		ref, err := probe()
+		exists := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		remaining := time.Until(deadline)
+		var t *Task
+		if exists && (ref.Status.IsTerminal() || remaining <= 0) {
+			// Read the row through the same path the probe took: a purge or
+			// a repointed key in between just means waiting on.
+			if t, err = read(); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, err
+			}
+			if t != nil && t.IsTerminal() {
+				return t, nil
+			}
+		}
+		if remaining <= 0 {
+			id := subject
+			if exists {
+				id = ref.ID
+			}
+			return nil, &TaskTimeoutError{ID: id, Key: key, Timeout: timeout, Task: t}
+		}
+		if exists {
+			c.store.WaitDone(ctx, ref.ID, min(interval, remaining))
+		} else if !sleepCtx(ctx, min(interval, remaining)) {
+			return nil, ctx.Err()
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		interval = nextPoll(interval, maxPoll)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// CallOptions are a Call's submit and wait options.
+type CallOptions struct {
+	SubmitOptions
+	WaitOptions
+}
+
+// Call submits a task and waits for it. It returns the succeeded task (its
+// Result holds what the handler returned), *TaskFailedError if it failed,
+// *TaskCanceledError (errors.Is ErrTaskCanceled) if it was canceled, or
+// *TaskTimeoutError if it did not finish in time, in which case it keeps
+// running.
+func (c *Client) Call(ctx context.Context, name string, payload any, opts *CallOptions) (*Task, error) {
+	if opts == nil {
+		opts = &CallOptions{}
+	}
+	t, err := c.Submit(ctx, name, payload, &opts.SubmitOptions)
+	if err != nil {
+		return nil, err
+	}
+	final, err := c.Wait(ctx, t.ID, &opts.WaitOptions)
+	if err != nil {
+		return nil, err
+	}
+	return final, outcome(final)
+}
+
+// outcome turns a terminal task into Call's error.
+func outcome(t *Task) error {
+	switch t.Status {
+	case StatusFailed:
+		env := ErrorEnvelope{Type: "TaskError", Code: "task_error", Message: "task failed"}
+		if t.Error != nil {
+			env = *t.Error
+		}
+		return &TaskFailedError{ID: t.ID, Envelope: env, Task: t}
+	case StatusCanceled:
+		return &TaskCanceledError{ID: t.ID, Task: t}
+	}
+	return nil
+}
