@@ -113,41 +113,70 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 	probe func() (store.TaskRef, error), read func() (*Task, error)) (*Task, error) {
 	timeout, interval, maxPoll := opts.resolved()
 	deadline := time.Now().Add(timeout)
+	id := ""
+	if key == "" {
+		id = subject
+	}
 	for {
-		ref, err := probe()
-		exists := err == nil
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return nil, err
+		// Subscribe before reading: a settlement landing between the read
+		// and the sleep must still end the sleep.
+		var wake <-chan struct{}
+		unsubscribe := func() {}
+		if id != "" {
+			wake, unsubscribe = c.store.SubscribeDone(id)
+		}
+		t, ref, exists, err := c.probe(probe, read, time.Until(deadline) <= 0)
+		if err != nil || (t != nil && t.IsTerminal()) {
+			unsubscribe()
+			return t, err
 		}
 		remaining := time.Until(deadline)
-		var t *Task
-		if exists && (ref.Status.IsTerminal() || remaining <= 0) {
-			// Read the row through the same path the probe took: a purge or
-			// a repointed key in between just means waiting on.
-			if t, err = read(); err != nil && !errors.Is(err, ErrNotFound) {
-				return nil, err
-			}
-			if t != nil && t.IsTerminal() {
-				return t, nil
-			}
-		}
 		if remaining <= 0 {
-			id := subject
+			unsubscribe()
 			if exists {
-				id = ref.ID
+				subject = ref.ID
 			}
-			return nil, &TaskTimeoutError{ID: id, Key: key, Timeout: timeout, Task: t}
+			return nil, &TaskTimeoutError{ID: subject, Key: key, Timeout: timeout, Task: t}
 		}
-		if exists {
-			c.store.WaitDone(ctx, ref.ID, min(interval, remaining))
-		} else if !sleepCtx(ctx, min(interval, remaining)) {
-			return nil, ctx.Err()
+		if exists && ref.ID != id {
+			// A key resolved to a task for the first time, or to a new one.
+			unsubscribe()
+			id = ref.ID
+			continue
 		}
+		timer := time.NewTimer(min(interval, remaining))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		unsubscribe()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		interval = nextPoll(interval, maxPoll)
 	}
+}
+
+// probe reads the status and, when it is terminal (or the wait is over),
+// the whole row, through the same path: a purge or a repointed key in
+// between just means waiting on.
+func (c *Client) probe(probe func() (store.TaskRef, error), read func() (*Task, error), last bool) (t *Task, ref store.TaskRef, exists bool, err error) {
+	ref, err = probe()
+	if errors.Is(err, ErrNotFound) {
+		return nil, ref, false, nil
+	}
+	if err != nil {
+		return nil, ref, false, err
+	}
+	if ref.Status.IsTerminal() || last {
+		t, err = read()
+		if errors.Is(err, ErrNotFound) {
+			return nil, ref, true, nil
+		}
+	}
+	return t, ref, true, err
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

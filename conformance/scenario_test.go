@@ -465,4 +465,7 @@ func TestScenarioExternalDirParses(t *testing.T) {
 	if len(scenarios) == 0 {
 		t.Fatalf("no scenarios in %s", dir)
 	}
+	for _, s := range scenarios {
+		checkAliases(t, s)
+	}
 }

@@ -221,7 +221,7 @@ func matchFilter(src string, toks []token, code []int, d Dialect) (filterMatch, 
 		return m, false
 	}
 	m.colTo = pos - 1
-	if pos+1 < len(code) {
+	if pos < len(code) {
 		if t := toks[code[pos]]; t.kind == tokPunct && src[t.start] == '.' {
 			pos++
 			if !column() {

@@ -129,7 +129,7 @@ func TestSQLiteSchemaMatchesFixture(t *testing.T) {
 	if dir == "" {
 		t.Skip("CAIRNQ_FIXTURES_DIR is not set")
 	}
-	fixture := copyFile(t, filepath.Join(dir, "node-0.12.tasks.db"))
+	fixture := copyFile(t, filepath.Join(fixturesDir(t, dir), "node-0.12.tasks.db"))
 	theirs := openDB(t, fixture)
 	ours := migratedDB(t)
 
@@ -553,6 +553,31 @@ func metaRows(t testing.TB, conn *sqlite3.Conn) map[string]string {
 		out[r["key"].(string)] = r["value"].(string)
 	}
 	return out
+}
+
+// fixturesDir resolves CAIRNQ_FIXTURES_DIR. CI gives it relative to the
+// repository root, while go test runs in the package directory, so a relative
+// path that does not exist here is tried from the module root too.
+func fixturesDir(t testing.TB, dir string) string {
+	t.Helper()
+	if filepath.IsAbs(dir) {
+		return dir
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for root := wd; ; root = filepath.Dir(root) {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			return filepath.Join(root, dir)
+		}
+		if filepath.Dir(root) == root {
+			return dir
+		}
+	}
 }
 
 func copyFile(t testing.TB, src string) string {

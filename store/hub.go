@@ -1,27 +1,24 @@
 package store
 
 import (
-	"context"
 	"sync"
-	"time"
 )
 
 // hub carries in-process wakeups: a submit wakes this process's idle
 // workers, a settlement wakes this process's waiters, without waiting for
 // their next poll. Signals carry no state; a woken goroutine re-reads the
-// database. A signal nobody waits for is dropped.
+// database. A signal nobody is subscribed to is dropped, so a subscriber
+// subscribes before it reads, and a change landing between its read and
+// its wait still wakes it.
 type hub struct {
 	mu      sync.Mutex
 	doneW   map[string][]chan struct{}
-	queuedW []queuedWaiter
+	queuedW map[chan struct{}][]string
 }
 
-type queuedWaiter struct {
-	queues []string
-	ch     chan struct{}
+func newHub() *hub {
+	return &hub{doneW: map[string][]chan struct{}{}, queuedW: map[chan struct{}][]string{}}
 }
-
-func newHub() *hub { return &hub{doneW: map[string][]chan struct{}{}} }
 
 func (h *hub) done(id string) {
 	h.mu.Lock()
@@ -36,38 +33,33 @@ func (h *hub) done(id string) {
 func (h *hub) queued(queue string) {
 	h.mu.Lock()
 	var wake []chan struct{}
-	keep := h.queuedW[:0]
-	for _, w := range h.queuedW {
-		if contains(w.queues, queue) {
-			wake = append(wake, w.ch)
-		} else {
-			keep = append(keep, w)
+	for ch, queues := range h.queuedW {
+		for _, q := range queues {
+			if q == queue {
+				wake = append(wake, ch)
+				delete(h.queuedW, ch)
+				break
+			}
 		}
 	}
-	clear(h.queuedW[len(keep):])
-	h.queuedW = keep
 	h.mu.Unlock()
 	for _, ch := range wake {
 		close(ch)
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (h *hub) waitDone(ctx context.Context, id string, d time.Duration) {
+// SubscribeDone returns a channel closed when the task with id may have
+// reached a terminal status in this process, and a func that unsubscribes.
+// It is a wakeup, not a promise: callers re-read the task either way.
+func (s *Store) SubscribeDone(id string) (<-chan struct{}, func()) {
+	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
 	h.doneW[id] = append(h.doneW[id], ch)
 	h.mu.Unlock()
-	if !sleep(ctx, ch, d) {
+	return ch, func() {
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		ws := h.doneW[id]
 		for i, w := range ws {
 			if w == ch {
@@ -80,48 +72,27 @@ func (h *hub) waitDone(ctx context.Context, id string, d time.Duration) {
 		} else {
 			h.doneW[id] = ws
 		}
-		h.mu.Unlock()
 	}
 }
 
-func (h *hub) waitQueued(ctx context.Context, queues []string, d time.Duration) {
+// SubscribeQueued returns a channel closed when a task may have become
+// claimable on one of queues in this process (a submit or a requeue), and
+// a func that unsubscribes.
+func (s *Store) SubscribeQueued(queues []string) (<-chan struct{}, func()) {
+	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
-	h.queuedW = append(h.queuedW, queuedWaiter{queues: queues, ch: ch})
+	h.queuedW[ch] = queues
 	h.mu.Unlock()
-	if !sleep(ctx, ch, d) {
+	return ch, func() {
 		h.mu.Lock()
-		for i, w := range h.queuedW {
-			if w.ch == ch {
-				h.queuedW = append(h.queuedW[:i], h.queuedW[i+1:]...)
-				break
-			}
-		}
+		delete(h.queuedW, ch)
 		h.mu.Unlock()
 	}
 }
 
-// sleep waits for ch, d or ctx, and reports whether ch fired.
-func sleep(ctx context.Context, ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	// The signal may have raced the timer; either way it was consumed.
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// DoneWaiters reports how many goroutines of this process are parked in
-// WaitDone. It is introspection for tests and diagnostics.
+// DoneWaiters reports how many subscriptions wait on a task's settlement
+// in this process. It is introspection for tests and diagnostics.
 func (s *Store) DoneWaiters() int {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()

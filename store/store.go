@@ -626,15 +626,3 @@ func (s *Store) requeued(t *Task) {
 	}
 }
 
-// WaitDone blocks until the task with id may have reached a terminal status
-// (a settlement in this process), d passes, or ctx ends. It is a wakeup,
-// not a promise: callers re-read the task either way.
-func (s *Store) WaitDone(ctx context.Context, id string, d time.Duration) {
-	s.hub.waitDone(ctx, id, d)
-}
-
-// WaitQueued blocks until a task may have become claimable on one of queues
-// (a submit or requeue in this process), d passes, or ctx ends.
-func (s *Store) WaitQueued(ctx context.Context, queues []string, d time.Duration) {
-	s.hub.waitQueued(ctx, queues, d)
-}

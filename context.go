@@ -1,0 +1,211 @@
+package cairnq
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// TaskContext is a handler's view of the task it runs: the task's fields,
+// and the writes a running attempt may make. Every write is checked
+// against the lease; once the lease is lost (or the task settled) they fail
+// with ErrLostLease without touching the database, because the same task
+// may already run elsewhere, possibly re-claimed under this worker's id.
+type TaskContext struct {
+	task *Task
+	w    *Worker
+
+	cancel    context.CancelCauseFunc // the handler's context
+	lost      atomic.Bool
+	cancelled atomic.Bool
+	mu        sync.Mutex // serializes settlement
+	settled   bool
+}
+
+// ID is the task's id.
+func (tc *TaskContext) ID() string { return tc.task.ID }
+
+// Name is the task's name.
+func (tc *TaskContext) Name() string { return tc.task.Name }
+
+// Queue is the queue the task came from.
+func (tc *TaskContext) Queue() string { return tc.task.Queue }
+
+// Attempt is this attempt's number, from 1.
+func (tc *TaskContext) Attempt() int { return tc.task.Attempt }
+
+// Payload is the task's payload as stored.
+func (tc *TaskContext) Payload() json.RawMessage { return tc.task.Payload }
+
+// Decode unmarshals the payload into v.
+func (tc *TaskContext) Decode(v any) error { return json.Unmarshal(tc.task.Payload, v) }
+
+// Metadata is the task's metadata object as stored.
+func (tc *TaskContext) Metadata() json.RawMessage { return tc.task.Metadata }
+
+// RootID is the id of the first task of the chain this task belongs to.
+func (tc *TaskContext) RootID() string { return tc.task.RootID }
+
+// CorrelationID is the correlation id the task was submitted with.
+func (tc *TaskContext) CorrelationID() string { return tc.task.CorrelationID }
+
+// WorkerID is the id of the worker running the task.
+func (tc *TaskContext) WorkerID() string { return tc.w.id }
+
+// Task is the task as claimed.
+func (tc *TaskContext) Task() *Task { return tc.task }
+
+// LostLease reports whether this attempt lost its lease: it expired and
+// the task may run elsewhere, or the attempt was abandoned (MaxRun, a
+// shutdown past its deadline). Writes through the context then fail.
+func (tc *TaskContext) LostLease() bool { return tc.lost.Load() }
+
+func (tc *TaskContext) markLost() {
+	if tc.lost.CompareAndSwap(false, true) {
+		tc.cancel(&store.LostLeaseError{ID: tc.task.ID})
+	}
+}
+
+func (tc *TaskContext) observeCancel(requested bool) {
+	if requested && tc.cancelled.CompareAndSwap(false, true) {
+		tc.cancel(&store.TaskCanceledError{ID: tc.task.ID})
+	}
+}
+
+func (tc *TaskContext) isSettled() bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return tc.settled
+}
+
+// owned runs one ownership-checked write, short-circuiting when the lease
+// is already known lost or the task settled.
+func (tc *TaskContext) owned(write func() (*Task, error)) error {
+	if tc.lost.Load() || tc.isSettled() {
+		return &store.LostLeaseError{ID: tc.task.ID}
+	}
+	t, err := write()
+	if err != nil {
+		if errIsLostLease(err) {
+			tc.markLost()
+		}
+		return err
+	}
+	tc.observeCancel(t.CancelRequested())
+	return nil
+}
+
+// Progress records how far the attempt got, as a fraction; the message is kept.
+func (tc *TaskContext) Progress(ctx context.Context, fraction float64) error {
+	return tc.report(ctx, &fraction, nil)
+}
+
+// Message records a progress message; the fraction is kept.
+func (tc *TaskContext) Message(ctx context.Context, message string) error {
+	return tc.report(ctx, nil, &message)
+}
+
+// Report records both a fraction and a message.
+func (tc *TaskContext) Report(ctx context.Context, fraction float64, message string) error {
+	return tc.report(ctx, &fraction, &message)
+}
+
+func (tc *TaskContext) report(ctx context.Context, fraction *float64, message *string) error {
+	return tc.owned(func() (*Task, error) {
+		return tc.w.st.Progress(ctx, tc.task.ID, tc.w.id, fraction, message)
+	})
+}
+
+// Heartbeat extends the lease now. The worker already does this on a
+// timer for every running task; call it only around work that must not
+// start on a lease about to run out.
+func (tc *TaskContext) Heartbeat(ctx context.Context) error {
+	return tc.owned(func() (*Task, error) {
+		return tc.w.st.Heartbeat(ctx, tc.task.ID, tc.w.id, tc.w.lease)
+	})
+}
+
+// Canceled reports whether a cancel was requested for the task. Cancel is
+// cooperative: a handler doing long work checks it (or its context, which
+// the worker cancels when its heartbeat sees the request) and returns.
+func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
+	if tc.cancelled.Load() {
+		return true, nil
+	}
+	t, err := tc.w.st.Get(ctx, tc.task.ID)
+	if errIsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	tc.observeCancel(t.CancelRequested())
+	return tc.cancelled.Load() || t.Status == StatusCanceled, nil
+}
+
+// Succeed settles the task now with result (canceled instead, if a cancel
+// was requested). Settling twice is a no-op.
+func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
+	return tc.settle(func() (*Task, error) { return tc.w.st.Complete(ctx, tc.task.ID, tc.w.id, result) })
+}
+
+// Fail settles the task now as failed with err: queued again with backoff
+// when retryable and attempts remain (a *TaskError decides; any other error
+// is retryable), failed for good otherwise. Settling twice is a no-op.
+func (tc *TaskContext) Fail(ctx context.Context, err error) error {
+	env, retryable := envelopeOf(err)
+	return tc.settle(func() (*Task, error) {
+		return tc.w.st.Fail(ctx, tc.task.ID, tc.w.id, env, retryable, tc.w.failDelay(tc.task.Attempt, retryable))
+	})
+}
+
+func (tc *TaskContext) settle(write func() (*Task, error)) error {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.settled {
+		return nil
+	}
+	if tc.lost.Load() {
+		return &store.LostLeaseError{ID: tc.task.ID}
+	}
+	_, err := write()
+	if err != nil {
+		if errIsLostLease(err) {
+			tc.markLost()
+		}
+		return err
+	}
+	tc.settled = true
+	return nil
+}
+
+// Submit submits a child task: its parent is this task, and it inherits
+// this task's root and correlation ids unless opts sets them.
+func (tc *TaskContext) Submit(ctx context.Context, name string, payload any, opts *SubmitOptions) (*Task, error) {
+	o := SubmitOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.ParentID = tc.task.ID
+	if o.RootID == "" {
+		o.RootID = tc.task.RootID
+	}
+	if o.CorrelationID == "" {
+		o.CorrelationID = tc.task.CorrelationID
+	}
+	return tc.w.client.Submit(ctx, name, payload, &o)
+}
+
+// Wait waits for another task, as Client.Wait.
+func (tc *TaskContext) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task, error) {
+	return tc.w.client.Wait(ctx, id, opts)
+}
+
+func (tc *TaskContext) markSettled() {
+	tc.mu.Lock()
+	tc.settled = true
+	tc.mu.Unlock()
+}

@@ -1,0 +1,281 @@
+package cairnq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// Handler runs one task. Its context is canceled when the attempt loses its
+// lease, when a cancel is requested for the task, when MaxRun is exceeded,
+// or when the worker shuts down past its deadline. What it returns settles
+// the task: a nil error succeeds it with result (any JSON-encodable value),
+// an error fails it (see TaskError for choosing retryability).
+type Handler func(ctx context.Context, tc *TaskContext) (result any, err error)
+
+// BatchHandler runs up to a batch of tasks in one call. Tasks it does not
+// settle itself (TaskContext.Succeed / Fail) are settled by how the call
+// ended: returned → succeeded, with results[id] as each one's result;
+// returned a non-retryable *TaskError → failed for good; any other error →
+// failed and retried with backoff, each task on its own attempt count.
+type BatchHandler func(ctx context.Context, tcs []*TaskContext) (results map[string]any, err error)
+
+// HandlerOptions are a handler's own limits. The zero value (or nil) means
+// none beyond the worker's.
+type HandlerOptions struct {
+	// Concurrency caps this name's calls in flight (0: only the worker's cap).
+	Concurrency int
+	// Resource joins a capacity declared in WorkerOptions.Resources that
+	// several names share, e.g. one GPU.
+	Resource string
+}
+
+// ErrorPhase says where an error the worker survived came from.
+type ErrorPhase string
+
+// The phases OnError reports.
+const (
+	PhaseClaim   ErrorPhase = "claim"   // a claim failed; the worker polls again
+	PhaseExecute ErrorPhase = "execute" // settling or heartbeating a task failed
+)
+
+// WorkerOptions configures a Worker. Zero fields take the defaults.
+type WorkerOptions struct {
+	// ID identifies this worker in the tasks it leases. Default "worker_" + a ULID.
+	ID string
+	// Queues to claim from. Default ["default"].
+	Queues []string
+	// Concurrency is how many handler calls run at once; a batch call counts
+	// as one. Default 1.
+	Concurrency int
+	// LeaseDuration is how long a claim or heartbeat holds a task. Default 30s.
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often the worker renews every lease it holds,
+	// in one statement. Default LeaseDuration/3 (at least 50ms).
+	HeartbeatInterval time.Duration
+	// PollInterval is the idle sleep between claims when nothing was
+	// claimable. A submit in this process ends it early. Default 500ms.
+	PollInterval time.Duration
+	// ClaimBatch caps the rows one draw takes (never below one call of a
+	// batch name). Default: the free call slots.
+	ClaimBatch int
+	// RetryBackoff is the base of the delay before a retryable failure runs
+	// again; it doubles per attempt up to RetryBackoffMax, with equal jitter.
+	// Default 1s; NoRetryBackoff requeues at once.
+	RetryBackoff time.Duration
+	// RetryBackoffMax caps the backoff. Default 30s.
+	RetryBackoffMax time.Duration
+	// MaxRun bounds one call's wall time. Past it the attempt is abandoned
+	// (its contexts canceled and flagged lease-lost) and recorded as a
+	// retryable handler_timeout failure. Default 0: no bound.
+	MaxRun time.Duration
+	// ShutdownTimeout is how long Run waits for running calls after its
+	// context ends before canceling their contexts. Default 30s.
+	ShutdownTimeout time.Duration
+	// MaxInFlightBytes stops claiming while the running calls' payloads add
+	// up to this many bytes. Default 0: no budget.
+	MaxInFlightBytes int64
+	// Resources declares capacities shared by the names that join them
+	// (HandlerOptions.Resource): {"gpu": 1} runs one gpu call at a time.
+	Resources map[string]int
+	// OnError receives what the worker survives: a failed claim, a failed
+	// settlement or heartbeat. Default: logged through Logger.
+	OnError func(err error, phase ErrorPhase, taskID string)
+	// Logger is the default OnError's logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Worker claims tasks whose names it has handlers for and runs them.
+// Register handlers with Handle / HandleBatch, then call Run.
+type Worker struct {
+	client *Client
+	st     *store.Store
+	id     string
+	queues []string
+	conc   int
+	lease  time.Duration
+	beat   time.Duration
+	poll   time.Duration
+	opts   WorkerOptions
+
+	backoff, backoffMax time.Duration
+
+	regMu   sync.Mutex
+	regs    map[string]*registration
+	order   []string // registration order, for a stable schedule
+	started atomic.Bool
+
+	// State of a run; owned by Run's goroutine unless noted.
+	stopOnce  sync.Once
+	stopCh    chan struct{}
+	stopped   chan struct{}
+	slotFreed chan struct{}
+	calls     sync.WaitGroup // handler calls and their goroutines
+	cursor    int
+
+	mu           sync.Mutex // guards the counters below and live
+	running      int
+	perName      map[string]int
+	perResource  map[string]int
+	inFlightSize int64
+	live         map[string]*TaskContext
+}
+
+type registration struct {
+	name     string
+	batch    int // 0: single-task delivery
+	fn       Handler
+	batchFn  BatchHandler
+	opts     HandlerOptions
+	ownDraw  bool
+	resource string
+}
+
+// ErrWorkerStarted is returned by Handle after Run started and by a second Run.
+var ErrWorkerStarted = errors.New("cairnq: worker already started")
+
+// NewWorker returns a worker that runs tasks from c's database.
+func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
+	o := WorkerOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: worker: "+format, append([]any{ErrInvalidArgument}, a...)...)
+	}
+	if o.Concurrency < 0 || o.LeaseDuration < 0 || o.HeartbeatInterval < 0 || o.PollInterval < 0 ||
+		o.ClaimBatch < 0 || o.MaxRun < 0 || o.ShutdownTimeout < 0 || o.MaxInFlightBytes < 0 ||
+		o.RetryBackoffMax < 0 || (o.RetryBackoff < 0 && o.RetryBackoff != NoRetryBackoff) {
+		return nil, bad("negative option in %+v", o)
+	}
+	for name, n := range o.Resources {
+		if n < 1 {
+			return nil, bad("resource %q has capacity %d, want >= 1", name, n)
+		}
+	}
+	for _, q := range o.Queues {
+		if q == "" {
+			return nil, bad("empty queue name")
+		}
+	}
+	w := &Worker{
+		client: c, st: c.store, id: o.ID, queues: o.Queues, conc: o.Concurrency,
+		lease: o.LeaseDuration, beat: o.HeartbeatInterval, poll: o.PollInterval, opts: o,
+		backoff: o.RetryBackoff, backoffMax: o.RetryBackoffMax,
+		regs: map[string]*registration{},
+	}
+	if w.id == "" {
+		w.id = "worker_" + NewTaskID()[5:]
+	}
+	if len(w.queues) == 0 {
+		w.queues = []string{DefaultQueue}
+	}
+	if w.conc == 0 {
+		w.conc = 1
+	}
+	if w.lease == 0 {
+		w.lease = store.DefaultLease
+	}
+	if w.beat == 0 {
+		w.beat = max(w.lease/3, 50*time.Millisecond)
+	}
+	if w.poll == 0 {
+		w.poll = 500 * time.Millisecond
+	}
+	switch w.backoff {
+	case 0:
+		w.backoff = DefaultRetryBackoff
+	case NoRetryBackoff:
+		w.backoff = 0
+	}
+	if w.backoffMax == 0 {
+		w.backoffMax = DefaultRetryBackoffMax
+	}
+	if w.opts.ShutdownTimeout == 0 {
+		w.opts.ShutdownTimeout = 30 * time.Second
+	}
+	if w.opts.OnError == nil {
+		log := o.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		w.opts.OnError = func(err error, phase ErrorPhase, taskID string) {
+			log.Error("cairnq: worker error", "err", err, "phase", string(phase), "task_id", taskID, "worker_id", w.id)
+		}
+	}
+	return w, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.id }
+
+// Handle registers h for tasks named name, delivered one at a time.
+func (w *Worker) Handle(name string, h Handler, opts *HandlerOptions) error {
+	if h == nil {
+		return fmt.Errorf("%w: worker: nil handler for %q", ErrInvalidArgument, name)
+	}
+	return w.register(&registration{name: name, fn: h}, opts)
+}
+
+// HandleBatch registers h for tasks named name, delivered up to batch at a
+// time in one call. concurrency counts calls, so a full batch needs only
+// one free slot.
+func (w *Worker) HandleBatch(name string, batch int, h BatchHandler, opts *HandlerOptions) error {
+	if h == nil {
+		return fmt.Errorf("%w: worker: nil batch handler for %q", ErrInvalidArgument, name)
+	}
+	if batch < 1 {
+		return fmt.Errorf("%w: worker: batch size for %q must be >= 1, got %d", ErrInvalidArgument, name, batch)
+	}
+	return w.register(&registration{name: name, batch: batch, batchFn: h}, opts)
+}
+
+func (w *Worker) register(r *registration, opts *HandlerOptions) error {
+	if opts != nil {
+		r.opts = *opts
+	}
+	switch {
+	case r.name == "":
+		return fmt.Errorf("%w: worker: empty task name", ErrInvalidArgument)
+	case r.opts.Concurrency < 0:
+		return fmt.Errorf("%w: worker: concurrency for %q must be >= 0", ErrInvalidArgument, r.name)
+	case r.opts.Resource != "":
+		if _, ok := w.opts.Resources[r.opts.Resource]; !ok {
+			return fmt.Errorf("%w: worker: %q joins resource %q, which WorkerOptions.Resources does not declare",
+				ErrInvalidArgument, r.name, r.opts.Resource)
+		}
+	}
+	r.resource = r.opts.Resource
+	// A name that limits itself needs its own quota in the claim; every
+	// other name shares one draw where a task is a call.
+	r.ownDraw = r.batch > 0 || r.opts.Concurrency > 0 || r.resource != ""
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	if w.started.Load() {
+		return ErrWorkerStarted
+	}
+	if _, dup := w.regs[r.name]; dup {
+		return fmt.Errorf("%w: worker: a handler for %q is already registered", ErrInvalidArgument, r.name)
+	}
+	w.regs[r.name] = r
+	w.order = append(w.order, r.name)
+	return nil
+}
+
+func (w *Worker) failDelay(attempt int, retryable bool) time.Duration {
+	if !retryable {
+		return 0
+	}
+	return retryDelay(attempt, w.backoff, w.backoffMax)
+}
+
+func (w *Worker) report(err error, phase ErrorPhase, taskID string) {
+	defer func() { recover() }() // a hook that panics must not take the worker down
+	w.opts.OnError(err, phase, taskID)
+}

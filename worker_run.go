@@ -1,0 +1,540 @@
+package cairnq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// source is one draw of a poll's claim: one name that limits itself, or
+// all the names that do not, sharing one draw.
+type source struct {
+	names    []string
+	batch    int // tasks per call
+	ownConc  int // this name's own cap on calls (0: none)
+	resource string
+}
+
+const claimErrorBackoff = 250 * time.Millisecond
+
+// schedule derives the claim's draws from the registrations, once per Run.
+func (w *Worker) schedule() (sources []source, names []string) {
+	var shared []string
+	for _, name := range w.order {
+		r := w.regs[name]
+		names = append(names, name)
+		if r.ownDraw {
+			sources = append(sources, source{names: []string{name}, batch: max(r.batch, 1), ownConc: r.opts.Concurrency, resource: r.resource})
+		} else {
+			shared = append(shared, name)
+		}
+	}
+	if len(shared) > 0 {
+		sources = append(sources, source{names: shared, batch: 1})
+	}
+	return sources, names
+}
+
+// Run claims and runs tasks until ctx ends (or Stop is called), then stops
+// claiming and waits up to ShutdownTimeout for the calls in flight; past
+// that it cancels their contexts and waits for them to return. When Run
+// returns, every goroutine it started has ended.
+func (w *Worker) Run(ctx context.Context) error {
+	w.regMu.Lock()
+	if w.started.Load() {
+		w.regMu.Unlock()
+		return ErrWorkerStarted
+	}
+	w.started.Store(true)
+	w.regMu.Unlock()
+	if len(w.regs) == 0 {
+		return fmt.Errorf("%w: worker: no handlers registered", ErrInvalidArgument)
+	}
+
+	w.stopCh = make(chan struct{})
+	w.stopped = make(chan struct{})
+	defer close(w.stopped)
+	w.slotFreed = make(chan struct{}, 1)
+	w.perName = map[string]int{}
+	w.perResource = map[string]int{}
+	w.live = map[string]*TaskContext{}
+
+	// Handlers outlive ctx by up to ShutdownTimeout, so their contexts keep
+	// ctx's values but not its cancellation.
+	handlerCtx, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abandon(nil)
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	var watchWG sync.WaitGroup
+	watchWG.Add(1)
+	go func() { // turns Stop into the loop's cancellation
+		defer watchWG.Done()
+		select {
+		case <-w.stopCh:
+			stopLoop()
+		case <-loopCtx.Done():
+		}
+	}()
+
+	var beatWG sync.WaitGroup
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	beatWG.Add(1)
+	go func() {
+		defer beatWG.Done()
+		w.heartbeatLoop(beatCtx)
+	}()
+
+	w.loop(loopCtx, handlerCtx)
+	stopLoop()
+	watchWG.Wait()
+
+	// Drain: let running calls finish, then abandon what is left.
+	drained := make(chan struct{})
+	go func() {
+		w.calls.Wait()
+		close(drained)
+	}()
+	timer := time.NewTimer(w.opts.ShutdownTimeout)
+	select {
+	case <-drained:
+	case <-timer.C:
+		w.mu.Lock()
+		for _, tc := range w.live {
+			tc.markLost()
+		}
+		w.mu.Unlock()
+		abandon(errors.New("cairnq: worker shut down past its deadline"))
+		<-drained
+	}
+	timer.Stop()
+	stopBeat()
+	beatWG.Wait()
+	return nil
+}
+
+// Stop ends a Run started elsewhere and waits for it to return, or for ctx.
+func (w *Worker) Stop(ctx context.Context) error {
+	if !w.started.Load() || w.stopCh == nil {
+		return nil
+	}
+	w.stopOnce.Do(func() { close(w.stopCh) })
+	select {
+	case <-w.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Worker) loop(ctx, handlerCtx context.Context) {
+	sources, names := w.schedule()
+	for ctx.Err() == nil {
+		w.mu.Lock()
+		free := w.conc - w.running
+		over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
+		busy := w.running > 0 && (free <= 0 || over)
+		w.mu.Unlock()
+		if busy {
+			select {
+			case <-w.slotFreed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		// Rotate the first draw so one name's backlog cannot starve the rest.
+		start := w.cursor % len(sources)
+		w.cursor = start + 1
+		order := append(append([]source(nil), sources[start:]...), sources[:start]...)
+		// Subscribe before the probe, so a submit landing between an empty
+		// probe and the idle sleep still ends the sleep.
+		wake, unsubscribe := w.st.SubscribeQueued(w.queues)
+		var drawn []dispatch
+		ran, err := w.st.ClaimSession(ctx, store.ClaimParams{
+			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease,
+		}, func(draw store.DrawFunc) error {
+			drawn = drawn[:0] // a retried transaction starts over
+			return w.plan(draw, order, free, &drawn)
+		})
+		if err != nil {
+			unsubscribe()
+			if ctx.Err() != nil {
+				return
+			}
+			w.report(err, PhaseClaim, "")
+			sleepCtx(ctx, claimErrorBackoff)
+			continue
+		}
+		if !ran || len(drawn) == 0 {
+			// Idle until something may be claimable: a submit here, a call
+			// finishing (its name's or resource's limit may have bound), or
+			// the poll timer, which also drives lease recovery.
+			timer := time.NewTimer(w.poll)
+			select {
+			case <-wake:
+			case <-w.slotFreed:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			unsubscribe()
+			continue
+		}
+		unsubscribe()
+		for _, d := range drawn {
+			w.start(handlerCtx, d)
+		}
+	}
+}
+
+// dispatch is one handler call a draw produced.
+type dispatch struct {
+	reg   *registration
+	src   *source
+	tasks []*Task
+}
+
+// plan spends the free call slots across the draws, each draw sized by
+// what its own limits and the slots still free allow, inside the claim
+// transaction: a budget divided up front would leave slots idle for names
+// with nothing queued.
+func (w *Worker) plan(draw store.DrawFunc, order []source, free int, out *[]dispatch) error {
+	taken := map[string]int{} // resource units drawn in this poll
+	left := free
+	for i := range order {
+		src := &order[i]
+		if left <= 0 {
+			break
+		}
+		quota := min(w.sourceCalls(src, taken), left)
+		if quota <= 0 {
+			continue
+		}
+		rows, err := draw(src.names, src.batch*quota)
+		if err != nil {
+			return err
+		}
+		calls := w.deliveries(src, rows)
+		*out = append(*out, calls...)
+		left -= len(calls)
+		if src.resource != "" {
+			taken[src.resource] += len(calls)
+		}
+	}
+	return nil
+}
+
+// sourceCalls is the most calls a draw may start this poll: the tightest
+// of its name's own cap, its resource's remaining capacity, and ClaimBatch
+// converted to calls (never below one).
+func (w *Worker) sourceCalls(src *source, taken map[string]int) int {
+	limit := w.conc
+	if w.opts.ClaimBatch > 0 {
+		limit = min(limit, max(1, w.opts.ClaimBatch/src.batch))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if src.ownConc > 0 {
+		limit = min(limit, src.ownConc-w.perName[src.names[0]])
+	}
+	if src.resource != "" {
+		limit = min(limit, w.opts.Resources[src.resource]-w.perResource[src.resource]-taken[src.resource])
+	}
+	return limit
+}
+
+// deliveries groups a draw's rows into calls: one task per call, or up to
+// the name's batch size.
+func (w *Worker) deliveries(src *source, rows []*Task) []dispatch {
+	byName := map[string][]*Task{}
+	var names []string
+	for _, t := range rows {
+		if _, ok := byName[t.Name]; !ok {
+			names = append(names, t.Name)
+		}
+		byName[t.Name] = append(byName[t.Name], t)
+	}
+	var out []dispatch
+	for _, name := range names {
+		group := byName[name]
+		reg := w.regs[name]
+		size := 1
+		if reg != nil && reg.batch > 0 {
+			size = reg.batch
+		}
+		for i := 0; i < len(group); i += size {
+			out = append(out, dispatch{reg: reg, src: src, tasks: group[i:min(i+size, len(group))]})
+		}
+	}
+	return out
+}
+
+// start charges a call to the budgets and runs it in its own goroutine.
+func (w *Worker) start(handlerCtx context.Context, d dispatch) {
+	var size int64
+	for _, t := range d.tasks {
+		size += int64(len(t.Payload))
+	}
+	w.mu.Lock()
+	w.running++
+	w.inFlightSize += size
+	if d.src.ownConc > 0 {
+		w.perName[d.src.names[0]]++
+	}
+	if d.src.resource != "" {
+		w.perResource[d.src.resource]++
+	}
+	w.mu.Unlock()
+	w.calls.Add(1)
+	go func() {
+		defer w.calls.Done()
+		defer func() {
+			w.mu.Lock()
+			w.running--
+			w.inFlightSize -= size
+			if d.src.ownConc > 0 {
+				w.perName[d.src.names[0]]--
+			}
+			if d.src.resource != "" {
+				w.perResource[d.src.resource]--
+			}
+			w.mu.Unlock()
+			select {
+			case w.slotFreed <- struct{}{}:
+			default:
+			}
+		}()
+		w.runCall(handlerCtx, d)
+	}()
+}
+
+// errAttemptTimeout marks an attempt abandoned at MaxRun.
+var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
+
+// runCall runs one handler call and settles whatever it left unsettled.
+func (w *Worker) runCall(handlerCtx context.Context, d dispatch) {
+	if d.reg == nil { // unreachable while claims are filtered by name
+		for _, t := range d.tasks {
+			env := ErrorEnvelope{Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}
+			if _, err := w.st.Fail(handlerCtx, t.ID, w.id, env, false, 0); err != nil && !errIsLostLease(err) {
+				w.report(err, PhaseExecute, t.ID)
+			}
+		}
+		return
+	}
+	callCtx, cancelCall := context.WithCancelCause(handlerCtx)
+	defer cancelCall(nil)
+	tcs := make([]*TaskContext, len(d.tasks))
+	for i, t := range d.tasks {
+		tc := &TaskContext{task: t, w: w, cancel: func(error) {}}
+		if d.reg.batch == 0 {
+			// A single task owns the call's context: losing its lease or a
+			// cancel request ends the handler's work.
+			tc.cancel = cancelCall
+		}
+		tcs[i] = tc
+	}
+	w.track(tcs, true)
+	defer w.track(tcs, false)
+
+	result, results, err := w.attempt(callCtx, d.reg, tcs)
+
+	// Leftovers are settled on the worker's authority, so they bypass the
+	// contexts' short-circuit, except where a context already knows its
+	// lease is gone.
+	var wg sync.WaitGroup
+	for _, tc := range tcs {
+		if tc.isSettled() || (tc.LostLease() && !errors.Is(err, errAttemptTimeout)) {
+			continue
+		}
+		settle := func() { w.settleLeftover(handlerCtx, tc, d.reg, err, result, results) }
+		if len(tcs) == 1 {
+			settle()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			settle()
+		}()
+	}
+	wg.Wait()
+}
+
+// attempt runs the handler, recovering a panic, and bounded by MaxRun when
+// set. On timeout every context of the call is flagged lease-lost before
+// the caller records the failure, so a handler that keeps running cannot
+// settle anything behind the worker's back.
+func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext) (result any, results map[string]any, err error) {
+	invoke := func() (result any, results map[string]any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = &panicError{value: p, stack: string(debug.Stack())}
+			}
+		}()
+		if reg.batch > 0 {
+			results, err = reg.batchFn(ctx, tcs)
+			return nil, results, err
+		}
+		result, err = reg.fn(ctx, tcs[0])
+		return result, nil, err
+	}
+	if w.opts.MaxRun <= 0 {
+		return invoke()
+	}
+	type outcome struct {
+		result  any
+		results map[string]any
+		err     error
+	}
+	done := make(chan outcome, 1)
+	w.calls.Add(1) // the handler goroutine may outlive this call if abandoned
+	go func() {
+		defer w.calls.Done()
+		r, rs, e := invoke()
+		done <- outcome{r, rs, e}
+	}()
+	timer := time.NewTimer(w.opts.MaxRun)
+	defer timer.Stop()
+	select {
+	case o := <-done:
+		return o.result, o.results, o.err
+	case <-timer.C:
+		for _, tc := range tcs {
+			tc.markLost()
+		}
+		return nil, nil, errAttemptTimeout
+	}
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
+
+// settleLeftover records one task's outcome from how its call ended.
+func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *registration, callErr error, result any, results map[string]any) {
+	id := tc.task.ID
+	var pe *panicError
+	switch {
+	case callErr == nil:
+		if reg.batch > 0 {
+			result = results[id]
+		}
+		w.complete(ctx, tc, result)
+		return
+	case errors.Is(callErr, errAttemptTimeout):
+		w.fail(ctx, tc, ErrorEnvelope{
+			Type: "HandlerTimeout", Code: "handler_timeout", Retryable: true, Details: map[string]any{},
+			Message: fmt.Sprintf("handler for %s ran past MaxRun=%v; the attempt was abandoned", tc.task.Name, w.opts.MaxRun),
+		}, true)
+	case errIsLostLease(callErr):
+		// A write through the context was already refused: nothing more to record.
+	case errors.As(callErr, &pe):
+		w.fail(ctx, tc, panicEnvelope(pe.value, pe.stack), true)
+	default:
+		env, retryable := envelopeOf(callErr)
+		w.fail(ctx, tc, env, retryable)
+	}
+}
+
+func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
+	_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
+	var se *store.SerializationError
+	switch {
+	case err == nil:
+		tc.markSettled()
+	case errIsLostLease(err):
+		tc.markLost()
+	case errors.As(err, &se):
+		// Deterministic: every attempt would fail the same way, so the task
+		// fails for good instead of being redelivered.
+		w.fail(ctx, tc, ErrorEnvelope{
+			Type: "SerializationError", Code: "unserializable_result", Retryable: false, Details: map[string]any{},
+			Message: "handler result is not JSON-serializable: " + se.Err.Error(),
+		}, false)
+	default:
+		w.report(err, PhaseExecute, tc.task.ID)
+	}
+}
+
+func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
+	env.Retryable = retryable
+	_, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, w.failDelay(tc.task.Attempt, retryable))
+	switch {
+	case err == nil:
+		tc.markSettled()
+	case errIsLostLease(err):
+		tc.markLost()
+	default:
+		w.report(err, PhaseExecute, tc.task.ID)
+	}
+}
+
+// track adds or removes contexts from the set the heartbeat renews.
+func (w *Worker) track(tcs []*TaskContext, add bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, tc := range tcs {
+		if add {
+			w.live[tc.task.ID] = tc
+		} else {
+			delete(w.live, tc.task.ID)
+		}
+	}
+}
+
+// heartbeatLoop renews every lease the worker holds with one statement per
+// beat. A task missing from the reply lost its lease: only its context is
+// flagged, its neighbours run on.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(w.beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		ids := make([]string, 0, len(w.live))
+		tcs := make([]*TaskContext, 0, len(w.live))
+		for id, tc := range w.live {
+			if !tc.LostLease() {
+				ids = append(ids, id)
+				tcs = append(tcs, tc)
+			}
+		}
+		w.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		renewed, err := w.st.HeartbeatBatch(ctx, ids, w.id, w.lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.report(err, PhaseExecute, ids[0])
+			}
+			continue
+		}
+		for _, tc := range tcs {
+			cancel, ok := renewed[tc.task.ID]
+			switch {
+			case ok:
+				tc.observeCancel(cancel)
+			case !tc.isSettled():
+				// The task may have settled while the beat was in flight,
+				// which takes it out of running and out of the reply.
+				tc.markLost()
+			}
+		}
+	}
+}
+
+func errIsLostLease(err error) bool { return errors.Is(err, store.ErrLostLease) }
+
+func errIsNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

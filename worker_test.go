@@ -1,0 +1,657 @@
+package cairnq_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// startWorker runs w in the background until the test ends, failing the
+// test if Run returns an error.
+func startWorker(t testing.TB, w *cairnq.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newWorker(t testing.TB, c *cairnq.Client, o *cairnq.WorkerOptions) *cairnq.Worker {
+	t.Helper()
+	if o == nil {
+		o = &cairnq.WorkerOptions{}
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 20 * time.Millisecond
+	}
+	w, err := cairnq.NewWorker(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// waitFor polls cond until it holds, failing after 15s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func waitTask(t testing.TB, c *cairnq.Client, id string) *cairnq.Task {
+	t.Helper()
+	task, err := c.Wait(context.Background(), id, &cairnq.WaitOptions{Timeout: 15 * time.Second, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func TestWorkerRunsAndCallReturnsResult(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{PollInterval: time.Minute})
+	if err := w.Handle("double", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		var in struct{ N int }
+		if err := tc.Decode(&in); err != nil {
+			return nil, err
+		}
+		return map[string]int{"n": in.N * 2}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	// With a one-minute poll, only the in-process submit wakeup lets the
+	// worker see the task in time for the five-second wait.
+	got, err := c.Call(context.Background(), "double", map[string]int{"N": 21}, &cairnq.CallOptions{WaitOptions: cairnq.WaitOptions{Timeout: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Result) != `{"n":42}` || got.WorkerID != w.ID() || got.Attempt != 1 {
+		t.Errorf("result %s by %s attempt %d", got.Result, got.WorkerID, got.Attempt)
+	}
+}
+
+func TestTypedTaskDef(t *testing.T) {
+	t.Parallel()
+	type in struct{ A, B int }
+	type out struct{ Sum int }
+	add := cairnq.Define[in, out]("add")
+	c := openTemp(t, nil)
+	w := newWorker(t, c, nil)
+	if err := add.Handle(w, func(ctx context.Context, tc *cairnq.TaskContext, p in) (out, error) {
+		return out{Sum: p.A + p.B}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	ctx := context.Background()
+	sum, err := add.Call(ctx, c, in{A: 2, B: 3}, nil)
+	if err != nil || sum.Sum != 5 {
+		t.Fatalf("typed call: %+v %v", sum, err)
+	}
+	// A caller in another language only has the string; the payload there
+	// may not fit P, which fails the task for good.
+	_, err = c.Call(ctx, "add", []int{1, 2}, nil)
+	var tf *cairnq.TaskFailedError
+	if !errors.As(err, &tf) || tf.Envelope.Code != "bad_payload" || tf.Task.Attempt != 1 {
+		t.Errorf("bad payload: %v", err)
+	}
+}
+
+func TestCancelWinsOverCompleteAndFail(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{HeartbeatInterval: 10 * time.Millisecond, LeaseDuration: 5 * time.Second, Concurrency: 2})
+	started := make(chan string, 2)
+	handler := func(fail bool) cairnq.Handler {
+		return func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			started <- tc.ID()
+			<-ctx.Done() // the heartbeat sees the cancel request and cancels us
+			if !errors.Is(context.Cause(ctx), cairnq.ErrTaskCanceled) {
+				return nil, fmt.Errorf("context ended for another reason: %v", context.Cause(ctx))
+			}
+			if ok, err := tc.Canceled(context.Background()); !ok || err != nil {
+				return nil, fmt.Errorf("Canceled() = %v, %v", ok, err)
+			}
+			if fail {
+				return nil, errors.New("gave up")
+			}
+			return "a result nobody will see", nil
+		}
+	}
+	w.Handle("returns", handler(false), nil)
+	w.Handle("raises", handler(true), nil)
+	startWorker(t, w)
+	ctx := context.Background()
+	for _, name := range []string{"returns", "raises"} {
+		task, err := c.Submit(ctx, name, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := <-started; id != task.ID {
+			t.Fatalf("started %s, want %s", id, task.ID)
+		}
+		if _, err := c.Cancel(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		final := waitTask(t, c, task.ID)
+		if final.Status != cairnq.StatusCanceled || final.Result != nil || !final.LeaseUntil.IsZero() {
+			t.Errorf("%s: %s result %s lease %v", name, final.Status, final.Result, final.LeaseUntil)
+		}
+	}
+}
+
+func TestCancelWinsOverLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	ctx := context.Background()
+	task, _ := c.Submit(ctx, "job", nil, nil)
+	// A worker claims it and dies; the task is canceled while it is dead.
+	if got, err := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "dead", Lease: 50 * time.Millisecond}); err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	c.Cancel(ctx, task.ID)
+	w := newWorker(t, c, nil)
+	var ran atomic.Bool
+	w.Handle("job", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { ran.Store(true); return nil, nil }, nil)
+	startWorker(t, w)
+	final := waitTask(t, c, task.ID)
+	if final.Status != cairnq.StatusCanceled || final.Error != nil || ran.Load() {
+		t.Errorf("canceled task whose worker died: %s error %v ran %v", final.Status, final.Error, ran.Load())
+	}
+}
+
+func TestSecondWorkerRecoversAbandonedClaim(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	ctx := context.Background()
+	task, _ := c.Submit(ctx, "job", map[string]int{"n": 1}, nil)
+	if got, _ := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
+		t.Fatal("claim failed")
+	}
+	w := newWorker(t, c, nil)
+	w.Handle("job", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return tc.Attempt(), nil }, nil)
+	startWorker(t, w)
+	final := waitTask(t, c, task.ID)
+	if final.Status != cairnq.StatusSucceeded || final.Attempt != 2 || string(final.Result) != "2" || final.WorkerID != w.ID() {
+		t.Errorf("recovered task: %s attempt %d result %s worker %s", final.Status, final.Attempt, final.Result, final.WorkerID)
+	}
+}
+
+func TestLostLeaseFlagsOnlyItsOwnContext(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/tasks.db"
+	c, err := cairnq.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := newWorker(t, c, &cairnq.WorkerOptions{HeartbeatInterval: 10 * time.Millisecond})
+	type seen struct{ stolen, neighbour bool }
+	result := make(chan seen, 1)
+	w.HandleBatch("pair", 2, func(ctx context.Context, tcs []*cairnq.TaskContext) (map[string]any, error) {
+		if len(tcs) != 2 {
+			return nil, fmt.Errorf("batch of %d", len(tcs))
+		}
+		// Another worker takes the first task over (as after an expiry).
+		execSQL(t, path, fmt.Sprintf("UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = '%s'", tcs[0].ID()))
+		deadline := time.Now().Add(10 * time.Second)
+		for !tcs[0].LostLease() && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		err := tcs[0].Progress(ctx, 0.5)
+		result <- seen{tcs[0].LostLease() && errors.Is(err, cairnq.ErrLostLease), tcs[1].LostLease() || ctx.Err() != nil}
+		return nil, nil
+	}, nil)
+	ctx := context.Background()
+	a, _ := c.Submit(ctx, "pair", nil, &cairnq.SubmitOptions{Priority: 1})
+	b, _ := c.Submit(ctx, "pair", nil, nil)
+	startWorker(t, w)
+	got := <-result
+	if !got.stolen || got.neighbour {
+		t.Fatalf("stolen task flagged %v, neighbour affected %v", got.stolen, got.neighbour)
+	}
+	if final := waitTask(t, c, b.ID); final.Status != cairnq.StatusSucceeded {
+		t.Errorf("neighbour ended %s", final.Status)
+	}
+	if stolen, _ := c.Get(ctx, a.ID); stolen.Status != cairnq.StatusRunning || stolen.WorkerID != "thief" {
+		t.Errorf("the stolen task was written by the old worker: %s %s", stolen.Status, stolen.WorkerID)
+	}
+}
+
+func TestMaxRunAbandonsAttempt(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{MaxRun: 50 * time.Millisecond, RetryBackoff: cairnq.NoRetryBackoff})
+	causes := make(chan error, 2)
+	w.Handle("hang", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		// A zombie's write must not land.
+		return nil, tc.Succeed(context.Background(), "late")
+	}, nil)
+	startWorker(t, w)
+	task, _ := c.Submit(context.Background(), "hang", nil, &cairnq.SubmitOptions{MaxAttempts: 2})
+	final := waitTask(t, c, task.ID)
+	if final.Status != cairnq.StatusFailed || final.Attempt != 2 || final.Error == nil ||
+		final.Error.Code != "handler_timeout" || !final.Error.Retryable {
+		t.Fatalf("after MaxRun twice: %s attempt %d error %+v", final.Status, final.Attempt, final.Error)
+	}
+	if cause := <-causes; !errors.Is(cause, cairnq.ErrLostLease) {
+		t.Errorf("handler context ended with %v, want a lost lease", cause)
+	}
+}
+
+func TestBatchLeftoversSettleByHowTheCallEnded(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: time.Hour, RetryBackoffMax: 2 * time.Hour})
+	batch := func(mode string) cairnq.BatchHandler {
+		return func(ctx context.Context, tcs []*cairnq.TaskContext) (map[string]any, error) {
+			if len(tcs) != 3 {
+				return nil, fmt.Errorf("batch of %d, want 3", len(tcs))
+			}
+			// The first task settles itself, twice: the second is a no-op.
+			if err := tcs[0].Fail(ctx, &cairnq.TaskError{Code: "mine", Message: "own failure"}); err != nil {
+				return nil, err
+			}
+			if err := tcs[0].Succeed(ctx, "ignored"); err != nil {
+				return nil, err
+			}
+			switch mode {
+			case "return":
+				return map[string]any{tcs[1].ID(): "one", "task_elsewhere": "ignored"}, nil
+			case "error":
+				return nil, errors.New("transient")
+			}
+			return nil, &cairnq.TaskError{Code: "fatal", Message: "bad batch"}
+		}
+	}
+	modes := []string{"return", "error", "permanent"}
+	for _, m := range modes {
+		if err := w.HandleBatch("b-"+m, 3, batch(m), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	groups := map[string][]*cairnq.Task{}
+	for _, m := range modes {
+		for i := range 3 {
+			task, err := c.Submit(ctx, "b-"+m, nil, &cairnq.SubmitOptions{Priority: 3 - i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups[m] = append(groups[m], task)
+		}
+	}
+	startWorker(t, w)
+	settledOrRequeued := func(id string) *cairnq.Task {
+		var got *cairnq.Task
+		waitFor(t, "task "+id+" to leave running", func() bool {
+			got, _ = c.Get(ctx, id)
+			return got != nil && got.Status != cairnq.StatusRunning && got.Attempt > 0
+		})
+		return got
+	}
+	for _, m := range modes {
+		first := settledOrRequeued(groups[m][0].ID)
+		// A TaskError is permanent unless it says Retryable.
+		if first.Status != cairnq.StatusFailed || first.Error == nil || first.Error.Code != "mine" {
+			t.Errorf("%s: self-settled task %s %+v", m, first.Status, first.Error)
+		}
+		for i, task := range groups[m][1:] {
+			got := settledOrRequeued(task.ID)
+			switch m {
+			case "return":
+				want := "null"
+				if i == 0 {
+					want = `"one"`
+				}
+				if got.Status != cairnq.StatusSucceeded || string(orNull(got.Result)) != want {
+					t.Errorf("return leftover %d: %s %s", i, got.Status, got.Result)
+				}
+			case "error":
+				if got.Status != cairnq.StatusQueued || got.Error.Code != "handler_error" || !got.RunAt.After(time.Now().Add(20*time.Minute)) {
+					t.Errorf("error leftover %d: %s %+v run at %v", i, got.Status, got.Error, got.RunAt)
+				}
+			case "permanent":
+				if got.Status != cairnq.StatusFailed || got.Error.Code != "fatal" || got.Error.Retryable {
+					t.Errorf("permanent leftover %d: %s %+v", i, got.Status, got.Error)
+				}
+			}
+		}
+	}
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func TestResourceCapacityNeverExceeded(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8, Resources: map[string]int{"gpu": 2}})
+	var now, peak, perName, peakName atomic.Int32
+	track := func(cur, top *atomic.Int32) func() {
+		n := cur.Add(1)
+		for {
+			old := top.Load()
+			if n <= old || top.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		return func() { cur.Add(-1) }
+	}
+	slow := func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		defer track(&now, &peak)()
+		if tc.Name() == "embed" {
+			defer track(&perName, &peakName)()
+		}
+		time.Sleep(5 * time.Millisecond) // holds the slot long enough to overlap
+		return nil, nil
+	}
+	w.Handle("render", slow, &cairnq.HandlerOptions{Resource: "gpu"})
+	w.Handle("embed", slow, &cairnq.HandlerOptions{Resource: "gpu", Concurrency: 1})
+	if err := w.Handle("other", slow, &cairnq.HandlerOptions{Resource: "tpu"}); !errors.Is(err, cairnq.ErrInvalidArgument) {
+		t.Errorf("undeclared resource accepted: %v", err)
+	}
+	ctx := context.Background()
+	var ids []string
+	for i := range 40 {
+		name := "render"
+		if i%2 == 0 {
+			name = "embed"
+		}
+		task, _ := c.Submit(ctx, name, nil, nil)
+		ids = append(ids, task.ID)
+	}
+	startWorker(t, w)
+	for _, id := range ids {
+		if got := waitTask(t, c, id); got.Status != cairnq.StatusSucceeded {
+			t.Fatalf("%s ended %s", id, got.Status)
+		}
+	}
+	if p := peak.Load(); p > 2 || p < 1 {
+		t.Errorf("gpu calls at once peaked at %d, capacity 2", p)
+	}
+	if p := peakName.Load(); p != 1 {
+		t.Errorf("embed calls at once peaked at %d, its own concurrency is 1", p)
+	}
+}
+
+func TestDisjointWorkersOnOneQueue(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	ok := func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return tc.WorkerID(), nil }
+	wa := newWorker(t, c, &cairnq.WorkerOptions{ID: "wa", Concurrency: 4})
+	wa.Handle("a", ok, nil)
+	wb := newWorker(t, c, &cairnq.WorkerOptions{ID: "wb", Concurrency: 4})
+	wb.Handle("b", ok, nil)
+	startWorker(t, wa)
+	startWorker(t, wb)
+	ctx := context.Background()
+	var tasks []*cairnq.Task
+	for i := range 60 {
+		name := []string{"a", "b"}[i%2]
+		task, _ := c.Submit(ctx, name, nil, nil)
+		tasks = append(tasks, task)
+	}
+	for _, task := range tasks {
+		got := waitTask(t, c, task.ID)
+		want := `"w` + task.Name + `"`
+		if got.Status != cairnq.StatusSucceeded || string(got.Result) != want || got.Attempt != 1 {
+			t.Errorf("%s (%s): %s by %s, attempt %d", task.ID, task.Name, got.Status, got.Result, got.Attempt)
+		}
+	}
+}
+
+func TestGracefulDrainAndNoGoroutineOutlivesRun(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4, ShutdownTimeout: 10 * time.Second, MaxRun: time.Minute})
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	w.Handle("job", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		started <- struct{}{}
+		<-release
+		return "drained", nil
+	}, nil)
+	ctx := context.Background()
+	var ids []string
+	for range 4 {
+		task, _ := c.Submit(ctx, "job", nil, nil)
+		ids = append(ids, task.ID)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	for range 4 {
+		<-started
+	}
+	cancel() // stop claiming; the four calls in flight may finish
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) while calls were still running", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got, _ := c.Get(ctx, id); got.Status != cairnq.StatusSucceeded {
+			t.Errorf("%s: %s after drain", id, got.Status)
+		}
+	}
+	if leaked := workerGoroutines(w); leaked != "" {
+		t.Errorf("goroutines outlived Run:\n%s", leaked)
+	}
+	if err := w.Run(ctx); !errors.Is(err, cairnq.ErrWorkerStarted) {
+		t.Errorf("second Run: %v", err)
+	}
+}
+
+// workerGoroutines returns the stacks of goroutines running worker code.
+func workerGoroutines(w *cairnq.Worker) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	self := fmt.Sprintf("(%p", w) // the receiver, as stack traces print it
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "cairnq-go.(*Worker)") && strings.Contains(g, self) {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+func TestShutdownPastDeadlineCancelsHandlers(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{ShutdownTimeout: 30 * time.Millisecond})
+	started := make(chan struct{})
+	w.Handle("stubborn", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, nil)
+	task, _ := c.Submit(context.Background(), "stubborn", nil, nil)
+	stop := startWorker(t, w)
+	<-started
+	stop() // returns only once the handler has returned
+	got, _ := c.Get(context.Background(), task.ID)
+	// The abandoned attempt writes nothing; its lease lapses and another
+	// worker will redeliver it.
+	if got.Status != cairnq.StatusRunning {
+		t.Errorf("abandoned task is %s, want still running until its lease lapses", got.Status)
+	}
+}
+
+func TestPanicIsRecordedAndWorkerContinues(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, nil)
+	w.Handle("boom", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { panic("kaboom") }, nil)
+	w.Handle("fine", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
+	startWorker(t, w)
+	ctx := context.Background()
+	boom, _ := c.Submit(ctx, "boom", nil, &cairnq.SubmitOptions{MaxAttempts: 1})
+	fine, _ := c.Submit(ctx, "fine", nil, nil)
+	got := waitTask(t, c, boom.ID)
+	if got.Status != cairnq.StatusFailed || got.Error.Code != "handler_panic" || got.Error.Message != "kaboom" ||
+		!got.Error.Retryable || !strings.Contains(fmt.Sprint(got.Error.Details["stack"]), "worker_test.go") {
+		t.Errorf("panicking task: %s %+v", got.Status, got.Error)
+	}
+	if got := waitTask(t, c, fine.ID); got.Status != cairnq.StatusSucceeded {
+		t.Errorf("next task after a panic: %s", got.Status)
+	}
+}
+
+func TestUnserializableResultFailsForGood(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, nil)
+	w.Handle("nan", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return math.NaN(), nil }, nil)
+	startWorker(t, w)
+	task, _ := c.Submit(context.Background(), "nan", nil, nil)
+	got := waitTask(t, c, task.ID)
+	if got.Status != cairnq.StatusFailed || got.Attempt != 1 || got.Error.Code != "unserializable_result" || got.Error.Retryable {
+		t.Errorf("NaN result: %s attempt %d %+v", got.Status, got.Attempt, got.Error)
+	}
+}
+
+func TestRetryBackoffAndTaskErrors(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: 200 * time.Millisecond})
+	w.Handle("flaky", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, fmt.Errorf("attempt %d failed", tc.Attempt())
+	}, nil)
+	w.Handle("fatal", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, cairnq.Permanent(errors.New("no point retrying"))
+	}, nil)
+	startWorker(t, w)
+	ctx := context.Background()
+	flaky, _ := c.Submit(ctx, "flaky", nil, nil)
+	fatal, _ := c.Submit(ctx, "fatal", nil, nil)
+	waitFor(t, "the first failure", func() bool {
+		got, _ := c.Get(ctx, flaky.ID)
+		return got.Error != nil
+	})
+	got, _ := c.Get(ctx, flaky.ID)
+	// Equal jitter: the first retry waits between half the base and the base.
+	if wait := got.RunAt.Sub(got.UpdatedAt); got.Status != cairnq.StatusQueued || wait < 100*time.Millisecond || wait > 200*time.Millisecond {
+		t.Errorf("first retry: %s, due %v after the failure", got.Status, wait)
+	}
+	final := waitTask(t, c, flaky.ID)
+	if final.Status != cairnq.StatusFailed || final.Attempt != 3 || final.Error.Message != "attempt 3 failed" || final.Error.Type != "Error" {
+		t.Errorf("after three attempts: %s %d %+v", final.Status, final.Attempt, final.Error)
+	}
+	if got := waitTask(t, c, fatal.ID); got.Status != cairnq.StatusFailed || got.Attempt != 1 || got.Error.Retryable {
+		t.Errorf("permanent error: %s attempt %d %+v", got.Status, got.Attempt, got.Error)
+	}
+}
+
+func TestTaskContextWritesAndChildren(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 2})
+	w.Handle("parent", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		if err := tc.Report(ctx, 0.25, "starting"); err != nil {
+			return nil, err
+		}
+		if err := tc.Progress(ctx, 0.5); err != nil { // the message is kept
+			return nil, err
+		}
+		if err := tc.Heartbeat(ctx); err != nil {
+			return nil, err
+		}
+		child, err := tc.Submit(ctx, "child", map[string]string{"from": tc.ID()}, nil)
+		if err != nil {
+			return nil, err
+		}
+		done, err := tc.Wait(ctx, child.ID, nil)
+		if err != nil {
+			return nil, err
+		}
+		t, _ := c.Get(ctx, tc.ID())
+		return map[string]any{"child": child, "done": done.Status, "progress": *t.Progress, "message": *t.Message}, nil
+	}, nil)
+	w.Handle("child", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "kid", nil }, nil)
+	startWorker(t, w)
+	parent, _ := c.Submit(context.Background(), "parent", nil, &cairnq.SubmitOptions{CorrelationID: "corr-1"})
+	got := waitTask(t, c, parent.ID)
+	var res struct {
+		Child struct {
+			ParentID      string `json:"parent_id"`
+			RootID        string `json:"root_id"`
+			CorrelationID string `json:"correlation_id"`
+		}
+		Done     string
+		Progress float64
+		Message  string
+	}
+	if err := got.DecodeResult(&res); err != nil {
+		t.Fatalf("%s: %v (%+v)", got.Result, err, got.Error)
+	}
+	if res.Child.ParentID != parent.ID || res.Child.RootID != parent.ID || res.Child.CorrelationID != "corr-1" ||
+		res.Done != "succeeded" || res.Progress != 0.5 || res.Message != "starting" {
+		t.Errorf("parent saw %+v", res)
+	}
+}
+
+func TestWorkerOptionsValidated(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	for _, o := range []cairnq.WorkerOptions{
+		{Concurrency: -1}, {LeaseDuration: -time.Second}, {Resources: map[string]int{"gpu": 0}},
+		{Queues: []string{""}}, {RetryBackoff: -5 * time.Second},
+	} {
+		if _, err := cairnq.NewWorker(c, &o); !errors.Is(err, cairnq.ErrInvalidArgument) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	w := newWorker(t, c, nil)
+	if err := w.HandleBatch("b", 0, nil, nil); !errors.Is(err, cairnq.ErrInvalidArgument) {
+		t.Errorf("nil batch handler: %v", err)
+	}
+	noop := func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }
+	w.Handle("x", noop, nil)
+	if err := w.Handle("x", noop, nil); !errors.Is(err, cairnq.ErrInvalidArgument) {
+		t.Errorf("duplicate handler: %v", err)
+	}
+	empty := newWorker(t, c, nil)
+	if err := empty.Run(context.Background()); !errors.Is(err, cairnq.ErrInvalidArgument) {
+		t.Errorf("Run without handlers: %v", err)
+	}
+}
