@@ -625,4 +625,3 @@ func (s *Store) requeued(t *Task) {
 		s.hub.queued(t.Queue)
 	}
 }
-
