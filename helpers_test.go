@@ -2,6 +2,7 @@ package cairnq_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 )
@@ -10,12 +11,21 @@ import (
 // as another process would.
 func execSQL(t *testing.T, path, script string) {
 	t.Helper()
+	if err := execSQLErr(path, script); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// execSQLErr is execSQL for goroutines other than the test's, which must
+// not call t.Fatal.
+func execSQLErr(path, script string) error {
 	c, err := sqlite3.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer c.Close()
-	if err := c.Exec(script); err != nil {
-		t.Fatal(err)
+	if err := c.BusyTimeout(5 * time.Second); err != nil {
+		return err
 	}
+	return c.Exec(script)
 }

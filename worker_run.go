@@ -88,7 +88,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.heartbeatLoop(beatCtx)
 	}()
 
-	w.loop(loopCtx, handlerCtx)
+	runErr := w.loop(loopCtx, handlerCtx)
 	stopLoop()
 	watchWG.Wait()
 
@@ -113,7 +113,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	timer.Stop()
 	stopBeat()
 	beatWG.Wait()
-	return nil
+	return runErr
 }
 
 // Stop ends a Run started elsewhere and waits for it to return, or for ctx.
@@ -130,15 +130,18 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-func (w *Worker) loop(ctx, handlerCtx context.Context) {
+// loop claims and dispatches until ctx ends. It returns an error only when
+// the store is closed under it, which no retry can mend.
+func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	sources, names := w.schedule()
+	busy := false // the last poll claimed something
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		free := w.conc - w.running
 		over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
-		busy := w.running > 0 && (free <= 0 || over)
+		full := w.running > 0 && (free <= 0 || over)
 		w.mu.Unlock()
-		if busy {
+		if full {
 			select {
 			case <-w.slotFreed:
 			case <-ctx.Done():
@@ -154,7 +157,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) {
 		wake, unsubscribe := w.st.SubscribeQueued(w.queues)
 		var drawn []dispatch
 		ran, err := w.st.ClaimSession(ctx, store.ClaimParams{
-			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease,
+			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease, SkipProbe: busy,
 		}, func(draw store.DrawFunc) error {
 			drawn = drawn[:0] // a retried transaction starts over
 			return w.plan(draw, order, free, &drawn)
@@ -162,13 +165,17 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) {
 		if err != nil {
 			unsubscribe()
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			if errors.Is(err, store.ErrClosed) {
+				return fmt.Errorf("cairnq: worker %s: %w", w.id, err)
 			}
 			w.report(err, PhaseClaim, "")
 			sleepCtx(ctx, claimErrorBackoff)
 			continue
 		}
-		if !ran || len(drawn) == 0 {
+		busy = ran && len(drawn) > 0
+		if !busy {
 			// Idle until something may be claimable: a submit here, a call
 			// finishing (its name's or resource's limit may have bound), or
 			// the poll timer, which also drives lease recovery.
@@ -188,6 +195,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) {
 			w.start(handlerCtx, d)
 		}
 	}
+	return nil
 }
 
 // dispatch is one handler call a draw produced.

@@ -212,7 +212,7 @@ func TestLostLeaseFlagsOnlyItsOwnContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() }) // after the worker's own cleanup stops it
 	w := newWorker(t, c, &cairnq.WorkerOptions{HeartbeatInterval: 10 * time.Millisecond})
 	type seen struct{ stolen, neighbour bool }
 	result := make(chan seen, 1)
@@ -221,7 +221,9 @@ func TestLostLeaseFlagsOnlyItsOwnContext(t *testing.T) {
 			return nil, fmt.Errorf("batch of %d", len(tcs))
 		}
 		// Another worker takes the first task over (as after an expiry).
-		execSQL(t, path, fmt.Sprintf("UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = '%s'", tcs[0].ID()))
+		if err := execSQLErr(path, fmt.Sprintf("UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = '%s'", tcs[0].ID())); err != nil {
+			return nil, err
+		}
 		deadline := time.Now().Add(10 * time.Second)
 		for !tcs[0].LostLease() && time.Now().Before(deadline) {
 			time.Sleep(2 * time.Millisecond)
@@ -653,5 +655,21 @@ func TestWorkerOptionsValidated(t *testing.T) {
 	empty := newWorker(t, c, nil)
 	if err := empty.Run(context.Background()); !errors.Is(err, cairnq.ErrInvalidArgument) {
 		t.Errorf("Run without handlers: %v", err)
+	}
+}
+
+func TestRunEndsWhenTheStoreCloses(t *testing.T) {
+	t.Parallel()
+	c, err := cairnq.Open(context.Background(), t.TempDir()+"/tasks.db", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(t, c, nil)
+	w.Handle("x", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	c.Close()
+	if err := <-done; !errors.Is(err, cairnq.ErrClosed) {
+		t.Errorf("Run after the store closed: %v, want ErrClosed", err)
 	}
 }

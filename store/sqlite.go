@@ -72,7 +72,20 @@ type writeReq struct {
 	ctx  context.Context
 	fn   func(q querier) error
 	done chan error
+	// single marks a request of exactly one statement. SQLite undoes a
+	// failed statement by itself, leaving the transaction intact, so such
+	// a request needs no savepoint of its own inside a shared transaction.
+	single bool
+	// state settles the race between a caller giving up and the writer
+	// starting the request: whoever moves it from reqQueued first decides.
+	state atomic.Int32
 }
+
+const (
+	reqQueued int32 = iota
+	reqStarted
+	reqAbandoned
+)
 
 // querier runs compiled protocol statements (or plain SQL) on one
 // connection or transaction.
@@ -360,7 +373,7 @@ func (b *sqliteBackend) refreshStatistics() error {
 // writer's connection, so its reads queue there.
 func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) error {
 	if b.memory {
-		return b.submit(ctx, fn)
+		return b.submit(ctx, fn, false)
 	}
 	select {
 	case c := <-b.readers:
@@ -376,14 +389,19 @@ func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) erro
 // write runs fn inside the writer's transaction: alone, or sharing one
 // commit with every other write that was waiting.
 func (b *sqliteBackend) write(ctx context.Context, fn func(q querier) error) error {
-	return b.submit(ctx, fn)
+	return b.submit(ctx, fn, false)
 }
 
-func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error) error {
+// writeSingle is write for a fn that runs exactly one statement.
+func (b *sqliteBackend) writeSingle(ctx context.Context, fn func(q querier) error) error {
+	return b.submit(ctx, fn, true)
+}
+
+func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error, single bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: single}
 	select {
 	case b.reqs <- req:
 	case <-b.quit:
@@ -403,9 +421,12 @@ func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error) er
 			return ErrClosed
 		}
 	case <-ctx.Done():
-		// The write may still land: the writer skips only requests whose
-		// context is already done when their turn comes.
-		return ctx.Err()
+		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return ctx.Err() // the writer will skip it: nothing was written
+		}
+		// The writer already started it: its outcome is the truth, and it
+		// is short (bounded by the busy timeout).
+		return <-req.done
 	}
 }
 
@@ -458,9 +479,8 @@ func (b *sqliteBackend) drainClosed() {
 func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	live := batch[:0:0]
 	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- err
-			continue
+		if !r.state.CompareAndSwap(reqQueued, reqStarted) {
+			continue // its caller gave up and returned
 		}
 		live = append(live, r)
 	}
@@ -486,18 +506,21 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 		}
 	} else {
 		for i, r := range live {
+			if r.single {
+				results[i] = runReq(r, q)
+				if c.c.GetAutocommit() {
+					b.abortBatch(live, results[i])
+					return
+				}
+				continue
+			}
 			if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
 				results[i] = b.writeError(err)
 				continue
 			}
 			results[i] = runReq(r, q)
 			if c.c.GetAutocommit() {
-				// SQLite tore the whole transaction down (I/O error, full
-				// disk): nothing of the batch survived.
-				err := b.writeError(results[i])
-				for _, r := range live {
-					r.done <- err
-				}
+				b.abortBatch(live, results[i])
 				return
 			}
 			if results[i] != nil {
@@ -521,6 +544,18 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	// could still take back.
 	for i, r := range live {
 		r.done <- results[i]
+	}
+}
+
+// abortBatch fails every request of a batch whose transaction SQLite tore
+// down (an I/O error, a full disk): nothing of it survived.
+func (b *sqliteBackend) abortBatch(live []*writeReq, cause error) {
+	if cause == nil {
+		cause = errors.New("cairnq: the shared transaction was rolled back")
+	}
+	err := b.writeError(cause)
+	for _, r := range live {
+		r.done <- err
 	}
 }
 

@@ -15,6 +15,9 @@ import (
 type backend interface {
 	read(ctx context.Context, fn func(q querier) error) error
 	write(ctx context.Context, fn func(q querier) error) error
+	// writeSingle is write for a fn that runs exactly one statement, which
+	// a backend may run without a savepoint of its own.
+	writeSingle(ctx context.Context, fn func(q querier) error) error
 	close() error
 }
 
@@ -77,7 +80,7 @@ func (s *Store) readOne(ctx context.Context, name string, a protocol.Args) (rows
 // writeOne runs one write statement as its own transaction (or its own
 // savepoint of a group commit).
 func (s *Store) writeOne(ctx context.Context, name string, a protocol.Args) (rows []executor.Row, err error) {
-	err = s.be.write(ctx, func(q querier) error {
+	err = s.be.writeSingle(ctx, func(q querier) error {
 		rows, err = s.exec(ctx, q, name, a)
 		return err
 	})
@@ -267,7 +270,11 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		return nil, err
 	}
 	var t *Task
-	err = s.be.write(ctx, func(q querier) error {
+	write := s.be.write
+	if p.Key == "" {
+		write = s.be.writeSingle // one insert
+	}
+	err = write(ctx, func(q querier) error {
 		t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
 		return err
 	})

@@ -42,6 +42,11 @@ type ClaimParams struct {
 	WorkerID string   // required
 	Lease    time.Duration
 	Limit    int // tasks to take; default 1
+	// SkipProbe opens the claim transaction without the read-only probe
+	// first. A worker whose last poll found work sets it: the probe exists
+	// to keep idle workers off the write lock, and a busy one would pay
+	// for it on every claim.
+	SkipProbe bool
 }
 
 // DrawFunc claims up to limit tasks named in names (nil: any of the
@@ -118,15 +123,17 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw 
 		// every other poll of a worker with names does that.
 		return false, nil
 	}
-	rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
-	if err != nil {
-		return false, err
-	}
-	if len(rows) == 0 {
-		return false, nil
-	}
-	if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
-		return false, err
+	if !p.SkipProbe {
+		rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
+		if err != nil {
+			return false, err
+		}
+		if len(rows) == 0 {
+			return false, nil
+		}
+		if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
+			return false, err
+		}
 	}
 	var recovered []*Task
 	err = s.be.write(ctx, func(q querier) error {
