@@ -513,7 +513,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 		ids := make([]string, 0, len(w.live))
 		tcs := make([]*TaskContext, 0, len(w.live))
 		for id, tc := range w.live {
-			if !tc.LostLease() {
+			if !tc.LostLease() && !tc.isSettled() {
 				ids = append(ids, id)
 				tcs = append(tcs, tc)
 			}

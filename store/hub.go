@@ -11,16 +11,43 @@ import (
 // subscribes before it reads, and a change landing between its read and
 // its wait still wakes it.
 type hub struct {
-	mu      sync.Mutex
-	doneW   map[string][]chan struct{}
-	queuedW map[chan struct{}][]string
+	mu       sync.Mutex
+	doneW    map[string][]chan struct{}
+	queuedW  map[chan struct{}][]string
+	watchers map[*watcher]struct{}
+}
+
+// watcher is a persistent subscription: every signal goes to its channel,
+// dropped when the channel is full (a watcher re-reads on any signal, so
+// pending signals stand for any number of them).
+type watcher struct {
+	ch chan Signal
+}
+
+// Signal says why a watch fired. It carries no state: the row is the truth.
+type Signal struct {
+	Reason string // "queued", "done" or "poll"
+	Queue  string // the queue a task was queued on (queued only)
+	TaskID string // the task that finished (done only)
+}
+
+func (h *hub) broadcast(sig Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers {
+		select {
+		case w.ch <- sig:
+		default:
+		}
+	}
 }
 
 func newHub() *hub {
-	return &hub{doneW: map[string][]chan struct{}{}, queuedW: map[chan struct{}][]string{}}
+	return &hub{doneW: map[string][]chan struct{}{}, queuedW: map[chan struct{}][]string{}, watchers: map[*watcher]struct{}{}}
 }
 
 func (h *hub) done(id string) {
+	h.broadcast(Signal{Reason: "done", TaskID: id})
 	h.mu.Lock()
 	ws := h.doneW[id]
 	delete(h.doneW, id)
@@ -31,6 +58,7 @@ func (h *hub) done(id string) {
 }
 
 func (h *hub) queued(queue string) {
+	h.broadcast(Signal{Reason: "queued", Queue: queue})
 	h.mu.Lock()
 	var wake []chan struct{}
 	for ch, queues := range h.queuedW {
@@ -101,4 +129,20 @@ func (s *Store) DoneWaiters() int {
 		n += len(ws)
 	}
 	return n
+}
+
+// Subscribe returns a channel receiving every queued and done signal of
+// this process (from its own writes, and on Postgres from LISTEN), and a
+// func that unsubscribes. The channel buffers a few signals; more arriving
+// while it is full are dropped, since any signal means "re-read".
+func (s *Store) Subscribe() (<-chan Signal, func()) {
+	w := &watcher{ch: make(chan Signal, 16)}
+	s.hub.mu.Lock()
+	s.hub.watchers[w] = struct{}{}
+	s.hub.mu.Unlock()
+	return w.ch, func() {
+		s.hub.mu.Lock()
+		delete(s.hub.watchers, w)
+		s.hub.mu.Unlock()
+	}
 }

@@ -110,13 +110,13 @@ func (s *Store) bindClock(a protocol.Args) {
 }
 
 // list binds a list-valued parameter: JSON array text for SQLite's
-// json_each, a text[] for Postgres. nil stays NULL.
+// json_each, a text[] literal for Postgres. nil stays NULL.
 func (s *Store) list(v []string) any {
 	if v == nil {
 		return nil
 	}
 	if s.dialect != protocol.SQLite {
-		return v
+		return pgArray(v)
 	}
 	b, _ := json.Marshal(v) // []string always encodes
 	return string(b)

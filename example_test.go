@@ -1,0 +1,152 @@
+package cairnq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+)
+
+// tempDB returns a database path in a fresh temporary directory; a real
+// program passes its own path (any process on the host may share it).
+func tempDB() (path string, cleanup func()) {
+	dir, err := os.MkdirTemp("", "cairnq-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return filepath.Join(dir, "tasks.db"), func() { os.RemoveAll(dir) }
+}
+
+// Submitting with a key deduplicates: while the first task is live, a
+// second submit with the same key returns it instead of inserting.
+func ExampleClient_Submit() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	first, err := c.Submit(ctx, "render", map[string]int{"page": 1}, &cairnq.SubmitOptions{Key: "doc:1:render"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := c.Submit(ctx, "render", map[string]int{"page": 1}, &cairnq.SubmitOptions{Key: "doc:1:render"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Submit(ctx, "render", nil, &cairnq.SubmitOptions{Key: "doc:1:render", Conflict: cairnq.ConflictReject})
+	fmt.Println(first.Status, again.ID == first.ID, errors.Is(err, cairnq.ErrAlreadyExists))
+	// Output: queued true true
+}
+
+// A worker runs handlers by task name; Call submits and waits for the
+// result. Here both run in one process; usually they are separate
+// processes, possibly in different languages, sharing the database.
+func ExampleWorker() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = w.Handle("greet", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		var in struct{ Name string }
+		if err := tc.Decode(&in); err != nil {
+			return nil, cairnq.Permanent(err) // a malformed payload will not improve on retry
+		}
+		return "hello, " + in.Name, nil
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+
+	t, err := c.Call(ctx, "greet", map[string]string{"Name": "gopher"}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var greeting string
+	if err := t.DecodeResult(&greeting); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(greeting)
+
+	stop() // Run drains what is in flight, then returns
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output: hello, gopher
+}
+
+// A TaskDef binds a name to Go types on both ends; other SDKs use the name.
+func ExampleTaskDef() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	type Sum struct{ A, B int }
+	add := cairnq.Define[Sum, int]("math.add")
+
+	w, err := cairnq.NewWorker(c, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := add.Handle(w, func(ctx context.Context, tc *cairnq.TaskContext, p Sum) (int, error) {
+		return p.A + p.B, nil
+	}, nil); err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	n, err := add.Call(ctx, c, Sum{A: 2, B: 40}, nil)
+	fmt.Println(n, err)
+	// Output: 42 <nil>
+}
+
+// A wait that times out says why and leaves the task running.
+func ExampleClient_Wait() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	t, err := c.Submit(ctx, "nobody.serves.this", nil, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Wait(ctx, t.ID, &cairnq.WaitOptions{Timeout: 50 * time.Millisecond})
+	var timeout *cairnq.TaskTimeoutError
+	if errors.As(err, &timeout) {
+		fmt.Println(timeout.TaskID() == t.ID, timeout.Task.Status)
+	}
+	// Output: true queued
+}

@@ -1,0 +1,291 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// PostgresOptions configures a Postgres store. The zero value is the default.
+type PostgresOptions struct {
+	// Schema is the schema cairnq's tables live in. The store only asserts
+	// that the executor's connections resolve there (an adapter opened
+	// from a DSN creates the schema and sets search_path itself). Naming it
+	// also confirms that a second installation beside another one in the
+	// same database is intended. Default: wherever search_path resolves.
+	Schema string
+	// CloseExecutor makes Close close the executor too. Adapters set it for
+	// executors they opened from a DSN; an application's own pool is never
+	// closed by cairnq.
+	CloseExecutor bool
+	// Logger receives what the store survives (a listener that failed).
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// ValidSchemaName reports whether name is an identifier cairnq accepts as
+// a schema: letters, digits and underscores, not starting with a digit, at
+// most 63 bytes. Schema names are never interpolated into SQL otherwise.
+func ValidSchemaName(name string) bool { return identifier.MatchString(name) }
+
+// OpenPostgres opens a store on ex: it checks where the connections
+// resolve and whether another installation exists elsewhere in the
+// database, applies the protocol's migrations under an exclusive lock on
+// the ledger, and checks the protocol version. When ex is also an
+// executor.Listener, notifications wake this process's waiters and idle
+// workers early; without it they poll.
+func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) (*Store, error) {
+	if ex == nil {
+		return nil, argError("open", "executor", "is nil")
+	}
+	if o.Schema != "" && !ValidSchemaName(o.Schema) {
+		return nil, argError("open", "schema", "%q is not a plain identifier", o.Schema)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Store{
+		dialect: protocol.Postgres,
+		stmts:   protocol.Statements(protocol.Postgres),
+		hub:     newHub(),
+		now:     time.Now, // ids only: statements read the database clock
+	}
+	be := &pgBackend{ex: ex, owns: o.CloseExecutor, log: o.Logger}
+	s.be = be
+	if err := s.checkSchema(ctx, o.Schema); err != nil {
+		return nil, err
+	}
+	if err := s.migratePostgres(ctx); err != nil {
+		return nil, err
+	}
+	if l, ok := ex.(executor.Listener); ok {
+		be.listen(l, s.hub)
+	}
+	return s, nil
+}
+
+// checkSchema asserts where the connection resolves, and refuses to start
+// a second installation beside an existing one unless the schema was named.
+func (s *Store) checkSchema(ctx context.Context, want string) error {
+	rows, err := s.readOne(ctx, protocol.StmtInstallations, protocol.Args{})
+	if err != nil {
+		return fmt.Errorf("cairnq: reading installations: %w", err)
+	}
+	current := ""
+	var found []string
+	for _, r := range rows {
+		if c, ok, _ := asString("current_schema", r["current_schema"]); ok {
+			current = c
+		}
+		if f, ok, _ := asString("schema", r["schema"]); ok {
+			found = append(found, f)
+		}
+	}
+	if want != "" && current != want {
+		return fmt.Errorf("%w: the connection resolves to schema %q, not %q: set search_path (or open cairnq from a DSN with the schema option)",
+			ErrSchemaMismatch, current, want)
+	}
+	if want == "" && len(found) > 0 && !slices.Contains(found, current) {
+		return fmt.Errorf("%w: cairnq tables exist in schema %s of this database, but this connection resolves to %q, where there are none; "+
+			"connecting would create a second installation that the first never sees. Point this process at the same schema "+
+			"(the schema option, or search_path), or name the schema explicitly to confirm a separate installation",
+			ErrSchemaMismatch, strings.Join(found, ", "), current)
+	}
+	return nil
+}
+
+const createLedgerPostgres = "CREATE TABLE IF NOT EXISTS cairnq_migrations (name text primary key, applied_at_ms bigint not null)"
+
+// migratePostgres applies what the ledger lacks in one transaction holding
+// an exclusive lock on the ledger, so concurrent cold starts apply each
+// migration once; a database of another protocol major is refused before
+// anything is applied.
+func (s *Store) migratePostgres(ctx context.Context) error {
+	be := s.be.(*pgBackend)
+	// Concurrent CREATE TABLE IF NOT EXISTS can still collide in the
+	// catalog; the loser retries and finds the table.
+	var err error
+	for range 5 {
+		if err = be.ex.Exec(ctx, createLedgerPostgres); err == nil || !isSQLState(err, "23505", "42P07") {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cairnq: creating the migration ledger: %w", err)
+	}
+	return be.ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+		if err := sess.Exec(ctx, "LOCK TABLE cairnq_migrations IN EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		if v, ok, err := pgProtocolVersion(ctx, sess, true); err != nil {
+			return err
+		} else if ok && v != protocol.ProtocolVersion {
+			return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+		}
+		rows, err := sess.Query(ctx, "SELECT name FROM cairnq_migrations")
+		if err != nil {
+			return err
+		}
+		have := map[string]bool{}
+		for _, r := range rows {
+			if n, ok, _ := asString("name", r["name"]); ok {
+				have[n] = true
+			}
+		}
+		for _, m := range protocol.Migrations(protocol.Postgres) {
+			if have[m.Name] {
+				continue
+			}
+			if err := sess.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if _, err := sess.Query(ctx, "INSERT INTO cairnq_migrations (name, applied_at_ms) VALUES ($1, CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS bigint))", m.Name); err != nil {
+				return err
+			}
+		}
+		v, ok, err := pgProtocolVersion(ctx, sess, false)
+		if err != nil {
+			return err
+		}
+		if !ok || v != protocol.ProtocolVersion {
+			return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+		}
+		return nil
+	})
+}
+
+func pgProtocolVersion(ctx context.Context, sess executor.Session, mayBeMissing bool) (int, bool, error) {
+	if mayBeMissing {
+		rows, err := sess.Query(ctx, "SELECT to_regclass('cairnq_meta') IS NOT NULL AS present")
+		if err != nil {
+			return 0, false, err
+		}
+		if present, err := asBool("present", rows[0]["present"]); err != nil || !present {
+			return 0, false, err
+		}
+	}
+	st := protocol.Statements(protocol.Postgres).Get(protocol.StmtProtocolVersion)
+	rows, err := sess.Query(ctx, st.SQL)
+	if err != nil || len(rows) == 0 {
+		return 0, false, err
+	}
+	n, ok, err := asInt64("value", rows[0]["value"])
+	return int(n), ok, err
+}
+
+// isSQLState reports whether err carries one of the SQLSTATE codes, read
+// through the SQLState() method pgx's and lib/pq's errors both have.
+func isSQLState(err error, codes ...string) bool {
+	var se interface{ SQLState() string }
+	if !errors.As(err, &se) {
+		return false
+	}
+	return slices.Contains(codes, se.SQLState())
+}
+
+// pgBackend runs the store's statements through an executor.
+type pgBackend struct {
+	ex   executor.Executor
+	owns bool
+	log  *slog.Logger
+
+	stopListen func()
+	closeOnce  sync.Once
+}
+
+type pgQuerier struct{ s executor.Session }
+
+func (q pgQuerier) query(ctx context.Context, sql string, args []any) ([]executor.Row, error) {
+	return q.s.Query(ctx, sql, args...)
+}
+
+func (b *pgBackend) read(ctx context.Context, fn func(q querier) error) error {
+	return fn(pgQuerier{b.ex})
+}
+
+func (b *pgBackend) write(ctx context.Context, fn func(q querier) error) error {
+	return b.ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		return fn(pgQuerier{s})
+	})
+}
+
+// writeSingle runs one statement outside an explicit transaction: Postgres
+// makes a lone statement atomic by itself, and BEGIN/COMMIT would add two
+// round trips.
+func (b *pgBackend) writeSingle(ctx context.Context, fn func(q querier) error) error {
+	return fn(pgQuerier{b.ex})
+}
+
+// The notification channels the 0003 trigger emits on.
+const (
+	channelQueued = "cairnq_queued" // payload: the queue
+	channelDone   = "cairnq_done"   // payload: the task id
+)
+
+// listen feeds the hub from LISTEN. The executor reconnects a dropped
+// listener itself; a server that refuses LISTEN leaves the store polling.
+func (b *pgBackend) listen(l executor.Listener, h *hub) {
+	stop, err := l.Listen(context.Background(), []string{channelQueued, channelDone}, func(channel, payload string) {
+		switch channel {
+		case channelQueued:
+			h.queued(payload)
+		case channelDone:
+			h.done(payload)
+		}
+	})
+	if err != nil {
+		if !errors.Is(err, executor.ErrListenUnavailable) {
+			b.log.Warn("cairnq: LISTEN failed; waiters fall back to polling", "err", err)
+		}
+		return
+	}
+	b.stopListen = stop
+}
+
+func (b *pgBackend) close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		if b.stopListen != nil {
+			b.stopListen()
+		}
+		if b.owns {
+			err = b.ex.Close()
+		}
+	})
+	return err
+}
+
+// pgArray writes a text[] literal: each element double-quoted with
+// backslashes and quotes escaped, so any string survives. Every driver
+// binds it as plain text, which is why arrays travel this way rather than
+// as driver-specific array values.
+func pgArray(v []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range s {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}

@@ -1,0 +1,40 @@
+package cairnq
+
+import (
+	"context"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// SubmitTx submits a task inside a transaction the application holds: sess
+// is an adapter's session over that transaction (cairnqpgx.TxSession,
+// sqlexec.TxSession, the gorm and bun adapters' equivalents). Workers see
+// the task only once the application commits; a rollback leaves no task.
+// Postgres only: on SQLite it returns ErrUnsupported.
+func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name string, payload any, opts *SubmitOptions) (*Task, error) {
+	return c.store.SubmitTx(ctx, sess, opts.params(name, payload))
+}
+
+// SucceedIn settles the task in a transaction cairnq opens: fn writes the
+// application's rows through sess (adapters offer typed forms handing fn
+// the driver's own transaction), then the settlement runs as the last
+// statement with fn's result. Both commit or neither does: a lost lease
+// rolls fn's writes back and returns ErrLostLease; an error from fn rolls
+// back and is returned, leaving the task for the worker to settle by how
+// the handler ends. Settling twice is a no-op. Postgres only.
+func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
+	return tc.settle(func() (*Task, error) {
+		return tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
+	})
+}
+
+// SucceedTx settles the task inside a transaction the application holds,
+// through sess: the settlement commits or rolls back with the
+// application's own writes. The context counts as settled from here on; if
+// the application then rolls back, the task keeps its lease until it
+// expires and is delivered again (at least once). Postgres only.
+func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, result any) error {
+	return tc.settle(func() (*Task, error) {
+		return tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
+	})
+}

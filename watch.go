@@ -1,0 +1,70 @@
+package cairnq
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// Signal is why a watch fired: Reason "queued" (with Queue), "done" (with
+// TaskID) or "poll" (the timer). It carries no state: re-read the tasks.
+type Signal = store.Signal
+
+// DefaultWatchPoll is how often a watch signals "poll" when nothing else
+// happens.
+const DefaultWatchPoll = 2 * time.Second
+
+// WatchOptions tunes Watch.
+type WatchOptions struct {
+	// Queues limits "queued" signals to these queues. Default: every queue.
+	// "done" signals name only the task, so they are never filtered.
+	Queues []string
+	// PollInterval is how often "poll" fires. Default 2s.
+	PollInterval time.Duration
+}
+
+// Watch calls fn whenever tasks may have changed: something was queued or
+// finished (in this process, or on Postgres anywhere, through LISTEN), or
+// the poll timer fired. It is notification-accelerated polling, not an
+// event log: treat every signal as "re-read now". fn runs on one goroutine,
+// one call at a time. Watch returns a func that stops the watch and waits
+// for that goroutine; it also stops when ctx ends.
+func (c *Client) Watch(ctx context.Context, opts *WatchOptions, fn func(Signal)) (stop func()) {
+	o := WatchOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultWatchPoll
+	}
+	signals, unsubscribe := c.store.Subscribe()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer unsubscribe()
+		t := time.NewTicker(o.PollInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(Signal{Reason: "poll"})
+			case sig := <-signals:
+				if sig.Reason == "queued" && len(o.Queues) > 0 && !slices.Contains(o.Queues, sig.Queue) {
+					continue
+				}
+				fn(sig)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
