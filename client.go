@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/store"
 )
 
@@ -22,6 +23,16 @@ type Options struct {
 	// Logger receives what the client survives (a failed retention sweep).
 	// Default slog.Default().
 	Logger *slog.Logger
+
+	// Schema is the Postgres schema cairnq's tables live in; OpenPostgres
+	// asserts the executor's connections resolve there, and naming it
+	// confirms a deliberate second installation in one database. Adapters
+	// opened from a DSN take the same option and set search_path. Default:
+	// wherever the connection resolves. Used by OpenPostgres only.
+	Schema string
+	// CloseExecutor makes Close close the executor given to OpenPostgres.
+	// Default false: an application's pool is never closed by cairnq.
+	CloseExecutor bool
 
 	// MaxQueueDepth, when > 0, gates Submit on every queue: a submit waits
 	// while the queue holds this many queued tasks. Default 0 (no gate).
@@ -62,6 +73,31 @@ func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
 		BusyTimeout: opts.BusyTimeout,
 		FullSync:    opts.FullSync,
 		Logger:      opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c, err := newClient(st, opts)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c.ownsSt = true
+	return c, nil
+}
+
+// OpenPostgres opens a client on a Postgres database reached through ex, an
+// adapter over the application's own pool (cairnqpgx, cairnqlibpq, the
+// database/sql executor, gorm, bun) or one opened from a DSN. It checks the
+// schema, migrates under a lock and checks the protocol version. When ex
+// can LISTEN, waiters and idle workers wake on notifications; otherwise
+// they poll.
+func OpenPostgres(ctx context.Context, ex executor.Executor, opts *Options) (*Client, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	st, err := store.OpenPostgres(ctx, ex, store.PostgresOptions{
+		Schema: opts.Schema, CloseExecutor: opts.CloseExecutor, Logger: opts.Logger,
 	})
 	if err != nil {
 		return nil, err

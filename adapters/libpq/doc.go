@@ -1,0 +1,23 @@
+// Package cairnqlibpq runs cairnq on github.com/lib/pq through database/sql.
+//
+// Two ways in:
+//
+//   - [Open] makes a pool of its own from a DSN (and, with [Options.Schema],
+//     creates that schema and puts it on every connection's search_path);
+//     [Executor.Close] closes that pool.
+//   - [New] runs on the application's own *sql.DB, which stays the
+//     application's: Close leaves it open, and cairnq never changes its
+//     settings.
+//
+// Statements, transactions and sessions come from [sqlexec]: rows cross the
+// seam as lib/pq produced them, a transaction's session is bound to a
+// *sql.Tx ([TxOf]), and [TxSession] lets cairnq join a transaction the
+// application holds. Errors keep lib/pq's own: errors.As finds the *pq.Error
+// (whose SQLState method gives the SQLSTATE).
+//
+// The executor is an [executor.Listener]: LISTEN runs on a pq.Listener, a
+// connection of its own opened from the DSN (lib/pq cannot lend a pooled
+// connection for it), which reconnects with backoff when the connection
+// drops. That is why [New] takes a DSN too; without one, Listen reports
+// [executor.ErrListenUnavailable] and cairnq polls instead.
+package cairnqlibpq

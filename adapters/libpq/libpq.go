@@ -1,0 +1,278 @@
+package cairnqlibpq
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/executor/sqlexec"
+)
+
+// Defaults of [Options].
+const (
+	// DefaultMinReconnectInterval is the listener's first wait before it
+	// reconnects after losing its connection.
+	DefaultMinReconnectInterval = 250 * time.Millisecond
+	// DefaultMaxReconnectInterval caps the listener's wait between
+	// reconnection attempts, which doubles after each failed one.
+	DefaultMaxReconnectInterval = 5 * time.Second
+)
+
+// Options configures an [Executor]. The zero value, and a nil *Options, mean
+// every default.
+type Options struct {
+	// Schema, used by [Open] only, puts cairnq's tables in a schema of their
+	// own: Open creates it when missing and sets search_path to it (and to
+	// nothing else) on every connection of its pool, overriding any
+	// search_path in the DSN. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$
+	// and is used quoted, so case is kept. Empty, the default, leaves the
+	// DSN's (or the server's) search_path alone.
+	//
+	// [New] ignores Schema: an application's pool is never reconfigured.
+	// Give the schema to cairnq's store, which checks where that pool
+	// resolves.
+	Schema string
+
+	// TxOptions is what [Executor.Tx] passes to BeginTx. Nil, the default,
+	// means a read-write transaction at the server's default isolation
+	// level.
+	TxOptions *sql.TxOptions
+
+	// OnReconnect, if set, is called after a listener lost its connection
+	// and has connected and subscribed again. Notifications sent while it
+	// was away are lost, so this is the moment to poll once. It runs on the
+	// listener's goroutine: it must return quickly and must not call the
+	// listener's stop. Nil, the default, means no call.
+	OnReconnect func()
+
+	// MinReconnectInterval is the listener's first wait before reconnecting;
+	// zero means [DefaultMinReconnectInterval].
+	MinReconnectInterval time.Duration
+
+	// MaxReconnectInterval caps the listener's doubling wait between
+	// reconnection attempts; zero means [DefaultMaxReconnectInterval]. A
+	// stop that arrives while the listener waits to reconnect returns when
+	// that wait ends, so this also bounds how long stop can take.
+	MaxReconnectInterval time.Duration
+}
+
+// schemaName is the allowlist of schema names. Narrower than what Postgres
+// accepts on purpose: the name is interpolated (quoted) into DDL and into a
+// startup parameter.
+var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Executor is an [executor.Executor] and [executor.Listener] over lib/pq. It
+// is safe for concurrent use.
+type Executor struct {
+	sql   *sqlexec.Executor
+	db    *sql.DB
+	owned bool   // Close closes db
+	dsn   string // for pq.Listener; "" means no LISTEN
+	opts  Options
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[*subscription]struct{}
+}
+
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Listener = (*Executor)(nil)
+)
+
+// Open connects to the database dsn names (a lib/pq DSN: URL or key=value)
+// with a pool the executor owns and [Executor.Close] closes. With
+// [Options.Schema] set, it first validates the name (before connecting),
+// sets search_path on every connection the pool will ever open (a startup
+// parameter), creates the schema when missing, and checks that the server
+// resolves to it: a connection pooler that drops startup parameters would
+// otherwise put cairnq's tables somewhere else.
+//
+// Open checks that the server answers; ctx bounds that check. Tune the pool
+// through [Executor.DB].
+func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
+	o := withDefaults(opts)
+	if o.Schema != "" && !schemaName.MatchString(o.Schema) {
+		return nil, fmt.Errorf("cairnq: open: schema %q is not a plain identifier (letters, digits and _, not starting with a digit, at most 63 characters)", o.Schema)
+	}
+	cfg, err := pq.NewConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: open: %w", err)
+	}
+	if o.Schema != "" {
+		cfg = cfg.Clone()
+		// Quoted, because search_path folds an unquoted name to lower case
+		// while the CREATE below keeps the case it is given.
+		cfg.Runtime["search_path"] = pq.QuoteIdentifier(o.Schema)
+	}
+	connector, err := pq.NewConnectorConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: open: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	if err := prepare(ctx, db, o.Schema); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	e := newExecutor(db, dsn, o)
+	e.owned = true
+	return e, nil
+}
+
+// prepare checks that the server answers and, for a schema, creates it and
+// checks that connections resolve to it.
+func prepare(ctx context.Context, db *sql.DB, schema string) error {
+	if schema == "" {
+		if err := db.PingContext(ctx); err != nil {
+			return fmt.Errorf("cairnq: open: %w", err)
+		}
+		return nil
+	}
+	// Look before creating: CREATE SCHEMA IF NOT EXISTS needs the CREATE
+	// privilege on the database even when the schema exists, and a role
+	// confined to an existing schema must still be able to open.
+	var present bool
+	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&present); err != nil {
+		return fmt.Errorf("cairnq: open: %w", err)
+	}
+	if !present {
+		_, err := db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pq.QuoteIdentifier(schema))
+		// Two processes creating the schema at once can both pass IF NOT
+		// EXISTS; the loser fails on the catalog's unique index.
+		if err != nil && !isSQLState(err, "42P06", "23505") {
+			return fmt.Errorf("cairnq: open: create schema %s: %w", pq.QuoteIdentifier(schema), err)
+		}
+	}
+	var current sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&current); err != nil {
+		return fmt.Errorf("cairnq: open: %w", err)
+	}
+	if current.String != schema {
+		return fmt.Errorf("cairnq: open: connections resolve to schema %q, not %q: the search_path startup parameter was not applied (a connection pooler dropping it?)", current.String, schema)
+	}
+	return nil
+}
+
+// New returns an executor that runs its statements on db, the application's
+// own pool, and whose [Executor.Close] leaves db open. [Options.Schema] is
+// ignored.
+//
+// dsn is needed only for LISTEN: lib/pq's Listener dials a connection of its
+// own and cannot take one from db, so it must be told where db points. Pass
+// "" when there is no DSN (a custom connector, say); Listen then reports
+// [executor.ErrListenUnavailable] and cairnq falls back to polling.
+func New(db *sql.DB, dsn string, opts *Options) *Executor {
+	if db == nil {
+		panic("cairnqlibpq: New called with a nil *sql.DB")
+	}
+	return newExecutor(db, dsn, withDefaults(opts))
+}
+
+func newExecutor(db *sql.DB, dsn string, o Options) *Executor {
+	return &Executor{
+		sql:  sqlexec.New(db, &sqlexec.Options{TxOptions: o.TxOptions}),
+		db:   db,
+		dsn:  dsn,
+		opts: o,
+	}
+}
+
+func withDefaults(opts *Options) Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.TxOptions != nil {
+		t := *o.TxOptions
+		o.TxOptions = &t
+	}
+	if o.MinReconnectInterval <= 0 {
+		o.MinReconnectInterval = DefaultMinReconnectInterval
+	}
+	if o.MaxReconnectInterval <= 0 {
+		o.MaxReconnectInterval = DefaultMaxReconnectInterval
+	}
+	if o.MaxReconnectInterval < o.MinReconnectInterval {
+		o.MaxReconnectInterval = o.MinReconnectInterval
+	}
+	return o
+}
+
+// DB returns the pool the executor runs on: the one [Open] made (tune it
+// with SetMaxOpenConns and friends) or the one passed to [New].
+func (e *Executor) DB() *sql.DB { return e.db }
+
+// Native returns the executor's *sql.DB as an any.
+func (e *Executor) Native() any { return e.db }
+
+// Query runs one statement on the pool; see [executor.Session.Query]. Rows
+// hold lib/pq's values: int64 for integers, float64, bool, string for text,
+// []byte for jsonb and for types it has no Go type for (numeric, arrays,
+// name, void). errors.As finds a server error's *pq.Error.
+func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	return e.sql.Query(ctx, query, args...)
+}
+
+// Exec runs a parameterless, possibly multi-statement script on one pooled
+// connection; lib/pq sends a statement without arguments over the simple
+// query protocol.
+func (e *Executor) Exec(ctx context.Context, script string) error {
+	return e.sql.Exec(ctx, script)
+}
+
+// Tx runs fn in one transaction; see [sqlexec.Executor.Tx]. The session fn
+// receives is bound to a *sql.Tx, which [TxOf] returns.
+func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	return e.sql.Tx(ctx, fn)
+}
+
+// Close stops every listener the executor started that is still running
+// and, for an executor made by [Open], closes its pool. An executor made by
+// [New] leaves the application's pool open.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	subs := e.listeners
+	e.listeners = nil
+	e.mu.Unlock()
+	for s := range subs {
+		s.stop()
+	}
+	if e.owned {
+		return e.db.Close()
+	}
+	return nil
+}
+
+// TxSession returns a Session that runs its statements in tx, a transaction
+// the application holds and will itself commit or roll back, so cairnq's
+// writes commit or roll back with the application's. It is
+// [sqlexec.TxSession], repeated here so that an application importing this
+// adapter needs nothing else.
+func TxSession(tx *sql.Tx) executor.Session { return sqlexec.TxSession(tx) }
+
+// TxOf returns the *sql.Tx behind a session that [Executor.Tx] handed to its
+// fn, or that [TxSession] made, and false for any other session. It is
+// [sqlexec.TxOf].
+func TxOf(s executor.Session) (*sql.Tx, bool) { return sqlexec.TxOf(s) }
+
+// isSQLState reports whether err holds a server error with one of codes.
+func isSQLState(err error, codes ...string) bool {
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	for _, c := range codes {
+		if string(pqErr.Code) == c {
+			return true
+		}
+	}
+	return false
+}

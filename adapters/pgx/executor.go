@@ -1,0 +1,333 @@
+package cairnqpgx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// Options configures an [Executor]. The zero value (or a nil *Options) is
+// valid and means every default.
+type Options struct {
+	// Schema, on the [Open] path only, is the schema cairnq lives in: Open
+	// creates it when missing and sets search_path to it (alone) on every
+	// connection of its pool. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$
+	// and is always quoted, so it is case-sensitive. [New] ignores it: an
+	// application pool is never reconfigured. Default "": the server's own
+	// search_path.
+	Schema string
+
+	// ExecMode is the pgx query execution mode of every statement this
+	// executor or its sessions run through Query, passed as the first query
+	// argument so it applies to an application pool without reconfiguring
+	// it. QueryExecModeSimpleProtocol or QueryExecModeExec suit a
+	// transaction-mode pooler. Default 0: the pool's DefaultQueryExecMode
+	// (pgx's own default is QueryExecModeCacheStatement).
+	ExecMode pgx.QueryExecMode
+
+	// MaxConns, on the [Open] path only, caps the pool's connections. The
+	// LISTEN connection is taken out of the pool and does not count. Default
+	// 0: the DSN's pool_max_conns, else pgx's default (the greater of 4 and
+	// the number of CPUs).
+	MaxConns int32
+
+	// Logger receives the listener's connection events and failed
+	// rollbacks. Default nil: slog.Default().
+	Logger *slog.Logger
+
+	// OnReconnect, when set, runs on the listener goroutine each time a
+	// dropped LISTEN connection has been replaced and its channels listened
+	// on again. Notifications sent while it was down are lost, so this is
+	// the moment to poll. It must return quickly and must not call the
+	// listener's stop. Default nil: nothing runs.
+	OnReconnect func()
+}
+
+// schemaPattern is the allowlist of schema names: a plain identifier that
+// fits Postgres's 63-byte limit.
+var schemaPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// rollbackTimeout bounds a rollback, which runs even when the transaction's
+// context is already canceled (a clean rollback keeps the connection).
+const rollbackTimeout = 5 * time.Second
+
+// Executor runs cairnq's statements on a *pgxpool.Pool. It implements
+// executor.Executor and executor.Listener and is safe for concurrent use.
+type Executor struct {
+	pool        *pgxpool.Pool
+	owned       bool // Close closes pool
+	mode        pgx.QueryExecMode
+	log         *slog.Logger
+	onReconnect func()
+
+	// Listener health timing; constants except in tests.
+	idleCheck, pingTimeout time.Duration
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[*listener]struct{}
+}
+
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Listener = (*Executor)(nil)
+	_ executor.Session  = (*Session)(nil)
+)
+
+// New returns an executor over pool, which the application owns: Close
+// stops this executor's listeners and leaves pool open. Options.Schema and
+// Options.MaxConns are ignored (the store only asserts where the pool's
+// connections resolve). pool must not be nil.
+func New(pool *pgxpool.Pool, opts *Options) *Executor {
+	if pool == nil {
+		panic("cairnq/pgx: New with a nil pool")
+	}
+	return newExecutor(pool, false, opts)
+}
+
+// Open creates a pool from dsn (any form pgxpool.ParseConfig accepts) and
+// returns an executor owning it: Close closes the pool. It validates
+// options before connecting, then checks the server answers and, with
+// Options.Schema, creates that schema if it is missing. ctx bounds only
+// this setup.
+func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema != "" && !schemaPattern.MatchString(o.Schema) {
+		return nil, fmt.Errorf("cairnq/pgx: open: invalid schema name %q: want a letter or underscore, then up to 62 letters, digits or underscores", o.Schema)
+	}
+	if err := checkExecMode(o.ExecMode); err != nil {
+		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
+	}
+	if o.MaxConns < 0 {
+		return nil, fmt.Errorf("cairnq/pgx: open: MaxConns %d is negative", o.MaxConns)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+		if cfg.MinConns > cfg.MaxConns {
+			cfg.MinConns = cfg.MaxConns
+		}
+	}
+	if o.Schema != "" {
+		// A startup parameter, not a SET after connecting: it costs no round
+		// trip and is the session default, so RESET ALL or DISCARD ALL
+		// restore it. The quoted form is what search_path parses.
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
+	}
+	e := newExecutor(pool, true, &o)
+	if err := e.setUp(ctx, o.Schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func newExecutor(pool *pgxpool.Pool, owned bool, opts *Options) *Executor {
+	e := &Executor{
+		pool: pool, owned: owned, log: slog.Default(), listeners: map[*listener]struct{}{},
+		idleCheck: idleCheck, pingTimeout: pingTimeout,
+	}
+	if opts != nil {
+		e.mode = opts.ExecMode
+		e.onReconnect = opts.OnReconnect
+		if opts.Logger != nil {
+			e.log = opts.Logger
+		}
+	}
+	return e
+}
+
+func checkExecMode(m pgx.QueryExecMode) error {
+	switch m {
+	case 0, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return nil
+	}
+	return fmt.Errorf("unknown ExecMode %d", m)
+}
+
+// setUp checks that the server answers and creates schema when it is not
+// already there.
+func (e *Executor) setUp(ctx context.Context, schema string) error {
+	if schema == "" {
+		if err := e.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("cairnq/pgx: open: %w", err)
+		}
+		return nil
+	}
+	// Look first: CREATE SCHEMA IF NOT EXISTS checks the CREATE privilege on
+	// the database before noticing the schema exists, so a role that may not
+	// create schemas could never open an installed one.
+	rows, err := e.Query(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1) AS present", schema)
+	if err != nil {
+		return fmt.Errorf("cairnq/pgx: open: look for schema %s: %w", schema, err)
+	}
+	if len(rows) == 1 && rows[0]["present"] == true {
+		return nil
+	}
+	_, err = e.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize(), pgx.QueryExecModeSimpleProtocol)
+	// Two processes creating it at once: the loser gets a unique violation
+	// on pg_namespace (or duplicate_schema); the schema is there either way.
+	if err != nil && sqlState(err) != "23505" && sqlState(err) != "42P06" {
+		return fmt.Errorf("cairnq/pgx: open: create schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// Pool returns the pool this executor runs on.
+func (e *Executor) Pool() *pgxpool.Pool { return e.pool }
+
+// Native returns the *pgxpool.Pool this executor runs on.
+func (e *Executor) Native() any { return e.pool }
+
+// Query runs one statement on a pooled connection and returns its rows as
+// pgx's Rows.Values decodes them; see executor.Session.
+func (e *Executor) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
+	return query(ctx, e.pool, e.mode, sql, args)
+}
+
+// Exec runs a parameterless script, possibly several statements, on a
+// pooled connection with the simple protocol. Without an explicit
+// transaction in the script, Postgres runs it as one implicit transaction.
+func (e *Executor) Exec(ctx context.Context, script string) error {
+	return execScript(ctx, e.pool, script)
+}
+
+// Tx begins a transaction on one pooled connection and runs fn with a
+// [*Session] bound to it. It commits when fn returns nil; when fn returns an
+// error it rolls back and returns that error unchanged; when fn panics (or
+// calls runtime.Goexit) it rolls back and lets the panic continue. The
+// connection always returns to the pool. The session must not be used after
+// fn returns.
+func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("cairnq/pgx: begin: %w", err)
+	}
+	s := &Session{tx: tx, mode: e.mode}
+	finished := false
+	defer func() {
+		if !finished { // fn panicked or called runtime.Goexit
+			e.rollback(ctx, tx)
+		}
+	}()
+	ferr := fn(ctx, s)
+	finished = true
+	if ferr != nil {
+		e.rollback(ctx, tx)
+		return ferr
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("cairnq/pgx: commit: %w", err)
+	}
+	return nil
+}
+
+// rollback rolls tx back even if ctx is done, and logs a failure: the
+// caller is already returning another error or panic. Either way pgxpool
+// releases the connection (destroying it if the rollback failed).
+func (e *Executor) rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	if err := tx.Rollback(rctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		e.log.WarnContext(ctx, "cairnq/pgx: rollback failed; the connection is discarded", "err", err)
+	}
+}
+
+// Close stops every listener this executor started and, when the executor
+// came from [Open], closes its pool. A pool given to [New] stays open. Close
+// is idempotent and always returns nil.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	ls := make([]*listener, 0, len(e.listeners))
+	for l := range e.listeners {
+		ls = append(ls, l)
+	}
+	e.mu.Unlock()
+	for _, l := range ls {
+		l.stop()
+	}
+	if e.owned {
+		e.pool.Close()
+	}
+	return nil
+}
+
+// querier is what pgxpool.Pool, pgx.Tx and *pgx.Conn have in common.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// query runs sql on q in mode (0: q's default) and collects every row.
+func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any) ([]executor.Row, error) {
+	if mode != 0 {
+		args = append([]any{mode}, args...)
+	}
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
+	}
+	defer rows.Close()
+	fields := rows.FieldDescriptions()
+	out := []executor.Row{}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
+		}
+		row := make(executor.Row, len(fields))
+		for i, f := range fields {
+			row[f.Name] = vals[i]
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
+	}
+	return out, nil
+}
+
+// execScript runs script with the simple protocol, which accepts several
+// statements. (pgx also picks it for argument-less Exec; saying so keeps
+// that true whatever the pool's default mode.)
+func execScript(ctx context.Context, q querier, script string) error {
+	if _, err := q.Exec(ctx, script, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("cairnq/pgx: exec: %w", err)
+	}
+	return nil
+}
+
+// sqlState is err's SQLSTATE, or "" when it carries none.
+func sqlState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}

@@ -1,0 +1,892 @@
+package cairnqpgx_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// execModes are the modes every parameter test runs in; 0 is "the pool's
+// default".
+var execModes = []pgx.QueryExecMode{
+	0,
+	pgx.QueryExecModeCacheStatement,
+	pgx.QueryExecModeCacheDescribe,
+	pgx.QueryExecModeDescribeExec,
+	pgx.QueryExecModeExec,
+	pgx.QueryExecModeSimpleProtocol,
+}
+
+func modeName(m pgx.QueryExecMode) string {
+	if m == 0 {
+		return "default"
+	}
+	return m.String()
+}
+
+const waitTimeout = 15 * time.Second
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newPool is an application-owned pool on a fresh database.
+func newPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newExecutor(t *testing.T, opts *cairnqpgx.Options) (*cairnqpgx.Executor, *pgxpool.Pool) {
+	t.Helper()
+	pool := newPool(t, pgtest.DSN(t))
+	var o cairnqpgx.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	e := cairnqpgx.New(pool, &o)
+	t.Cleanup(func() { _ = e.Close() })
+	return e, pool
+}
+
+func mustQuery(t *testing.T, s executor.Session, sql string, args ...any) []executor.Row {
+	t.Helper()
+	rows, err := s.Query(testCtx(t), sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return rows
+}
+
+func mustExec(t *testing.T, s executor.Session, script string) {
+	t.Helper()
+	if err := s.Exec(testCtx(t), script); err != nil {
+		t.Fatalf("%s: %v", script, err)
+	}
+}
+
+func count(t *testing.T, s executor.Session, sql string, args ...any) int64 {
+	t.Helper()
+	rows := mustQuery(t, s, sql, args...)
+	if len(rows) != 1 {
+		t.Fatalf("%s: %d rows", sql, len(rows))
+	}
+	n, ok := rows[0]["n"].(int64)
+	if !ok {
+		t.Fatalf("%s: n = %#v, want int64", sql, rows[0]["n"])
+	}
+	return n
+}
+
+// poll waits for cond, failing t after waitTimeout.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestQueryReturnsPgxValues(t *testing.T) {
+	t.Parallel()
+	e, _ := newExecutor(t, nil)
+	mustExec(t, e, `CREATE TABLE t (id bigint PRIMARY KEY, doc jsonb, name text, note text)`)
+	mustQuery(t, e, `INSERT INTO t VALUES (9007199254740993, '{"a":[1,"x"],"b":null}', 'n', NULL)`)
+
+	rows := mustQuery(t, e, `SELECT id, doc, name, note FROM t`)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	want := executor.Row{
+		"id":   int64(9007199254740993),
+		"doc":  map[string]any{"a": []any{float64(1), "x"}, "b": nil},
+		"name": "n",
+		"note": nil,
+	}
+	if !reflect.DeepEqual(rows[0], want) {
+		t.Fatalf("row = %#v\nwant  %#v", rows[0], want)
+	}
+}
+
+func TestQueryWithoutRowsReturnsEmptySlice(t *testing.T) {
+	t.Parallel()
+	e, _ := newExecutor(t, nil)
+	mustExec(t, e, `CREATE TABLE t (id bigint)`)
+	for _, sql := range []string{
+		`INSERT INTO t VALUES (1)`,
+		`SELECT id FROM t WHERE false`,
+		`UPDATE t SET id = 2`,
+	} {
+		rows := mustQuery(t, e, sql)
+		if rows == nil || len(rows) != 0 {
+			t.Errorf("%s: rows = %#v, want an empty non-nil slice", sql, rows)
+		}
+	}
+}
+
+// TestParamsEveryExecMode binds every kind of argument the store passes
+// (nil, string, int64, float64, bool, array literals cast with ::text[],
+// JSON text cast with ::jsonb) in each exec mode, on the pool and in a
+// transaction, and runs the void-returning calls the store makes.
+func TestParamsEveryExecMode(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	setup := cairnqpgx.New(newPool(t, dsn), nil)
+	mustExec(t, setup, `CREATE TABLE item (
+		id bigint PRIMARY KEY, tags text[] NOT NULL, doc jsonb, score float8, ok boolean, note text)`)
+
+	for i, mode := range execModes {
+		t.Run(modeName(mode), func(t *testing.T) {
+			t.Parallel()
+			e := cairnqpgx.New(newPool(t, dsn), &cairnqpgx.Options{ExecMode: mode})
+			t.Cleanup(func() { _ = e.Close() })
+			id := int64(1_000_000_000_000 + i)
+			tags := `{"a","b c","d\"e","it's","{x}",NULL}`
+			doc := `{"k":[1,2],"s":"it's \"q\" \\ é"}`
+
+			// Every argument kind, cast in SQL.
+			rows := mustQuery(t, e, `SELECT $1::text[] AS tags, $2::jsonb AS doc, $3::bigint AS n,
+				$4::float8 AS f, $5::boolean AS b, $6::text AS nul, $7::text AS s`,
+				tags, doc, id, 1.5, true, nil, `O'Reilly \ x`)
+			want := executor.Row{
+				"tags": []any{"a", "b c", `d"e`, "it's", "{x}", nil},
+				"doc":  map[string]any{"k": []any{float64(1), float64(2)}, "s": `it's "q" \ é`},
+				"n":    id,
+				"f":    1.5,
+				"b":    true,
+				"nul":  nil,
+				"s":    `O'Reilly \ x`,
+			}
+			if len(rows) != 1 || !reflect.DeepEqual(rows[0], want) {
+				t.Fatalf("rows = %#v\nwant   %#v", rows, want)
+			}
+
+			// Into columns, uncast where the column gives the type, then
+			// filtered with an array literal.
+			mustQuery(t, e, `INSERT INTO item (id, tags, doc, score, ok, note)
+				VALUES ($1, $2::text[], $3::jsonb, $4, $5, $6)`, id, tags, doc, 2.25, false, nil)
+			rows = mustQuery(t, e, `SELECT id, tags, doc->>'s' AS s, score, ok, note FROM item
+				WHERE id = ANY($1::bigint[]) AND tags && $2::text[] AND ($3::text IS NULL OR note = $3)`,
+				fmt.Sprintf("{%d,-1}", id), `{"b c"}`, nil)
+			want = executor.Row{
+				"id": id, "tags": []any{"a", "b c", `d"e`, "it's", "{x}", nil},
+				"s": `it's "q" \ é`, "score": 2.25, "ok": false, "note": nil,
+			}
+			if len(rows) != 1 || !reflect.DeepEqual(rows[0], want) {
+				t.Fatalf("rows = %#v\nwant   %#v", rows, want)
+			}
+
+			// Void results: an advisory lock in a transaction, and pg_notify.
+			err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+				rows, err := s.Query(ctx, `SELECT pg_advisory_xact_lock($1)`, id)
+				if err != nil {
+					return err
+				}
+				if len(rows) != 1 {
+					return fmt.Errorf("advisory lock: %d rows", len(rows))
+				}
+				// void is not in pgx's type map: Values gives the text
+				// form, an empty string.
+				if v := rows[0]["pg_advisory_xact_lock"]; v != nil && v != "" {
+					return fmt.Errorf("void column = %#v", v)
+				}
+				_, err = s.Query(ctx, `SELECT pg_notify($1, $2)`, "cairnq_nobody", `{"p":1}`)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// The array-literal string also binds to an uncast text[] column
+			// and a jsonb column in an UPDATE.
+			mustQuery(t, e, `UPDATE item SET tags = $2::text[], doc = $3::jsonb WHERE id = $1`, id, `{}`, `[]`)
+			rows = mustQuery(t, e, `SELECT tags, doc FROM item WHERE id = $1`, id)
+			if want := (executor.Row{"tags": []any{}, "doc": []any{}}); !reflect.DeepEqual(rows[0], want) {
+				t.Fatalf("after update %#v, want %#v", rows[0], want)
+			}
+		})
+	}
+}
+
+func TestExecRunsMultiStatementScripts(t *testing.T) {
+	t.Parallel()
+	for _, mode := range execModes {
+		t.Run(modeName(mode), func(t *testing.T) {
+			t.Parallel()
+			e, _ := newExecutor(t, &cairnqpgx.Options{ExecMode: mode})
+			// Dollar quotes and $1 inside a function body must reach the
+			// server untouched.
+			mustExec(t, e, `
+				CREATE TABLE a (id bigint);
+				INSERT INTO a VALUES (1), (2);
+				CREATE FUNCTION twice(bigint) RETURNS bigint LANGUAGE sql AS $$ SELECT $1 * 2 $$;
+				INSERT INTO a SELECT twice(id) + 10 FROM a;`)
+			if n := count(t, e, `SELECT sum(id)::bigint AS n FROM a`); n != 1+2+12+14 {
+				t.Fatalf("sum = %d", n)
+			}
+			// Inside a transaction too.
+			err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+				return s.Exec(ctx, `CREATE TABLE b (x int); INSERT INTO b VALUES (1);`)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := count(t, e, `SELECT count(*) AS n FROM b`); n != 1 {
+				t.Fatalf("count(b) = %d", n)
+			}
+		})
+	}
+}
+
+func TestErrorsKeepSQLState(t *testing.T) {
+	t.Parallel()
+	e, _ := newExecutor(t, nil)
+	mustExec(t, e, `CREATE TABLE u (id bigint PRIMARY KEY)`)
+	mustQuery(t, e, `INSERT INTO u VALUES ($1)`, int64(1))
+
+	check := func(op string, err error, code string) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", op)
+		}
+		if !strings.HasPrefix(err.Error(), "cairnq/pgx: ") {
+			t.Errorf("%s: %q lacks the cairnq/pgx prefix", op, err)
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != code {
+			t.Errorf("%s: errors.As *pgconn.PgError = %v, want code %s", op, pgErr, code)
+		}
+		var st interface{ SQLState() string }
+		if !errors.As(err, &st) || st.SQLState() != code {
+			t.Errorf("%s: SQLState() not %s: %v", op, code, err)
+		}
+	}
+	_, err := e.Query(testCtx(t), `INSERT INTO u VALUES ($1)`, int64(1))
+	check("query", err, "23505")
+	check("exec", e.Exec(testCtx(t), `SELECT 1; SELEC 2`), "42601")
+	err = e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+		_, err := s.Query(ctx, `INSERT INTO u VALUES ($1)`, int64(1))
+		return err
+	})
+	check("tx", err, "23505")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Query(ctx, `SELECT 1`); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled query: %v, want context.Canceled", err)
+	}
+}
+
+func TestTx(t *testing.T) {
+	t.Parallel()
+	e, pool := newExecutor(t, nil)
+	mustExec(t, e, `CREATE TABLE t (id bigint PRIMARY KEY)`)
+	idle := func(what string) {
+		t.Helper()
+		if n := pool.Stat().AcquiredConns(); n != 0 {
+			t.Fatalf("%s: %d connections still acquired", what, n)
+		}
+	}
+
+	t.Run("commit", func(t *testing.T) {
+		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			_, err := s.Query(ctx, `INSERT INTO t VALUES (1)`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 1`); n != 1 {
+			t.Fatalf("committed row count = %d", n)
+		}
+		idle("commit")
+	})
+
+	t.Run("rollback on error", func(t *testing.T) {
+		sentinel := errors.New("app says no")
+		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			if _, err := s.Query(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+				return err
+			}
+			return sentinel
+		})
+		if err != sentinel {
+			t.Fatalf("Tx = %v, want the fn's own error unchanged", err)
+		}
+		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 2`); n != 0 {
+			t.Fatal("row of a failed transaction committed")
+		}
+		idle("rollback")
+	})
+
+	t.Run("rollback on panic", func(t *testing.T) {
+		var recovered any
+		func() {
+			defer func() { recovered = recover() }()
+			_ = e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+				if _, err := s.Query(ctx, `INSERT INTO t VALUES (3)`); err != nil {
+					return err
+				}
+				panic("boom")
+			})
+		}()
+		if recovered != "boom" {
+			t.Fatalf("recovered %v, want the fn's panic", recovered)
+		}
+		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 3`); n != 0 {
+			t.Fatal("row of a panicking transaction committed")
+		}
+		idle("panic")
+	})
+
+	t.Run("rollback on Goexit", func(t *testing.T) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = e.Tx(context.Background(), func(ctx context.Context, s executor.Session) error {
+				if _, err := s.Query(ctx, `INSERT INTO t VALUES (4)`); err != nil {
+					return err
+				}
+				runtime.Goexit()
+				return nil
+			})
+		}()
+		<-done
+		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 4`); n != 0 {
+			t.Fatal("row of a Goexit transaction committed")
+		}
+		idle("goexit")
+	})
+
+	t.Run("isolation", func(t *testing.T) {
+		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			if _, err := s.Query(ctx, `INSERT INTO t VALUES (5)`); err != nil {
+				return err
+			}
+			if n := count(t, s, `SELECT count(*) AS n FROM t WHERE id = 5`); n != 1 {
+				t.Errorf("the transaction does not see its own write (%d)", n)
+			}
+			if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 5`); n != 0 {
+				t.Errorf("the pool sees an uncommitted write (%d)", n)
+			}
+			tx, ok := cairnqpgx.PgxTx(s)
+			if !ok || tx == nil || s.(*cairnqpgx.Session).Native() != tx {
+				t.Errorf("PgxTx(session) = %v, %v; Native = %v", tx, ok, s.(*cairnqpgx.Session).Native())
+			}
+			// The application writes with its own pgx calls in the same
+			// transaction.
+			_, err := tx.Exec(ctx, `INSERT INTO t VALUES (6)`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id IN (5, 6)`); n != 2 {
+			t.Fatalf("committed %d of 2 rows", n)
+		}
+	})
+
+	t.Run("concurrent use of a session", func(t *testing.T) {
+		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for range 8 {
+				wg.Go(func() {
+					if _, err := s.Query(ctx, `SELECT pg_sleep(0.001), $1::bigint AS n`, int64(7)); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			return <-errs
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestAppHeldTransactionAndConnection(t *testing.T) {
+	t.Parallel()
+	e, pool := newExecutor(t, nil)
+	mustExec(t, e, `CREATE TABLE t (id bigint PRIMARY KEY)`)
+	ctx := testCtx(t)
+
+	for _, commit := range []bool{false, true} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := cairnqpgx.TxSession(tx, &cairnqpgx.Options{ExecMode: pgx.QueryExecModeExec})
+		if got, ok := cairnqpgx.PgxTx(s); !ok || got != tx {
+			t.Fatal("PgxTx(TxSession(tx)) is not tx")
+		}
+		if _, err := s.Query(ctx, `INSERT INTO t VALUES ($1)`, int64(10)); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0)
+		if commit {
+			want = 1
+		}
+		if n := count(t, e, `SELECT count(*) AS n FROM t`); n != want {
+			t.Fatalf("commit=%v: %d rows, want %d", commit, n, want)
+		}
+	}
+
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	s := cairnqpgx.ConnSession(pc.Conn(), nil)
+	mustQuery(t, s, `SELECT set_config('cairnq.test', 'here', false)`)
+	rows := mustQuery(t, s, `SELECT current_setting('cairnq.test') AS v`)
+	if rows[0]["v"] != "here" {
+		t.Fatalf("connection session lost its session state: %#v", rows)
+	}
+	if _, ok := cairnqpgx.PgxTx(s); ok {
+		t.Fatal("a connection session claims a transaction")
+	}
+	if s.(*cairnqpgx.Session).Native() != pc.Conn() {
+		t.Fatal("Native of a connection session is not the connection")
+	}
+}
+
+func TestCloseLeavesAppPoolOpen(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, pgtest.DSN(t))
+	e := cairnqpgx.New(pool, nil)
+	if e.Native() != pool || e.Pool() != pool {
+		t.Fatal("Native/Pool is not the app's pool")
+	}
+	stop, err := e.Listen(testCtx(t), []string{"c"}, func(string, string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stop() // after Close: a no-op
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Ping(testCtx(t)); err != nil {
+		t.Fatalf("the app's pool no longer works after Close: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(testCtx(t), `SELECT 1`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("app pool query: %v", err)
+	}
+}
+
+func TestOpenWithSchema(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	const schema = "Cairnq_Mixed1"
+	e, err := cairnqpgx.Open(testCtx(t), dsn, &cairnqpgx.Options{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	if n := count(t, e, `SELECT count(*) AS n FROM pg_namespace WHERE nspname = $1`, schema); n != 1 {
+		t.Fatalf("schema %s not created", schema)
+	}
+
+	// Hold every connection at once, so each is a distinct backend.
+	pool := e.Pool()
+	ctx := testCtx(t)
+	conns := make([]*pgxpool.Conn, 4)
+	var wg sync.WaitGroup
+	errs := make([]error, len(conns))
+	for i := range conns {
+		wg.Go(func() { conns[i], errs[i] = pool.Acquire(ctx) })
+	}
+	wg.Wait()
+	pids := map[uint32]bool{}
+	for i, c := range conns {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		var got string
+		if err := c.QueryRow(ctx, `SELECT current_schema()`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != schema {
+			t.Errorf("connection %d: current_schema() = %q, want %q", i, got, schema)
+		}
+		pids[c.Conn().PgConn().PID()] = true
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	if len(pids) != len(conns) {
+		t.Fatalf("%d distinct backends, want %d", len(pids), len(conns))
+	}
+
+	// Unqualified DDL lands in the schema.
+	mustExec(t, e, `CREATE TABLE placed (id int)`)
+	if n := count(t, e, `SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1 AND tablename = 'placed'`, schema); n != 1 {
+		t.Fatal("table not created in the schema")
+	}
+
+	// Opening again finds the schema.
+	e2, err := cairnqpgx.Open(testCtx(t), dsn, &cairnqpgx.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e2, `SELECT count(*) AS n FROM placed`); n != 0 {
+		t.Fatal("second executor does not resolve the schema")
+	}
+	owned := e2.Pool()
+	if err := e2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owned.Ping(testCtx(t)); err == nil {
+		t.Fatal("Close of an Open executor left its pool open")
+	}
+}
+
+func TestOpenRejectsBadOptionsBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	// Nothing listens on port 1: reaching the network would fail
+	// differently (and more slowly).
+	const dsn = "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=5"
+	for _, schema := range []string{
+		"1abc", "a-b", `a"b`, "a;DROP SCHEMA public", "ü", "a b", strings.Repeat("s", 64),
+	} {
+		_, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{Schema: schema})
+		if err == nil || !strings.Contains(err.Error(), "invalid schema name") {
+			t.Errorf("schema %q: err = %v, want an invalid schema name error", schema, err)
+		}
+	}
+	if _, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ExecMode: 99}); err == nil || !strings.Contains(err.Error(), "ExecMode") {
+		t.Errorf("bad ExecMode: %v", err)
+	}
+	if _, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{MaxConns: -1}); err == nil || !strings.Contains(err.Error(), "MaxConns") {
+		t.Errorf("negative MaxConns: %v", err)
+	}
+	if _, err := cairnqpgx.Open(context.Background(), dsn, nil); err == nil {
+		t.Error("Open against nothing succeeded")
+	}
+}
+
+type note struct{ channel, payload string }
+
+// notifier sends notifications from the app pool.
+func notify(t *testing.T, pool *pgxpool.Pool, channel, payload string) {
+	t.Helper()
+	if _, err := pool.Exec(testCtx(t), `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recv(t *testing.T, ch <-chan note) note {
+	t.Helper()
+	select {
+	case n := <-ch:
+		return n
+	case <-time.After(waitTimeout):
+		t.Fatal("no notification")
+		return note{}
+	}
+}
+
+// listenerPID finds the backend LISTENing in the test's database.
+func listenerPID(t *testing.T, pool *pgxpool.Pool) (pid int32, found bool) {
+	t.Helper()
+	err := pool.QueryRow(testCtx(t), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()
+		  AND (query LIKE 'LISTEN%' OR query = '-- ping')`).Scan(&pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid, true
+}
+
+func TestListen(t *testing.T) {
+	t.Parallel()
+	e, pool := newExecutor(t, nil)
+	got := make(chan note, 16)
+	var stopped atomic.Bool
+	chans := []string{"cairnq_a", `Mixed "Case".ch`, "cairnq_a"}
+	stop, err := e.Listen(testCtx(t), chans, func(c, p string) {
+		if stopped.Load() {
+			t.Errorf("notification after stop: %s %q", c, p)
+		}
+		got <- note{c, p}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if st := pool.Stat(); st.AcquiredConns() != 0 {
+		t.Fatalf("the listener holds a pooled connection (%d acquired)", st.AcquiredConns())
+	}
+
+	// Notifications on one listener arrive in commit order, so the absence
+	// of "cairnq_other" before the last one is proof it was not delivered.
+	payloads := []note{
+		{"cairnq_other", "ignored"},
+		{"cairnq_a", `{"id":1,"q":"it's \"x\""}`},
+		{"CAIRNQ_A", "case matters"},
+		{`Mixed "Case".ch`, "héllo\nworld"},
+		{"cairnq_a", ""},
+	}
+	for _, n := range payloads {
+		notify(t, pool, n.channel, n.payload)
+	}
+	for _, want := range []note{payloads[1], payloads[3], payloads[4]} {
+		if n := recv(t, got); n != want {
+			t.Fatalf("got %+v, want %+v", n, want)
+		}
+	}
+
+	if _, ok := listenerPID(t, pool); !ok {
+		t.Fatal("no LISTEN backend in pg_stat_activity")
+	}
+	stop()
+	stopped.Store(true)
+	stop() // idempotent
+	poll(t, "the listener backend to end", func() bool { _, ok := listenerPID(t, pool); return !ok })
+	notify(t, pool, "cairnq_a", "after stop")
+	select {
+	case n := <-got:
+		t.Fatalf("delivered after stop: %+v", n)
+	default:
+	}
+}
+
+func TestListenReconnects(t *testing.T) {
+	t.Parallel()
+	reconnected := make(chan struct{}, 16)
+	e, pool := newExecutor(t, &cairnqpgx.Options{OnReconnect: func() { reconnected <- struct{}{} }})
+	admin := newPool(t, pgtest.AdminDSN(t))
+	got := make(chan note, 16)
+	stop, err := e.Listen(testCtx(t), []string{"wake"}, func(c, p string) { got <- note{c, p} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+
+	notify(t, pool, "wake", "before")
+	if n := recv(t, got); n.payload != "before" {
+		t.Fatalf("got %+v", n)
+	}
+
+	for round := range 2 {
+		pid, ok := listenerPID(t, pool)
+		if !ok {
+			t.Fatal("no LISTEN backend")
+		}
+		var killed bool
+		if err := admin.QueryRow(testCtx(t), `SELECT pg_terminate_backend($1)`, pid).Scan(&killed); err != nil || !killed {
+			t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
+		}
+		select {
+		case <-reconnected:
+		case <-time.After(waitTimeout):
+			t.Fatalf("round %d: no reconnect after the backend was terminated", round)
+		}
+		newPID, ok := listenerPID(t, pool)
+		if !ok || newPID == pid {
+			t.Fatalf("round %d: listener backend %d after reconnect (was %d)", round, newPID, pid)
+		}
+		payload := fmt.Sprintf("after reconnect %d", round)
+		notify(t, pool, "wake", payload)
+		if n := recv(t, got); n != (note{"wake", payload}) {
+			t.Fatalf("got %+v", n)
+		}
+	}
+}
+
+// listenerGoroutines counts goroutines carrying the listener's profile
+// label for channel (the listener and anything pgx started from it).
+func listenerGoroutines(t *testing.T, channel string) int {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rec := range strings.SplitSeq(buf.String(), "\n\n") {
+		if strings.Contains(rec, `"cairnq.channels":"`+channel+`"`) {
+			var k int
+			if _, err := fmt.Sscanf(rec, "%d @", &k); err == nil {
+				n += k
+			}
+		}
+	}
+	return n
+}
+
+func TestListenLeavesNoGoroutine(t *testing.T) {
+	t.Parallel()
+	e, pool := newExecutor(t, nil)
+	admin := newPool(t, pgtest.AdminDSN(t))
+	const channel = "cairnq_leak_check"
+	if n := listenerGoroutines(t, channel); n != 0 {
+		t.Fatalf("%d labeled goroutines before Listen", n)
+	}
+	got := make(chan note, 4)
+	stop, err := e.Listen(testCtx(t), []string{channel}, func(c, p string) { got <- note{c, p} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the listener goroutine, by its label", func() bool { return listenerGoroutines(t, channel) >= 1 })
+	// Go through a reconnect too, so the goroutines it starts are covered.
+	pid, _ := listenerPID(t, pool)
+	if _, err := admin.Exec(testCtx(t), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "a new listener backend", func() bool { p, ok := listenerPID(t, pool); return ok && p != pid })
+	notify(t, pool, channel, "x")
+	recv(t, got)
+
+	stop()
+	if n := listenerGoroutines(t, channel); n != 0 {
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		t.Fatalf("%d listener goroutines outlive stop:\n%s", n, buf.String())
+	}
+}
+
+func TestListenArguments(t *testing.T) {
+	t.Parallel()
+	e, _ := newExecutor(t, nil)
+	ctx := testCtx(t)
+	if _, err := e.Listen(ctx, nil, func(string, string) {}); err == nil {
+		t.Error("Listen on no channels succeeded")
+	}
+	if _, err := e.Listen(ctx, []string{""}, func(string, string) {}); err == nil {
+		t.Error("Listen on an empty channel name succeeded")
+	}
+	if _, err := e.Listen(ctx, []string{strings.Repeat("c", 64)}, func(string, string) {}); err == nil {
+		t.Error("Listen on a 64-byte channel name succeeded")
+	}
+	if _, err := e.Listen(ctx, []string{"c"}, nil); err == nil {
+		t.Error("Listen with a nil callback succeeded")
+	}
+	_ = e.Close()
+	if _, err := e.Listen(ctx, []string{"c"}, func(string, string) {}); err == nil {
+		t.Error("Listen after Close succeeded")
+	}
+}
+
+// TestListenIdleChecksKeepTheConnection: an idle listener pings its
+// connection (pgx's "-- ping"), and a healthy one is kept, not replaced.
+func TestListenIdleChecksKeepTheConnection(t *testing.T) {
+	t.Parallel()
+	var reconnects atomic.Int32
+	e, pool := newExecutor(t, &cairnqpgx.Options{OnReconnect: func() { reconnects.Add(1) }})
+	cairnqpgx.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
+	got := make(chan note, 4)
+	stop, err := e.Listen(testCtx(t), []string{"idle"}, func(c, p string) { got <- note{c, p} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	pid, ok := listenerPID(t, pool)
+	if !ok {
+		t.Fatal("no listener backend")
+	}
+	poll(t, "the listener to ping", func() bool {
+		var q string
+		err := pool.QueryRow(testCtx(t), `SELECT query FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&q)
+		return err == nil && q == "-- ping"
+	})
+	notify(t, pool, "idle", "still here")
+	if n := recv(t, got); n.payload != "still here" {
+		t.Fatalf("got %+v", n)
+	}
+	if now, _ := listenerPID(t, pool); now != pid || reconnects.Load() != 0 {
+		t.Fatalf("healthy connection replaced: pid %d -> %d, %d reconnects", pid, now, reconnects.Load())
+	}
+}
+
+// TestListenWithAppNotificationHandler: a pool whose ConnConfig routes
+// notifications to the application's own handler would starve a hijacked
+// connection, so the listener dials from a copy of the pool's config
+// without it, still running the pool's connect hooks.
+func TestListenWithAppNotificationHandler(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appHandler, beforeConnect, afterConnect atomic.Int32
+	cfg.ConnConfig.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { appHandler.Add(1) }
+	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { beforeConnect.Add(1); return nil }
+	cfg.AfterConnect = func(context.Context, *pgx.Conn) error { afterConnect.Add(1); return nil }
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e := cairnqpgx.New(pool, &cairnqpgx.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	t.Cleanup(func() { _ = e.Close() })
+
+	got := make(chan note, 4)
+	stop, err := e.Listen(testCtx(t), []string{"own"}, func(c, p string) { got <- note{c, p} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if beforeConnect.Load() != 1 || afterConnect.Load() != 1 {
+		t.Fatalf("pool hooks ran %d/%d times for the listener, want 1/1", beforeConnect.Load(), afterConnect.Load())
+	}
+	notify(t, pool, "own", "mine")
+	if n := recv(t, got); n != (note{"own", "mine"}) {
+		t.Fatalf("got %+v", n)
+	}
+	if appHandler.Load() != 0 {
+		t.Fatal("the application's handler saw the listener's notification")
+	}
+	if pool.Stat().TotalConns() != 1 {
+		t.Fatalf("pool has %d connections; the listener's should not be one of them", pool.Stat().TotalConns())
+	}
+}

@@ -1,0 +1,87 @@
+package cairnqpgx_test
+
+import (
+	"context"
+	"testing"
+
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// protocolArgs is a superset of every Postgres statement's parameters, in
+// the Go types the store binds: strings (array literals for text[], JSON
+// text for jsonb), int64, float64, bool and nil.
+func protocolArgs() protocol.Args {
+	return protocol.Args{
+		"id": "t1", "task_id": "t1", "root_id": "t1", "parent_id": nil, "correlation_id": "c1",
+		"name": "send", "queue": "default", "status": "queued", "key": "k1", "worker_id": "w1",
+		"queues": `{"default","other"}`, "names": `{"send"}`, "ids": `{"t1","t2"}`,
+		"payload": `{"to":"a@b","n":1}`, "metadata": `{}`, "result": `{"ok":true}`,
+		"error": `{"message":"boom"}`, "lease_expired_error": `{"message":"lease expired"}`,
+		"limit": int64(10), "offset": int64(0), "lease_ms": int64(30_000), "delay_ms": int64(0),
+		"older_than_ms": int64(1), "max_depth": int64(100), "max_attempts": int64(3), "priority": int64(0),
+		"progress": 0.5, "message": "halfway", "retryable": true, "reset_attempt": false,
+	}
+}
+
+// TestProtocolStatementsEveryExecMode applies the Postgres migrations with
+// Exec and runs every protocol statement (and its fully specialized form)
+// through Query, in each exec mode: the SQL the store will send must bind
+// and run whatever mode the application's pool uses.
+func TestProtocolStatementsEveryExecMode(t *testing.T) {
+	t.Parallel()
+	for _, mode := range execModes {
+		t.Run(modeName(mode), func(t *testing.T) {
+			t.Parallel()
+			e, _ := newExecutor(t, &cairnqpgx.Options{ExecMode: mode})
+			for _, m := range protocol.Migrations(protocol.Postgres) {
+				if err := e.Exec(testCtx(t), m.SQL); err != nil {
+					t.Fatalf("migration %s: %v", m.Name, err)
+				}
+			}
+			args := protocolArgs()
+			set := protocol.Statements(protocol.Postgres)
+
+			run := func(st *protocol.Statement) []executor.Row {
+				t.Helper()
+				bound, err := st.Bind(args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rows []executor.Row
+				err = e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+					rows, err = s.Query(ctx, st.SQL, bound...)
+					return err
+				})
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", st.Name, err, st.SQL)
+				}
+				return rows
+			}
+
+			// A task to act on, then every statement in name order.
+			rows := run(set.Get(protocol.StmtInsertTask))
+			if len(rows) != 1 || rows[0]["id"] != "t1" || rows[0]["run_at_ms"] == nil {
+				t.Fatalf("insert_task returned %#v", rows)
+			}
+			if _, ok := rows[0]["payload"].(map[string]any); !ok {
+				t.Fatalf("payload = %#v, want pgx's decoded jsonb", rows[0]["payload"])
+			}
+			rows = run(set.Get(protocol.StmtClaim))
+			if len(rows) != 1 || rows[0]["status"] != "running" || rows[0]["attempt"] != int32(1) {
+				t.Fatalf("claim returned %#v", rows)
+			}
+			for _, name := range set.Names() {
+				if name == protocol.StmtInsertTask {
+					continue // its id is taken now
+				}
+				st := set.Get(name)
+				run(st)
+				if len(st.OptionalFilters()) > 0 {
+					run(st.Specialize(args))
+				}
+			}
+		})
+	}
+}

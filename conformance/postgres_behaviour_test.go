@@ -1,0 +1,377 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgClient opens a client through the pgx adapter on dsn, closed with the test.
+func pgClient(t *testing.T, dsn string, schema string) *cairnq.Client {
+	t.Helper()
+	ctx := context.Background()
+	ex, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{Schema: schema, CloseExecutor: true})
+	if err != nil {
+		ex.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func adminExec(t *testing.T, dsn, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runWorker(t *testing.T, w *cairnq.Worker) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+}
+
+// Two clients on separate pools share nothing in-process, so with both
+// polls set to a minute only LISTEN/NOTIFY can carry the task to the
+// worker and its result back to the caller within the wait's 20 seconds.
+func TestPostgresListenWakesWorkerAndCaller(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	api := pgClient(t, dsn, "")
+	workerSide := pgClient(t, dsn, "")
+	w, err := cairnq.NewWorker(workerSide, &cairnq.WorkerOptions{PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return tc.Payload(), nil }, nil)
+	runWorker(t, w)
+	slow := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: time.Minute, MaxPollInterval: time.Minute}
+	for i := range 3 {
+		got, err := api.Call(context.Background(), "echo", map[string]int{"i": i}, &cairnq.CallOptions{WaitOptions: slow})
+		if err != nil {
+			t.Fatalf("call %d (woken by notification or not at all): %v", i, err)
+		}
+		if string(got.Result) != fmt.Sprintf(`{"i": %d}`, i) && string(got.Result) != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Errorf("call %d result %s", i, got.Result)
+		}
+	}
+}
+
+func listenerPIDs(t *testing.T, dsn string) []int32 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%' AND pid <> pg_backend_pid()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+func TestPostgresListenerReconnectsAfterKill(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	api := pgClient(t, dsn, "")
+	workerSide := pgClient(t, dsn, "")
+	w, err := cairnq.NewWorker(workerSide, &cairnq.WorkerOptions{PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
+	runWorker(t, w)
+
+	var before []int32
+	deadline := time.Now().Add(15 * time.Second)
+	for len(before) < 2 && time.Now().Before(deadline) { // both clients listen
+		before = listenerPIDs(t, dsn)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(before) < 2 {
+		t.Fatalf("listeners: %v", before)
+	}
+	adminExec(t, dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%' AND pid <> pg_backend_pid()")
+	// Both listeners come back on new connections.
+	for {
+		after := listenerPIDs(t, dsn)
+		fresh := 0
+		for _, p := range after {
+			seen := false
+			for _, b := range before {
+				seen = seen || p == b
+			}
+			if !seen {
+				fresh++
+			}
+		}
+		if fresh >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listeners did not come back: before %v, now %v", before, after)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	slow := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: time.Minute, MaxPollInterval: time.Minute}
+	if _, err := api.Call(context.Background(), "echo", nil, &cairnq.CallOptions{WaitOptions: slow}); err != nil {
+		t.Fatalf("call after the listeners were killed: %v", err)
+	}
+}
+
+func TestPostgresSucceedInCommitsOrRollsBackTogether(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	adminExec(t, dsn, "CREATE TABLE rendered (task_id text PRIMARY KEY, body text)")
+	c := pgClient(t, dsn, "")
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	w.Handle("render", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		var steal bool
+		tc.Decode(&steal)
+		if steal { // another worker recovered the task meanwhile
+			adminExec(t, dsn, "UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = $1", tc.ID())
+		}
+		err := tc.SucceedIn(ctx, func(ctx context.Context, s executor.Session) (any, error) {
+			if _, err := s.Query(ctx, "INSERT INTO rendered (task_id, body) VALUES ($1, 'pages')", tc.ID()); err != nil {
+				return nil, err
+			}
+			return map[string]string{"stored": tc.ID()}, nil
+		})
+		if steal {
+			lost <- err
+		}
+		return nil, err
+	}, nil)
+	runWorker(t, w)
+	ctx := context.Background()
+	ok, _ := c.Submit(ctx, "render", false, nil)
+	stolen, _ := c.Submit(ctx, "render", true, nil)
+
+	got, err := c.Wait(ctx, ok.ID, &cairnq.WaitOptions{Timeout: 20 * time.Second})
+	if err != nil || got.Status != cairnq.StatusSucceeded || string(got.Result) == "" {
+		t.Fatalf("SucceedIn: %v %+v", err, got)
+	}
+	if err := <-lost; !errors.Is(err, cairnq.ErrLostLease) {
+		t.Errorf("SucceedIn after losing the lease: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ids []string
+	rows, _ := conn.Query(ctx, "SELECT task_id FROM rendered ORDER BY task_id")
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) != 1 || ids[0] != ok.ID {
+		t.Errorf("rendered rows %v (%v), want only %s: a lost lease must roll the handler's rows back", ids, err, ok.ID)
+	}
+	if s, _ := c.Get(ctx, stolen.ID); s.Status != cairnq.StatusRunning || s.WorkerID != "thief" {
+		t.Errorf("stolen task: %s by %s", s.Status, s.WorkerID)
+	}
+}
+
+func TestPostgresSubmitInAppTransaction(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	c := pgClient(t, dsn, "")
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := c.SubmitTx(ctx, cairnqpgx.TxSession(tx, nil), "x", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, gone.ID); !errors.Is(err, cairnq.ErrNotFound) {
+		t.Errorf("uncommitted task visible outside the transaction: %v", err)
+	}
+	tx.Rollback(ctx)
+	if _, err := c.Get(ctx, gone.ID); !errors.Is(err, cairnq.ErrNotFound) {
+		t.Errorf("task of a rolled-back transaction: %v", err)
+	}
+
+	tx, err = pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.SubmitTx(ctx, cairnqpgx.TxSession(tx, nil), "x", nil, &cairnq.SubmitOptions{Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetByKey(ctx, "k"); err != nil || got.ID != kept.ID {
+		t.Errorf("committed keyed task: %v %v", got, err)
+	}
+}
+
+func TestPostgresConcurrentMigrationAndKeyedSubmits(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	clients := make([]*cairnq.Client, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ex, err := cairnqpgx.Open(ctx, dsn, nil)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			clients[i], errs[i] = cairnq.OpenPostgres(ctx, ex, &cairnq.Options{CloseExecutor: true})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("cold start %d: %v", i, err)
+		}
+		t.Cleanup(func() { clients[i].Close() })
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n, distinct int
+	if err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT name) FROM cairnq_migrations").Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 || distinct != 10 {
+		t.Errorf("ledger: %d rows, %d names; want 10 each", n, distinct)
+	}
+
+	ids := make([]string, 20)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			task, err := clients[i%2].Submit(ctx, "x", map[string]int{"i": i}, &cairnq.SubmitOptions{Key: "same"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = task.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("20 concurrent keyed submits returned different tasks: %v", ids)
+		}
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM cairnq_tasks").Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d tasks after 20 keyed submits (%v), want 1", n, err)
+	}
+}
+
+func TestPostgresSchemaOption(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+
+	// The DSN path creates the schema and points every connection at it.
+	a := pgClient(t, dsn, "tenant_a")
+	if _, err := a.Submit(ctx, "x", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var where string
+	if err := conn.QueryRow(ctx, "SELECT table_schema FROM information_schema.tables WHERE table_name = 'cairnq_tasks'").Scan(&where); err != nil || where != "tenant_a" {
+		t.Fatalf("tables live in %q (%v), want tenant_a", where, err)
+	}
+
+	// An executor the application built only gets asserted: its pool
+	// resolves to public, not tenant_a.
+	appEx, err := cairnqpgx.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer appEx.Close()
+	if _, err := cairnq.OpenPostgres(ctx, appEx, &cairnq.Options{Schema: "tenant_a"}); !errors.Is(err, cairnq.ErrSchemaMismatch) {
+		t.Errorf("injected executor resolving elsewhere: %v, want ErrSchemaMismatch", err)
+	}
+	// A process that lands in public without naming a schema would start a
+	// second, invisible installation: refused.
+	if _, err := cairnq.OpenPostgres(ctx, appEx, nil); !errors.Is(err, cairnq.ErrSchemaMismatch) {
+		t.Errorf("split deployment: %v, want ErrSchemaMismatch", err)
+	}
+	// Naming the schema confirms a deliberate second installation.
+	b := pgClient(t, dsn, "tenant_b")
+	if stats, err := b.Stats(ctx, ""); err != nil || len(stats) != 0 {
+		t.Errorf("tenant_b sees %v (%v), want its own empty installation", stats, err)
+	}
+	if _, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{Schema: "bad; drop"}); err == nil {
+		t.Error("an invalid schema name was accepted")
+	}
+}
+
+func TestPostgresNewerProtocolRefused(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	pgClient(t, dsn, "")
+	adminExec(t, dsn, "UPDATE cairnq_meta SET value = '2' WHERE key = 'protocol_version'")
+	ex, err := cairnqpgx.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	_, err = cairnq.OpenPostgres(context.Background(), ex, nil)
+	var pv *cairnq.ProtocolVersionMismatchError
+	if !errors.As(err, &pv) || pv.Found != 2 {
+		t.Errorf("protocol 2 database: %v", err)
+	}
+}

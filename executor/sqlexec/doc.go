@@ -1,0 +1,34 @@
+// Package sqlexec is a generic [executor.Executor] over database/sql, for
+// applications that already hold a *sql.DB (lib/pq, pgx's stdlib, or any
+// other Postgres driver) or a *sqlx.DB.
+//
+// The executor runs on the application's own pool: it opens no connections
+// of its own and its Close leaves the pool open. Because database/sql has no
+// LISTEN, this package offers no [executor.Listener]; the driver adapters
+// (adapters/libpq, adapters/pgx) add one where their driver can.
+//
+// # Rows
+//
+// Each column is scanned into an any, so rows cross the seam exactly as the
+// driver produced them, and the store normalizes them. Drivers differ: a
+// void, numeric, array or name column arrives from lib/pq as the text's
+// []byte and from pgx's stdlib as a string (both give int64 for integers,
+// []byte for jsonb, string for text). A []byte value is a copy the row owns
+// (database/sql copies driver bytes when it scans them into an any), so a
+// row stays valid after the next one is read.
+//
+// # Sessions and native handles
+//
+// A session knows the database/sql value it runs on, so code handed a
+// session can reach its own driver's type instead of an any:
+//
+//   - the *Executor itself runs on the pool: [Executor.DB] and
+//     [Executor.Native] return it;
+//   - a session passed to [Executor.Tx]'s fn, or made by [TxSession] from a
+//     transaction the application holds, runs on one *sql.Tx: [TxOf] returns
+//     it, as do the session's SQLTx and Native methods;
+//   - [ConnSession] runs on one reserved *sql.Conn: [ConnOf] returns it.
+//
+// This package imports only the standard library (and package executor); it
+// never imports a driver.
+package sqlexec

@@ -1,0 +1,255 @@
+package sqlexec
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// DB is the part of a database/sql pool the executor uses. *sql.DB satisfies
+// it, and so does *sqlx.DB (it embeds *sql.DB), so either is passed to [New]
+// as is:
+//
+//	exec := sqlexec.New(sqlxDB, nil)
+//
+// Close is deliberately not part of DB: the pool belongs to the application.
+// Conn is there for adapters that need one reserved connection (a LISTEN over
+// pgx's stdlib, for example).
+type DB interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	Conn(ctx context.Context) (*sql.Conn, error)
+}
+
+// Options configures an [Executor]. The zero value, and a nil *Options, mean
+// every default.
+type Options struct {
+	// TxOptions is what [Executor.Tx] passes to BeginTx. Nil, the default,
+	// means the driver's defaults: a read-write transaction at the server's
+	// default isolation level (READ COMMITTED unless the server or role is
+	// configured otherwise), which is what cairnq's statements are written
+	// for.
+	TxOptions *sql.TxOptions
+}
+
+// Executor is an [executor.Executor] over an application's database/sql
+// pool. It is safe for concurrent use. As a Session it runs each statement on
+// whichever pooled connection database/sql hands out.
+type Executor struct {
+	db     DB
+	txOpts *sql.TxOptions
+}
+
+var _ executor.Executor = (*Executor)(nil)
+
+// New returns an executor over db, which stays the application's: the
+// executor opens no connections of its own, and [Executor.Close] does not
+// close db. db is typically a *sql.DB or a *sqlx.DB; it must not be nil (New
+// panics, since that is a programming error).
+func New(db DB, opts *Options) *Executor {
+	if db == nil {
+		panic("sqlexec: New called with a nil DB")
+	}
+	e := &Executor{db: db}
+	if opts != nil && opts.TxOptions != nil {
+		o := *opts.TxOptions
+		e.txOpts = &o
+	}
+	return e
+}
+
+// DB returns the pool the executor runs on, exactly as it was passed to
+// [New].
+func (e *Executor) DB() DB { return e.db }
+
+// Native returns the pool the executor runs on (the value passed to [New]),
+// as an any, for code that handles sessions of several drivers alike.
+func (e *Executor) Native() any { return e.db }
+
+// Query runs one statement on the pool and returns its rows; see
+// [executor.Session.Query]. Errors are wrapped with %w, so the driver's own
+// error type (a *pq.Error, a *pgconn.PgError) is reachable with errors.As.
+func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	return runQuery(ctx, e.db, query, args)
+}
+
+// Exec runs a parameterless, possibly multi-statement script on one pooled
+// connection; see [executor.Session.Exec]. database/sql sends a statement
+// without arguments unprepared, and both lib/pq and pgx's stdlib then use the
+// simple query protocol, which accepts several statements in one text.
+func (e *Executor) Exec(ctx context.Context, script string) error {
+	return runExec(ctx, e.db, script)
+}
+
+// Tx runs fn in one transaction begun with db.BeginTx and the configured
+// [Options.TxOptions]. The session fn receives runs on that *sql.Tx (see
+// [TxOf]) and must not be used after fn returns.
+//
+// Tx commits when fn returns nil. When fn returns an error, Tx rolls back and
+// returns fn's error unchanged; when fn panics, Tx rolls back and the panic
+// continues. A failed BeginTx or Commit is returned wrapped with %w.
+func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	tx, err := e.db.BeginTx(ctx, e.txOpts)
+	if err != nil {
+		return fmt.Errorf("cairnq: begin: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			// Reached on an error from fn, a panic, or runtime.Goexit. The
+			// rollback's own error is dropped: fn's error (or the panic) is
+			// what the caller needs, and a failed rollback means the
+			// connection is gone, which ends the transaction too.
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(ctx, &txSession{tx: tx}); err != nil {
+		return err
+	}
+	done = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("cairnq: commit: %w", err)
+	}
+	return nil
+}
+
+// Close does nothing and returns nil: the pool belongs to the application,
+// which closes it itself.
+func (e *Executor) Close() error { return nil }
+
+// TxSession returns a Session that runs its statements in tx, a transaction
+// the application began and will itself commit or roll back; cairnq never
+// ends it. This is how a submit or a settlement joins the application's own
+// transaction. The session's SQLTx and Native methods return tx (see
+// [TxOf]).
+func TxSession(tx *sql.Tx) executor.Session {
+	if tx == nil {
+		panic("sqlexec: TxSession called with a nil *sql.Tx")
+	}
+	return &txSession{tx: tx}
+}
+
+// ConnSession returns a Session that runs its statements on conn, one
+// connection the application reserved with db.Conn and will itself close.
+// The session's SQLConn and Native methods return conn (see [ConnOf]).
+func ConnSession(conn *sql.Conn) executor.Session {
+	if conn == nil {
+		panic("sqlexec: ConnSession called with a nil *sql.Conn")
+	}
+	return &connSession{conn: conn}
+}
+
+// TxOf returns the *sql.Tx a session runs on: the one behind a session that
+// [Executor.Tx] handed to its fn or that [TxSession] made, or behind any
+// other session with a method SQLTx() *sql.Tx. It reports false for a
+// session that is not bound to a *sql.Tx (the executor itself, for one).
+func TxOf(s executor.Session) (*sql.Tx, bool) {
+	if t, ok := s.(interface{ SQLTx() *sql.Tx }); ok {
+		tx := t.SQLTx()
+		return tx, tx != nil
+	}
+	return nil, false
+}
+
+// ConnOf returns the *sql.Conn a session made by [ConnSession] (or any
+// session with a method SQLConn() *sql.Conn) runs on, and false for any
+// other session.
+func ConnOf(s executor.Session) (*sql.Conn, bool) {
+	if c, ok := s.(interface{ SQLConn() *sql.Conn }); ok {
+		conn := c.SQLConn()
+		return conn, conn != nil
+	}
+	return nil, false
+}
+
+// txSession is the Session of one *sql.Tx.
+type txSession struct{ tx *sql.Tx }
+
+// Query runs one statement in the transaction.
+func (s *txSession) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	return runQuery(ctx, s.tx, query, args)
+}
+
+// Exec runs a parameterless script in the transaction.
+func (s *txSession) Exec(ctx context.Context, script string) error {
+	return runExec(ctx, s.tx, script)
+}
+
+// SQLTx returns the transaction the session runs in.
+func (s *txSession) SQLTx() *sql.Tx { return s.tx }
+
+// Native returns the transaction the session runs in, as an any.
+func (s *txSession) Native() any { return s.tx }
+
+// connSession is the Session of one *sql.Conn.
+type connSession struct{ conn *sql.Conn }
+
+// Query runs one statement on the connection.
+func (s *connSession) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	return runQuery(ctx, s.conn, query, args)
+}
+
+// Exec runs a parameterless script on the connection.
+func (s *connSession) Exec(ctx context.Context, script string) error {
+	return runExec(ctx, s.conn, script)
+}
+
+// SQLConn returns the connection the session runs on.
+func (s *connSession) SQLConn() *sql.Conn { return s.conn }
+
+// Native returns the connection the session runs on, as an any.
+func (s *connSession) Native() any { return s.conn }
+
+// runner is what *sql.DB, *sql.Tx and *sql.Conn have in common.
+type runner interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// runQuery runs query and collects every row, each column scanned into an
+// any; of two columns with one name, the later wins. Scanning into an any keeps the driver's value as is, except that
+// database/sql copies a []byte (drivers may reuse their buffer), so no copy
+// is needed here.
+func runQuery(ctx context.Context, r runner, query string, args []any) ([]executor.Row, error) {
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: query: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: query: columns: %w", err)
+	}
+	vals := make([]any, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	out := []executor.Row{}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("cairnq: query: scan: %w", err)
+		}
+		row := make(executor.Row, len(cols))
+		for i, c := range cols {
+			row[c] = vals[i]
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cairnq: query: %w", err)
+	}
+	return out, nil
+}
+
+// runExec runs a parameterless script. Passing no arguments is what keeps
+// database/sql from preparing it.
+func runExec(ctx context.Context, r runner, script string) error {
+	if _, err := r.ExecContext(ctx, script); err != nil {
+		return fmt.Errorf("cairnq: exec: %w", err)
+	}
+	return nil
+}
