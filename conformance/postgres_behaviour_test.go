@@ -12,6 +12,7 @@ import (
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -373,5 +374,62 @@ func TestPostgresNewerProtocolRefused(t *testing.T) {
 	var pv *cairnq.ProtocolVersionMismatchError
 	if !errors.As(err, &pv) || pv.Found != 2 {
 		t.Errorf("protocol 2 database: %v", err)
+	}
+}
+
+// Completions arriving together share one statement on Postgres; a task
+// whose lease is gone fails only its own caller.
+func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	c := pgClient(t, dsn, "")
+	ctx := context.Background()
+	st := c.Store()
+	for i := range 30 {
+		if _, err := c.Submit(ctx, "x", map[string]int{"i": i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Limit: 30})
+	if err != nil || len(claimed) != 30 {
+		t.Fatalf("claim: %d %v", len(claimed), err)
+	}
+	stolen := claimed[7].ID
+	adminExec(t, dsn, "UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = $1", stolen)
+	canceled := claimed[3].ID
+	if _, err := c.Cancel(ctx, canceled); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(claimed))
+	for i, task := range claimed {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = st.Complete(ctx, task.ID, "w1", map[string]int{"n": i})
+		}()
+	}
+	wg.Wait()
+	for i, task := range claimed {
+		got, _ := c.Get(ctx, task.ID)
+		switch task.ID {
+		case stolen:
+			if !errors.Is(errs[i], cairnq.ErrLostLease) || got.Status != cairnq.StatusRunning {
+				t.Errorf("stolen task: %v, %s", errs[i], got.Status)
+			}
+		case canceled:
+			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil {
+				t.Errorf("canceled task: %v, %s, %s", errs[i], got.Status, got.Result)
+			}
+		default:
+			var res struct{ N int }
+			got.DecodeResult(&res)
+			if errs[i] != nil || got.Status != cairnq.StatusSucceeded || res.N != i || !got.LeaseUntil.IsZero() {
+				t.Errorf("task %d: %v, %s, %s", i, errs[i], got.Status, got.Result)
+			}
+		}
+	}
+	if _, err := st.Complete(ctx, claimed[0].ID, "w1", nil); !errors.Is(err, cairnq.ErrLostLease) {
+		t.Errorf("second completion: %v", err)
 	}
 }

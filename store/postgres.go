@@ -63,15 +63,23 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	}
 	be := &pgBackend{ex: ex, owns: o.CloseExecutor, log: o.Logger}
 	s.be = be
+	ok := false
+	be.completer = newCompleter(s, ex)
+	defer func() {
+		if !ok {
+			be.completer.close()
+		}
+	}()
 	if err := s.checkSchema(ctx, o.Schema); err != nil {
 		return nil, err
 	}
 	if err := s.migratePostgres(ctx); err != nil {
 		return nil, err
 	}
-	if l, ok := ex.(executor.Listener); ok {
+	if l, isListener := ex.(executor.Listener); isListener {
 		be.listen(l, s.hub)
 	}
+	ok = true
 	return s, nil
 }
 
@@ -201,6 +209,7 @@ type pgBackend struct {
 	log  *slog.Logger
 
 	stopListen func()
+	completer  *completer
 	closeOnce  sync.Once
 }
 
@@ -259,6 +268,7 @@ func (b *pgBackend) close() error {
 		if b.stopListen != nil {
 			b.stopListen()
 		}
+		b.completer.close()
 		if b.owns {
 			err = b.ex.Close()
 		}

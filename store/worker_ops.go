@@ -285,8 +285,12 @@ func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (
 	return s.complete(ctx, id, workerID, res)
 }
 
-func (s *Store) complete(ctx context.Context, id, workerID string, res any) (*Task, error) {
-	t, err := s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res})
+func (s *Store) complete(ctx context.Context, id, workerID string, res any) (t *Task, err error) {
+	if be, ok := s.be.(*pgBackend); ok {
+		t, err = be.completer.complete(ctx, id, workerID, res)
+	} else {
+		t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res})
+	}
 	s.settled(t)
 	return t, err
 }

@@ -16,7 +16,7 @@ func protocolArgs() protocol.Args {
 	return protocol.Args{
 		"id": "t1", "task_id": "t1", "root_id": "t1", "parent_id": nil, "correlation_id": "c1",
 		"name": "send", "queue": "default", "status": "queued", "key": "k1", "worker_id": "w1",
-		"queues": `{"default","other"}`, "names": `{"send"}`, "ids": `{"t1","t2"}`,
+		"queues": `{"default","other"}`, "names": `{"send"}`, "ids": `{"t1","t2"}`, "worker_ids": `{"w1","w1"}`, "results": `{"{\"ok\": true}",NULL}`,
 		"payload": `{"to":"a@b","n":1}`, "metadata": `{}`, "result": `{"ok":true}`,
 		"error": `{"message":"boom"}`, "lease_expired_error": `{"message":"lease expired"}`,
 		"limit": int64(10), "offset": int64(0), "lease_ms": int64(30_000), "delay_ms": int64(0),

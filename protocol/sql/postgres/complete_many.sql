@@ -1,0 +1,19 @@
+-- Our addition beside the protocol's statements (adding one moves no
+-- version): settle several finished attempts in one statement, each row
+-- exactly as complete.sql would, so N settlements cost one round trip and
+-- one commit. :ids, :worker_ids and :results are parallel text[]; a NULL
+-- result element stores no result. Rows whose lease is gone are not
+-- returned, which is how each caller learns it lost its own.
+UPDATE cairnq_tasks AS task
+SET status          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'succeeded' END,
+    result          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN task.result ELSE CAST(done.result AS jsonb) END,
+    progress        = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN task.progress ELSE 1.0 END,
+    lease_until_ms  = NULL,
+    completed_at_ms = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint),
+    updated_at_ms   = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
+FROM unnest(:ids::text[], :worker_ids::text[], :results::text[]) AS done (id, worker_id, result)
+WHERE task.id = done.id
+  AND task.status = 'running'
+  AND task.worker_id = done.worker_id
+  AND task.lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
+RETURNING task.*;
