@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
@@ -431,5 +433,61 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 	}
 	if _, err := st.Complete(ctx, claimed[0].ID, "w1", nil); !errors.Is(err, cairnq.ErrLostLease) {
 		t.Errorf("second completion: %v", err)
+	}
+}
+
+// The typed forms hand the handler its own driver's transaction.
+func TestPostgresTypedSucceedInPerAdapter(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	adminExec(t, dsn, "CREATE TABLE outbox (task_id text PRIMARY KEY, driver text)")
+	ctx := context.Background()
+	pgxClient := pgClient(t, dsn, "")
+	lpqEx, err := cairnqlibpq.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lpqClient, err := cairnq.OpenPostgres(ctx, lpqEx, &cairnq.Options{CloseExecutor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lpqClient.Close() })
+
+	wPgx, _ := cairnq.NewWorker(pgxClient, &cairnq.WorkerOptions{Queues: []string{"pgx"}, PollInterval: 20 * time.Millisecond})
+	wPgx.Handle("write", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, cairnqpgx.SucceedIn(ctx, tc, func(ctx context.Context, tx pgx.Tx) (any, error) {
+			_, err := tx.Exec(ctx, "INSERT INTO outbox VALUES ($1, 'pgx')", tc.ID())
+			return "pgx", err
+		})
+	}, nil)
+	wLpq, _ := cairnq.NewWorker(lpqClient, &cairnq.WorkerOptions{Queues: []string{"libpq"}, PollInterval: 20 * time.Millisecond})
+	wLpq.Handle("write", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, cairnqlibpq.SucceedIn(ctx, tc, func(ctx context.Context, tx *sql.Tx) (any, error) {
+			_, err := tx.ExecContext(ctx, "INSERT INTO outbox VALUES ($1, 'libpq')", tc.ID())
+			return "libpq", err
+		})
+	}, nil)
+	runWorker(t, wPgx)
+	runWorker(t, wLpq)
+	for _, q := range []string{"pgx", "libpq"} {
+		task, err := pgxClient.Submit(ctx, "write", nil, &cairnq.SubmitOptions{Queue: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgxClient.Wait(ctx, task.ID, &cairnq.WaitOptions{Timeout: 20 * time.Second})
+		var res string
+		if err == nil {
+			err = got.DecodeResult(&res)
+		}
+		if err != nil || got.Status != cairnq.StatusSucceeded || res != q {
+			t.Errorf("%s: %v %+v", q, err, got)
+		}
+		var driver string
+		conn, _ := pgx.Connect(ctx, dsn)
+		err = conn.QueryRow(ctx, "SELECT driver FROM outbox WHERE task_id = $1", task.ID).Scan(&driver)
+		conn.Close(ctx)
+		if err != nil || driver != q {
+			t.Errorf("%s: outbox row %q (%v)", q, driver, err)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package cairnqpgx
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cairnq/cairnq-go/executor"
@@ -301,9 +304,13 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 		if err != nil {
 			return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
 		}
+		raw := rows.RawValues()
 		row := make(executor.Row, len(fields))
 		for i, f := range fields {
 			row[f.Name] = vals[i]
+			if f.DataTypeOID == pgtype.JSONOID || f.DataTypeOID == pgtype.JSONBOID {
+				row[f.Name] = jsonText(f, raw[i])
+			}
 		}
 		out = append(out, row)
 	}
@@ -311,6 +318,20 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
 	}
 	return out, nil
+}
+
+// jsonText returns a json or jsonb column as its JSON text. pgx's Values
+// decodes JSON into Go values, and a decoded JSON string is a Go string,
+// which nothing downstream can tell from JSON text: the result "42" would
+// read back as the number 42. The raw column bytes carry no such doubt.
+func jsonText(f pgconn.FieldDescription, raw []byte) any {
+	if raw == nil {
+		return nil
+	}
+	if f.DataTypeOID == pgtype.JSONBOID && f.Format == pgx.BinaryFormatCode && len(raw) > 0 {
+		raw = raw[1:] // jsonb's binary form is a version byte, then the text
+	}
+	return json.RawMessage(bytes.Clone(raw))
 }
 
 // execScript runs script with the simple protocol, which accepts several

@@ -2,6 +2,7 @@ package cairnqpgx_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
@@ -65,8 +66,8 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 			if len(rows) != 1 || rows[0]["id"] != "t1" || rows[0]["run_at_ms"] == nil {
 				t.Fatalf("insert_task returned %#v", rows)
 			}
-			if _, ok := rows[0]["payload"].(map[string]any); !ok {
-				t.Fatalf("payload = %#v, want pgx's decoded jsonb", rows[0]["payload"])
+			if p, ok := rows[0]["payload"].(json.RawMessage); !ok || !json.Valid(p) {
+				t.Fatalf("payload = %#v, want the jsonb column's JSON text", rows[0]["payload"])
 			}
 			rows = run(set.Get(protocol.StmtClaim))
 			if len(rows) != 1 || rows[0]["status"] != "running" || rows[0]["attempt"] != int32(1) {
