@@ -452,7 +452,10 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 }
 
 func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
-	_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
+	err := w.retryBusy(ctx, func() error {
+		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
+		return err
+	})
 	var se *store.SerializationError
 	switch {
 	case err == nil:
@@ -473,7 +476,11 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
 
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
 	env.Retryable = retryable
-	_, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, w.failDelay(tc.task.Attempt, retryable))
+	delay := w.failDelay(tc.task.Attempt, retryable)
+	err := w.retryBusy(ctx, func() error {
+		_, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, delay)
+		return err
+	})
 	switch {
 	case err == nil:
 		tc.markSettled()
@@ -481,6 +488,23 @@ func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, r
 		tc.markLost()
 	default:
 		w.report(err, PhaseExecute, tc.task.ID)
+	}
+}
+
+// retryBusy runs a settlement again while it fails with ErrBusy (other
+// processes kept the SQLite write lock past the busy timeout) for up to a
+// lease's length: the heartbeat keeps the lease alive meanwhile, and giving
+// up early would leave the task to lease expiry and a second run.
+func (w *Worker) retryBusy(ctx context.Context, settle func() error) error {
+	deadline := time.Now().Add(w.lease)
+	backoff := 10 * time.Millisecond
+	for {
+		err := settle()
+		if !errors.Is(err, store.ErrBusy) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		sleepCtx(ctx, backoff)
+		backoff = min(backoff*2, time.Second)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/store"
+	"github.com/ncruces/go-sqlite3"
 )
 
 // startWorker runs w in the background until the test ends, failing the
@@ -671,5 +672,46 @@ func TestRunEndsWhenTheStoreCloses(t *testing.T) {
 	c.Close()
 	if err := <-done; !errors.Is(err, cairnq.ErrClosed) {
 		t.Errorf("Run after the store closed: %v, want ErrClosed", err)
+	}
+}
+
+// Another process holding the write lock past the busy timeout must not
+// cost a completion (and with it a second run of the task): the worker
+// retries the settlement while its lease holds.
+func TestSettlementSurvivesALongLockFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/tasks.db"
+	c, err := cairnq.Open(context.Background(), path, &cairnq.Options{BusyTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w := newWorker(t, c, &cairnq.WorkerOptions{HeartbeatInterval: time.Second})
+	entered, release := make(chan struct{}), make(chan struct{})
+	w.Handle("x", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		close(entered)
+		<-release
+		return "done", nil
+	}, nil)
+	task, _ := c.Submit(context.Background(), "x", nil, nil)
+	startWorker(t, w)
+	<-entered
+
+	other, err := sqlite3.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Exec("BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	time.Sleep(200 * time.Millisecond) // ten busy timeouts with the lock held
+	if err := other.Exec("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTask(t, c, task.ID)
+	if got.Status != cairnq.StatusSucceeded || got.Attempt != 1 {
+		t.Errorf("after a long foreign lock: %s attempt %d", got.Status, got.Attempt)
 	}
 }

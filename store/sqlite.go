@@ -179,7 +179,7 @@ func (b *sqliteBackend) openConn(ctx context.Context, sync string) (*sqliteConn,
 		conn.close()
 		return nil, b.openError(err)
 	}
-	if err := c.BusyHandler(b.backoff); err != nil {
+	if err := c.BusyHandler(b.busyHandler()); err != nil {
 		return fail(err)
 	}
 	if !b.memory {
@@ -203,24 +203,25 @@ func (b *sqliteBackend) openError(err error) error {
 	return &OpenError{Path: b.path, Err: err}
 }
 
-// backoff is the busy handler: SQLite calls it while another connection
-// holds the lock it needs, and it sleeps with growing, jittered steps until
-// the busy timeout is spent.
-func (b *sqliteBackend) backoff(ctx context.Context, count int) bool {
-	// The elapsed time is the sum of the steps so far; recomputing it from
-	// count keeps the handler free of state shared between connections.
-	var waited time.Duration
-	step := time.Millisecond
-	for range count {
-		waited += step
-		step = min(step*2, 50*time.Millisecond)
+// busyHandler returns a connection's busy handler: SQLite calls it while
+// another connection holds the lock this one needs, and it sleeps in
+// growing, jittered steps (1ms doubling to 50ms) until the busy timeout,
+// measured on the clock, is spent. SQLite calls it only from the goroutine
+// using the connection, so the start time needs no lock.
+func (b *sqliteBackend) busyHandler() func(ctx context.Context, count int) bool {
+	var start time.Time
+	return func(ctx context.Context, count int) bool {
+		if count == 0 {
+			start = time.Now()
+		}
+		left := b.busy - time.Since(start)
+		if left <= 0 || ctx.Err() != nil {
+			return false
+		}
+		step := min(time.Millisecond<<min(count, 6), 50*time.Millisecond, left)
+		time.Sleep(step/2 + rand.N(step/2+1))
+		return true
 	}
-	if waited >= b.busy || ctx.Err() != nil {
-		return false
-	}
-	d := min(step, b.busy-waited)
-	time.Sleep(d/2 + rand.N(d/2+1))
-	return true
 }
 
 // enableWAL switches the file to WAL. Only the first connection of a new

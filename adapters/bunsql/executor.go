@@ -1,0 +1,328 @@
+package cairnqbun
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// logPrefix starts every error and log message of this package.
+const logPrefix = "cairnq/bun"
+
+// Options configures an [Executor]. The zero value, and a nil *Options, mean
+// every default.
+type Options struct {
+	// TxOptions is what [Executor.Tx] passes to bun's RunInTx. Nil, the
+	// default, means a read-write transaction at the server's default
+	// isolation level, which is what cairnq's statements are written for.
+	TxOptions *sql.TxOptions
+
+	// Logger receives the listener's connection events (lost, restored,
+	// refused). Nil, the default, means slog.Default().
+	Logger *slog.Logger
+
+	// OnReconnect, when set, runs on the listener goroutine each time a
+	// dropped LISTEN connection has been replaced and its channels listened
+	// on again. Notifications sent while it was down are lost, so this is
+	// the moment to poll. It must return quickly and must not call the
+	// listener's stop. Nil, the default, means nothing runs.
+	OnReconnect func()
+}
+
+// Executor runs cairnq's statements on an application's *bun.DB (with
+// pgdialect, over pgx's stdlib or bun's pgdriver): the same pool, never a
+// second one. It implements executor.Executor and executor.Listener and is
+// safe for concurrent use.
+type Executor struct {
+	db     *bun.DB
+	txOpts *sql.TxOptions
+	log    *slog.Logger
+	onRe   func()
+
+	// Listener health timing; constants except in tests.
+	idleCheck, pingTimeout time.Duration
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[*listener]struct{}
+}
+
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Listener = (*Executor)(nil)
+	_ executor.Session  = (*Session)(nil)
+)
+
+// New returns an executor over db, the application's own *bun.DB. It opens
+// no pool of its own, changes nothing of db (dialect, query hooks, driver
+// settings) and [Executor.Close] leaves db open. db must not be nil (New
+// panics, since that is a programming error).
+func New(db *bun.DB, opts *Options) *Executor {
+	if db == nil {
+		panic(logPrefix + ": New called with a nil *bun.DB")
+	}
+	e := &Executor{
+		db: db, log: slog.Default(), listeners: map[*listener]struct{}{},
+		idleCheck: idleCheck, pingTimeout: pingTimeout,
+	}
+	if opts != nil {
+		if opts.TxOptions != nil {
+			o := *opts.TxOptions
+			e.txOpts = &o
+		}
+		if opts.Logger != nil {
+			e.log = opts.Logger
+		}
+		e.onRe = opts.OnReconnect
+	}
+	return e
+}
+
+// BunDB returns the *bun.DB the executor runs on, exactly as it was passed
+// to [New].
+func (e *Executor) BunDB() *bun.DB { return e.db }
+
+// Native returns the executor's *bun.DB as an any.
+func (e *Executor) Native() any { return e.db }
+
+// Query runs one statement on the pool and returns its rows; see
+// [executor.Session.Query]. It runs on the *sql.DB inside the *bun.DB, not
+// on bun's own QueryContext, which formats the arguments into the text
+// itself (its ? placeholders) and would leave $1..$n unbound; bun's query
+// hooks therefore do not see cairnq's statements. Values are what the
+// driver produced; errors are wrapped with %w and always have a SQLState
+// method when the server answered (see the package documentation).
+func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	return runQuery(ctx, e.db.DB, query, args)
+}
+
+// Exec runs a parameterless, possibly multi-statement script on one pooled
+// connection; see [executor.Session.Exec]. Without arguments both pgx's
+// stdlib and pgdriver send it over the simple query protocol, which accepts
+// several statements.
+func (e *Executor) Exec(ctx context.Context, script string) error {
+	return runExec(ctx, e.db.DB, script)
+}
+
+// Tx runs fn in one transaction opened by bun's own RunInTx (with
+// [Options.TxOptions]); the ctx fn receives is RunInTx's. The [*Session] fn
+// receives is bound to that bun.Tx (its BunTx method returns it), so the
+// application's bun queries on it commit or roll back with cairnq's
+// statements. bun's query hooks see the BEGIN and COMMIT or ROLLBACK, as
+// for any RunInTx. The session must not be used after fn returns.
+//
+// Tx commits when fn returns nil. When fn returns an error, Tx rolls back
+// and returns fn's error unchanged; when fn panics (or calls
+// runtime.Goexit), Tx rolls back and the panic continues. A failed begin or
+// commit is returned wrapped with %w.
+func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	var (
+		began bool  // fn was called, so the transaction had begun
+		fnErr error // fn's own error, returned as is
+	)
+	err := e.db.RunInTx(ctx, e.txOpts, func(ctx context.Context, tx bun.Tx) error {
+		began = true
+		fnErr = fn(ctx, newTxSession(tx))
+		return fnErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case !began:
+		return wrapErr("begin", err)
+	case fnErr != nil:
+		return fnErr
+	default:
+		return wrapErr("commit", err)
+	}
+}
+
+// Close stops every listener the executor started that is still running.
+// It never closes the application's *bun.DB. Close is idempotent and
+// always returns nil.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	ls := make([]*listener, 0, len(e.listeners))
+	for l := range e.listeners {
+		ls = append(ls, l)
+	}
+	e.mu.Unlock()
+	for _, l := range ls {
+		l.stop()
+	}
+	return nil
+}
+
+// Listen subscribes to channels (exact, case-sensitive names, as pg_notify
+// takes them) and calls onNotify for each notification on them, from a
+// single goroutine, until stop is called. See executor.Listener. Where the
+// connection comes from depends on the *bun.DB's driver:
+//
+//   - bun's pgdriver: a pgdriver.Listener, which dials a connection of its
+//     own from the pool's connector (same address, credentials, TLS and
+//     dialer; outside the pool's accounting). pgdriver writes a LISTEN
+//     without awaiting the answer, so Listen confirms the subscription by
+//     sending a private probe notification (pg_notify on a pooled
+//     connection) and waiting for it to come back; the same probe serves
+//     the idle health check. Channel names must then be printable and free
+//     of " and \, which pgdriver cannot quote.
+//   - pgx's stdlib: one connection reserved from the application's pool
+//     ((*sql.DB).Conn) and used through Conn.Raw. It counts against the
+//     pool's MaxOpenConns while the subscription lasts and is closed, never
+//     returned to the pool, when it ends. A pool capped at one connection
+//     cannot spare it. When the application's pgx ConnConfig sets its own
+//     OnNotification, that handler receives the notifications instead.
+//
+// Any other driver, a pool of one connection on the stdlib route, or a
+// server refusing LISTEN (SQLSTATE 0A000) yields an error wrapping
+// executor.ErrListenUnavailable: permanent, cairnq polls instead.
+//
+// ctx bounds only the initial subscription (and each attempt at it by 15s).
+// After 30s without a notification the listener checks its connection; no
+// answer within 10s counts as a drop. A dropped connection is replaced with
+// jittered exponential backoff (50ms doubling to 5s); once the new one
+// listens, [Options.OnReconnect] runs.
+//
+// stop ends the subscription, closes its connection and returns once the
+// goroutine has exited; it is safe to call more than once and from several
+// goroutines, but not from onNotify or OnReconnect, which run on the
+// goroutine it waits for. [Executor.Close] stops every subscription.
+func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error) {
+	l, err := newListener(channels, onNotify)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
+	if e.isClosed() {
+		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
+	}
+	label := "bun-listener"
+	if _, ok := e.db.Driver().(pgdriver.Driver); ok {
+		src, err := newPgdriverSource(e.db, l.channels)
+		if err != nil {
+			return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+		}
+		l.src = src
+		label = "bun-pgdriver-listener"
+	} else {
+		src := stdlibSource{db: e.db.DB}
+		if err := src.checkPool(); err != nil {
+			return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+		}
+		l.src = src
+	}
+	l.log, l.onReconnect = e.log, e.onRe
+	l.idleCheck, l.pingTimeout = e.idleCheck, e.pingTimeout
+	if err := l.start(ctx, label); err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		l.stop()
+		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
+	}
+	e.listeners[l] = struct{}{}
+	l.detach = func() {
+		e.mu.Lock()
+		delete(e.listeners, l)
+		e.mu.Unlock()
+	}
+	e.mu.Unlock()
+	return l.stop, nil
+}
+
+func (e *Executor) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// runner is what *sql.DB, *sql.Tx and *sql.Conn have in common.
+type runner interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// runQuery runs query on r and collects every row, each column scanned into
+// an any, so values stay as the driver produced them. database/sql copies a
+// []byte it scans into an any, so rows stay valid after the next is read.
+// Of two columns with one name, the later wins.
+func runQuery(ctx context.Context, r runner, query string, args []any) ([]executor.Row, error) {
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, wrapErr("query", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, wrapErr("query: columns", err)
+	}
+	vals := make([]any, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	out := []executor.Row{}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, wrapErr("query: scan", err)
+		}
+		row := make(executor.Row, len(cols))
+		for i, c := range cols {
+			row[c] = vals[i]
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr("query", err)
+	}
+	return out, nil
+}
+
+// runExec runs a parameterless script on r. Passing no arguments is what
+// keeps database/sql from preparing it.
+func runExec(ctx context.Context, r runner, script string) error {
+	if _, err := r.ExecContext(ctx, script); err != nil {
+		return wrapErr("exec", err)
+	}
+	return nil
+}
+
+// wrapErr wraps err as "cairnq/bun: <op>: ..." with %w, giving a pgdriver
+// server error the SQLState method it lacks on the way.
+func wrapErr(op string, err error) error {
+	return fmt.Errorf("%s: %s: %w", logPrefix, op, withSQLState(err))
+}
+
+// withSQLState returns err, wrapped so that it has a SQLState method when
+// it holds a pgdriver.Error (whose code is only its Field('C')) and nothing
+// else with one: the store and callers classify errors through
+// interface{ SQLState() string }, as for pgx's and lib/pq's errors.
+func withSQLState(err error) error {
+	var pe pgdriver.Error
+	if err == nil || sqlState(err) != "" || !errors.As(err, &pe) {
+		return err
+	}
+	return &pgdriverError{err: err, code: pe.Field('C')}
+}
+
+// pgdriverError is a pgdriver server error given a SQLState method.
+// errors.As still finds the pgdriver.Error through Unwrap.
+type pgdriverError struct {
+	err  error
+	code string
+}
+
+func (e *pgdriverError) Error() string    { return e.err.Error() }
+func (e *pgdriverError) Unwrap() error    { return e.err }
+func (e *pgdriverError) SQLState() string { return e.code }

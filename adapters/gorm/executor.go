@@ -1,0 +1,326 @@
+package cairnqgorm
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// logPrefix starts every error and log message of this package.
+const logPrefix = "cairnq/gorm"
+
+// Options configures an [Executor]. The zero value, and a nil *Options, mean
+// every default.
+type Options struct {
+	// TxOptions is what [Executor.Tx] passes to gorm's Transaction. Nil, the
+	// default, means a read-write transaction at the server's default
+	// isolation level, which is what cairnq's statements are written for.
+	TxOptions *sql.TxOptions
+
+	// Logger receives the listener's connection events (lost, restored,
+	// refused). It is cairnq's logger, never gorm's. Nil, the default,
+	// means slog.Default().
+	Logger *slog.Logger
+
+	// OnReconnect, when set, runs on the listener goroutine each time a
+	// dropped LISTEN connection has been replaced and its channels listened
+	// on again. Notifications sent while it was down are lost, so this is
+	// the moment to poll. It must return quickly and must not call the
+	// listener's stop. Nil, the default, means nothing runs.
+	OnReconnect func()
+}
+
+// Executor runs cairnq's statements on an application's *gorm.DB: the same
+// pool, never a second one. It implements executor.Executor and
+// executor.Listener and is safe for concurrent use.
+type Executor struct {
+	db     *gorm.DB
+	txOpts *sql.TxOptions
+	log    *slog.Logger
+	onRe   func()
+
+	// Listener health timing; constants except in tests.
+	idleCheck, pingTimeout time.Duration
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[*listener]struct{}
+}
+
+var (
+	_ executor.Executor = (*Executor)(nil)
+	_ executor.Listener = (*Executor)(nil)
+	_ executor.Session  = (*Session)(nil)
+)
+
+// New returns an executor over db, the application's own *gorm.DB as
+// gorm.Open returned it (not a transaction: New panics on one, and on a nil
+// db, since either is a programming error). The executor opens no pool of
+// its own and [Executor.Close] leaves db open. Nothing of db is changed:
+// not its config, logger, naming strategy, callbacks or plugins.
+func New(db *gorm.DB, opts *Options) *Executor {
+	if db == nil {
+		panic(logPrefix + ": New called with a nil *gorm.DB")
+	}
+	if inTransaction(db) {
+		panic(logPrefix + ": New called with a transaction; pass the application's *gorm.DB and hand transactions to cairnq with TxSession")
+	}
+	e := &Executor{
+		db: db, log: slog.Default(), listeners: map[*listener]struct{}{},
+		idleCheck: idleCheck, pingTimeout: pingTimeout,
+	}
+	if opts != nil {
+		if opts.TxOptions != nil {
+			o := *opts.TxOptions
+			e.txOpts = &o
+		}
+		if opts.Logger != nil {
+			e.log = opts.Logger
+		}
+		e.onRe = opts.OnReconnect
+	}
+	return e
+}
+
+// GormDB returns the *gorm.DB the executor runs on, exactly as it was passed
+// to [New].
+func (e *Executor) GormDB() *gorm.DB { return e.db }
+
+// Native returns the executor's *gorm.DB as an any.
+func (e *Executor) Native() any { return e.db }
+
+// Query runs one statement on the pool and returns its rows; see
+// [executor.Session.Query]. It goes straight to the gorm.DB's connection
+// pool (gorm.ConnPool.QueryContext), not through gorm's Raw: gorm would
+// rewrite ? and @name in the text and log every statement through the
+// application's logger. Values are what the driver produced (pgx's stdlib:
+// int64 for integers, string for text, []byte for jsonb); errors are wrapped
+// with %w, so errors.As still finds the *pgconn.PgError.
+func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	return runQuery(ctx, connPool(e.db), query, args)
+}
+
+// Exec runs a parameterless, possibly multi-statement script on one pooled
+// connection; see [executor.Session.Exec]. It is sent without arguments and
+// unprepared (gorm's PrepareStmt cache is bypassed), so pgx's stdlib uses the
+// simple query protocol, which accepts several statements.
+func (e *Executor) Exec(ctx context.Context, script string) error {
+	return runExec(ctx, connPool(e.db), script)
+}
+
+// Tx runs fn in one transaction opened by gorm's own Transaction (with
+// [Options.TxOptions]), so gorm's transaction semantics apply unchanged. The
+// [*Session] fn receives is bound to that transaction: its GormDB method
+// returns the transaction's *gorm.DB, on which models, hooks and
+// associations work as usual, and whatever fn writes there commits or rolls
+// back with cairnq's statements. The session must not be used after fn
+// returns.
+//
+// Tx commits when fn returns nil. When fn returns an error, Tx rolls back
+// and returns fn's error unchanged; when fn panics (or calls
+// runtime.Goexit), Tx rolls back and the panic continues. A failed begin or
+// commit is returned wrapped with %w.
+func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	var (
+		began bool  // fn was called, so the transaction had begun
+		fnErr error // fn's own error, returned as is
+	)
+	// NewDB drops any conditions chained onto the application's *gorm.DB,
+	// so the transaction fn gets starts clean. Session copies the config; it
+	// never changes the application's.
+	db := e.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	err := db.Transaction(func(tx *gorm.DB) error {
+		began = true
+		fnErr = fn(ctx, newSession(tx))
+		return fnErr
+	}, txOptions(e.txOpts)...)
+	switch {
+	case err == nil:
+		return nil
+	case !began:
+		return fmt.Errorf("%s: begin: %w", logPrefix, err)
+	case fnErr != nil:
+		return fnErr
+	default:
+		return fmt.Errorf("%s: commit: %w", logPrefix, err)
+	}
+}
+
+func txOptions(o *sql.TxOptions) []*sql.TxOptions {
+	if o == nil {
+		return nil
+	}
+	return []*sql.TxOptions{o}
+}
+
+// Close stops every listener the executor started that is still running.
+// It never closes the application's *gorm.DB. Close is idempotent and
+// always returns nil.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	ls := make([]*listener, 0, len(e.listeners))
+	for l := range e.listeners {
+		ls = append(ls, l)
+	}
+	e.mu.Unlock()
+	for _, l := range ls {
+		l.stop()
+	}
+	return nil
+}
+
+// connPool is where db's statements run: the transaction of a
+// transaction-bound *gorm.DB, else the pool. gorm's prepared-statement
+// wrappers (PrepareStmt: true) are unwrapped, because they would prepare
+// every statement, and a multi-statement script cannot be prepared; pgx's
+// stdlib caches prepared statements per connection by itself.
+func connPool(db *gorm.DB) gorm.ConnPool {
+	p := db.ConnPool
+	if db.Statement != nil && db.Statement.ConnPool != nil {
+		p = db.Statement.ConnPool
+	}
+	for {
+		switch w := p.(type) {
+		case *gorm.PreparedStmtDB:
+			p = w.ConnPool
+		case *gorm.PreparedStmtTX:
+			p = w.Tx
+		default:
+			return p
+		}
+	}
+}
+
+// inTransaction reports whether db is bound to a transaction, as gorm
+// itself decides it (its Commit needs a TxCommitter).
+func inTransaction(db *gorm.DB) bool {
+	if db.Statement == nil {
+		return false
+	}
+	_, ok := db.Statement.ConnPool.(gorm.TxCommitter)
+	return ok
+}
+
+// runQuery runs query on p and collects every row, each column scanned into
+// an any, so values stay as the driver produced them. database/sql copies a
+// []byte it scans into an any, so rows stay valid after the next is read.
+// Of two columns with one name, the later wins.
+func runQuery(ctx context.Context, p gorm.ConnPool, query string, args []any) ([]executor.Row, error) {
+	rows, err := p.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("%s: query: columns: %w", logPrefix, err)
+	}
+	vals := make([]any, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	out := []executor.Row{}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("%s: query: scan: %w", logPrefix, err)
+		}
+		row := make(executor.Row, len(cols))
+		for i, c := range cols {
+			row[c] = vals[i]
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
+	}
+	return out, nil
+}
+
+// runExec runs a parameterless script on p. Passing no arguments is what
+// keeps database/sql from preparing it.
+func runExec(ctx context.Context, p gorm.ConnPool, script string) error {
+	if _, err := p.ExecContext(ctx, script); err != nil {
+		return fmt.Errorf("%s: exec: %w", logPrefix, err)
+	}
+	return nil
+}
+
+// Listen subscribes to channels (exact, case-sensitive names, as pg_notify
+// takes them) and calls onNotify for each notification on them, from a
+// single goroutine, until stop is called. See executor.Listener.
+//
+// The connection comes from the application's own pool: Listen reserves one
+// with (*sql.DB).Conn and reaches the pgx connection under it through
+// Conn.Raw, which works when the pool's driver is pgx's stdlib, as with
+// gorm.io/driver/postgres. That connection stays reserved for the
+// subscription's lifetime: it counts against the pool's MaxOpenConns (and
+// shows as in use in its Stats) and is closed, never returned to the pool,
+// when the subscription ends. A pool capped at one connection, a driver
+// other than pgx's stdlib, a *gorm.DB with no *sql.DB behind it, or a server
+// refusing LISTEN (SQLSTATE 0A000) yields an error wrapping
+// executor.ErrListenUnavailable: permanent, cairnq polls instead. One
+// limitation: when the application's pgx ConnConfig sets its own
+// OnNotification, that handler receives the notifications and this
+// listener never sees them.
+//
+// ctx bounds only the initial subscription (and each attempt at it by 15s).
+// After 30s without a notification the listener pings its connection; no
+// answer within 10s counts as a drop. A dropped connection is discarded and
+// a fresh one reserved with jittered exponential backoff (50ms doubling to
+// 5s); once it listens again, [Options.OnReconnect] runs.
+//
+// stop ends the subscription, closes the reserved connection and returns
+// once the goroutine has exited; it is safe to call more than once and from
+// several goroutines, but not from onNotify or OnReconnect, which run on
+// the goroutine it waits for. [Executor.Close] stops every subscription.
+func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error) {
+	l, err := newListener(channels, onNotify)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
+	if e.isClosed() {
+		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
+	}
+	sqlDB, err := e.db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen: %w: no *sql.DB behind the *gorm.DB: %w", logPrefix, executor.ErrListenUnavailable, err)
+	}
+	src := stdlibSource{db: sqlDB}
+	if err := src.checkPool(); err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
+	l.src, l.log, l.onReconnect = src, e.log, e.onRe
+	l.idleCheck, l.pingTimeout = e.idleCheck, e.pingTimeout
+	if err := l.start(ctx, "gorm-listener"); err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		l.stop()
+		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
+	}
+	e.listeners[l] = struct{}{}
+	l.detach = func() {
+		e.mu.Lock()
+		delete(e.listeners, l)
+		e.mu.Unlock()
+	}
+	e.mu.Unlock()
+	return l.stop, nil
+}
+
+func (e *Executor) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}

@@ -1,0 +1,108 @@
+package cairnqgorm
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// stdlibSource lends a listener connections of an application's *sql.DB
+// whose driver is pgx's stdlib: each session reserves one with db.Conn and
+// reaches the *pgx.Conn underneath through Conn.Raw. No second pool and no
+// DSN: custom connectors, TLS and auth hooks keep working.
+type stdlibSource struct{ db *sql.DB }
+
+// pgxConner is what pgx's stdlib driver connection (*stdlib.Conn) offers.
+type pgxConner interface{ Conn() *pgx.Conn }
+
+// checkPool refuses a pool of one connection, which a listener would hold
+// for good, starving every other statement.
+func (s stdlibSource) checkPool() error {
+	if s.db.Stats().MaxOpenConnections == 1 {
+		return fmt.Errorf("%w: the pool allows one open connection (SetMaxOpenConns(1)), which LISTEN would hold for good", executor.ErrListenUnavailable)
+	}
+	return nil
+}
+
+func (s stdlibSource) session(ctx, connectCtx context.Context, l *listener, subscribed func()) (up bool, err error) {
+	cctx, cancel := context.WithTimeout(connectCtx, connectTimeout)
+	defer cancel()
+	conn, err := s.db.Conn(cctx)
+	if err != nil {
+		return false, err
+	}
+	// After Raw returned driver.ErrBadConn the connection is already gone
+	// and Close reports sql.ErrConnDone; there is nothing to act on.
+	defer conn.Close()
+
+	// The whole session runs inside Raw, the only place the driver
+	// connection may be used. Raw then returns driver.ErrBadConn, so
+	// database/sql closes the connection instead of pooling it: it still
+	// LISTENs (or is broken), and nothing else should ever read from it.
+	rawErr := conn.Raw(func(dc any) error {
+		pc, ok := dc.(pgxConner)
+		if !ok {
+			err = fmt.Errorf("%w: the pool's driver connection is a %T, not pgx's stdlib (*stdlib.Conn)", executor.ErrListenUnavailable, dc)
+			return nil // untouched: back to the pool
+		}
+		c := pc.Conn()
+		if err = listenAll(cctx, c, l.channels); err != nil {
+			err = unavailable(err)
+			return driver.ErrBadConn
+		}
+		cancel() // the connect phase is over; its timeout must not end the session
+		up = true
+		subscribed()
+		err = waitLoop(ctx, c, l)
+		return driver.ErrBadConn
+	})
+	if err == nil {
+		err = rawErr
+	}
+	return up, err
+}
+
+// listenAll LISTENs on every channel in one round trip.
+func listenAll(ctx context.Context, c *pgx.Conn, channels []string) error {
+	var b strings.Builder
+	for _, ch := range channels {
+		b.WriteString("LISTEN ")
+		b.WriteString(pgx.Identifier{ch}.Sanitize())
+		b.WriteString(";")
+	}
+	_, err := c.PgConn().Exec(ctx, b.String()).ReadAll()
+	return err
+}
+
+// waitLoop delivers notifications from c until it fails or ctx is
+// canceled. After idleCheck without one it pings c, so a half-open
+// connection is noticed.
+func waitLoop(ctx context.Context, c *pgx.Conn, l *listener) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, l.idleCheck)
+		n, err := c.WaitForNotification(wctx)
+		cancel()
+		if n != nil {
+			l.deliver(n.Channel, n.Payload)
+		}
+		if err != nil && ctx.Err() == nil && pgconn.Timeout(err) {
+			// Idle, not broken: a timed-out wait leaves the connection
+			// usable. Make sure the server is still there.
+			pctx, cancel := context.WithTimeout(ctx, l.pingTimeout)
+			if err = c.Ping(pctx); err != nil {
+				err = fmt.Errorf("idle check ping: %w", err)
+			}
+			cancel()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
