@@ -3,9 +3,23 @@
 // It contains an interpreter for the language-neutral scenario format (JSON
 // files of steps and assertions that pin cairnq's behaviour), which drives any
 // implementation through the small Target interface, and this module's own
-// scenarios in the scenarios directory. It will later also hold the executor
-// certification suite, which runs the scenarios against a candidate
-// implementation through RunE.
+// scenarios in the scenarios directory.
+//
+// It also holds the executor certification suite: [CertifyExecutor]
+// certifies an executor.Executor (the seam between cairnq's Postgres store
+// and a driver) against a real PostgreSQL server, check by check, then runs
+// every scenario and a short worker run on top of it. A third party
+// certifies its own adapter with one call:
+//
+//	func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+//
+//	func TestMyExecutor(t *testing.T) {
+//		conformance.CertifyExecutor(t, conformance.Factory{Open: openMyExecutor})
+//	}
+//
+// [PostgresDSN] and [PostgresMain] provision the server: CAIRNQ_TEST_PG_DSN,
+// else Docker, else local PostgreSQL binaries; CAIRNQ_REQUIRE_PG=1 turns
+// "no server" from a skip into a failure.
 //
 // A scenario is a named list of steps. A step runs one op with args, may save
 // its result under an alias, and may assert on it inline ("expect") or assert
