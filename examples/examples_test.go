@@ -1,0 +1,114 @@
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnq/cairnq-go/conformance"
+)
+
+func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+
+// examples lists every example with a line its successful run prints.
+var examples = []struct {
+	name string
+	want []string
+}{
+	{"gorm-app", []string{
+		"then crashed before commit: 0 pages committed",
+		`task succeeded after 2 attempt(s) (result {"pages": 3}), 3 page(s) committed`,
+		"task failed after 2 attempt(s) (error: simulated crash before commit), 0 page(s) committed",
+		"gorm-app: ok",
+	}},
+	{"bun-app", []string{
+		"then crashed before commit: 0 pages committed",
+		`task succeeded after 2 attempt(s) (result {"pages": 3}), 3 page(s) committed`,
+		"task failed after 2 attempt(s) (error: simulated crash before commit), 0 page(s) committed",
+		"bun-app: ok",
+	}},
+	{"custom-adapter", []string{"custom-adapter: ok"}},
+	{"cross-language", []string{"cross-language: ok"}},
+}
+
+// moduleRoot is the directory of the module's go.mod, where `go run
+// ./examples/<name>` is run from.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatal("go env GOMOD: not inside a module")
+	}
+	return filepath.Dir(gomod)
+}
+
+// goRun runs `go run ./examples/<name>` from the module root with the
+// environment env (DATABASE_URL replaced or removed) and returns its
+// combined output and error.
+func goRun(t *testing.T, root, name string, dsn string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "./examples/"+name)
+	cmd.Dir = root
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if dsn != "" {
+		cmd.Env = append(cmd.Env, "DATABASE_URL="+dsn)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// Every example runs its whole story against a fresh database and exits 0.
+func TestExamplesRun(t *testing.T) {
+	root := moduleRoot(t)
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := conformance.PostgresDSN(t)
+			start := time.Now()
+			out, err := goRun(t, root, ex.name, dsn)
+			t.Logf("go run ./examples/%s (%v):\n%s", ex.name, time.Since(start).Round(time.Millisecond), out)
+			if err != nil {
+				t.Fatalf("go run ./examples/%s: %v", ex.name, err)
+			}
+			for _, w := range ex.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output of %s lacks %q", ex.name, w)
+				}
+			}
+		})
+	}
+}
+
+// Without DATABASE_URL every example says so and exits non-zero.
+func TestExamplesNeedDatabaseURL(t *testing.T) {
+	root := moduleRoot(t)
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := goRun(t, root, ex.name, "")
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+				t.Fatalf("go run ./examples/%s without DATABASE_URL: err %v, want a non-zero exit\n%s", ex.name, err, out)
+			}
+			if !strings.Contains(out, "DATABASE_URL is not set") {
+				t.Errorf("output of %s without DATABASE_URL lacks %q:\n%s", ex.name, "DATABASE_URL is not set", out)
+			}
+		})
+	}
+}
