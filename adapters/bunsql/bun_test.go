@@ -59,7 +59,7 @@ func testCtx(t *testing.T) context.Context {
 
 // openBun opens the application's *bun.DB on dsn over driver, closed at
 // cleanup.
-func openBun(t *testing.T, dsn, driver string) *bun.DB {
+func openBun(t testing.TB, dsn, driver string) *bun.DB {
 	t.Helper()
 	var sqldb *sql.DB
 	switch driver {

@@ -2,62 +2,27 @@ package cairnqbun_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
-	cairnq "github.com/cairnq/cairnq-go"
 	cairnqbun "github.com/cairnq/cairnq-go/adapters/bunsql"
 	"github.com/cairnq/cairnq-go/conformance"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/executor"
 )
 
-// scenarioSets loads our scenarios and, when CAIRNQ_SCENARIOS_DIR names
-// them, the reference implementation's.
-func scenarioSets(t *testing.T) map[string][]conformance.Scenario {
-	t.Helper()
-	sets := map[string][]conformance.Scenario{}
-	ours, err := conformance.LoadScenarios("../../conformance/scenarios")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ours) == 0 {
-		t.Fatal("no scenarios under conformance/scenarios")
-	}
-	sets["ours"] = ours
-	if dir := os.Getenv("CAIRNQ_SCENARIOS_DIR"); dir != "" {
-		ref, err := conformance.LoadScenarios(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ref) == 0 {
-			t.Fatalf("CAIRNQ_SCENARIOS_DIR=%s holds no scenarios", dir)
-		}
-		sets["reference"] = ref
-	} else {
-		t.Log("CAIRNQ_SCENARIOS_DIR is not set; running our scenarios only")
-	}
-	return sets
-}
-
-// Every scenario on a fresh database, through a client on the
-// application's *bun.DB, over each driver.
-func TestScenarios(t *testing.T) {
-	sets := scenarioSets(t)
+// The adapter certifies itself through the same public call a third party
+// uses, on the application's own *bun.DB, over each driver bun runs on.
+func TestCertify(t *testing.T) {
 	for _, driver := range drivers {
-		for set, scenarios := range sets {
-			for _, s := range scenarios {
-				t.Run(driver+"/"+set+"/"+s.Name, func(t *testing.T) {
-					t.Parallel()
-					ctx := context.Background()
-					db := openBun(t, pgtest.DSN(t), driver)
-					c, err := cairnq.OpenPostgres(ctx, cairnqbun.New(db, nil), nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer c.Close()
-					conformance.Run(t, ctx, conformance.ClientTarget{Client: c}, s)
-				})
-			}
-		}
+		t.Run(driver, func(t *testing.T) {
+			conformance.CertifyExecutor(t, conformance.Factory{
+				Name: "bun over " + driver,
+				Open: func(t testing.TB, dsn string) executor.Executor {
+					return cairnqbun.New(openBun(t, dsn, driver), nil)
+				},
+				AppPoolAlive: func(ctx context.Context, ex executor.Executor) error {
+					return ex.(*cairnqbun.Executor).BunDB().PingContext(ctx)
+				},
+			})
+		})
 	}
 }

@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
 // logPrefix starts every error and log message of this package.
@@ -45,15 +44,11 @@ type Options struct {
 type Executor struct {
 	db     *bun.DB
 	txOpts *sql.TxOptions
-	log    *slog.Logger
-	onRe   func()
 
-	// Listener health timing; constants except in tests.
-	idleCheck, pingTimeout time.Duration
-
-	mu        sync.Mutex
-	closed    bool
-	listeners map[*listener]struct{}
+	// What each Listen subscription gets: logger, OnReconnect, and health
+	// timing (pglisten's defaults except in tests).
+	listenCfg pglisten.Config
+	listeners pglisten.Group // the running subscriptions, for Close
 }
 
 var (
@@ -71,8 +66,8 @@ func New(db *bun.DB, opts *Options) *Executor {
 		panic(logPrefix + ": New called with a nil *bun.DB")
 	}
 	e := &Executor{
-		db: db, log: slog.Default(), listeners: map[*listener]struct{}{},
-		idleCheck: idleCheck, pingTimeout: pingTimeout,
+		db:        db,
+		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: slog.Default()},
 	}
 	if opts != nil {
 		if opts.TxOptions != nil {
@@ -80,9 +75,9 @@ func New(db *bun.DB, opts *Options) *Executor {
 			e.txOpts = &o
 		}
 		if opts.Logger != nil {
-			e.log = opts.Logger
+			e.listenCfg.Logger = opts.Logger
 		}
-		e.onRe = opts.OnReconnect
+		e.listenCfg.OnReconnect = opts.OnReconnect
 	}
 	return e
 }
@@ -150,16 +145,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 // It never closes the application's *bun.DB. Close is idempotent and
 // always returns nil.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	e.closed = true
-	ls := make([]*listener, 0, len(e.listeners))
-	for l := range e.listeners {
-		ls = append(ls, l)
-	}
-	e.mu.Unlock()
-	for _, l := range ls {
-		l.stop()
-	}
+	e.listeners.Close()
 	return nil
 }
 
@@ -198,53 +184,20 @@ func (e *Executor) Close() error {
 // goroutines, but not from onNotify or OnReconnect, which run on the
 // goroutine it waits for. [Executor.Close] stops every subscription.
 func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error) {
-	l, err := newListener(channels, onNotify)
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
-	if e.isClosed() {
-		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
-	}
-	label := "bun-listener"
-	if _, ok := e.db.Driver().(pgdriver.Driver); ok {
-		src, err := newPgdriverSource(e.db, l.channels)
-		if err != nil {
-			return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	return e.listeners.Listen(ctx, channels, onNotify, e.listenCfg, func(l *pglisten.Listener) (pglisten.Source, string, error) {
+		if _, ok := e.db.Driver().(pgdriver.Driver); ok {
+			src, err := newPgdriverSource(e.db, l.Channels())
+			if err != nil {
+				return nil, "", err
+			}
+			return src, "bun-pgdriver-listener", nil
 		}
-		l.src = src
-		label = "bun-pgdriver-listener"
-	} else {
-		src := stdlibSource{db: e.db.DB}
-		if err := src.checkPool(); err != nil {
-			return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+		src := pglisten.StdlibSource{DB: e.db.DB}
+		if err := src.CheckPool(); err != nil {
+			return nil, "", err
 		}
-		l.src = src
-	}
-	l.log, l.onReconnect = e.log, e.onRe
-	l.idleCheck, l.pingTimeout = e.idleCheck, e.pingTimeout
-	if err := l.start(ctx, label); err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		l.stop()
-		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
-	}
-	e.listeners[l] = struct{}{}
-	l.detach = func() {
-		e.mu.Lock()
-		delete(e.listeners, l)
-		e.mu.Unlock()
-	}
-	e.mu.Unlock()
-	return l.stop, nil
-}
-
-func (e *Executor) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
+		return src, "bun-listener", nil
+	})
 }
 
 // runner is what *sql.DB, *sql.Tx and *sql.Conn have in common.
@@ -310,7 +263,7 @@ func wrapErr(op string, err error) error {
 // interface{ SQLState() string }, as for pgx's and lib/pq's errors.
 func withSQLState(err error) error {
 	var pe pgdriver.Error
-	if err == nil || sqlState(err) != "" || !errors.As(err, &pe) {
+	if err == nil || pglisten.SQLState(err) != "" || !errors.As(err, &pe) {
 		return err
 	}
 	return &pgdriverError{err: err, code: pe.Field('C')}

@@ -5,5 +5,5 @@ import "time"
 // SetListenHealth shortens the idle check and ping timeout of e's future
 // listeners, so tests can exercise the health check quickly.
 func SetListenHealth(e *Executor, idle, ping time.Duration) {
-	e.idleCheck, e.pingTimeout = idle, ping
+	e.listenCfg.IdleCheck, e.listenCfg.PingTimeout = idle, ping
 }

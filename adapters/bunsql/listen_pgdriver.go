@@ -13,6 +13,8 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/driver/pgdriver"
+
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
 // probeFirstWait is how long confirming a subscription first waits for the
@@ -24,8 +26,8 @@ const (
 	probeMaxWait   = time.Second
 )
 
-// pgdriverSource serves a listener from pgdriver.Listeners, each dialing a
-// connection of its own from the *bun.DB's connector.
+// pgdriverSource serves a pglisten.Listener from pgdriver.Listeners, each
+// dialing a connection of its own from the *bun.DB's connector.
 //
 // A pgdriver.Listener writes LISTEN without reading the answer, and its
 // reads do not watch a context, only deadlines. So a session proves its
@@ -43,6 +45,9 @@ type pgdriverSource struct {
 	cur     *pgdriver.Listener
 }
 
+// Stopping a listener must interrupt a pgdriverSource's blocked read.
+var _ pglisten.Interrupter = (*pgdriverSource)(nil)
+
 // newPgdriverSource checks that pgdriver can LISTEN on every channel: it
 // quotes a name with strconv.Quote, which matches SQL's quoting only for
 // printable names without " or \.
@@ -55,19 +60,20 @@ func newPgdriverSource(db *bun.DB, channels []string) (*pgdriverSource, error) {
 	return &pgdriverSource{db: db, probe: fmt.Sprintf("cairnq_probe_%016x", rand.Uint64())}, nil
 }
 
-func (s *pgdriverSource) session(ctx, connectCtx context.Context, l *listener, subscribed func()) (up bool, err error) {
-	cctx, cancel := context.WithTimeout(connectCtx, connectTimeout)
+// Session implements pglisten.Source.
+func (s *pgdriverSource) Session(ctx, connectCtx context.Context, l *pglisten.Listener, subscribed func()) (up bool, err error) {
+	cctx, cancel := context.WithTimeout(connectCtx, pglisten.ConnectTimeout)
 	defer cancel()
 	ln := s.open()
 	if ln == nil {
 		return false, errors.New("listener stopped")
 	}
 	defer s.close(ln)
-	if err := ln.Listen(cctx, append(slices.Clone(l.channels), s.probe)...); err != nil {
-		return false, unavailable(withSQLState(err))
+	if err := ln.Listen(cctx, append(slices.Clone(l.Channels()), s.probe)...); err != nil {
+		return false, pglisten.Unavailable(withSQLState(err))
 	}
 	if err := s.confirm(cctx, ln, l); err != nil {
-		return false, unavailable(withSQLState(err))
+		return false, pglisten.Unavailable(withSQLState(err))
 	}
 	cancel()
 	subscribed()
@@ -76,7 +82,7 @@ func (s *pgdriverSource) session(ctx, connectCtx context.Context, l *listener, s
 
 // confirm sends the probe until it comes back on ln, delivering what
 // arrives meanwhile. An error answering a LISTEN arrives here too.
-func (s *pgdriverSource) confirm(ctx context.Context, ln *pgdriver.Listener, l *listener) error {
+func (s *pgdriverSource) confirm(ctx context.Context, ln *pgdriver.Listener, l *pglisten.Listener) error {
 	for wait := probeFirstWait; ; wait = min(2*wait, probeMaxWait) {
 		if err := s.sendProbe(ctx); err != nil {
 			return err
@@ -92,20 +98,20 @@ func (s *pgdriverSource) confirm(ctx context.Context, ln *pgdriver.Listener, l *
 			if ch == s.probe {
 				return nil
 			}
-			l.deliver(ch, payload)
+			l.Deliver(ch, payload)
 		}
 	}
 }
 
 // receive delivers notifications from ln until it fails or ctx is
-// canceled. After idleCheck without one it sends the probe; nothing back
-// within pingTimeout counts as a drop.
-func (s *pgdriverSource) receive(ctx context.Context, ln *pgdriver.Listener, l *listener) error {
+// canceled. After l.IdleCheck without one it sends the probe; nothing back
+// within l.PingTimeout counts as a drop.
+func (s *pgdriverSource) receive(ctx context.Context, ln *pgdriver.Listener, l *pglisten.Listener) error {
 	probing := false
 	for {
-		timeout := l.idleCheck
+		timeout := l.IdleCheck
 		if probing {
-			timeout = l.pingTimeout
+			timeout = l.PingTimeout
 		}
 		ch, payload, err := ln.ReceiveTimeout(ctx, timeout)
 		switch {
@@ -114,16 +120,16 @@ func (s *pgdriverSource) receive(ctx context.Context, ln *pgdriver.Listener, l *
 		case err == nil:
 			probing = false // anything at all proves the connection
 			if ch != s.probe {
-				l.deliver(ch, payload)
+				l.Deliver(ch, payload)
 			}
 		case !isTimeout(err):
 			return withSQLState(err)
 		case probing:
-			return fmt.Errorf("idle check: the probe notification did not come back within %v", l.pingTimeout)
+			return fmt.Errorf("idle check: the probe notification did not come back within %v", l.PingTimeout)
 		default:
-			pctx, cancel := context.WithTimeout(ctx, l.pingTimeout)
+			pctx, cancel := context.WithTimeout(ctx, l.PingTimeout)
 			if err := s.sendProbe(pctx); err != nil {
-				l.log.DebugContext(ctx, logPrefix+": LISTEN idle check could not send its probe", "err", err)
+				l.Logger.DebugContext(ctx, l.LogPrefix+": LISTEN idle check could not send its probe", "err", err)
 			}
 			cancel()
 			probing = true
@@ -159,9 +165,9 @@ func (s *pgdriverSource) close(ln *pgdriver.Listener) {
 	_ = ln.Close() // a second Close only reports that it is closed
 }
 
-// interrupt ends the current session's blocked read, and any later
-// session before it starts.
-func (s *pgdriverSource) interrupt() {
+// Interrupt implements pglisten.Interrupter: it ends the current session's
+// blocked read, and any later session before it starts.
+func (s *pgdriverSource) Interrupt() {
 	s.mu.Lock()
 	s.stopped = true
 	ln := s.cur

@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
 // logPrefix starts every error and log message of this package.
@@ -43,15 +42,11 @@ type Options struct {
 type Executor struct {
 	db     *gorm.DB
 	txOpts *sql.TxOptions
-	log    *slog.Logger
-	onRe   func()
 
-	// Listener health timing; constants except in tests.
-	idleCheck, pingTimeout time.Duration
-
-	mu        sync.Mutex
-	closed    bool
-	listeners map[*listener]struct{}
+	// What each Listen subscription gets: logger, OnReconnect, and health
+	// timing (pglisten's defaults except in tests).
+	listenCfg pglisten.Config
+	listeners pglisten.Group // the running subscriptions, for Close
 }
 
 var (
@@ -73,8 +68,8 @@ func New(db *gorm.DB, opts *Options) *Executor {
 		panic(logPrefix + ": New called with a transaction; pass the application's *gorm.DB and hand transactions to cairnq with TxSession")
 	}
 	e := &Executor{
-		db: db, log: slog.Default(), listeners: map[*listener]struct{}{},
-		idleCheck: idleCheck, pingTimeout: pingTimeout,
+		db:        db,
+		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: slog.Default()},
 	}
 	if opts != nil {
 		if opts.TxOptions != nil {
@@ -82,9 +77,9 @@ func New(db *gorm.DB, opts *Options) *Executor {
 			e.txOpts = &o
 		}
 		if opts.Logger != nil {
-			e.log = opts.Logger
+			e.listenCfg.Logger = opts.Logger
 		}
-		e.onRe = opts.OnReconnect
+		e.listenCfg.OnReconnect = opts.OnReconnect
 	}
 	return e
 }
@@ -164,16 +159,7 @@ func txOptions(o *sql.TxOptions) []*sql.TxOptions {
 // It never closes the application's *gorm.DB. Close is idempotent and
 // always returns nil.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	e.closed = true
-	ls := make([]*listener, 0, len(e.listeners))
-	for l := range e.listeners {
-		ls = append(ls, l)
-	}
-	e.mu.Unlock()
-	for _, l := range ls {
-		l.stop()
-	}
+	e.listeners.Close()
 	return nil
 }
 
@@ -283,44 +269,15 @@ func runExec(ctx context.Context, p gorm.ConnPool, script string) error {
 // several goroutines, but not from onNotify or OnReconnect, which run on
 // the goroutine it waits for. [Executor.Close] stops every subscription.
 func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error) {
-	l, err := newListener(channels, onNotify)
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
-	if e.isClosed() {
-		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
-	}
-	sqlDB, err := e.db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen: %w: no *sql.DB behind the *gorm.DB: %w", logPrefix, executor.ErrListenUnavailable, err)
-	}
-	src := stdlibSource{db: sqlDB}
-	if err := src.checkPool(); err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
-	l.src, l.log, l.onReconnect = src, e.log, e.onRe
-	l.idleCheck, l.pingTimeout = e.idleCheck, e.pingTimeout
-	if err := l.start(ctx, "gorm-listener"); err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		l.stop()
-		return nil, fmt.Errorf("%s: listen: executor is closed", logPrefix)
-	}
-	e.listeners[l] = struct{}{}
-	l.detach = func() {
-		e.mu.Lock()
-		delete(e.listeners, l)
-		e.mu.Unlock()
-	}
-	e.mu.Unlock()
-	return l.stop, nil
-}
-
-func (e *Executor) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
+	return e.listeners.Listen(ctx, channels, onNotify, e.listenCfg, func(*pglisten.Listener) (pglisten.Source, string, error) {
+		sqlDB, err := e.db.DB()
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: no *sql.DB behind the *gorm.DB: %w", executor.ErrListenUnavailable, err)
+		}
+		src := pglisten.StdlibSource{DB: sqlDB}
+		if err := src.CheckPool(); err != nil {
+			return nil, "", err
+		}
+		return src, "gorm-listener", nil
+	})
 }

@@ -48,7 +48,7 @@ func (l *countingLogger) Trace(context.Context, time.Time, func() (string, int64
 }
 
 // openGorm opens the application's *gorm.DB on dsn, closed at cleanup.
-func openGorm(t *testing.T, dsn string, cfg *gorm.Config) (*gorm.DB, *sql.DB) {
+func openGorm(t testing.TB, dsn string, cfg *gorm.Config) (*gorm.DB, *sql.DB) {
 	t.Helper()
 	if cfg == nil {
 		cfg = &gorm.Config{Logger: logger.Discard}

@@ -1,4 +1,4 @@
-package cairnqbun
+package pglisten
 
 import (
 	"context"
@@ -13,28 +13,32 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 )
 
-// stdlibSource lends a listener connections of an application's *sql.DB
-// whose driver is pgx's stdlib: each session reserves one with db.Conn and
+// StdlibSource lends a [Listener] connections of an application's *sql.DB
+// whose driver is pgx's stdlib: each session reserves one with DB.Conn and
 // reaches the *pgx.Conn underneath through Conn.Raw. No second pool and no
 // DSN: custom connectors, TLS and auth hooks keep working.
-type stdlibSource struct{ db *sql.DB }
+type StdlibSource struct{ DB *sql.DB }
 
 // pgxConner is what pgx's stdlib driver connection (*stdlib.Conn) offers.
 type pgxConner interface{ Conn() *pgx.Conn }
 
-// checkPool refuses a pool of one connection, which a listener would hold
-// for good, starving every other statement.
-func (s stdlibSource) checkPool() error {
-	if s.db.Stats().MaxOpenConnections == 1 {
+// CheckPool refuses a pool of one connection, which a listener would hold
+// for good, starving every other statement. The error wraps
+// executor.ErrListenUnavailable.
+func (s StdlibSource) CheckPool() error {
+	if s.DB.Stats().MaxOpenConnections == 1 {
 		return fmt.Errorf("%w: the pool allows one open connection (SetMaxOpenConns(1)), which LISTEN would hold for good", executor.ErrListenUnavailable)
 	}
 	return nil
 }
 
-func (s stdlibSource) session(ctx, connectCtx context.Context, l *listener, subscribed func()) (up bool, err error) {
-	cctx, cancel := context.WithTimeout(connectCtx, connectTimeout)
+// Session implements [Source]. The reserved connection is closed, never
+// returned to the pool, when the session ends; a driver connection other
+// than pgx's stdlib yields executor.ErrListenUnavailable.
+func (s StdlibSource) Session(ctx, connectCtx context.Context, l *Listener, subscribed func()) (up bool, err error) {
+	cctx, cancel := context.WithTimeout(connectCtx, ConnectTimeout)
 	defer cancel()
-	conn, err := s.db.Conn(cctx)
+	conn, err := s.DB.Conn(cctx)
 	if err != nil {
 		return false, err
 	}
@@ -54,7 +58,7 @@ func (s stdlibSource) session(ctx, connectCtx context.Context, l *listener, subs
 		}
 		c := pc.Conn()
 		if err = listenAll(cctx, c, l.channels); err != nil {
-			err = unavailable(err)
+			err = Unavailable(err)
 			return driver.ErrBadConn
 		}
 		cancel() // the connect phase is over; its timeout must not end the session
@@ -82,20 +86,20 @@ func listenAll(ctx context.Context, c *pgx.Conn, channels []string) error {
 }
 
 // waitLoop delivers notifications from c until it fails or ctx is
-// canceled. After idleCheck without one it pings c, so a half-open
+// canceled. After l.IdleCheck without one it pings c, so a half-open
 // connection is noticed.
-func waitLoop(ctx context.Context, c *pgx.Conn, l *listener) error {
+func waitLoop(ctx context.Context, c *pgx.Conn, l *Listener) error {
 	for {
-		wctx, cancel := context.WithTimeout(ctx, l.idleCheck)
+		wctx, cancel := context.WithTimeout(ctx, l.IdleCheck)
 		n, err := c.WaitForNotification(wctx)
 		cancel()
 		if n != nil {
-			l.deliver(n.Channel, n.Payload)
+			l.Deliver(n.Channel, n.Payload)
 		}
 		if err != nil && ctx.Err() == nil && pgconn.Timeout(err) {
 			// Idle, not broken: a timed-out wait leaves the connection
 			// usable. Make sure the server is still there.
-			pctx, cancel := context.WithTimeout(ctx, l.pingTimeout)
+			pctx, cancel := context.WithTimeout(ctx, l.PingTimeout)
 			if err = c.Ping(pctx); err != nil {
 				err = fmt.Errorf("idle check ping: %w", err)
 			}

@@ -1,0 +1,266 @@
+// Package pglisten is the LISTEN subscription that the gorm and bun
+// adapters share. An adapter's executor keeps a [Group] and implements its
+// Listen with [Group.Listen]: each subscription is a [Listener] that keeps
+// one connection listening on its channels, replacing it with backoff
+// whenever it drops and checking it while idle. The connections come from
+// a [Source] the adapter picks: [StdlibSource] for a database/sql pool
+// whose driver is pgx's stdlib, or one of the adapter's own.
+package pglisten
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// Reconnection of a dropped LISTEN connection: the wait before each attempt
+// starts at backoffMin and doubles up to backoffMax, each wait drawn from
+// [d/2, d). A connection that stayed up for stableAfter resets the wait, so
+// a server that accepts and drops at once is not hammered.
+const (
+	backoffMin  = 50 * time.Millisecond
+	backoffMax  = 5 * time.Second
+	stableAfter = 2 * backoffMax
+)
+
+// ConnectTimeout bounds one connect + LISTEN attempt of a [Source]'s
+// session.
+const ConnectTimeout = 15 * time.Second
+
+// initialAttempts bounds the attempts of the first subscription, which
+// Group.Listen waits for: a connection the pool handed out may turn out
+// stale.
+const initialAttempts = 3
+
+// Health of an idle LISTEN connection, the defaults of [Config.IdleCheck]
+// and [Config.PingTimeout]: after DefaultIdleCheck without a notification
+// a session checks the connection, and no answer within DefaultPingTimeout
+// counts as a dropped connection. TCP keepalive alone would take the better
+// part of an hour to notice a half-open connection.
+const (
+	DefaultIdleCheck   = 30 * time.Second
+	DefaultPingTimeout = 10 * time.Second
+)
+
+// maxIdentifierLen is Postgres's identifier limit (NAMEDATALEN-1): LISTEN
+// would truncate a longer channel name and pg_notify rejects one.
+const maxIdentifierLen = 63
+
+// sqlStateFeatureNotSupported is what a server (or a proxy speaking for it)
+// answers when LISTEN will never work there.
+const sqlStateFeatureNotSupported = "0A000"
+
+// Source is where a [Listener] gets its connections.
+type Source interface {
+	// Session holds one LISTEN connection: it connects within connectCtx
+	// (at most ConnectTimeout), LISTENs on every channel of l, calls
+	// subscribed, then delivers notifications through l.Deliver until the
+	// connection fails or ctx is canceled, checking the connection after
+	// l.IdleCheck without one. up reports whether it got as far as
+	// subscribed; err is why it ended. An error that wraps
+	// executor.ErrListenUnavailable is permanent.
+	Session(ctx, connectCtx context.Context, l *Listener, subscribed func()) (up bool, err error)
+}
+
+// Interrupter is a [Source] whose sessions do not watch their context while
+// they wait: stopping a listener calls Interrupt instead.
+type Interrupter interface{ Interrupt() }
+
+// Config is what an executor gives each of its listeners.
+type Config struct {
+	// LogPrefix starts every error and log message, such as "cairnq/gorm".
+	LogPrefix string
+	// Logger receives the connection events (lost, restored, refused).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+	// OnReconnect, when set, runs on the listener goroutine each time a
+	// dropped connection has been replaced and listens again.
+	OnReconnect func()
+	// IdleCheck is how long a session waits without a notification before
+	// it checks its connection, and PingTimeout how long that check may
+	// take before the connection counts as dropped. Zero means
+	// DefaultIdleCheck and DefaultPingTimeout.
+	IdleCheck, PingTimeout time.Duration
+}
+
+// Listener is one Listen subscription, served by one goroutine. Sources
+// read its Config (with the defaults filled in) and its Channels, and hand
+// it notifications through Deliver.
+type Listener struct {
+	Config
+
+	src      Source
+	channels []string
+	wanted   map[string]struct{}
+	onNotify func(channel, payload string)
+
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when run returns
+	stopOnce sync.Once
+	detach   func() // forgets the listener in its Group
+}
+
+// newListener validates channels (non-empty, at most 63 bytes; duplicates
+// are dropped) and returns a listener on them with cfg, defaults filled in,
+// that has no source yet and is not started.
+func newListener(channels []string, onNotify func(channel, payload string), cfg Config) (*Listener, error) {
+	if onNotify == nil {
+		return nil, errors.New("nil onNotify")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.IdleCheck == 0 {
+		cfg.IdleCheck = DefaultIdleCheck
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = DefaultPingTimeout
+	}
+	l := &Listener{Config: cfg, wanted: map[string]struct{}{}, onNotify: onNotify}
+	for _, ch := range channels {
+		if ch == "" || len(ch) > maxIdentifierLen {
+			return nil, fmt.Errorf("channel name %q is empty or longer than %d bytes", ch, maxIdentifierLen)
+		}
+		if _, dup := l.wanted[ch]; !dup {
+			l.wanted[ch] = struct{}{}
+			l.channels = append(l.channels, ch)
+		}
+	}
+	if len(l.channels) == 0 {
+		return nil, errors.New("no channels")
+	}
+	return l, nil
+}
+
+// Channels returns the channels l listens on, without duplicates, in the
+// order given to Group.Listen. The caller must not modify the slice.
+func (l *Listener) Channels() []string { return l.channels }
+
+// Deliver hands a notification on a requested channel to onNotify; one on
+// any other channel is dropped.
+func (l *Listener) Deliver(channel, payload string) {
+	if _, ok := l.wanted[channel]; ok {
+		l.onNotify(channel, payload)
+	}
+}
+
+// start subscribes within ctx (at most ConnectTimeout per attempt) and
+// returns once the first connection LISTENs on every channel, or with why
+// it could not. The subscription then lasts until stop. label names the
+// listener goroutine in profiles (pprof label "cairnq").
+func (l *Listener) start(ctx context.Context, label string) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	l.done = make(chan struct{})
+	ready := make(chan error, 1)
+	go func() {
+		defer close(l.done)
+		// Labeled for profiles (and for the leak tests); goroutines the
+		// driver starts from this one inherit the labels.
+		pprof.Do(runCtx, pprof.Labels("cairnq", label, "cairnq.channels", strings.Join(l.channels, ",")),
+			func(runCtx context.Context) { l.run(runCtx, ctx, ready) })
+	}()
+	if err := <-ready; err != nil {
+		cancel()
+		<-l.done
+		return err
+	}
+	return nil
+}
+
+// stop ends the subscription and returns once the goroutine has exited and
+// released its connection. It is idempotent.
+func (l *Listener) stop() {
+	l.stopOnce.Do(func() {
+		l.cancel()
+		if i, ok := l.src.(Interrupter); ok {
+			i.Interrupt()
+		}
+		<-l.done
+		if l.detach != nil {
+			l.detach()
+		}
+	})
+}
+
+// run subscribes (reporting the outcome on ready), then keeps a connection
+// listening, replacing it with backoff whenever it drops, until ctx is
+// canceled or LISTEN turns out to be unavailable.
+func (l *Listener) run(ctx, firstCtx context.Context, ready chan<- error) {
+	var upSince time.Time
+	var up bool
+	var err error
+	for attempt := 1; ; attempt++ {
+		up, err = l.src.Session(ctx, firstCtx, l, func() {
+			upSince = time.Now()
+			ready <- nil
+		})
+		if up || attempt == initialAttempts || firstCtx.Err() != nil ||
+			errors.Is(err, executor.ErrListenUnavailable) || SQLState(err) != "" {
+			break
+		}
+	}
+	if !up {
+		ready <- err
+		return
+	}
+	delay := backoffMin
+	for ctx.Err() == nil {
+		l.Logger.WarnContext(ctx, l.LogPrefix+": LISTEN connection lost; reconnecting", "channels", l.channels, "err", err)
+		if time.Since(upSince) >= stableAfter {
+			delay = backoffMin
+		}
+		for attempt := 1; ; attempt++ {
+			timer := time.NewTimer(delay/2 + rand.N(delay/2+1))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			delay = min(2*delay, backoffMax)
+			up, err = l.src.Session(ctx, ctx, l, func() {
+				upSince = time.Now()
+				l.Logger.InfoContext(ctx, l.LogPrefix+": LISTEN connection restored", "channels", l.channels, "attempts", attempt)
+				if l.OnReconnect != nil {
+					l.OnReconnect()
+				}
+			})
+			if up || ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, executor.ErrListenUnavailable) {
+				l.Logger.ErrorContext(ctx, l.LogPrefix+": LISTEN refused; notifications stop, polling continues", "channels", l.channels, "err", err)
+				return
+			}
+			l.Logger.DebugContext(ctx, l.LogPrefix+": LISTEN reconnect failed", "attempt", attempt, "err", err)
+		}
+	}
+}
+
+// Unavailable wraps err in executor.ErrListenUnavailable when it says the
+// server refuses LISTEN for good (SQLSTATE 0A000).
+func Unavailable(err error) error {
+	if SQLState(err) == sqlStateFeatureNotSupported {
+		return fmt.Errorf("%w: %w", executor.ErrListenUnavailable, err)
+	}
+	return err
+}
+
+// SQLState is err's SQLSTATE (from a SQLState method anywhere in its
+// chain), or "" when it carries none.
+func SQLState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}
