@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"testing"
 
-	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/store"
 )
 
@@ -64,6 +63,27 @@ func BenchmarkGet(b *testing.B) {
 	reportRate(b, "gets/s")
 }
 
+// BenchmarkGetParallel reads from several goroutines: WAL readers run on
+// their own connections and never wait for the writer or each other.
+func BenchmarkGetParallel(b *testing.B) {
+	c := openTemp(b, nil)
+	ctx := context.Background()
+	t, err := c.Submit(ctx, "render", map[string]any{"page": 1, "title": "hello"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Get(ctx, t.ID); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, "gets/s")
+}
+
 // BenchmarkClaimComplete claims one task and completes it, the two writes
 // a worker makes per task, from one goroutine.
 func BenchmarkClaimComplete(b *testing.B) {
@@ -89,4 +109,3 @@ func BenchmarkClaimComplete(b *testing.B) {
 	reportRate(b, "tasks/s")
 }
 
-var _ = cairnq.StatusQueued
