@@ -120,7 +120,8 @@ type Worker struct {
 	cursor    int
 
 	mu           sync.Mutex // guards the counters below and live
-	running      int
+	running      int        // handler calls running
+	settling     int        // calls whose handler returned, settling
 	perName      map[string]int
 	perResource  map[string]int
 	inFlightSize int64

@@ -139,7 +139,9 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		w.mu.Lock()
 		free := w.conc - w.running
 		over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
-		full := w.running > 0 && (free <= 0 || over)
+		// At most Concurrency calls run and at most as many more wait for
+		// their settlement to commit.
+		full := (w.running > 0 && (free <= 0 || over)) || w.settling >= w.conc
 		w.mu.Unlock()
 		if full {
 			select {
@@ -299,31 +301,52 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 	w.calls.Add(1)
 	go func() {
 		defer w.calls.Done()
+		// The call's slot (and its name's and resource's share) frees as
+		// soon as the handler returns, not when its settlement commits:
+		// settlements are grouped into shared commits, and holding the
+		// slot through one would make claims and commits take turns. The
+		// settling calls are bounded separately (see loop).
+		var once sync.Once
+		release := func() {
+			once.Do(func() {
+				w.mu.Lock()
+				w.running--
+				w.settling++
+				w.inFlightSize -= size
+				if d.src.ownConc > 0 {
+					w.perName[d.src.names[0]]--
+				}
+				if d.src.resource != "" {
+					w.perResource[d.src.resource]--
+				}
+				w.mu.Unlock()
+				w.signalSlot()
+			})
+		}
 		defer func() {
+			release()
 			w.mu.Lock()
-			w.running--
-			w.inFlightSize -= size
-			if d.src.ownConc > 0 {
-				w.perName[d.src.names[0]]--
-			}
-			if d.src.resource != "" {
-				w.perResource[d.src.resource]--
-			}
+			w.settling--
 			w.mu.Unlock()
-			select {
-			case w.slotFreed <- struct{}{}:
-			default:
-			}
+			w.signalSlot()
 		}()
-		w.runCall(handlerCtx, d)
+		w.runCall(handlerCtx, d, release)
 	}()
+}
+
+// signalSlot wakes the claim loop if it waits for a free slot.
+func (w *Worker) signalSlot() {
+	select {
+	case w.slotFreed <- struct{}{}:
+	default:
+	}
 }
 
 // errAttemptTimeout marks an attempt abandoned at MaxRun.
 var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
 
 // runCall runs one handler call and settles whatever it left unsettled.
-func (w *Worker) runCall(handlerCtx context.Context, d dispatch) {
+func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func()) {
 	if d.reg == nil { // unreachable while claims are filtered by name
 		for _, t := range d.tasks {
 			env := ErrorEnvelope{Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}
@@ -349,6 +372,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch) {
 	defer w.track(tcs, false)
 
 	result, results, err := w.attempt(callCtx, d.reg, tcs)
+	release()
 
 	// Leftovers are settled on the worker's authority, so they bypass the
 	// contexts' short-circuit, except where a context already knows its

@@ -137,6 +137,15 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw 
 	}
 	var recovered []*Task
 	err = s.be.write(ctx, func(q querier) error {
+		if s.dialect == protocol.Postgres {
+			// A claim lost to a crash leaves its tasks queued, which is what
+			// a claim that never happened leaves too: this commit need not
+			// wait for the WAL flush, and the worker's claim loop is the
+			// serial path every task goes through.
+			if _, err := q.query(ctx, "SET LOCAL synchronous_commit = off", nil); err != nil {
+				return err
+			}
+		}
 		rows, err := s.exec(ctx, q, protocol.StmtRecoverLeases, base)
 		if err != nil {
 			return err
