@@ -108,4 +108,3 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 	reportRate(b, "tasks/s")
 }
-
