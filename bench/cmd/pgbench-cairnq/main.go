@@ -1,0 +1,253 @@
+// Command pgbench-cairnq benchmarks cairnq on Postgres against River, and
+// cairnq's Postgres adapters against each other.
+//
+//	export BENCH_PG_DSN=$(bench/pg.sh)        # a throwaway local cluster
+//	cd bench && go run ./cmd/pgbench-cairnq    # every benchmark, 3 runs
+//	bench/pg.sh stop
+//
+// Benchmarks (--bench, comma-separated):
+//
+//	burndown  20,000 no-op tasks, drained by one worker at concurrency 64:
+//	          River 0.51.2 and cairnq through each adapter, interleaved per
+//	          run; tasks/s with ratios to River and to pgx.
+//	submit    Submit throughput from 1 and 64 goroutines (River's Insert
+//	          beside it for reference).
+//	latency   enqueue-to-handler-start p50/p95/p99, LISTEN on and off.
+//
+// Every measurement runs in a fresh database (CREATE DATABASE, dropped
+// after). See bench/README.md for what each figure means.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type config struct {
+	srv *server
+
+	benches     []string
+	adapters    []adapter
+	latAdapters []adapter
+	subAdapters []adapter
+	runs        int
+	tasks       int
+	concurrency int
+	pool        int
+	timeout     time.Duration
+
+	riverFetchCooldown time.Duration
+	riverFetchPoll     time.Duration
+	noRiver            bool
+
+	submitN          int
+	submitGoroutines []int
+
+	latencyN         int
+	latencyNoListenN int
+	latencyGap       time.Duration
+	latencyListen    []bool
+
+	countCalls     bool
+	statements     bool
+	waitEvents     bool
+	cpuprofile     string
+	profileAdapter string
+	profiled       bool
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgbench-cairnq:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency")
+		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
+		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
+		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
+		subList     = flag.String("submit-adapters", "pgx", "adapters for the submit benchmark, or all")
+		cfg         config
+		goroutines  = flag.String("submit-goroutines", "1,64", "submit benchmark goroutine counts")
+	)
+	flag.IntVar(&cfg.runs, "runs", 3, "repetitions of every measurement")
+	flag.IntVar(&cfg.tasks, "tasks", 20_000, "burn-down: no-op tasks per run")
+	flag.IntVar(&cfg.concurrency, "concurrency", 64, "burn-down: worker concurrency (River MaxWorkers)")
+	flag.IntVar(&cfg.pool, "pool", 32, "max connections of every pool, River's and cairnq's alike (a LISTEN connection may come on top)")
+	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up on a burn-down after this long")
+	flag.DurationVar(&cfg.riverFetchCooldown, "river-fetch-cooldown", 1*time.Millisecond, "River FetchCooldown (its minimum is 1ms; default 100ms)")
+	flag.DurationVar(&cfg.riverFetchPoll, "river-fetch-poll", 10*time.Millisecond, "River FetchPollInterval (default 1s)")
+	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
+	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
+	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")
+	flag.IntVar(&cfg.latencyNoListenN, "latency-n-nolisten", 0, "latency: measured submits with LISTEN off (default --latency-n; each waits up to a 500ms poll)")
+	flag.DurationVar(&cfg.latencyGap, "latency-gap", 20*time.Millisecond, "latency: mean gap between one handler start and the next submit (uniform in [gap/2, 3gap/2])")
+	flag.BoolVar(&cfg.countCalls, "count-calls", false, "burn-down: count executor calls (statements, transactions) per task")
+	flag.BoolVar(&cfg.statements, "statements", false, "burn-down: print the top statements of each run from pg_stat_statements (needs BENCH_PG_STATEMENTS=1 bench/pg.sh)")
+	flag.BoolVar(&cfg.waitEvents, "wait-events", false, "burn-down: sample pg_stat_activity every 10ms and print what the sessions waited on")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file")
+	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
+	flag.Parse()
+
+	if strings.TrimSpace(*dsn) == "" {
+		return fmt.Errorf("no server: set BENCH_PG_DSN (e.g. export BENCH_PG_DSN=$(bench/pg.sh)) or pass --dsn")
+	}
+	for _, b := range splitList(*benches) {
+		switch b {
+		case "burndown", "submit", "latency":
+			cfg.benches = append(cfg.benches, b)
+		default:
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency)", b)
+		}
+	}
+	var err error
+	if cfg.adapters, err = pickAdapters(*adapterList); err != nil {
+		return err
+	}
+	if cfg.latAdapters, err = pickAdapters(*latList); err != nil {
+		return err
+	}
+	if cfg.subAdapters, err = pickAdapters(*subList); err != nil {
+		return err
+	}
+	for _, m := range splitList(*latModes) {
+		switch m {
+		case "on":
+			cfg.latencyListen = append(cfg.latencyListen, true)
+		case "off":
+			cfg.latencyListen = append(cfg.latencyListen, false)
+		default:
+			return fmt.Errorf("bad --latency-listen entry %q (on, off)", m)
+		}
+	}
+	for _, g := range splitList(*goroutines) {
+		n, err := strconv.Atoi(g)
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad --submit-goroutines entry %q", g)
+		}
+		cfg.submitGoroutines = append(cfg.submitGoroutines, n)
+	}
+	if cfg.runs < 1 || cfg.tasks < 1 || cfg.concurrency < 1 || cfg.pool < 1 {
+		return fmt.Errorf("--runs, --tasks, --concurrency and --pool must be >= 1")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cfg.srv, err = connectServer(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	if cfg.statements && !cfg.srv.statements {
+		return fmt.Errorf("--statements needs the server started with shared_preload_libraries = 'pg_stat_statements' (BENCH_PG_STATEMENTS=1 bench/pg.sh)")
+	}
+	rep := &report{cfg: &cfg}
+	fmt.Printf("pgbench-cairnq: PostgreSQL %s at %s; fsync=%s synchronous_commit=%s full_page_writes=%s shared_buffers=%s max_connections=%s\n",
+		cfg.srv.version, redact(*dsn), cfg.srv.settings["fsync"], cfg.srv.settings["synchronous_commit"],
+		cfg.srv.settings["full_page_writes"], cfg.srv.settings["shared_buffers"], cfg.srv.settings["max_connections"])
+	fmt.Printf("  GOMAXPROCS=%d NumCPU=%d %s/%s %s; runs=%d tasks=%d concurrency=%d pool=%d; River %s FetchCooldown=%v FetchPollInterval=%v\n\n",
+		runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(),
+		cfg.runs, cfg.tasks, cfg.concurrency, cfg.pool, riverVersion, cfg.riverFetchCooldown, cfg.riverFetchPoll)
+
+	for _, b := range cfg.benches {
+		switch b {
+		case "burndown":
+			benchBurnDown(ctx, &cfg, rep)
+		case "submit":
+			benchSubmit(ctx, &cfg, rep)
+		case "latency":
+			benchLatency(ctx, &cfg, rep)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rep.print(os.Stdout)
+	return nil
+}
+
+// benchBurnDown interleaves the systems within each run, so every run
+// compares them under the same machine load.
+func benchBurnDown(ctx context.Context, cfg *config, rep *report) {
+	for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
+		if !cfg.noRiver {
+			r, err := riverBurnDown(ctx, cfg, run)
+			rep.addBurn(r, "river", run, err)
+		}
+		for _, a := range cfg.adapters {
+			if a.todo != "" {
+				continue
+			}
+			r, err := cairnqBurnDown(ctx, cfg, a, run)
+			rep.addBurn(r, a.name, run, err)
+		}
+	}
+}
+
+func benchSubmit(ctx context.Context, cfg *config, rep *report) {
+	for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
+		for _, g := range cfg.submitGoroutines {
+			for _, a := range cfg.subAdapters {
+				if a.todo != "" {
+					continue
+				}
+				r, err := cairnqSubmit(ctx, cfg, a, g, run)
+				rep.addRate(r, a.name, g, run, err)
+			}
+			if !cfg.noRiver {
+				r, err := riverSubmit(ctx, cfg, g, run)
+				rep.addRate(r, "river", g, run, err)
+			}
+		}
+	}
+}
+
+func benchLatency(ctx context.Context, cfg *config, rep *report) {
+	for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
+		for _, a := range cfg.latAdapters {
+			if a.todo != "" {
+				continue
+			}
+			for _, listen := range cfg.latencyListen {
+				r, err := cairnqLatency(ctx, cfg, a, listen, run)
+				rep.addLat(r, a.name, listen, run, err)
+			}
+		}
+	}
+}
+
+func pickAdapters(list string) ([]adapter, error) {
+	if list == "all" {
+		return slices.Clone(adapters), nil
+	}
+	var out []adapter
+	for _, name := range splitList(list) {
+		a, err := findAdapter(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
