@@ -715,3 +715,40 @@ func TestSettlementSurvivesALongLockFromAnotherProcess(t *testing.T) {
 		t.Errorf("after a long foreign lock: %s attempt %d", got.Status, got.Attempt)
 	}
 }
+
+// MaxInFlightBytes stops claiming while running payloads fill it; a payload
+// larger than the whole budget still runs, alone.
+func TestMaxInFlightBytesBoundsRunningPayloads(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8, MaxInFlightBytes: 100, ClaimBatch: 1})
+	var now, peak atomic.Int32
+	w.Handle("big", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // long enough for the loop to try another claim
+		return nil, nil
+	}, nil)
+	ctx := context.Background()
+	payload := map[string]string{"blob": strings.Repeat("x", 120)} // over the whole budget
+	var ids []string
+	for range 6 {
+		task, _ := c.Submit(ctx, "big", payload, nil)
+		ids = append(ids, task.ID)
+	}
+	startWorker(t, w)
+	for _, id := range ids {
+		if got := waitTask(t, c, id); got.Status != cairnq.StatusSucceeded {
+			t.Fatalf("%s: %s", id, got.Status)
+		}
+	}
+	if p := peak.Load(); p != 1 {
+		t.Errorf("%d calls with 120-byte payloads ran at once under a 100-byte budget, want 1", p)
+	}
+}
