@@ -9,6 +9,7 @@
 //	cairnq cancel [--db tasks.db] ID
 //	cairnq retry  [--db tasks.db] ID
 //	cairnq purge  [--db tasks.db] [--older-than 24h] [--status s] [--queue q]
+//	cairnq watch  [--db tasks.db] [--queue q] [--poll 1s] [--for 0]
 package main
 
 import (
@@ -46,6 +47,7 @@ commands:
   cancel   cancel a task
   retry    re-queue a failed or canceled task
   purge    delete finished tasks past a cutoff
+  watch    print the counts whenever they may have changed
 
 Run 'cairnq <command> -h' for a command's flags.
 `
@@ -64,6 +66,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		"cancel": cmdCancel,
 		"retry":  cmdRetry,
 		"purge":  cmdPurge,
+		"watch":  cmdWatch,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -62,6 +62,10 @@ func TestDemoRunsToCompletion(t *testing.T) {
 	if out, err := runCLI(t, "purge", "--db", db, "--older-than", "0s"); err != nil || !strings.Contains(out, "purged") {
 		t.Errorf("purge: %v\n%s", err, out)
 	}
+	out, err = runCLI(t, "watch", "--db", db, "--poll", "10ms", "--for", "200ms")
+	if err != nil || !strings.Contains(out, "start") || !strings.Contains(out, "poll") || !strings.Contains(out, "1 queued") {
+		t.Errorf("watch: %v\n%s", err, out)
+	}
 }
 
 func TestUsageErrors(t *testing.T) {
