@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
@@ -206,37 +207,14 @@ type runner interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// runQuery runs query on r and collects every row, each column scanned into
-// an any, so values stay as the driver produced them. database/sql copies a
-// []byte it scans into an any, so rows stay valid after the next is read.
-// Of two columns with one name, the later wins.
+// runQuery runs query on r and collects its rows.
 func runQuery(ctx context.Context, r runner, query string, args []any) ([]executor.Row, error) {
 	rows, err := r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, wrapErr("query", err)
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+	out, err := sqlexec.CollectRows(rows)
 	if err != nil {
-		return nil, wrapErr("query: columns", err)
-	}
-	vals := make([]any, len(cols))
-	dest := make([]any, len(cols))
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	out := []executor.Row{}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return nil, wrapErr("query: scan", err)
-		}
-		row := make(executor.Row, len(cols))
-		for i, c := range cols {
-			row[c] = vals[i]
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, wrapErr("query", err)
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
@@ -195,37 +196,14 @@ func inTransaction(db *gorm.DB) bool {
 	return ok
 }
 
-// runQuery runs query on p and collects every row, each column scanned into
-// an any, so values stay as the driver produced them. database/sql copies a
-// []byte it scans into an any, so rows stay valid after the next is read.
-// Of two columns with one name, the later wins.
+// runQuery runs query on the connection pool p and collects its rows.
 func runQuery(ctx context.Context, p gorm.ConnPool, query string, args []any) ([]executor.Row, error) {
 	rows, err := p.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+	out, err := sqlexec.CollectRows(rows)
 	if err != nil {
-		return nil, fmt.Errorf("%s: query: columns: %w", logPrefix, err)
-	}
-	vals := make([]any, len(cols))
-	dest := make([]any, len(cols))
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	out := []executor.Row{}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("%s: query: scan: %w", logPrefix, err)
-		}
-		row := make(executor.Row, len(cols))
-		for i, c := range cols {
-			row[c] = vals[i]
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
 	}
 	return out, nil

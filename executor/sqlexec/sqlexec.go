@@ -209,19 +209,29 @@ type runner interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// runQuery runs query and collects every row, each column scanned into an
-// any; of two columns with one name, the later wins. Scanning into an any keeps the driver's value as is, except that
-// database/sql copies a []byte (drivers may reuse their buffer), so no copy
-// is needed here.
+// runQuery runs query on r and collects its rows.
 func runQuery(ctx context.Context, r runner, query string, args []any) ([]executor.Row, error) {
 	rows, err := r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("cairnq: query: %w", err)
 	}
+	out, err := CollectRows(rows)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: query: %w", err)
+	}
+	return out, nil
+}
+
+// CollectRows reads every row of rows into executor.Rows, each value as the
+// driver produced it (database/sql already copies []byte for an any), and
+// closes rows; of two columns with one name, the later wins. The gorm and
+// bun adapters read their result sets through it too, so rows are read one
+// way everywhere.
+func CollectRows(rows *sql.Rows) ([]executor.Row, error) {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return nil, fmt.Errorf("cairnq: query: columns: %w", err)
+		return nil, fmt.Errorf("columns: %w", err)
 	}
 	vals := make([]any, len(cols))
 	dest := make([]any, len(cols))
@@ -231,7 +241,7 @@ func runQuery(ctx context.Context, r runner, query string, args []any) ([]execut
 	out := []executor.Row{}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("cairnq: query: scan: %w", err)
+			return nil, fmt.Errorf("scan: %w", err)
 		}
 		row := make(executor.Row, len(cols))
 		for i, c := range cols {
@@ -240,7 +250,7 @@ func runQuery(ctx context.Context, r runner, query string, args []any) ([]execut
 		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("cairnq: query: %w", err)
+		return nil, err
 	}
 	return out, nil
 }
