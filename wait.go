@@ -123,7 +123,7 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 		var wake <-chan struct{}
 		unsubscribe := func() {}
 		if id != "" {
-			wake, unsubscribe = c.store.SubscribeDone(id)
+			wake, unsubscribe = c.store.SubscribeDone(ctx, id)
 		}
 		t, ref, exists, err := c.probe(probe, read, time.Until(deadline) <= 0)
 		if err != nil || (t != nil && t.IsTerminal()) {

@@ -40,7 +40,7 @@ func (c *Client) Watch(ctx context.Context, opts *WatchOptions, fn func(Signal))
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultWatchPoll
 	}
-	signals, unsubscribe := c.store.Subscribe()
+	signals, unsubscribe := c.store.Subscribe(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -156,7 +156,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		order := append(append([]source(nil), sources[start:]...), sources[:start]...)
 		// Subscribe before the probe, so a submit landing between an empty
 		// probe and the idle sleep still ends the sleep.
-		wake, unsubscribe := w.st.SubscribeQueued(w.queues)
+		wake, unsubscribe := w.st.SubscribeQueued(ctx, w.queues)
 		var drawn []dispatch
 		ran, err := w.st.ClaimSession(ctx, store.ClaimParams{
 			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease, SkipProbe: busy,

@@ -88,7 +88,9 @@ func TestPostgresListenWakesWorkerAndCaller(t *testing.T) {
 	}
 }
 
-func listenerPIDs(t *testing.T, dsn string) []int32 {
+// listenerPIDs lists the backends of dsn's database whose last statement
+// was a LISTEN on channel ("" for any channel).
+func listenerPIDs(t *testing.T, dsn, channel string) []int32 {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -96,7 +98,7 @@ func listenerPIDs(t *testing.T, dsn string) []int32 {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%' AND pid <> pg_backend_pid()")
+	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%' || $1 || '%' AND pid <> pg_backend_pid()", channel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +107,77 @@ func listenerPIDs(t *testing.T, dsn string) []int32 {
 		t.Fatal(err)
 	}
 	return pids
+}
+
+// waitListeners polls until dsn has at least n LISTEN backends on channel.
+func waitListeners(t *testing.T, dsn, channel string, n int) []int32 {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pids := listenerPIDs(t, dsn, channel)
+		if len(pids) >= n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d listeners on %q, want %d", len(pids), channel, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// noListener hides an executor's Listener: a client on it only polls.
+type noListener struct{ executor.Executor }
+
+// A process listens to a channel only while something in it waits on that
+// channel: a worker for cairnq_queued, a waiter for cairnq_done. A worker
+// process never receives the notification every settled task sends.
+func TestPostgresListensOnDemand(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	workerSide := pgClient(t, dsn, "")
+	if pids := listenerPIDs(t, dsn, ""); len(pids) != 0 {
+		t.Fatalf("a client nobody waits on listens: %v", pids)
+	}
+	w, err := cairnq.NewWorker(workerSide, &cairnq.WorkerOptions{PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
+	runWorker(t, w)
+	waitListeners(t, dsn, "cairnq_queued", 1)
+
+	// A submitter that cannot listen, polling for the result: the worker
+	// is woken by cairnq_queued and settles without ever needing cairnq_done.
+	pex, err := cairnqpgx.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poller, err := cairnq.OpenPostgres(ctx, noListener{pex}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { poller.Close(); pex.Close() })
+	fast := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: 5 * time.Millisecond, MaxPollInterval: 5 * time.Millisecond}
+	for range 3 {
+		if _, err := poller.Call(ctx, "echo", nil, &cairnq.CallOptions{WaitOptions: fast}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pids := listenerPIDs(t, dsn, "cairnq_done"); len(pids) != 0 {
+		t.Fatalf("a worker-only process listens on cairnq_done: %v", pids)
+	}
+
+	// A caller that listens starts cairnq_done for its wait, and keeps it
+	// a while after.
+	caller := pgClient(t, dsn, "")
+	slow := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: time.Minute, MaxPollInterval: time.Minute}
+	if _, err := caller.Call(ctx, "echo", nil, &cairnq.CallOptions{WaitOptions: slow}); err != nil {
+		t.Fatalf("call woken by cairnq_done or not at all: %v", err)
+	}
+	if pids := listenerPIDs(t, dsn, "cairnq_done"); len(pids) != 1 {
+		t.Fatalf("listeners on cairnq_done after a call: %v, want one", pids)
+	}
 }
 
 func TestPostgresListenerReconnectsAfterKill(t *testing.T) {
@@ -119,19 +192,19 @@ func TestPostgresListenerReconnectsAfterKill(t *testing.T) {
 	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
 	runWorker(t, w)
 
-	var before []int32
+	// The worker listens for queued tasks while idle; a first call makes
+	// the caller listen for settlements, and that listener lingers.
+	waitListeners(t, dsn, "cairnq_queued", 1)
+	slow := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: time.Minute, MaxPollInterval: time.Minute}
+	if _, err := api.Call(context.Background(), "echo", nil, &cairnq.CallOptions{WaitOptions: slow}); err != nil {
+		t.Fatalf("call before the listeners were killed: %v", err)
+	}
+	before := waitListeners(t, dsn, "", 2)
 	deadline := time.Now().Add(15 * time.Second)
-	for len(before) < 2 && time.Now().Before(deadline) { // both clients listen
-		before = listenerPIDs(t, dsn)
-		time.Sleep(5 * time.Millisecond)
-	}
-	if len(before) < 2 {
-		t.Fatalf("listeners: %v", before)
-	}
 	adminExec(t, dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%' AND pid <> pg_backend_pid()")
 	// Both listeners come back on new connections.
 	for {
-		after := listenerPIDs(t, dsn)
+		after := listenerPIDs(t, dsn, "")
 		fresh := 0
 		for _, p := range after {
 			seen := false
@@ -150,7 +223,6 @@ func TestPostgresListenerReconnectsAfterKill(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	slow := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: time.Minute, MaxPollInterval: time.Minute}
 	if _, err := api.Call(context.Background(), "echo", nil, &cairnq.CallOptions{WaitOptions: slow}); err != nil {
 		t.Fatalf("call after the listeners were killed: %v", err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"sync"
 )
 
@@ -77,15 +78,20 @@ func (h *hub) queued(queue string) {
 }
 
 // SubscribeDone returns a channel closed when the task with id may have
-// reached a terminal status in this process, and a func that unsubscribes.
-// It is a wakeup, not a promise: callers re-read the task either way.
-func (s *Store) SubscribeDone(id string) (<-chan struct{}, func()) {
+// reached a terminal status (settled by this process, or on Postgres by
+// any, through LISTEN), and a func that unsubscribes. It is a wakeup, not
+// a promise: callers re-read the task either way, and subscribe before
+// they read. On Postgres the first subscriber may wait for LISTEN to be
+// set up, bounded by ctx.
+func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
 	h.doneW[id] = append(h.doneW[id], ch)
 	h.mu.Unlock()
+	s.doneListen.acquire(ctx)
 	return ch, func() {
+		defer s.doneListen.release()
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		ws := h.doneW[id]
@@ -104,18 +110,21 @@ func (s *Store) SubscribeDone(id string) (<-chan struct{}, func()) {
 }
 
 // SubscribeQueued returns a channel closed when a task may have become
-// claimable on one of queues in this process (a submit or a requeue), and
-// a func that unsubscribes.
-func (s *Store) SubscribeQueued(queues []string) (<-chan struct{}, func()) {
+// claimable on one of queues (a submit or a requeue, in this process or on
+// Postgres in any), and a func that unsubscribes. Like SubscribeDone, it
+// may wait for LISTEN to be set up.
+func (s *Store) SubscribeQueued(ctx context.Context, queues []string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
 	h.queuedW[ch] = queues
 	h.mu.Unlock()
+	s.queuedListen.acquire(ctx)
 	return ch, func() {
 		h.mu.Lock()
 		delete(h.queuedW, ch)
 		h.mu.Unlock()
+		s.queuedListen.release()
 	}
 }
 
@@ -135,14 +144,18 @@ func (s *Store) DoneWaiters() int {
 // this process (from its own writes, and on Postgres from LISTEN), and a
 // func that unsubscribes. The channel buffers a few signals; more arriving
 // while it is full are dropped, since any signal means "re-read".
-func (s *Store) Subscribe() (<-chan Signal, func()) {
+func (s *Store) Subscribe(ctx context.Context) (<-chan Signal, func()) {
 	w := &watcher{ch: make(chan Signal, 16)}
 	s.hub.mu.Lock()
 	s.hub.watchers[w] = struct{}{}
 	s.hub.mu.Unlock()
+	s.queuedListen.acquire(ctx)
+	s.doneListen.acquire(ctx)
 	return w.ch, func() {
 		s.hub.mu.Lock()
 		delete(s.hub.watchers, w)
 		s.hub.mu.Unlock()
+		s.queuedListen.release()
+		s.doneListen.release()
 	}
 }

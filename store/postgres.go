@@ -44,7 +44,8 @@ func ValidSchemaName(name string) bool { return identifier.MatchString(name) }
 // database, applies the protocol's migrations under an exclusive lock on
 // the ledger, and checks the protocol version. When ex is also an
 // executor.Listener, notifications wake this process's waiters and idle
-// workers early; without it they poll.
+// workers early (each channel is listened to only while something in this
+// process waits on it); without it they poll.
 func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) (*Store, error) {
 	if ex == nil {
 		return nil, argError("open", "executor", "is nil")
@@ -77,7 +78,9 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 		return nil, err
 	}
 	if l, isListener := ex.(executor.Listener); isListener {
-		be.listen(l, s.hub)
+		s.queuedListen = newDemandListener(l, channelQueued, s.hub.queued, o.Logger)
+		s.doneListen = newDemandListener(l, channelDone, s.hub.done, o.Logger)
+		be.listeners = []*demandListener{s.queuedListen, s.doneListen}
 	}
 	ok = true
 	return s, nil
@@ -208,8 +211,8 @@ type pgBackend struct {
 	owns bool
 	log  *slog.Logger
 
-	stopListen func()
-	completer  *completer
+	listeners []*demandListener
+	completer *completer
 	closeOnce  sync.Once
 }
 
@@ -236,37 +239,11 @@ func (b *pgBackend) writeSingle(ctx context.Context, fn func(q querier) error) e
 	return fn(pgQuerier{b.ex})
 }
 
-// The notification channels the 0003 trigger emits on.
-const (
-	channelQueued = "cairnq_queued" // payload: the queue
-	channelDone   = "cairnq_done"   // payload: the task id
-)
-
-// listen feeds the hub from LISTEN. The executor reconnects a dropped
-// listener itself; a server that refuses LISTEN leaves the store polling.
-func (b *pgBackend) listen(l executor.Listener, h *hub) {
-	stop, err := l.Listen(context.Background(), []string{channelQueued, channelDone}, func(channel, payload string) {
-		switch channel {
-		case channelQueued:
-			h.queued(payload)
-		case channelDone:
-			h.done(payload)
-		}
-	})
-	if err != nil {
-		if !errors.Is(err, executor.ErrListenUnavailable) {
-			b.log.Warn("cairnq: LISTEN failed; waiters fall back to polling", "err", err)
-		}
-		return
-	}
-	b.stopListen = stop
-}
-
 func (b *pgBackend) close() error {
 	var err error
 	b.closeOnce.Do(func() {
-		if b.stopListen != nil {
-			b.stopListen()
+		for _, l := range b.listeners {
+			l.close()
 		}
 		b.completer.close()
 		if b.owns {

@@ -31,6 +31,9 @@ type Store struct {
 	be      backend
 	hub     *hub
 	now     func() time.Time
+	// On Postgres with a Listener: LISTEN per channel while this process
+	// has subscribers for it. nil otherwise (in-process wakeups only).
+	queuedListen, doneListen *demandListener
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the

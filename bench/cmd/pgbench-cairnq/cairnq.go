@@ -176,7 +176,7 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	if cfg.countCalls {
 		counts = &callCounts{}
 	}
-	c, closeC, err := openClient(ctx, cfg, a, db.dsn, true, counts)
+	c, closeC, err := openClient(ctx, cfg, a, db.dsn, !cfg.burnNoListen, counts)
 	if err != nil {
 		return burnResult{}, err
 	}

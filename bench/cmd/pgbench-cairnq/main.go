@@ -47,6 +47,7 @@ type config struct {
 	riverFetchCooldown time.Duration
 	riverFetchPoll     time.Duration
 	noRiver            bool
+	burnNoListen       bool
 
 	submitN          int
 	submitGoroutines []int
@@ -89,6 +90,7 @@ func run() error {
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up on a burn-down after this long")
 	flag.DurationVar(&cfg.riverFetchCooldown, "river-fetch-cooldown", 1*time.Millisecond, "River FetchCooldown (its minimum is 1ms; default 100ms)")
 	flag.DurationVar(&cfg.riverFetchPoll, "river-fetch-poll", 10*time.Millisecond, "River FetchPollInterval (default 1s)")
+	flag.BoolVar(&cfg.burnNoListen, "burndown-no-listen", false, "burn-down: hide the executor's Listener, so the worker polls (measures what LISTEN costs)")
 	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
 	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
 	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")

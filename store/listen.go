@@ -1,0 +1,195 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/executor"
+)
+
+// The notification channels the 0003 trigger emits on.
+const (
+	channelQueued = "cairnq_queued" // payload: the queue
+	channelDone   = "cairnq_done"   // payload: the task id
+)
+
+// listenLinger is how long a channel stays listened after its last
+// subscriber left, so a process that waits or idles again soon does not
+// pay a new LISTEN connection each time.
+const listenLinger = 30 * time.Second
+
+// listenRetry is how long after a failed LISTEN subscribers poll without
+// trying again: a server that is down must not be asked at every wait.
+const listenRetry = 5 * time.Second
+
+// demandListener runs LISTEN on one channel only while this process has a
+// subscriber that a notification on it could wake (and for listenLinger
+// after the last one left). A notification costs the server and the
+// listening client work for every row it names: a worker process has no
+// use for cairnq_done, one per settled task, and a process that only
+// submits has none for either channel.
+//
+// A subscriber acquires before it reads the database, and acquire returns
+// once LISTEN is in effect, so a change committed after the read is
+// always announced to it. If LISTEN cannot be had the subscriber polls.
+type demandListener struct {
+	l       executor.Listener
+	channel string
+	deliver func(payload string)
+	log     *slog.Logger
+	linger  time.Duration
+
+	mu       sync.Mutex
+	users    int
+	stop     func()         // set while listening
+	starting chan struct{}  // set while a LISTEN is being set up; closed when that ends
+	idle     *time.Timer    // stops the listener listenLinger after the last user left
+	gen      uint64         // bumped by every acquire, so a stale idle stop does nothing
+	armedGen uint64         // gen when the idle timer was last armed
+	failedAt time.Time      // the last failed LISTEN, for listenRetry
+	stopping sync.WaitGroup // an idle stop in progress, which close waits for
+	off      bool           // the executor refuses LISTEN for good, or the store closed
+}
+
+func newDemandListener(l executor.Listener, channel string, deliver func(string), log *slog.Logger) *demandListener {
+	return &demandListener{l: l, channel: channel, deliver: deliver, log: log, linger: listenLinger}
+}
+
+// acquire registers a subscriber and returns once the channel is listened
+// to, or once it is clear that it will not be (ctx ended, LISTEN failed or
+// is unavailable): the subscriber then relies on its poll. Every acquire
+// is paired with one release. A nil demandListener does nothing.
+func (d *demandListener) acquire(ctx context.Context) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.users++
+	d.gen++
+	for {
+		if d.off || d.stop != nil {
+			d.mu.Unlock()
+			return
+		}
+		if d.starting == nil {
+			break
+		}
+		starting := d.starting
+		d.mu.Unlock()
+		select {
+		case <-starting:
+		case <-ctx.Done():
+			return
+		}
+		d.mu.Lock()
+	}
+	if !d.failedAt.IsZero() && time.Since(d.failedAt) < listenRetry {
+		d.mu.Unlock()
+		return
+	}
+	starting := make(chan struct{})
+	d.starting = starting
+	d.mu.Unlock()
+
+	stop, err := d.l.Listen(ctx, []string{d.channel}, func(_, payload string) { d.deliver(payload) })
+
+	d.mu.Lock()
+	if err == nil && d.off { // closed meanwhile: close waits for this stop
+		d.mu.Unlock()
+		stop()
+		d.mu.Lock()
+		d.starting = nil
+		close(starting)
+		d.mu.Unlock()
+		return
+	}
+	d.starting = nil
+	close(starting)
+	switch {
+	case err == nil:
+		d.stop = stop
+		d.failedAt = time.Time{}
+		d.scheduleIdleStop()
+	case errors.Is(err, executor.ErrListenUnavailable):
+		d.off = true
+	case ctx.Err() != nil: // the subscriber gave up; the next one tries again
+	default:
+		d.failedAt = time.Now()
+		d.log.Warn("cairnq: LISTEN failed; waiting by polling", "channel", d.channel, "err", err)
+	}
+	d.mu.Unlock()
+}
+
+// release ends one acquire.
+func (d *demandListener) release() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.users--
+	d.scheduleIdleStop()
+	d.mu.Unlock()
+}
+
+// scheduleIdleStop arms the linger timer when nobody uses a running
+// listener. Called with mu held.
+func (d *demandListener) scheduleIdleStop() {
+	if d.users > 0 || d.stop == nil {
+		return
+	}
+	d.armedGen = d.gen
+	if d.idle == nil {
+		d.idle = time.AfterFunc(d.linger, d.stopIfIdle)
+	} else {
+		d.idle.Reset(d.linger)
+	}
+}
+
+func (d *demandListener) stopIfIdle() {
+	d.mu.Lock()
+	if d.users > 0 || d.gen != d.armedGen || d.stop == nil {
+		d.mu.Unlock()
+		return
+	}
+	stop := d.stop
+	d.stop = nil
+	d.stopping.Add(1)
+	d.mu.Unlock()
+	defer d.stopping.Done()
+	stop()
+}
+
+// listening reports whether LISTEN is in effect now. For tests.
+func (d *demandListener) listening() bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stop != nil
+}
+
+// close stops the listener for good and waits for a LISTEN being set up.
+func (d *demandListener) close() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.off = true
+	if d.idle != nil {
+		d.idle.Stop()
+	}
+	stop, starting := d.stop, d.starting
+	d.stop = nil
+	d.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if starting != nil {
+		<-starting // the starter sees off and stops what it got
+	}
+	d.stopping.Wait()
+}
