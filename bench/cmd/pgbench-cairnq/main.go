@@ -48,6 +48,9 @@ type config struct {
 	riverFetchPoll     time.Duration
 	noRiver            bool
 	burnNoListen       bool
+	floor              bool
+	floorStreams       int
+	floorBatch         int
 
 	submitN          int
 	submitGoroutines []int
@@ -91,6 +94,9 @@ func run() error {
 	flag.DurationVar(&cfg.riverFetchCooldown, "river-fetch-cooldown", 1*time.Millisecond, "River FetchCooldown (its minimum is 1ms; default 100ms)")
 	flag.DurationVar(&cfg.riverFetchPoll, "river-fetch-poll", 10*time.Millisecond, "River FetchPollInterval (default 1s)")
 	flag.BoolVar(&cfg.burnNoListen, "burndown-no-listen", false, "burn-down: hide the executor's Listener, so the worker polls (measures what LISTEN costs)")
+	flag.BoolVar(&cfg.floor, "floor", false, "burn-down: also drain through cairnq's claim and complete_many SQL alone, with the protocol schema and with only the claim-path indexes (see floor.go)")
+	flag.IntVar(&cfg.floorStreams, "floor-streams", 2, "--floor: concurrent claim-then-complete loops")
+	flag.IntVar(&cfg.floorBatch, "floor-batch", 64, "--floor: tasks per claim")
 	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
 	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
 	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")
@@ -141,8 +147,8 @@ func run() error {
 		}
 		cfg.submitGoroutines = append(cfg.submitGoroutines, n)
 	}
-	if cfg.runs < 1 || cfg.tasks < 1 || cfg.concurrency < 1 || cfg.pool < 1 {
-		return fmt.Errorf("--runs, --tasks, --concurrency and --pool must be >= 1")
+	if cfg.runs < 1 || cfg.tasks < 1 || cfg.concurrency < 1 || cfg.pool < 1 || cfg.floorStreams < 1 || cfg.floorBatch < 1 {
+		return fmt.Errorf("--runs, --tasks, --concurrency, --pool, --floor-streams and --floor-batch must be >= 1")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -186,6 +192,12 @@ func benchBurnDown(ctx context.Context, cfg *config, rep *report) {
 		if !cfg.noRiver {
 			r, err := riverBurnDown(ctx, cfg, run)
 			rep.addBurn(r, "river", run, err)
+		}
+		if cfg.floor {
+			for _, sys := range []string{floorSystem, floorLeanSystem} {
+				r, err := floorBurnDown(ctx, cfg, sys == floorLeanSystem, run)
+				rep.addBurn(r, sys, run, err)
+			}
 		}
 		for _, a := range cfg.adapters {
 			if a.todo != "" {

@@ -212,15 +212,21 @@ func (rp *report) print(w io.Writer) {
 		if !cfg.noRiver {
 			systems = append(systems, "river")
 		}
+		if cfg.floor {
+			systems = append(systems, floorSystem, floorLeanSystem)
+		}
 		for _, a := range cfg.adapters {
 			systems = append(systems, a.name)
 		}
 		var adapterParts []string
 		for _, sys := range systems {
 			label := sys
-			if sys == "river" {
+			switch sys {
+			case "river":
 				label = "River " + riverVersion
-			} else {
+			case floorSystem, floorLeanSystem:
+				label = floorLabel(sys)
+			default:
 				label = "cairnq " + sys
 			}
 			if a, err := findAdapter(sys); err == nil && a.todo != "" {
@@ -260,6 +266,12 @@ func (rp *report) print(w io.Writer) {
 				median(commits), median(syncs), median(wal), median(ccpu), median(scpu))
 			switch sys {
 			case "river":
+			case floorSystem, floorLeanSystem:
+				line := fmt.Sprintf("%s (%d loops, %d tasks per claim): %.0f tasks/s (runs %s)", floorLabel(sys), cfg.floorStreams, cfg.floorBatch, med, joinRates(rates))
+				if river > 0 {
+					line += fmt.Sprintf(", %.2fx River", med/river)
+				}
+				paste = append(paste, line+".")
 			case "pgx":
 				line := fmt.Sprintf("Burn-down, %d no-op tasks at concurrency %d (pool %d), Postgres via pgx: cairnq %.0f tasks/s (runs %s)",
 					cfg.tasks, cfg.concurrency, cfg.pool, med, joinRates(rates))
