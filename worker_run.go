@@ -130,18 +130,28 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
+// settlingCap bounds the calls whose handler returned but whose
+// settlement has not committed yet, as a multiple of Concurrency. The
+// claim loop keeps drawing while they settle, so the settlements of
+// several draws share one commit; past the cap it waits, so a database
+// that settles slowly slows claiming instead of piling up leases.
+const settlingCap = 4
+
 // loop claims and dispatches until ctx ends. It returns an error only when
 // the store is closed under it, which no retry can mend.
 func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	sources, names := w.schedule()
 	busy := false // the last poll claimed something
+	// When leases were last recovered. A busy worker claims many times a
+	// second; recovering once a poll interval is as often as an idle one.
+	var recoveredAt time.Time
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		free := w.conc - w.running
 		over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
-		// At most Concurrency calls run and at most as many more wait for
-		// their settlement to commit.
-		full := (w.running > 0 && (free <= 0 || over)) || w.settling >= w.conc
+		// At most Concurrency calls run, and at most settlingCap times as
+		// many more wait for their settlement to commit.
+		full := (w.running > 0 && (free <= 0 || over)) || w.settling >= settlingCap*w.conc
 		w.mu.Unlock()
 		if full {
 			select {
@@ -158,12 +168,29 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		// probe and the idle sleep still ends the sleep.
 		wake, unsubscribe := w.st.SubscribeQueued(ctx, w.queues)
 		var drawn []dispatch
-		ran, err := w.st.ClaimSession(ctx, store.ClaimParams{
-			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease, SkipProbe: busy,
-		}, func(draw store.DrawFunc) error {
-			drawn = drawn[:0] // a retried transaction starts over
-			return w.plan(draw, order, free, &drawn)
-		})
+		skipRecover := busy && time.Since(recoveredAt) < w.poll
+		params := store.ClaimParams{
+			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease,
+			SkipProbe: busy, SkipRecover: skipRecover,
+		}
+		var err error
+		recovered := false // leases recovered, or the probe saw none expired
+		if len(sources) == 1 {
+			// One draw: Claim, which on Postgres is a single statement
+			// rather than a transaction around one.
+			err = w.plan(func(names []string, limit int) ([]*store.Task, error) {
+				p := params
+				p.Names, p.Limit = names, limit
+				recovered = !skipRecover
+				return w.st.Claim(ctx, p)
+			}, order, free, &drawn)
+		} else {
+			_, err = w.st.ClaimSession(ctx, params, func(draw store.DrawFunc) error {
+				drawn = drawn[:0] // a retried transaction starts over
+				return w.plan(draw, order, free, &drawn)
+			})
+			recovered = !skipRecover
+		}
 		if err != nil {
 			unsubscribe()
 			if ctx.Err() != nil {
@@ -176,7 +203,10 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			sleepCtx(ctx, claimErrorBackoff)
 			continue
 		}
-		busy = ran && len(drawn) > 0
+		if recovered {
+			recoveredAt = time.Now()
+		}
+		busy = len(drawn) > 0
 		if !busy {
 			// Idle until something may be claimable: a submit here, a call
 			// finishing (its name's or resource's limit may have bound), or

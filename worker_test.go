@@ -206,6 +206,41 @@ func TestSecondWorkerRecoversAbandonedClaim(t *testing.T) {
 	}
 }
 
+// A worker that always finds work skips the probe and recovers leases
+// only once per poll interval, not on every claim; it must still recover
+// them while busy rather than only when its backlog runs dry.
+func TestBusyWorkerStillRecoversExpiredLeases(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	ctx := context.Background()
+	const fillers = 3000
+	for i := range fillers {
+		if _, err := c.Submit(ctx, "filler", i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task, _ := c.Submit(ctx, "job", nil, &cairnq.SubmitOptions{Priority: 10})
+	if got, _ := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{"job"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
+		t.Fatal("claim failed")
+	}
+	var ran atomic.Int64
+	remaining := make(chan int64, 1)
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 1})
+	w.Handle("filler", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { ran.Add(1); return nil, nil }, nil)
+	w.Handle("job", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		remaining <- fillers - ran.Load()
+		return tc.Attempt(), nil
+	}, nil)
+	startWorker(t, w)
+	final := waitTask(t, c, task.ID)
+	if final.Status != cairnq.StatusSucceeded || final.Attempt != 2 {
+		t.Fatalf("recovered task: %s attempt %d", final.Status, final.Attempt)
+	}
+	if left := <-remaining; left <= 0 {
+		t.Errorf("the expired lease was recovered only after the backlog ran dry")
+	}
+}
+
 func TestLostLeaseFlagsOnlyItsOwnContext(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"

@@ -563,3 +563,68 @@ func TestPostgresTypedSucceedInPerAdapter(t *testing.T) {
 		}
 	}
 }
+
+// Claims commit asynchronously by setting synchronous_commit for their own
+// transaction only: the application's connection keeps its setting, on
+// the single-statement path and in a shared claim transaction alike.
+func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // every statement below runs on the same connection
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "SET synchronous_commit = remote_apply")
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c, err := cairnq.OpenPostgres(ctx, cairnqpgx.New(pool, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for i := range 3 {
+		if _, err := c.Submit(ctx, []string{"a", "b", "a"}[i], nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setting := func() string {
+		var v string
+		if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	st := c.Store()
+	got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{"a"}, WorkerID: "w"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("single-statement claim: %d %v", len(got), err)
+	}
+	if v := setting(); v != "remote_apply" {
+		t.Errorf("after a single-statement claim the connection's synchronous_commit is %q", v)
+	}
+	var drawn int
+	_, err = st.ClaimSession(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, func(draw store.DrawFunc) error {
+		for _, name := range []string{"a", "b"} {
+			ts, err := draw([]string{name}, 1)
+			if err != nil {
+				return err
+			}
+			drawn += len(ts)
+		}
+		return nil
+	})
+	if err != nil || drawn != 2 {
+		t.Fatalf("claim transaction: drew %d, %v", drawn, err)
+	}
+	if v := setting(); v != "remote_apply" {
+		t.Errorf("after a claim transaction the connection's synchronous_commit is %q", v)
+	}
+}

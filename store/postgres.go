@@ -213,7 +213,7 @@ type pgBackend struct {
 
 	listeners []*demandListener
 	completer *completer
-	closeOnce  sync.Once
+	closeOnce sync.Once
 }
 
 type pgQuerier struct{ s executor.Session }

@@ -47,6 +47,10 @@ type ClaimParams struct {
 	// to keep idle workers off the write lock, and a busy one would pay
 	// for it on every claim.
 	SkipProbe bool
+	// SkipRecover leaves expired leases for a later claim. A busy worker
+	// sets it between recoveries: it claims many times a second, and
+	// leases run for seconds at least.
+	SkipRecover bool
 }
 
 // DrawFunc claims up to limit tasks named in names (nil: any of the
@@ -70,7 +74,9 @@ func (p ClaimParams) validate() error {
 }
 
 // Claim recovers expired leases, then leases up to Limit claimable tasks to
-// WorkerID, in claim order (priority, then due time, then id).
+// WorkerID, in claim order (priority, then due time, then id). On Postgres
+// it opens no transaction: recovery and the claim are one statement each,
+// so a busy worker's claim is a single round trip.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -80,7 +86,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
 		limit = 1
 	}
 	var out []*Task
-	_, err := s.ClaimSession(ctx, p, func(draw DrawFunc) error {
+	_, err := s.claimSession(ctx, p, true, func(draw DrawFunc) error {
 		var err error
 		out, err = draw(p.Names, limit)
 		return err
@@ -93,12 +99,19 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
 
 // ClaimSession opens one claim transaction and lets plan draw from it any
 // number of times, each draw with its own names and limit, after a single
-// lease recovery. A read-only probe runs first: when it finds nothing
-// claimable and no expired lease, no transaction is opened, plan is not
-// called, and ran is false. plan runs while the write lock is held, so it
-// must do nothing slow; on SQLite it may run more than once if the
-// transaction is retried, so it must not keep state from a failed run.
+// lease recovery (unless SkipRecover). A read-only probe runs first
+// (unless SkipProbe): when it finds nothing claimable and no expired
+// lease, no transaction is opened, plan is not called, and ran is false.
+// plan runs while the write lock is held, so it must do nothing slow; on
+// SQLite it may run more than once if the transaction is retried, so it
+// must not keep state from a failed run.
 func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw DrawFunc) error) (ran bool, err error) {
+	return s.claimSession(ctx, p, false, plan)
+}
+
+// claimSession is ClaimSession; single says plan draws once (Claim), which
+// on Postgres needs no shared transaction.
+func (s *Store) claimSession(ctx context.Context, p ClaimParams, single bool, plan func(draw DrawFunc) error) (ran bool, err error) {
 	if err := p.validate(); err != nil {
 		return false, err
 	}
@@ -136,23 +149,19 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw 
 		}
 	}
 	var recovered []*Task
-	err = s.be.write(ctx, func(q querier) error {
-		if s.dialect == protocol.Postgres {
-			// A claim lost to a crash leaves its tasks queued, which is what
-			// a claim that never happened leaves too: this commit need not
-			// wait for the WAL flush, and the worker's claim loop is the
-			// serial path every task goes through.
-			if _, err := q.query(ctx, "SET LOCAL synchronous_commit = off", nil); err != nil {
-				return err
-			}
+	recoverLeases := func(q querier) error {
+		recovered = nil
+		if p.SkipRecover {
+			return nil
 		}
 		rows, err := s.exec(ctx, q, protocol.StmtRecoverLeases, base)
 		if err != nil {
 			return err
 		}
-		if recovered, err = rowsToTasks(rows); err != nil {
-			return err
-		}
+		recovered, err = rowsToTasks(rows)
+		return err
+	}
+	draws := func(q querier) error {
 		return plan(func(names []string, limit int) ([]*Task, error) {
 			if names == nil {
 				names = p.Names
@@ -186,7 +195,24 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw 
 			}
 			return rowsToTasks(rows)
 		})
-	})
+	}
+	if s.dialect == protocol.Postgres && single {
+		// Each statement on its own: Postgres makes one atomic by itself,
+		// recovery stands whether or not the draw after it succeeds, and
+		// the claim statements commit asynchronously (see claim.sql). The
+		// draw's snapshot is taken after recovery committed, so it sees the
+		// recovered tasks as the shared transaction would.
+		if err = s.be.writeSingle(ctx, recoverLeases); err == nil {
+			err = s.be.writeSingle(ctx, draws)
+		}
+	} else {
+		err = s.be.write(ctx, func(q querier) error {
+			if err := recoverLeases(q); err != nil {
+				return err
+			}
+			return draws(q)
+		})
+	}
 	if err != nil {
 		return true, err
 	}
