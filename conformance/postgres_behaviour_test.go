@@ -62,6 +62,19 @@ func runWorker(t *testing.T, w *cairnq.Worker) {
 	})
 }
 
+// runEchoWorker runs a worker on c that answers "echo" with its payload.
+// Its poll is a minute long, so within a test only a notification (or
+// this process's own wakeups) can start a call.
+func runEchoWorker(t *testing.T, c *cairnq.Client) {
+	t.Helper()
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return tc.Payload(), nil }, nil)
+	runWorker(t, w)
+}
+
 // Two clients on separate pools share nothing in-process, so with both
 // polls set to a minute only LISTEN/NOTIFY can carry the task to the
 // worker and its result back to the caller within the wait's 20 seconds.
@@ -70,12 +83,7 @@ func TestPostgresListenWakesWorkerAndCaller(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	api := pgClient(t, dsn, "")
 	workerSide := pgClient(t, dsn, "")
-	w, err := cairnq.NewWorker(workerSide, &cairnq.WorkerOptions{PollInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return tc.Payload(), nil }, nil)
-	runWorker(t, w)
+	runEchoWorker(t, workerSide)
 	slow := cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: time.Minute, MaxPollInterval: time.Minute}
 	for i := range 3 {
 		got, err := api.Call(context.Background(), "echo", map[string]int{"i": i}, &cairnq.CallOptions{WaitOptions: slow})
@@ -139,12 +147,7 @@ func TestPostgresListensOnDemand(t *testing.T) {
 	if pids := listenerPIDs(t, dsn, ""); len(pids) != 0 {
 		t.Fatalf("a client nobody waits on listens: %v", pids)
 	}
-	w, err := cairnq.NewWorker(workerSide, &cairnq.WorkerOptions{PollInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
-	runWorker(t, w)
+	runEchoWorker(t, workerSide)
 	waitListeners(t, dsn, "cairnq_queued", 1)
 
 	// A submitter that cannot listen, polling for the result: the worker
@@ -185,12 +188,7 @@ func TestPostgresListenerReconnectsAfterKill(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	api := pgClient(t, dsn, "")
 	workerSide := pgClient(t, dsn, "")
-	w, err := cairnq.NewWorker(workerSide, &cairnq.WorkerOptions{PollInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
-	runWorker(t, w)
+	runEchoWorker(t, workerSide)
 
 	// The worker listens for queued tasks while idle; a first call makes
 	// the caller listen for settlements, and that listener lingers.

@@ -66,6 +66,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// wantListens checks how many LISTENs were set up and how many are active.
+func wantListens(t *testing.T, cl *countingListener, listens, active int, when string) {
+	t.Helper()
+	if l, _, a := cl.counts(); l != listens || a != active {
+		t.Fatalf("%s: %d LISTENs, %d active; want %d, %d", when, l, a, listens, active)
+	}
+}
+
 func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 	cl := &countingListener{gate: make(chan struct{})}
 	d := newDemandListener(cl, channelDone, func(string) {}, quietLog())
@@ -111,9 +119,7 @@ func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 	}
 	// A new subscriber listens again.
 	d.acquire(context.Background())
-	if l, _, a := cl.counts(); l != 2 || a != 1 {
-		t.Fatalf("after a new subscriber: %d listens, %d active; want 2, 1", l, a)
-	}
+	wantListens(t, cl, 2, 1, "after a new subscriber")
 	d.release()
 }
 
@@ -167,9 +173,7 @@ func TestDemandListenerBacksOffAfterFailure(t *testing.T) {
 	cl.err = nil
 	cl.mu.Unlock()
 	d.acquire(context.Background())
-	if l, _, a := cl.counts(); l != 2 || a != 1 {
-		t.Fatalf("after the pause: %d attempts, %d active; want 2, 1", l, a)
-	}
+	wantListens(t, cl, 2, 1, "after the pause")
 	d.release()
 }
 

@@ -51,6 +51,20 @@ func openClientEx(ctx context.Context, cfg *config, a adapter, dsn string, liste
 	}, nil
 }
 
+// loadBacklog migrates the database at dsn through a client on a and
+// fills it with n no-op tasks (see fill).
+func loadBacklog(ctx context.Context, cfg *config, a adapter, dsn string, n int) error {
+	sub, subEx, closeSub, err := openClientEx(ctx, cfg, a, dsn, false, nil)
+	if err != nil {
+		return err
+	}
+	defer closeSub()
+	if err := fill(ctx, sub, subEx, n); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	return nil
+}
+
 // fill submits n no-op tasks for a burn-down (setup, not timed): SubmitTx
 // in transactions of up to 500 tasks from several goroutines, so that the
 // setup costs a few commits rather than one per task. The tasks are the
@@ -160,14 +174,8 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	}
 	defer db.drop()
 
-	sub, subEx, closeSub, err := openClientEx(ctx, cfg, a, db.dsn, false, nil)
-	if err != nil {
-		return burnResult{}, err
-	}
-	err = fill(ctx, sub, subEx, n)
-	closeSub()
-	if err != nil {
-		return burnResult{}, fmt.Errorf("%s: submit: %w", a.name, err)
+	if err := loadBacklog(ctx, cfg, a, db.dsn, n); err != nil {
+		return burnResult{}, fmt.Errorf("%s: %w", a.name, err)
 	}
 	settle()
 	before := db.readCounters(ctx)

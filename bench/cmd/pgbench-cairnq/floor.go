@@ -61,14 +61,8 @@ func floorBurnDown(ctx context.Context, cfg *config, lean bool, run int) (burnRe
 	if err != nil {
 		return burnResult{}, err
 	}
-	sub, subEx, closeSub, err := openClientEx(ctx, cfg, a, db.dsn, false, nil)
-	if err != nil {
-		return burnResult{}, err
-	}
-	err = fill(ctx, sub, subEx, n)
-	closeSub()
-	if err != nil {
-		return burnResult{}, fmt.Errorf("%s: submit: %w", sys, err)
+	if err := loadBacklog(ctx, cfg, a, db.dsn, n); err != nil {
+		return burnResult{}, fmt.Errorf("%s: %w", sys, err)
 	}
 
 	pool, err := pgxpool.New(ctx, db.dsn)
