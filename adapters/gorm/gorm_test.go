@@ -1,13 +1,10 @@
 package cairnqgorm_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"reflect"
-	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,18 +19,11 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqgorm "github.com/cairnq/cairnq-go/adapters/gorm"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-const waitTimeout = 20 * time.Second
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // countingLogger is a gorm logger that counts what it is asked to log, so
 // a test can tell cairnq's statements never reach the application's logger.
@@ -65,144 +55,38 @@ func openGorm(t testing.TB, dsn string, cfg *gorm.Config) (*gorm.DB, *sql.DB) {
 	return db, sqlDB
 }
 
-// openClient opens a cairnq client on the executor, closed at cleanup.
-func openClient(t *testing.T, ex executor.Executor) *cairnq.Client {
-	t.Helper()
-	c, err := cairnq.OpenPostgres(context.Background(), ex, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func runWorker(t *testing.T, w *cairnq.Worker) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
+// adapter is this adapter for the tests shared with the others.
+var adapter = adaptertest.Adapter{
+	Name: "gorm",
+	Open: func(t *testing.T, dsn string, o adaptertest.Options) adaptertest.Pool {
+		db, sqlDB := openGorm(t, dsn, nil)
+		e := cairnqgorm.New(db, &cairnqgorm.Options{OnReconnect: o.OnReconnect})
+		if o.FastIdleCheck {
+			cairnqgorm.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
 		}
-	})
-}
-
-func mustQuery(t *testing.T, s executor.Session, query string, args ...any) []executor.Row {
-	t.Helper()
-	rows, err := s.Query(testCtx(t), query, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return rows
-}
-
-func count(t *testing.T, s executor.Session, query string, args ...any) int64 {
-	t.Helper()
-	rows := mustQuery(t, s, query, args...)
-	if len(rows) != 1 {
-		t.Fatalf("%s: %d rows", query, len(rows))
-	}
-	n, ok := rows[0]["n"].(int64)
-	if !ok {
-		t.Fatalf("%s: n is %T", query, rows[0]["n"])
-	}
-	return n
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func TestQueryExecTx(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	db, _ := openGorm(t, pgtest.DSN(t), nil)
-	e := cairnqgorm.New(db, nil)
-
-	rows := mustQuery(t, e, `SELECT $1::bigint AS n, $2::text AS s, '{"a":1}'::jsonb AS j, NULL::text AS z`, int64(7), "x")
-	if len(rows) != 1 || rows[0]["n"] != int64(7) || rows[0]["s"] != "x" || rows[0]["z"] != nil {
-		t.Fatalf("rows = %#v", rows)
-	}
-	if j, ok := rows[0]["j"].([]byte); !ok || string(j) != `{"a": 1}` {
-		t.Errorf("jsonb = %#v, want the server's text as []byte", rows[0]["j"])
-	}
-	if rows := mustQuery(t, e, `SELECT 1 WHERE false`); rows == nil || len(rows) != 0 {
-		t.Errorf("no rows: %#v, want an empty non-nil slice", rows)
-	}
-	if err := e.Exec(ctx, `CREATE TABLE t (id bigint PRIMARY KEY, note text); INSERT INTO t VALUES (1, 'one'); INSERT INTO t VALUES (2, 'two')`); err != nil {
-		t.Fatalf("multi-statement Exec: %v", err)
-	}
-	if n := count(t, e, `SELECT count(*) AS n FROM t`); n != 2 {
-		t.Fatalf("%d rows after Exec", n)
-	}
-
-	// Commit.
-	var sawTx bool
-	err := e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		return adaptertest.Pool{Exec: e, App: sqlDB}
+	},
+	InTx: func(s executor.Session) bool {
 		tx, ok := cairnqgorm.GormDB(s)
-		sawTx = ok && tx != nil
-		_, err := s.Query(ctx, `INSERT INTO t VALUES (3, 'three')`)
-		return err
-	})
-	if err != nil || !sawTx {
-		t.Fatalf("Tx: %v (gorm tx seen: %v)", err, sawTx)
-	}
-	// Rollback on error: fn's error comes back unchanged.
-	boom := errors.New("boom")
-	err = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-		if _, err := s.Query(ctx, `INSERT INTO t VALUES (4, 'four')`); err != nil {
-			return err
-		}
-		return boom
-	})
-	if err != boom {
-		t.Fatalf("Tx error = %v, want fn's error unchanged", err)
-	}
-	// Rollback on panic, which continues.
-	func() {
-		defer func() {
-			if r := recover(); r != "kaboom" {
-				t.Errorf("recovered %v, want the panic to continue", r)
-			}
-		}()
-		_ = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-			if _, err := s.Query(ctx, `INSERT INTO t VALUES (5, 'five')`); err != nil {
-				t.Error(err)
-			}
-			panic("kaboom")
-		})
-	}()
-	if n := count(t, e, `SELECT count(*) AS n FROM t`); n != 3 {
-		t.Errorf("%d rows, want 3: only the committed transaction's row is kept", n)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Exec("SELECT 1").Error; err != nil {
-		t.Errorf("the application's db after Close: %v", err)
-	}
+		return ok && tx != nil
+	},
+	ErrPrefix: "cairnq/gorm: query: ",
+	ConnsHeld: 1, // pgx's stdlib: the LISTEN connection is one of the pool's
 }
+
+func TestQueryExecTx(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.QueryExecTx) }
 
 // gorm's Raw would take ? and @name for its own placeholders and log every
 // statement; the executor bypasses both, and gorm's PrepareStmt cache too,
 // which could not prepare a multi-statement script.
 func TestNoRewritingNoLoggingNoPreparing(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	log := &countingLogger{}
 	db, _ := openGorm(t, pgtest.DSN(t), &gorm.Config{Logger: log, PrepareStmt: true})
 	e := cairnqgorm.New(db, nil)
 
-	rows := mustQuery(t, e, `SELECT $1::text AS a, '?' AS q, '@name' AS at, '{"k":1}'::jsonb ? 'k' AS has`, "x")
+	rows := adaptertest.Query(t, e, `SELECT $1::text AS a, '?' AS q, '@name' AS at, '{"k":1}'::jsonb ? 'k' AS has`, "x")
 	if r := rows[0]; r["a"] != "x" || r["q"] != "?" || r["at"] != "@name" || r["has"] != true {
 		t.Errorf("row = %#v", r)
 	}
@@ -230,25 +114,10 @@ func TestNoRewritingNoLoggingNoPreparing(t *testing.T) {
 
 func TestErrorsKeepSQLState(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	db, _ := openGorm(t, pgtest.DSN(t), nil)
-	e := cairnqgorm.New(db, nil)
-	_, err := e.Query(ctx, `SELECT * FROM no_such_table`)
+	err := adapter.ErrorsKeepSQLState(t)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
-		t.Fatalf("err = %v, want a *pgconn.PgError 42P01", err)
-	}
-	var st interface{ SQLState() string }
-	if !errors.As(err, &st) || st.SQLState() != "42P01" || !strings.HasPrefix(err.Error(), "cairnq/gorm: query: ") {
-		t.Errorf("err = %v", err)
-	}
-	if err := e.Exec(ctx, `SELEC 1`); !errors.As(err, &st) || st.SQLState() != "42601" {
-		t.Errorf("Exec err = %v", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := e.Query(cctx, `SELECT 1`); !errors.Is(err, context.Canceled) {
-		t.Errorf("canceled: %v", err)
+		t.Errorf("err = %v, want a *pgconn.PgError 42P01", err)
 	}
 }
 
@@ -305,64 +174,23 @@ func renderings(t *testing.T, db *gorm.DB) map[string]rendering {
 	if err := db.Order("task_id").Find(&rs).Error; err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]rendering{}
-	for _, r := range rs {
-		out[r.TaskID] = r
-	}
-	return out
+	return adaptertest.ByTaskID(rs, func(r rendering) string { return r.TaskID })
 }
 
 // The application's own db.Transaction submits a task with SubmitTx: it is
 // invisible until the commit and gone after a rollback.
 func TestSubmitTxInAppTransaction(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	db, _ := openGorm(t, pgtest.DSN(t), nil)
-	c := openClient(t, cairnqgorm.New(db, nil))
+	c := adaptertest.OpenClient(t, cairnqgorm.New(db, nil))
 	if err := db.AutoMigrate(&rendering{}); err != nil {
 		t.Fatal(err)
 	}
 
-	rollback := errors.New("roll back")
-	var gone *cairnq.Task
-	err := db.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&rendering{TaskID: "pending", Body: "x"}).Error; err != nil {
-			return err
-		}
-		var err error
-		if gone, err = cairnqgorm.SubmitTx(ctx, c, tx, "render", map[string]int{"n": 1}, nil); err != nil {
-			return err
-		}
-		if _, err := c.Get(ctx, gone.ID); !errors.Is(err, cairnq.ErrNotFound) {
-			t.Errorf("uncommitted task visible outside the transaction: %v", err)
-		}
-		return rollback
+	kept := adaptertest.SubmitTxInAppTransaction(t, c, func(ctx context.Context, fn func(context.Context, adaptertest.AppTx) error) error {
+		return db.Transaction(func(tx *gorm.DB) error { return fn(ctx, gormTx(c, tx)) })
 	})
-	if err != rollback {
-		t.Fatalf("Transaction: %v", err)
-	}
-	if _, err := c.Get(ctx, gone.ID); !errors.Is(err, cairnq.ErrNotFound) {
-		t.Errorf("task of a rolled-back transaction: %v", err)
-	}
-
-	var kept *cairnq.Task
-	err = db.Transaction(func(tx *gorm.DB) error {
-		var err error
-		kept, err = cairnqgorm.SubmitTx(ctx, c, tx, "render", nil, &cairnq.SubmitOptions{Key: "k"})
-		if err != nil {
-			return err
-		}
-		if _, err := c.GetByKey(ctx, "k"); !errors.Is(err, cairnq.ErrNotFound) {
-			t.Errorf("uncommitted keyed task visible: %v", err)
-		}
-		return tx.Create(&rendering{TaskID: kept.ID, Body: "y"}).Error
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := c.GetByKey(ctx, "k"); err != nil || got.ID != kept.ID || got.Status != cairnq.StatusQueued {
-		t.Errorf("committed task: %+v %v", got, err)
-	}
 	if rs := renderings(t, db); len(rs) != 1 || rs[kept.ID].Stamp != "hooked" {
 		t.Errorf("renderings = %+v", rs)
 	}
@@ -388,6 +216,19 @@ func TestSubmitTxInAppTransaction(t *testing.T) {
 	}()
 }
 
+// gormTx is the application's gorm transaction tx as the shared test uses
+// it: the typed SubmitTx on it, and a model row created through gorm.
+func gormTx(c *cairnq.Client, tx *gorm.DB) adaptertest.AppTx {
+	return adaptertest.AppTx{
+		Submit: func(ctx context.Context, kind string, payload any, opts *cairnq.SubmitOptions) (*cairnq.Task, error) {
+			return cairnqgorm.SubmitTx(ctx, c, tx, kind, payload, opts)
+		},
+		Record: func(_ context.Context, taskID string) error {
+			return tx.Create(&rendering{TaskID: taskID, Body: "x"}).Error
+		},
+	}
+}
+
 // A handler settles with the typed SucceedIn: the model row it writes
 // through gorm (hooks and all) commits with the settlement, and a lost
 // lease rolls it back. Another handler settles inside its own
@@ -395,7 +236,6 @@ func TestSubmitTxInAppTransaction(t *testing.T) {
 // throughout.
 func TestWorkerSettlesInGormTransactions(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
 	log := &countingLogger{}
 	db, _ := openGorm(t, pgtest.DSN(t), &gorm.Config{Logger: log})
 	if err := db.AutoMigrate(&rendering{}); err != nil {
@@ -404,74 +244,35 @@ func TestWorkerSettlesInGormTransactions(t *testing.T) {
 	before := fingerprint(db)
 	tracesBefore := log.traces.Load()
 
-	c := openClient(t, cairnqgorm.New(db, nil))
-	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := make(chan error, 1)
-	w.Handle("render", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		var steal bool
-		if err := tc.Decode(&steal); err != nil {
-			return nil, err
-		}
-		if steal { // another worker recovered the task meanwhile
-			if err := db.Exec("UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = ?", tc.ID()).Error; err != nil {
-				return nil, err
-			}
-		}
-		err := cairnqgorm.SucceedIn(ctx, tc, func(ctx context.Context, tx *gorm.DB) (any, error) {
-			r := rendering{TaskID: tc.ID(), Body: "pages"}
-			if err := tx.Create(&r).Error; err != nil {
-				return nil, err
-			}
-			return map[string]any{"id": r.ID}, nil
-		})
-		if steal {
-			lost <- err
-		}
-		return nil, err
-	}, nil)
-	w.Handle("render-own-tx", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		return nil, db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := tx.Create(&rendering{TaskID: tc.ID(), Body: "own"}).Error; err != nil {
-				return err
-			}
-			return cairnqgorm.SucceedTx(ctx, tc, tx, "done")
-		})
-	}, nil)
-	runWorker(t, w)
-
-	ok, err := c.Submit(ctx, "render", false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stolen, err := c.Submit(ctx, "render", true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := c.Submit(ctx, "render-own-tx", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{ok.ID, own.ID} {
-		got, err := c.Wait(ctx, id, &cairnq.WaitOptions{Timeout: waitTimeout})
-		if err != nil || got.Status != cairnq.StatusSucceeded {
-			t.Fatalf("task %s: %v %+v", id, err, got)
-		}
-	}
-	if err := <-lost; !errors.Is(err, cairnq.ErrLostLease) {
-		t.Errorf("SucceedIn after losing the lease: %v, want ErrLostLease", err)
-	}
+	c := adaptertest.OpenClient(t, cairnqgorm.New(db, nil))
+	done := adaptertest.WorkerSettles(t, c, adaptertest.Settlers{
+		Steal: func(ctx context.Context, taskID string) error {
+			return db.Exec("UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = ?", taskID).Error
+		},
+		SucceedIn: func(ctx context.Context, tc *cairnq.TaskContext) error {
+			return cairnqgorm.SucceedIn(ctx, tc, func(ctx context.Context, tx *gorm.DB) (any, error) {
+				r := rendering{TaskID: tc.ID(), Body: "pages"}
+				if err := tx.Create(&r).Error; err != nil {
+					return nil, err
+				}
+				return map[string]any{"id": r.ID}, nil
+			})
+		},
+		SucceedTx: func(ctx context.Context, tc *cairnq.TaskContext) error {
+			return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				if err := tx.Create(&rendering{TaskID: tc.ID(), Body: "own"}).Error; err != nil {
+					return err
+				}
+				return cairnqgorm.SucceedTx(ctx, tc, tx, "done")
+			})
+		},
+	})
 	rs := renderings(t, db)
-	if len(rs) != 2 || rs[ok.ID].Stamp != "hooked" || rs[own.ID].Stamp != "hooked" {
-		t.Errorf("renderings = %+v, want %s and %s, stamped by the hook, and no row of the lost lease", rs, ok.ID, own.ID)
+	if len(rs) != 2 || rs[done.OK].Stamp != "hooked" || rs[done.Own].Stamp != "hooked" {
+		t.Errorf("renderings = %+v, want %s and %s, stamped by the hook, and no row of the lost lease", rs, done.OK, done.Own)
 	}
-	if got, _ := c.Get(ctx, ok.ID); !strings.Contains(string(got.Result), fmt.Sprint(rs[ok.ID].ID)) {
-		t.Errorf("result %s does not carry the row id %d", got.Result, rs[ok.ID].ID)
-	}
-	if s, _ := c.Get(ctx, stolen.ID); s.Status != cairnq.StatusRunning || s.WorkerID != "thief" {
-		t.Errorf("stolen task: %s by %s", s.Status, s.WorkerID)
+	if id := int64(rs[done.OK].ID); id != done.ResultID {
+		t.Errorf("result carries row id %d, want %d", done.ResultID, id)
 	}
 
 	if after := fingerprint(db); !reflect.DeepEqual(before, after) {
@@ -489,7 +290,7 @@ func TestWorkerSettlesInGormTransactions(t *testing.T) {
 func TestSucceedInNeedsAGormClient(t *testing.T) {
 	t.Parallel()
 	db, _ := openGorm(t, pgtest.DSN(t), nil)
-	c := openClient(t, foreign{cairnqgorm.New(db, nil)})
+	c := adaptertest.OpenClient(t, foreign{cairnqgorm.New(db, nil)})
 	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -503,8 +304,8 @@ func TestSucceedInNeedsAGormClient(t *testing.T) {
 		errs <- err
 		return nil, err
 	}, nil)
-	runWorker(t, w)
-	if _, err := c.Submit(testCtx(t), "x", nil, nil); err != nil {
+	adaptertest.RunWorker(t, w)
+	if _, err := c.Submit(adaptertest.Ctx(t), "x", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errs; err == nil || !strings.Contains(err.Error(), "does not run on a cairnqgorm executor") {
@@ -531,238 +332,19 @@ func (f foreign) Tx(ctx context.Context, fn func(context.Context, executor.Sessi
 	})
 }
 
-type note struct{ channel, payload string }
+func TestListen(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.Listen) }
 
-func recv(t *testing.T, ch <-chan note) note {
-	t.Helper()
-	select {
-	case n := <-ch:
-		return n
-	case <-time.After(waitTimeout):
-		t.Fatal("no notification")
-		return note{}
-	}
-}
-
-func notify(t *testing.T, db *sql.DB, channel, payload string) {
-	t.Helper()
-	if _, err := db.ExecContext(testCtx(t), `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// listenerPID finds the backend LISTENing in the test's database (after an
-// idle check its last query is pgx's ping).
-func listenerPID(t *testing.T, db *sql.DB) (pid int64, lastQuery string, found bool) {
-	t.Helper()
-	err := db.QueryRowContext(testCtx(t), `SELECT pid, query FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()
-		  AND (query ILIKE 'listen%' OR query = '-- ping')`).Scan(&pid, &lastQuery)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, "", false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid, lastQuery, true
-}
-
-func TestListen(t *testing.T) {
-	t.Parallel()
-	db, sqlDB := openGorm(t, pgtest.DSN(t), nil)
-	e := cairnqgorm.New(db, nil)
-	got := make(chan note, 16)
-	var stopped atomic.Bool
-	stop, err := e.Listen(testCtx(t), []string{"cairnq_a", `Mixed "Case".ch`, "cairnq_a"}, func(c, p string) {
-		if stopped.Load() {
-			t.Errorf("notification after stop: %s %q", c, p)
-		}
-		got <- note{c, p}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	if n := sqlDB.Stats().InUse; n != 1 {
-		t.Errorf("%d pooled connections in use while listening, want the 1 the listener reserved", n)
-	}
-
-	// Notifications on one listener arrive in commit order, so the absence
-	// of the others before the last one is proof they were not delivered.
-	sent := []note{
-		{"cairnq_other", "ignored"},
-		{"cairnq_a", `{"id":1,"q":"it's \"x\""}`},
-		{"CAIRNQ_A", "case matters"},
-		{`Mixed "Case".ch`, "héllo\nworld"},
-		{"cairnq_a", ""},
-	}
-	for _, n := range sent {
-		notify(t, sqlDB, n.channel, n.payload)
-	}
-	for _, want := range []note{sent[1], sent[3], sent[4]} {
-		if n := recv(t, got); n != want {
-			t.Fatalf("got %+v, want %+v", n, want)
-		}
-	}
-	if _, _, ok := listenerPID(t, sqlDB); !ok {
-		t.Fatal("no LISTEN backend in pg_stat_activity")
-	}
-
-	stop()
-	stopped.Store(true)
-	stop() // idempotent
-	if n := sqlDB.Stats().InUse; n != 0 {
-		t.Errorf("%d connections in use after stop", n)
-	}
-	poll(t, "the listener backend to end", func() bool { _, _, ok := listenerPID(t, sqlDB); return !ok })
-	notify(t, sqlDB, "cairnq_a", "after stop")
-	select {
-	case n := <-got:
-		t.Fatalf("delivered after stop: %+v", n)
-	default:
-	}
-}
-
-// listenerGoroutines counts goroutines carrying the listener's profile
-// label for channel.
-func listenerGoroutines(t *testing.T, channel string) int {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for rec := range strings.SplitSeq(buf.String(), "\n\n") {
-		if strings.Contains(rec, `"cairnq.channels":"`+channel+`"`) {
-			var k int
-			if _, err := fmt.Sscanf(rec, "%d @", &k); err == nil {
-				n += k
-			}
-		}
-	}
-	return n
-}
-
-func TestListenReconnects(t *testing.T) {
-	t.Parallel()
-	db, sqlDB := openGorm(t, pgtest.DSN(t), nil)
-	admin, err := sql.Open("postgres", pgtest.AdminDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	reconnected := make(chan struct{}, 16)
-	e := cairnqgorm.New(db, &cairnqgorm.Options{OnReconnect: func() { reconnected <- struct{}{} }})
-	const channel = "cairnq_wake_gorm"
-	got := make(chan note, 16)
-	stop, err := e.Listen(testCtx(t), []string{channel}, func(c, p string) { got <- note{c, p} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	notify(t, sqlDB, channel, "before")
-	if n := recv(t, got); n.payload != "before" {
-		t.Fatalf("got %+v", n)
-	}
-
-	for round := range 2 {
-		pid, _, ok := listenerPID(t, sqlDB)
-		if !ok {
-			t.Fatal("no listener backend")
-		}
-		if _, err := admin.ExecContext(testCtx(t), `SELECT pg_terminate_backend($1)`, pid); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-reconnected:
-		case <-time.After(waitTimeout):
-			t.Fatalf("round %d: OnReconnect did not run", round)
-		}
-		if p, _, ok := listenerPID(t, sqlDB); !ok || p == pid {
-			t.Fatalf("round %d: listener backend %d (found %v), want a new one", round, p, ok)
-		}
-		payload := fmt.Sprint("after ", round)
-		notify(t, sqlDB, channel, payload)
-		if n := recv(t, got); n != (note{channel, payload}) {
-			t.Fatalf("got %+v", n)
-		}
-	}
-	if n := sqlDB.Stats().InUse; n != 1 {
-		t.Errorf("%d connections in use after reconnects, want 1: broken ones must be discarded", n)
-	}
-	stop()
-	if n := listenerGoroutines(t, channel); n != 0 {
-		t.Errorf("%d listener goroutines outlive stop", n)
-	}
-	if n := sqlDB.Stats().InUse; n != 0 {
-		t.Errorf("%d connections in use after stop", n)
-	}
-}
+func TestListenReconnects(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.ListenReconnects) }
 
 func TestListenIdleCheckKeepsTheConnection(t *testing.T) {
-	t.Parallel()
-	db, sqlDB := openGorm(t, pgtest.DSN(t), nil)
-	reconnected := make(chan struct{}, 16)
-	e := cairnqgorm.New(db, &cairnqgorm.Options{OnReconnect: func() { reconnected <- struct{}{} }})
-	cairnqgorm.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
-	got := make(chan note, 16)
-	stop, err := e.Listen(testCtx(t), []string{"idle"}, func(c, p string) { got <- note{c, p} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	pid, _, _ := listenerPID(t, sqlDB)
-	poll(t, "an idle check ping", func() bool { _, q, _ := listenerPID(t, sqlDB); return q == "-- ping" })
-	notify(t, sqlDB, "idle", "still here")
-	if n := recv(t, got); n.payload != "still here" {
-		t.Fatalf("got %+v", n)
-	}
-	if p, _, _ := listenerPID(t, sqlDB); p != pid {
-		t.Errorf("listener backend changed from %d to %d across idle checks", pid, p)
-	}
-	select {
-	case <-reconnected:
-		t.Error("an idle check reconnected")
-	default:
-	}
+	adapter.Parallel(t, adaptertest.Adapter.ListenIdleCheckKeepsTheConnection)
 }
 
 func TestCloseStopsListeners(t *testing.T) {
-	t.Parallel()
-	db, sqlDB := openGorm(t, pgtest.DSN(t), nil)
-	e := cairnqgorm.New(db, nil)
-	stop, err := e.Listen(testCtx(t), []string{"a"}, func(string, string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	stop() // after Close: a no-op
-	if n := sqlDB.Stats().InUse; n != 0 {
-		t.Errorf("%d connections in use after Close", n)
-	}
-	if _, err := e.Listen(testCtx(t), []string{"a"}, func(string, string) {}); err == nil {
-		t.Error("Listen after Close succeeded")
-	}
-	if err := sqlDB.PingContext(testCtx(t)); err != nil {
-		t.Errorf("the application's pool after Close: %v", err)
-	}
+	adapter.Parallel(t, adaptertest.Adapter.CloseStopsListeners)
 }
 
-func TestListenArguments(t *testing.T) {
-	t.Parallel()
-	db, _ := openGorm(t, pgtest.DSN(t), nil)
-	e := cairnqgorm.New(db, nil)
-	for _, chans := range [][]string{nil, {""}, {strings.Repeat("x", 64)}} {
-		if _, err := e.Listen(testCtx(t), chans, func(string, string) {}); err == nil {
-			t.Errorf("Listen(%q) succeeded", chans)
-		}
-	}
-	if _, err := e.Listen(testCtx(t), []string{"a"}, nil); err == nil {
-		t.Error("Listen with a nil onNotify succeeded")
-	}
-}
+func TestListenArguments(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.ListenArguments) }
 
 func TestListenUnavailable(t *testing.T) {
 	t.Parallel()
@@ -771,49 +353,18 @@ func TestListenUnavailable(t *testing.T) {
 	// A pool of one connection: LISTEN would hold it for good.
 	db, sqlDB := openGorm(t, dsn, nil)
 	sqlDB.SetMaxOpenConns(1)
-	if _, err := cairnqgorm.New(db, nil).Listen(testCtx(t), []string{"a"}, func(string, string) {}); !errors.Is(err, executor.ErrListenUnavailable) {
-		t.Errorf("one-connection pool: %v, want ErrListenUnavailable", err)
-	}
+	adaptertest.ListenRefused(t, "one-connection pool", cairnqgorm.New(db, nil), sqlDB)
 
-	// gorm's postgres dialector over a *sql.DB of another driver.
+	// gorm's postgres dialector over a *sql.DB of another driver. Statements
+	// still work there; cairnq polls.
 	pq, err := sql.Open("postgres", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pq.Close() })
-	e := cairnqgorm.New(mustGorm(t, pq), nil)
-	if _, err := e.Listen(testCtx(t), []string{"a"}, func(string, string) {}); !errors.Is(err, executor.ErrListenUnavailable) {
-		t.Errorf("lib/pq pool: %v, want ErrListenUnavailable", err)
-	}
-	if n := pq.Stats().InUse; n != 0 {
-		t.Errorf("%d connections in use after the refusal, want the probed one back in the pool", n)
-	}
-	// Statements still work there; cairnq polls.
-	if n := count(t, e, `SELECT count(*) AS n FROM pg_class WHERE relname = $1`, "pg_class"); n != 1 {
-		t.Errorf("count = %d", n)
-	}
+	adaptertest.ListenRefused(t, "lib/pq pool", cairnqgorm.New(mustGorm(t, pq), nil), pq)
 }
 
-// Two clients on separate pools share nothing in-process, so with every
-// poll set to a minute only LISTEN/NOTIFY through the adapter can carry the
-// task to the worker and its result back to the caller in time.
 func TestListenWakesWorkerAndCaller(t *testing.T) {
-	t.Parallel()
-	dsn := pgtest.DSN(t)
-	apiDB, _ := openGorm(t, dsn, nil)
-	workerDB, _ := openGorm(t, dsn, nil)
-	api := openClient(t, cairnqgorm.New(apiDB, nil))
-	w, err := cairnq.NewWorker(openClient(t, cairnqgorm.New(workerDB, nil)), &cairnq.WorkerOptions{PollInterval: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle("echo", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return tc.Payload(), nil }, nil)
-	runWorker(t, w)
-	slow := cairnq.WaitOptions{Timeout: waitTimeout, PollInterval: time.Minute, MaxPollInterval: time.Minute}
-	for i := range 3 {
-		got, err := api.Call(testCtx(t), "echo", i, &cairnq.CallOptions{WaitOptions: slow})
-		if err != nil || string(got.Result) != fmt.Sprint(i) {
-			t.Fatalf("call %d (woken by notifications or not at all): %v %+v", i, err, got)
-		}
-	}
+	adapter.Parallel(t, adaptertest.Adapter.ListenWakesWorkerAndCaller)
 }

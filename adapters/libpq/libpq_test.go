@@ -20,22 +20,15 @@ import (
 
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-const waitLimit = 30 * time.Second
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func open(t *testing.T, dsn string, opts *cairnqlibpq.Options) *cairnqlibpq.Executor {
 	t.Helper()
-	e, err := cairnqlibpq.Open(testCtx(t), dsn, opts)
+	e, err := cairnqlibpq.Open(adaptertest.Ctx(t), dsn, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -60,9 +53,21 @@ func countRows(t *testing.T, ctx context.Context, s executor.Session, from strin
 	return queryOne(t, ctx, s, "SELECT count(*) AS n FROM "+from)["n"].(int64)
 }
 
+// appDB opens the application's own *sql.DB on dsn, closed at cleanup;
+// database/sql connects only when it is used.
+func appDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 func TestQueryExecTx(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	e := open(t, pgtest.DSN(t), nil)
 
 	if err := e.Exec(ctx, `CREATE TABLE jobs (id int8 PRIMARY KEY, doc jsonb NOT NULL, ok bool);
@@ -125,7 +130,7 @@ func TestQueryExecTx(t *testing.T) {
 
 func TestErrorsKeepPQError(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	e := open(t, pgtest.DSN(t), nil)
 	for name, run := range map[string]func() error{
 		"query": func() error { _, err := e.Query(ctx, "SELECT * FROM missing"); return err },
@@ -154,13 +159,9 @@ func TestErrorsKeepPQError(t *testing.T) {
 
 func TestNewLeavesAppDBOpen(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	dsn := pgtest.DSN(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := appDB(t, dsn)
 	e := cairnqlibpq.New(db, dsn, &cairnqlibpq.Options{Schema: "ignored_by_new"})
 	if e.DB() != db {
 		t.Fatal("DB is not the app's db")
@@ -179,13 +180,9 @@ func TestNewLeavesAppDBOpen(t *testing.T) {
 
 func TestTxSessionJoinsAppTransaction(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	dsn := pgtest.DSN(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := appDB(t, dsn)
 	e := cairnqlibpq.New(db, dsn, nil)
 	if err := e.Exec(ctx, "CREATE TABLE t (id int8 PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
@@ -232,7 +229,7 @@ func withParams(t *testing.T, dsn string, kv ...string) string {
 
 func TestSchemaOnEveryConnection(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	const schema = "Cairnq_Jobs" // mixed case: quoting must keep it
 	// The DSN asks for another search_path twice over; Schema wins.
 	dsn := withParams(t, pgtest.DSN(t), "search_path", "public", "options", "-c search_path=public")
@@ -308,7 +305,7 @@ func TestSchemaConcurrentOpens(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			e, err := cairnqlibpq.Open(testCtx(t), dsn, &cairnqlibpq.Options{Schema: "raced"})
+			e, err := cairnqlibpq.Open(adaptertest.Ctx(t), dsn, &cairnqlibpq.Options{Schema: "raced"})
 			if err != nil {
 				t.Errorf("concurrent Open: %v", err)
 				return
@@ -338,7 +335,7 @@ func TestSchemaNameValidatedBeforeConnecting(t *testing.T) {
 
 func TestSchemaExistingWithoutCreatePrivilege(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	dsn := pgtest.DSN(t)
 	admin := open(t, dsn, nil)
 	role := "cairnq_limited_" + randomHex(4)
@@ -376,24 +373,18 @@ func randomHex(n int) string {
 // --- LISTEN. These tests do not run in parallel: they count the listener
 // goroutines of the whole test binary.
 
-type note struct{ channel, payload string }
-
 // collector receives notifications on a channel a test can wait on.
-type collector struct{ ch chan note }
+type collector struct{ ch chan adaptertest.Note }
 
-func newCollector() *collector { return &collector{ch: make(chan note, 64)} }
+func newCollector() *collector { return &collector{ch: make(chan adaptertest.Note, 64)} }
 
-func (c *collector) onNotify(channel, payload string) { c.ch <- note{channel, payload} }
+func (c *collector) onNotify(channel, payload string) {
+	c.ch <- adaptertest.Note{Channel: channel, Payload: payload}
+}
 
-func (c *collector) next(t *testing.T) note {
+func (c *collector) next(t *testing.T) adaptertest.Note {
 	t.Helper()
-	select {
-	case n := <-c.ch:
-		return n
-	case <-time.After(waitLimit):
-		t.Fatal("no notification")
-		return note{}
-	}
+	return adaptertest.Recv(t, c.ch)
 }
 
 func notify(t *testing.T, ctx context.Context, e executor.Session, channel, payload string) {
@@ -417,18 +408,6 @@ func listenerBackends(t *testing.T, ctx context.Context, e executor.Session) []i
 		pids = append(pids, r["pid"].(int64))
 	}
 	return pids
-}
-
-// eventually polls cond until it holds or waitLimit passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // listenerGoroutines returns the stacks of goroutines belonging to a
@@ -472,7 +451,7 @@ func requireNoListenerGoroutines(t *testing.T) {
 }
 
 func TestListenRequestedChannelsOnlyAndStop(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	e := open(t, pgtest.DSN(t), nil)
 	c := newCollector()
 	stop, err := e.Listen(ctx, []string{"alpha", "Beta", "alpha"}, c.onNotify)
@@ -487,15 +466,15 @@ func TestListenRequestedChannelsOnlyAndStop(t *testing.T) {
 	notify(t, ctx, e, "beta", "wrong case")
 	notify(t, ctx, e, "Beta", "2")
 	notify(t, ctx, e, "Beta", "end")
-	var got []note
+	var got []adaptertest.Note
 	for {
 		n := c.next(t)
 		got = append(got, n)
-		if n.payload == "end" {
+		if n.Payload == "end" {
 			break
 		}
 	}
-	want := []note{{"alpha", "1"}, {"Beta", "2"}, {"Beta", "end"}}
+	want := []adaptertest.Note{{Channel: "alpha", Payload: "1"}, {Channel: "Beta", Payload: "2"}, {Channel: "Beta", Payload: "end"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -505,7 +484,7 @@ func TestListenRequestedChannelsOnlyAndStop(t *testing.T) {
 
 	stop()
 	requireNoListenerGoroutines(t)
-	eventually(t, "the listener's backend to go", func() bool { return len(listenerBackends(t, ctx, e)) == 0 })
+	adaptertest.Poll(t, "the listener's backend to go", func() bool { return len(listenerBackends(t, ctx, e)) == 0 })
 	notify(t, ctx, e, "alpha", "after stop")
 	select {
 	case n := <-c.ch:
@@ -516,7 +495,7 @@ func TestListenRequestedChannelsOnlyAndStop(t *testing.T) {
 }
 
 func TestListenReconnectsAfterTerminate(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	reconnected := make(chan struct{}, 8)
 	e := open(t, pgtest.DSN(t), &cairnqlibpq.Options{
 		OnReconnect:          func() { reconnected <- struct{}{} },
@@ -530,7 +509,7 @@ func TestListenReconnectsAfterTerminate(t *testing.T) {
 	}
 	defer stop()
 	notify(t, ctx, e, "cairnq_queued", "before")
-	if n := c.next(t); n != (note{"cairnq_queued", "before"}) {
+	if n := c.next(t); n != (adaptertest.Note{Channel: "cairnq_queued", Payload: "before"}) {
 		t.Fatalf("got %v", n)
 	}
 
@@ -544,14 +523,15 @@ func TestListenReconnectsAfterTerminate(t *testing.T) {
 	}
 	select {
 	case <-reconnected:
-	case <-time.After(waitLimit):
+	case <-time.After(adaptertest.WaitTimeout):
 		t.Fatal("OnReconnect was not called")
 	}
 	// OnReconnect comes after the listener subscribed again: a NOTIFY sent
 	// now is delivered, on both channels.
 	notify(t, ctx, e, "cairnq_done", "after")
 	notify(t, ctx, e, "cairnq_queued", "after")
-	if got := []note{c.next(t), c.next(t)}; !reflect.DeepEqual(got, []note{{"cairnq_done", "after"}, {"cairnq_queued", "after"}}) {
+	want := []adaptertest.Note{{Channel: "cairnq_done", Payload: "after"}, {Channel: "cairnq_queued", Payload: "after"}}
+	if got := []adaptertest.Note{c.next(t), c.next(t)}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after reconnecting got %v", got)
 	}
 	if now := listenerBackends(t, ctx, e); len(now) != 1 || now[0] == pids[0] {
@@ -562,13 +542,9 @@ func TestListenReconnectsAfterTerminate(t *testing.T) {
 }
 
 func TestCloseStopsListeners(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	dsn := pgtest.DSN(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := appDB(t, dsn)
 	e := cairnqlibpq.New(db, dsn, nil)
 	stop1, err := e.Listen(ctx, []string{"a"}, func(string, string) {})
 	if err != nil {
@@ -594,16 +570,8 @@ func TestCloseStopsListeners(t *testing.T) {
 }
 
 func TestListenUnavailable(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	onNotify := func(string, string) {}
-	appDB := func(t *testing.T, dsn string) *sql.DB {
-		db, err := sql.Open("postgres", dsn) // never used to connect
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		return db
-	}
 
 	t.Run("no DSN", func(t *testing.T) {
 		e := cairnqlibpq.New(appDB(t, "sslmode=disable"), "", nil)

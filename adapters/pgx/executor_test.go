@@ -3,6 +3,7 @@ package cairnqpgx_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,9 +20,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
@@ -45,15 +48,6 @@ func modeName(m pgx.QueryExecMode) string {
 	return m.String()
 }
 
-const waitTimeout = 15 * time.Second
-
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // newPool is an application-owned pool on a fresh database.
 func newPool(t *testing.T, dsn string) *pgxpool.Pool {
 	t.Helper()
@@ -65,9 +59,39 @@ func newPool(t *testing.T, dsn string) *pgxpool.Pool {
 	return pool
 }
 
+// appDB is the application's pool seen through database/sql, for the
+// tests shared with the adapters that run on one. Closing it leaves the
+// pool open.
+func appDB(t *testing.T, pool *pgxpool.Pool) *sql.DB {
+	t.Helper()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// adapter is this adapter for the tests shared with the others. Its
+// listener dials a connection of its own, so it takes none from the pool.
+var adapter = adaptertest.Adapter{
+	Name: "pgx",
+	Open: func(t *testing.T, dsn string, o adaptertest.Options) adaptertest.Pool {
+		e, pool := newExecutorOn(t, dsn, &cairnqpgx.Options{OnReconnect: o.OnReconnect})
+		if o.FastIdleCheck {
+			cairnqpgx.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
+		}
+		return adaptertest.Pool{Exec: e, App: appDB(t, pool), InUse: func() int { return int(pool.Stat().AcquiredConns()) }}
+	},
+}
+
 func newExecutor(t *testing.T, opts *cairnqpgx.Options) (*cairnqpgx.Executor, *pgxpool.Pool) {
 	t.Helper()
-	pool := newPool(t, pgtest.DSN(t))
+	return newExecutorOn(t, pgtest.DSN(t), opts)
+}
+
+// newExecutorOn is an executor on an application-owned pool on dsn, which
+// logs to the test's output.
+func newExecutorOn(t *testing.T, dsn string, opts *cairnqpgx.Options) (*cairnqpgx.Executor, *pgxpool.Pool) {
+	t.Helper()
+	pool := newPool(t, dsn)
 	var o cairnqpgx.Options
 	if opts != nil {
 		o = *opts
@@ -80,44 +104,10 @@ func newExecutor(t *testing.T, opts *cairnqpgx.Options) (*cairnqpgx.Executor, *p
 	return e, pool
 }
 
-func mustQuery(t *testing.T, s executor.Session, sql string, args ...any) []executor.Row {
-	t.Helper()
-	rows, err := s.Query(testCtx(t), sql, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return rows
-}
-
 func mustExec(t *testing.T, s executor.Session, script string) {
 	t.Helper()
-	if err := s.Exec(testCtx(t), script); err != nil {
+	if err := s.Exec(adaptertest.Ctx(t), script); err != nil {
 		t.Fatalf("%s: %v", script, err)
-	}
-}
-
-func count(t *testing.T, s executor.Session, sql string, args ...any) int64 {
-	t.Helper()
-	rows := mustQuery(t, s, sql, args...)
-	if len(rows) != 1 {
-		t.Fatalf("%s: %d rows", sql, len(rows))
-	}
-	n, ok := rows[0]["n"].(int64)
-	if !ok {
-		t.Fatalf("%s: n = %#v, want int64", sql, rows[0]["n"])
-	}
-	return n
-}
-
-// poll waits for cond, failing t after waitTimeout.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -125,9 +115,9 @@ func TestQueryReturnsPgxValues(t *testing.T) {
 	t.Parallel()
 	e, _ := newExecutor(t, nil)
 	mustExec(t, e, `CREATE TABLE t (id bigint PRIMARY KEY, doc jsonb, str jsonb, name text, note text)`)
-	mustQuery(t, e, `INSERT INTO t VALUES (9007199254740993, '{"a":[1,"x"],"b":null}', '"42"', 'n', NULL)`)
+	adaptertest.Query(t, e, `INSERT INTO t VALUES (9007199254740993, '{"a":[1,"x"],"b":null}', '"42"', 'n', NULL)`)
 
-	rows := mustQuery(t, e, `SELECT id, doc, str, name, note FROM t`)
+	rows := adaptertest.Query(t, e, `SELECT id, doc, str, name, note FROM t`)
 	if len(rows) != 1 {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -154,7 +144,7 @@ func TestQueryWithoutRowsReturnsEmptySlice(t *testing.T) {
 		`SELECT id FROM t WHERE false`,
 		`UPDATE t SET id = 2`,
 	} {
-		rows := mustQuery(t, e, sql)
+		rows := adaptertest.Query(t, e, sql)
 		if rows == nil || len(rows) != 0 {
 			t.Errorf("%s: rows = %#v, want an empty non-nil slice", sql, rows)
 		}
@@ -182,7 +172,7 @@ func TestParamsEveryExecMode(t *testing.T) {
 			doc := `{"k":[1,2],"s":"it's \"q\" \\ é"}`
 
 			// Every argument kind, cast in SQL.
-			rows := mustQuery(t, e, `SELECT $1::text[] AS tags, $2::jsonb AS doc, $3::bigint AS n,
+			rows := adaptertest.Query(t, e, `SELECT $1::text[] AS tags, $2::jsonb AS doc, $3::bigint AS n,
 				$4::float8 AS f, $5::boolean AS b, $6::text AS nul, $7::text AS s`,
 				tags, doc, id, 1.5, true, nil, `O'Reilly \ x`)
 			want := executor.Row{
@@ -200,9 +190,9 @@ func TestParamsEveryExecMode(t *testing.T) {
 
 			// Into columns, uncast where the column gives the type, then
 			// filtered with an array literal.
-			mustQuery(t, e, `INSERT INTO item (id, tags, doc, score, ok, note)
+			adaptertest.Query(t, e, `INSERT INTO item (id, tags, doc, score, ok, note)
 				VALUES ($1, $2::text[], $3::jsonb, $4, $5, $6)`, id, tags, doc, 2.25, false, nil)
-			rows = mustQuery(t, e, `SELECT id, tags, doc->>'s' AS s, score, ok, note FROM item
+			rows = adaptertest.Query(t, e, `SELECT id, tags, doc->>'s' AS s, score, ok, note FROM item
 				WHERE id = ANY($1::bigint[]) AND tags && $2::text[] AND ($3::text IS NULL OR note = $3)`,
 				fmt.Sprintf("{%d,-1}", id), `{"b c"}`, nil)
 			want = executor.Row{
@@ -214,7 +204,7 @@ func TestParamsEveryExecMode(t *testing.T) {
 			}
 
 			// Void results: an advisory lock in a transaction, and pg_notify.
-			err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			err := e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 				rows, err := s.Query(ctx, `SELECT pg_advisory_xact_lock($1)`, id)
 				if err != nil {
 					return err
@@ -236,8 +226,8 @@ func TestParamsEveryExecMode(t *testing.T) {
 
 			// The array-literal string also binds to an uncast text[] column
 			// and a jsonb column in an UPDATE.
-			mustQuery(t, e, `UPDATE item SET tags = $2::text[], doc = $3::jsonb WHERE id = $1`, id, `{}`, `[]`)
-			rows = mustQuery(t, e, `SELECT tags, doc FROM item WHERE id = $1`, id)
+			adaptertest.Query(t, e, `UPDATE item SET tags = $2::text[], doc = $3::jsonb WHERE id = $1`, id, `{}`, `[]`)
+			rows = adaptertest.Query(t, e, `SELECT tags, doc FROM item WHERE id = $1`, id)
 			if want := (executor.Row{"tags": []any{}, "doc": json.RawMessage(`[]`)}); !reflect.DeepEqual(rows[0], want) {
 				t.Fatalf("after update %#v, want %#v", rows[0], want)
 			}
@@ -258,17 +248,17 @@ func TestExecRunsMultiStatementScripts(t *testing.T) {
 				INSERT INTO a VALUES (1), (2);
 				CREATE FUNCTION twice(bigint) RETURNS bigint LANGUAGE sql AS $$ SELECT $1 * 2 $$;
 				INSERT INTO a SELECT twice(id) + 10 FROM a;`)
-			if n := count(t, e, `SELECT sum(id)::bigint AS n FROM a`); n != 1+2+12+14 {
+			if n := adaptertest.Count(t, e, `SELECT sum(id)::bigint AS n FROM a`); n != 1+2+12+14 {
 				t.Fatalf("sum = %d", n)
 			}
 			// Inside a transaction too.
-			err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			err := e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 				return s.Exec(ctx, `CREATE TABLE b (x int); INSERT INTO b VALUES (1);`)
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := count(t, e, `SELECT count(*) AS n FROM b`); n != 1 {
+			if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM b`); n != 1 {
 				t.Fatalf("count(b) = %d", n)
 			}
 		})
@@ -279,7 +269,7 @@ func TestErrorsKeepSQLState(t *testing.T) {
 	t.Parallel()
 	e, _ := newExecutor(t, nil)
 	mustExec(t, e, `CREATE TABLE u (id bigint PRIMARY KEY)`)
-	mustQuery(t, e, `INSERT INTO u VALUES ($1)`, int64(1))
+	adaptertest.Query(t, e, `INSERT INTO u VALUES ($1)`, int64(1))
 
 	check := func(op string, err error, code string) {
 		t.Helper()
@@ -298,10 +288,10 @@ func TestErrorsKeepSQLState(t *testing.T) {
 			t.Errorf("%s: SQLState() not %s: %v", op, code, err)
 		}
 	}
-	_, err := e.Query(testCtx(t), `INSERT INTO u VALUES ($1)`, int64(1))
+	_, err := e.Query(adaptertest.Ctx(t), `INSERT INTO u VALUES ($1)`, int64(1))
 	check("query", err, "23505")
-	check("exec", e.Exec(testCtx(t), `SELECT 1; SELEC 2`), "42601")
-	err = e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+	check("exec", e.Exec(adaptertest.Ctx(t), `SELECT 1; SELEC 2`), "42601")
+	err = e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 		_, err := s.Query(ctx, `INSERT INTO u VALUES ($1)`, int64(1))
 		return err
 	})
@@ -326,14 +316,14 @@ func TestTx(t *testing.T) {
 	}
 
 	t.Run("commit", func(t *testing.T) {
-		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+		err := e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 			_, err := s.Query(ctx, `INSERT INTO t VALUES (1)`)
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 1`); n != 1 {
+		if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t WHERE id = 1`); n != 1 {
 			t.Fatalf("committed row count = %d", n)
 		}
 		idle("commit")
@@ -341,7 +331,7 @@ func TestTx(t *testing.T) {
 
 	t.Run("rollback on error", func(t *testing.T) {
 		sentinel := errors.New("app says no")
-		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+		err := e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 			if _, err := s.Query(ctx, `INSERT INTO t VALUES (2)`); err != nil {
 				return err
 			}
@@ -350,7 +340,7 @@ func TestTx(t *testing.T) {
 		if err != sentinel {
 			t.Fatalf("Tx = %v, want the fn's own error unchanged", err)
 		}
-		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 2`); n != 0 {
+		if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t WHERE id = 2`); n != 0 {
 			t.Fatal("row of a failed transaction committed")
 		}
 		idle("rollback")
@@ -360,7 +350,7 @@ func TestTx(t *testing.T) {
 		var recovered any
 		func() {
 			defer func() { recovered = recover() }()
-			_ = e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+			_ = e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 				if _, err := s.Query(ctx, `INSERT INTO t VALUES (3)`); err != nil {
 					return err
 				}
@@ -370,7 +360,7 @@ func TestTx(t *testing.T) {
 		if recovered != "boom" {
 			t.Fatalf("recovered %v, want the fn's panic", recovered)
 		}
-		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 3`); n != 0 {
+		if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t WHERE id = 3`); n != 0 {
 			t.Fatal("row of a panicking transaction committed")
 		}
 		idle("panic")
@@ -389,21 +379,21 @@ func TestTx(t *testing.T) {
 			})
 		}()
 		<-done
-		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 4`); n != 0 {
+		if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t WHERE id = 4`); n != 0 {
 			t.Fatal("row of a Goexit transaction committed")
 		}
 		idle("goexit")
 	})
 
 	t.Run("isolation", func(t *testing.T) {
-		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+		err := e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 			if _, err := s.Query(ctx, `INSERT INTO t VALUES (5)`); err != nil {
 				return err
 			}
-			if n := count(t, s, `SELECT count(*) AS n FROM t WHERE id = 5`); n != 1 {
+			if n := adaptertest.Count(t, s, `SELECT count(*) AS n FROM t WHERE id = 5`); n != 1 {
 				t.Errorf("the transaction does not see its own write (%d)", n)
 			}
-			if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id = 5`); n != 0 {
+			if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t WHERE id = 5`); n != 0 {
 				t.Errorf("the pool sees an uncommitted write (%d)", n)
 			}
 			tx, ok := cairnqpgx.PgxTx(s)
@@ -418,13 +408,13 @@ func TestTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, e, `SELECT count(*) AS n FROM t WHERE id IN (5, 6)`); n != 2 {
+		if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t WHERE id IN (5, 6)`); n != 2 {
 			t.Fatalf("committed %d of 2 rows", n)
 		}
 	})
 
 	t.Run("concurrent use of a session", func(t *testing.T) {
-		err := e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+		err := e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			for range 8 {
@@ -448,7 +438,7 @@ func TestAppHeldTransactionAndConnection(t *testing.T) {
 	t.Parallel()
 	e, pool := newExecutor(t, nil)
 	mustExec(t, e, `CREATE TABLE t (id bigint PRIMARY KEY)`)
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 
 	for _, commit := range []bool{false, true} {
 		tx, err := pool.Begin(ctx)
@@ -474,7 +464,7 @@ func TestAppHeldTransactionAndConnection(t *testing.T) {
 		if commit {
 			want = 1
 		}
-		if n := count(t, e, `SELECT count(*) AS n FROM t`); n != want {
+		if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM t`); n != want {
 			t.Fatalf("commit=%v: %d rows, want %d", commit, n, want)
 		}
 	}
@@ -485,8 +475,8 @@ func TestAppHeldTransactionAndConnection(t *testing.T) {
 	}
 	defer pc.Release()
 	s := cairnqpgx.ConnSession(pc.Conn(), nil)
-	mustQuery(t, s, `SELECT set_config('cairnq.test', 'here', false)`)
-	rows := mustQuery(t, s, `SELECT current_setting('cairnq.test') AS v`)
+	adaptertest.Query(t, s, `SELECT set_config('cairnq.test', 'here', false)`)
+	rows := adaptertest.Query(t, s, `SELECT current_setting('cairnq.test') AS v`)
 	if rows[0]["v"] != "here" {
 		t.Fatalf("connection session lost its session state: %#v", rows)
 	}
@@ -505,7 +495,7 @@ func TestCloseLeavesAppPoolOpen(t *testing.T) {
 	if e.Native() != pool || e.Pool() != pool {
 		t.Fatal("Native/Pool is not the app's pool")
 	}
-	stop, err := e.Listen(testCtx(t), []string{"c"}, func(string, string) {})
+	stop, err := e.Listen(adaptertest.Ctx(t), []string{"c"}, func(string, string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,11 +506,11 @@ func TestCloseLeavesAppPoolOpen(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.Ping(testCtx(t)); err != nil {
+	if err := pool.Ping(adaptertest.Ctx(t)); err != nil {
 		t.Fatalf("the app's pool no longer works after Close: %v", err)
 	}
 	var n int
-	if err := pool.QueryRow(testCtx(t), `SELECT 1`).Scan(&n); err != nil || n != 1 {
+	if err := pool.QueryRow(adaptertest.Ctx(t), `SELECT 1`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("app pool query: %v", err)
 	}
 }
@@ -529,18 +519,18 @@ func TestOpenWithSchema(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	const schema = "Cairnq_Mixed1"
-	e, err := cairnqpgx.Open(testCtx(t), dsn, &cairnqpgx.Options{Schema: schema, MaxConns: 4})
+	e, err := cairnqpgx.Open(adaptertest.Ctx(t), dsn, &cairnqpgx.Options{Schema: schema, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	if n := count(t, e, `SELECT count(*) AS n FROM pg_namespace WHERE nspname = $1`, schema); n != 1 {
+	if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM pg_namespace WHERE nspname = $1`, schema); n != 1 {
 		t.Fatalf("schema %s not created", schema)
 	}
 
 	// Hold every connection at once, so each is a distinct backend.
 	pool := e.Pool()
-	ctx := testCtx(t)
+	ctx := adaptertest.Ctx(t)
 	conns := make([]*pgxpool.Conn, 4)
 	var wg sync.WaitGroup
 	errs := make([]error, len(conns))
@@ -571,23 +561,23 @@ func TestOpenWithSchema(t *testing.T) {
 
 	// Unqualified DDL lands in the schema.
 	mustExec(t, e, `CREATE TABLE placed (id int)`)
-	if n := count(t, e, `SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1 AND tablename = 'placed'`, schema); n != 1 {
+	if n := adaptertest.Count(t, e, `SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1 AND tablename = 'placed'`, schema); n != 1 {
 		t.Fatal("table not created in the schema")
 	}
 
 	// Opening again finds the schema.
-	e2, err := cairnqpgx.Open(testCtx(t), dsn, &cairnqpgx.Options{Schema: schema})
+	e2, err := cairnqpgx.Open(adaptertest.Ctx(t), dsn, &cairnqpgx.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, e2, `SELECT count(*) AS n FROM placed`); n != 0 {
+	if n := adaptertest.Count(t, e2, `SELECT count(*) AS n FROM placed`); n != 0 {
 		t.Fatal("second executor does not resolve the schema")
 	}
 	owned := e2.Pool()
 	if err := e2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := owned.Ping(testCtx(t)); err == nil {
+	if err := owned.Ping(adaptertest.Ctx(t)); err == nil {
 		t.Fatal("Close of an Open executor left its pool open")
 	}
 }
@@ -616,240 +606,48 @@ func TestOpenRejectsBadOptionsBeforeConnecting(t *testing.T) {
 	}
 }
 
-type note struct{ channel, payload string }
+func TestListen(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.Listen) }
 
-// notifier sends notifications from the app pool.
-func notify(t *testing.T, pool *pgxpool.Pool, channel, payload string) {
-	t.Helper()
-	if _, err := pool.Exec(testCtx(t), `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func recv(t *testing.T, ch <-chan note) note {
-	t.Helper()
-	select {
-	case n := <-ch:
-		return n
-	case <-time.After(waitTimeout):
-		t.Fatal("no notification")
-		return note{}
-	}
-}
-
-// listenerPID finds the backend LISTENing in the test's database.
-func listenerPID(t *testing.T, pool *pgxpool.Pool) (pid int32, found bool) {
-	t.Helper()
-	err := pool.QueryRow(testCtx(t), `SELECT pid FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid()
-		  AND (query LIKE 'LISTEN%' OR query = '-- ping')`).Scan(&pid)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid, true
-}
-
-func TestListen(t *testing.T) {
-	t.Parallel()
-	e, pool := newExecutor(t, nil)
-	got := make(chan note, 16)
-	var stopped atomic.Bool
-	chans := []string{"cairnq_a", `Mixed "Case".ch`, "cairnq_a"}
-	stop, err := e.Listen(testCtx(t), chans, func(c, p string) {
-		if stopped.Load() {
-			t.Errorf("notification after stop: %s %q", c, p)
-		}
-		got <- note{c, p}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	if st := pool.Stat(); st.AcquiredConns() != 0 {
-		t.Fatalf("the listener holds a pooled connection (%d acquired)", st.AcquiredConns())
-	}
-
-	// Notifications on one listener arrive in commit order, so the absence
-	// of "cairnq_other" before the last one is proof it was not delivered.
-	payloads := []note{
-		{"cairnq_other", "ignored"},
-		{"cairnq_a", `{"id":1,"q":"it's \"x\""}`},
-		{"CAIRNQ_A", "case matters"},
-		{`Mixed "Case".ch`, "héllo\nworld"},
-		{"cairnq_a", ""},
-	}
-	for _, n := range payloads {
-		notify(t, pool, n.channel, n.payload)
-	}
-	for _, want := range []note{payloads[1], payloads[3], payloads[4]} {
-		if n := recv(t, got); n != want {
-			t.Fatalf("got %+v, want %+v", n, want)
-		}
-	}
-
-	if _, ok := listenerPID(t, pool); !ok {
-		t.Fatal("no LISTEN backend in pg_stat_activity")
-	}
-	stop()
-	stopped.Store(true)
-	stop() // idempotent
-	poll(t, "the listener backend to end", func() bool { _, ok := listenerPID(t, pool); return !ok })
-	notify(t, pool, "cairnq_a", "after stop")
-	select {
-	case n := <-got:
-		t.Fatalf("delivered after stop: %+v", n)
-	default:
-	}
-}
-
-func TestListenReconnects(t *testing.T) {
-	t.Parallel()
-	reconnected := make(chan struct{}, 16)
-	e, pool := newExecutor(t, &cairnqpgx.Options{OnReconnect: func() { reconnected <- struct{}{} }})
-	admin := newPool(t, pgtest.AdminDSN(t))
-	got := make(chan note, 16)
-	stop, err := e.Listen(testCtx(t), []string{"wake"}, func(c, p string) { got <- note{c, p} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-
-	notify(t, pool, "wake", "before")
-	if n := recv(t, got); n.payload != "before" {
-		t.Fatalf("got %+v", n)
-	}
-
-	for round := range 2 {
-		pid, ok := listenerPID(t, pool)
-		if !ok {
-			t.Fatal("no LISTEN backend")
-		}
-		var killed bool
-		if err := admin.QueryRow(testCtx(t), `SELECT pg_terminate_backend($1)`, pid).Scan(&killed); err != nil || !killed {
-			t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, killed, err)
-		}
-		select {
-		case <-reconnected:
-		case <-time.After(waitTimeout):
-			t.Fatalf("round %d: no reconnect after the backend was terminated", round)
-		}
-		newPID, ok := listenerPID(t, pool)
-		if !ok || newPID == pid {
-			t.Fatalf("round %d: listener backend %d after reconnect (was %d)", round, newPID, pid)
-		}
-		payload := fmt.Sprintf("after reconnect %d", round)
-		notify(t, pool, "wake", payload)
-		if n := recv(t, got); n != (note{"wake", payload}) {
-			t.Fatalf("got %+v", n)
-		}
-	}
-}
-
-// listenerGoroutines counts goroutines carrying the listener's profile
-// label for channel (the listener and anything pgx started from it).
-func listenerGoroutines(t *testing.T, channel string) int {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for rec := range strings.SplitSeq(buf.String(), "\n\n") {
-		if strings.Contains(rec, `"cairnq.channels":"`+channel+`"`) {
-			var k int
-			if _, err := fmt.Sscanf(rec, "%d @", &k); err == nil {
-				n += k
-			}
-		}
-	}
-	return n
-}
+func TestListenReconnects(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.ListenReconnects) }
 
 func TestListenLeavesNoGoroutine(t *testing.T) {
 	t.Parallel()
 	e, pool := newExecutor(t, nil)
+	app := appDB(t, pool)
 	admin := newPool(t, pgtest.AdminDSN(t))
 	const channel = "cairnq_leak_check"
-	if n := listenerGoroutines(t, channel); n != 0 {
+	if n := adaptertest.ListenerGoroutines(t, channel); n != 0 {
 		t.Fatalf("%d labeled goroutines before Listen", n)
 	}
-	got := make(chan note, 4)
-	stop, err := e.Listen(testCtx(t), []string{channel}, func(c, p string) { got <- note{c, p} })
+	got := make(chan adaptertest.Note, 4)
+	stop, err := e.Listen(adaptertest.Ctx(t), []string{channel}, func(c, p string) { got <- adaptertest.Note{Channel: c, Payload: p} })
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the listener goroutine, by its label", func() bool { return listenerGoroutines(t, channel) >= 1 })
+	adaptertest.Poll(t, "the listener goroutine, by its label", func() bool { return adaptertest.ListenerGoroutines(t, channel) >= 1 })
 	// Go through a reconnect too, so the goroutines it starts are covered.
-	pid, _ := listenerPID(t, pool)
-	if _, err := admin.Exec(testCtx(t), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+	pid := adaptertest.OneListener(t, app, 0)
+	if _, err := admin.Exec(adaptertest.Ctx(t), `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "a new listener backend", func() bool { p, ok := listenerPID(t, pool); return ok && p != pid })
-	notify(t, pool, channel, "x")
-	recv(t, got)
+	adaptertest.OneListener(t, app, pid)
+	adaptertest.Notify(t, app, channel, "x")
+	adaptertest.Recv(t, got)
 
 	stop()
-	if n := listenerGoroutines(t, channel); n != 0 {
+	if n := adaptertest.ListenerGoroutines(t, channel); n != 0 {
 		var buf bytes.Buffer
 		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
 		t.Fatalf("%d listener goroutines outlive stop:\n%s", n, buf.String())
 	}
 }
 
-func TestListenArguments(t *testing.T) {
-	t.Parallel()
-	e, _ := newExecutor(t, nil)
-	ctx := testCtx(t)
-	if _, err := e.Listen(ctx, nil, func(string, string) {}); err == nil {
-		t.Error("Listen on no channels succeeded")
-	}
-	if _, err := e.Listen(ctx, []string{""}, func(string, string) {}); err == nil {
-		t.Error("Listen on an empty channel name succeeded")
-	}
-	if _, err := e.Listen(ctx, []string{strings.Repeat("c", 64)}, func(string, string) {}); err == nil {
-		t.Error("Listen on a 64-byte channel name succeeded")
-	}
-	if _, err := e.Listen(ctx, []string{"c"}, nil); err == nil {
-		t.Error("Listen with a nil callback succeeded")
-	}
-	_ = e.Close()
-	if _, err := e.Listen(ctx, []string{"c"}, func(string, string) {}); err == nil {
-		t.Error("Listen after Close succeeded")
-	}
-}
+func TestListenArguments(t *testing.T) { adapter.Parallel(t, adaptertest.Adapter.ListenArguments) }
 
 // TestListenIdleChecksKeepTheConnection: an idle listener pings its
 // connection (pgx's "-- ping"), and a healthy one is kept, not replaced.
 func TestListenIdleChecksKeepTheConnection(t *testing.T) {
-	t.Parallel()
-	var reconnects atomic.Int32
-	e, pool := newExecutor(t, &cairnqpgx.Options{OnReconnect: func() { reconnects.Add(1) }})
-	cairnqpgx.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
-	got := make(chan note, 4)
-	stop, err := e.Listen(testCtx(t), []string{"idle"}, func(c, p string) { got <- note{c, p} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	pid, ok := listenerPID(t, pool)
-	if !ok {
-		t.Fatal("no listener backend")
-	}
-	poll(t, "the listener to ping", func() bool {
-		var q string
-		err := pool.QueryRow(testCtx(t), `SELECT query FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&q)
-		return err == nil && q == "-- ping"
-	})
-	notify(t, pool, "idle", "still here")
-	if n := recv(t, got); n.payload != "still here" {
-		t.Fatalf("got %+v", n)
-	}
-	if now, _ := listenerPID(t, pool); now != pid || reconnects.Load() != 0 {
-		t.Fatalf("healthy connection replaced: pid %d -> %d, %d reconnects", pid, now, reconnects.Load())
-	}
+	adapter.Parallel(t, adaptertest.Adapter.ListenIdleCheckKeepsTheConnection)
 }
 
 // TestListenWithAppNotificationHandler: a pool whose ConnConfig routes
@@ -874,8 +672,8 @@ func TestListenWithAppNotificationHandler(t *testing.T) {
 	e := cairnqpgx.New(pool, &cairnqpgx.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	t.Cleanup(func() { _ = e.Close() })
 
-	got := make(chan note, 4)
-	stop, err := e.Listen(testCtx(t), []string{"own"}, func(c, p string) { got <- note{c, p} })
+	got := make(chan adaptertest.Note, 4)
+	stop, err := e.Listen(adaptertest.Ctx(t), []string{"own"}, func(c, p string) { got <- adaptertest.Note{Channel: c, Payload: p} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -883,8 +681,11 @@ func TestListenWithAppNotificationHandler(t *testing.T) {
 	if beforeConnect.Load() != 1 || afterConnect.Load() != 1 {
 		t.Fatalf("pool hooks ran %d/%d times for the listener, want 1/1", beforeConnect.Load(), afterConnect.Load())
 	}
-	notify(t, pool, "own", "mine")
-	if n := recv(t, got); n != (note{"own", "mine"}) {
+	// From the pool itself, whose one connection the test counts below.
+	if _, err := pool.Exec(adaptertest.Ctx(t), `SELECT pg_notify($1, $2)`, "own", "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if n := adaptertest.Recv(t, got); n != (adaptertest.Note{Channel: "own", Payload: "mine"}) {
 		t.Fatalf("got %+v", n)
 	}
 	if appHandler.Load() != 0 {

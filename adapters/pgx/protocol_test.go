@@ -7,6 +7,7 @@ import (
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -37,7 +38,7 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 			t.Parallel()
 			e, _ := newExecutor(t, &cairnqpgx.Options{ExecMode: mode})
 			for _, m := range protocol.Migrations(protocol.Postgres) {
-				if err := e.Exec(testCtx(t), m.SQL); err != nil {
+				if err := e.Exec(adaptertest.Ctx(t), m.SQL); err != nil {
 					t.Fatalf("migration %s: %v", m.Name, err)
 				}
 			}
@@ -51,7 +52,7 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 					t.Fatal(err)
 				}
 				var rows []executor.Row
-				err = e.Tx(testCtx(t), func(ctx context.Context, s executor.Session) error {
+				err = e.Tx(adaptertest.Ctx(t), func(ctx context.Context, s executor.Session) error {
 					rows, err = s.Query(ctx, st.SQL, bound...)
 					return err
 				})

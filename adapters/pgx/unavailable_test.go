@@ -18,6 +18,7 @@ import (
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 )
 
 // fakeServer speaks just enough of the wire protocol for pgx to connect and
@@ -161,7 +162,7 @@ func TestListenRefusedIsUnavailable(t *testing.T) {
 	})
 	e := cairnqpgx.New(fakePool(t, dsn), nil)
 	defer e.Close()
-	stop, err := e.Listen(testCtx(t), []string{"c"}, func(string, string) {})
+	stop, err := e.Listen(adaptertest.Ctx(t), []string{"c"}, func(string, string) {})
 	if err == nil {
 		stop()
 		t.Fatal("Listen succeeded against a server refusing LISTEN")
@@ -180,7 +181,7 @@ func TestListenOtherFailureIsNotUnavailable(t *testing.T) {
 	dsn := startFake(t, func(int, string) (string, bool) { return "42501", false })
 	e := cairnqpgx.New(fakePool(t, dsn), nil)
 	defer e.Close()
-	_, err := e.Listen(testCtx(t), []string{"c"}, func(string, string) {})
+	_, err := e.Listen(adaptertest.Ctx(t), []string{"c"}, func(string, string) {})
 	if err == nil || errors.Is(err, executor.ErrListenUnavailable) {
 		t.Fatalf("err = %v, want a plain (retryable) error", err)
 	}
@@ -205,16 +206,16 @@ func TestListenStopsRetryingWhenRefused(t *testing.T) {
 		OnReconnect: func() { reconnects.Add(1) },
 	})
 	defer e.Close()
-	stop, err := e.Listen(testCtx(t), []string{channel}, func(string, string) {})
+	stop, err := e.Listen(adaptertest.Ctx(t), []string{channel}, func(string, string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	poll(t, "the refusal to be logged", func() bool {
+	adaptertest.Poll(t, "the refusal to be logged", func() bool {
 		out := logs.String()
 		return strings.Contains(out, executor.ErrListenUnavailable.Error()) && strings.Contains(out, "0A000")
 	})
-	poll(t, "the listener goroutine to give up", func() bool { return listenerGoroutines(t, channel) == 0 })
+	adaptertest.Poll(t, "the listener goroutine to give up", func() bool { return adaptertest.ListenerGoroutines(t, channel) == 0 })
 	if n := reconnects.Load(); n != 0 {
 		t.Fatalf("OnReconnect ran %d times without a reconnect", n)
 	}
@@ -239,14 +240,14 @@ func TestListenReplacesUnansweringConnection(t *testing.T) {
 	})
 	defer e.Close()
 	cairnqpgx.SetListenHealth(e, 20*time.Millisecond, 200*time.Millisecond)
-	stop, err := e.Listen(testCtx(t), []string{"c"}, func(string, string) {})
+	stop, err := e.Listen(adaptertest.Ctx(t), []string{"c"}, func(string, string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
 	select {
 	case <-reconnected:
-	case <-time.After(waitTimeout):
+	case <-time.After(adaptertest.WaitTimeout):
 		t.Fatal("the unanswering connection was never replaced")
 	}
 }
