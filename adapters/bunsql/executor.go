@@ -66,21 +66,15 @@ func New(db *bun.DB, opts *Options) *Executor {
 	if db == nil {
 		panic(logPrefix + ": New called with a nil *bun.DB")
 	}
-	e := &Executor{
-		db:        db,
-		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: slog.Default()},
-	}
+	var o Options
 	if opts != nil {
-		if opts.TxOptions != nil {
-			o := *opts.TxOptions
-			e.txOpts = &o
-		}
-		if opts.Logger != nil {
-			e.listenCfg.Logger = opts.Logger
-		}
-		e.listenCfg.OnReconnect = opts.OnReconnect
+		o = *opts
 	}
-	return e
+	return &Executor{
+		db:        db,
+		txOpts:    sqlexec.CopyTxOptions(o.TxOptions),
+		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: o.Logger, OnReconnect: o.OnReconnect},
+	}
 }
 
 // BunDB returns the *bun.DB the executor runs on, exactly as it was passed

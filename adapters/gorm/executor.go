@@ -68,21 +68,15 @@ func New(db *gorm.DB, opts *Options) *Executor {
 	if inTransaction(db) {
 		panic(logPrefix + ": New called with a transaction; pass the application's *gorm.DB and hand transactions to cairnq with TxSession")
 	}
-	e := &Executor{
-		db:        db,
-		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: slog.Default()},
-	}
+	var o Options
 	if opts != nil {
-		if opts.TxOptions != nil {
-			o := *opts.TxOptions
-			e.txOpts = &o
-		}
-		if opts.Logger != nil {
-			e.listenCfg.Logger = opts.Logger
-		}
-		e.listenCfg.OnReconnect = opts.OnReconnect
+		o = *opts
 	}
-	return e
+	return &Executor{
+		db:        db,
+		txOpts:    sqlexec.CopyTxOptions(o.TxOptions),
+		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: o.Logger, OnReconnect: o.OnReconnect},
+	}
 }
 
 // GormDB returns the *gorm.DB the executor runs on, exactly as it was passed

@@ -54,11 +54,21 @@ func New(db DB, opts *Options) *Executor {
 		panic("sqlexec: New called with a nil DB")
 	}
 	e := &Executor{db: db}
-	if opts != nil && opts.TxOptions != nil {
-		o := *opts.TxOptions
-		e.txOpts = &o
+	if opts != nil {
+		e.txOpts = CopyTxOptions(opts.TxOptions)
 	}
 	return e
+}
+
+// CopyTxOptions returns a copy of o (nil for nil), so an executor keeps the
+// options it was built with whatever the caller later does to its value.
+// The adapters over database/sql pools (gorm, bun) use it too.
+func CopyTxOptions(o *sql.TxOptions) *sql.TxOptions {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	return &c
 }
 
 // DB returns the pool the executor runs on, exactly as it was passed to
