@@ -626,3 +626,91 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 		t.Errorf("after a claim transaction the connection's synchronous_commit is %q", v)
 	}
 }
+
+// A Watch in one process sees another process's submits (filtered by
+// queue) and settlements through LISTEN: the two clients share nothing
+// in-process and the watch's poll is a minute long. After stop, nothing
+// more is delivered.
+func TestPostgresWatchSeesAnotherProcess(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	watcher := pgClient(t, dsn, "")
+	other := pgClient(t, dsn, "")
+	var mu sync.Mutex
+	var got []cairnq.Signal
+	stop := watcher.Watch(ctx, &cairnq.WatchOptions{Queues: []string{"watched"}, PollInterval: time.Minute}, func(s cairnq.Signal) {
+		mu.Lock()
+		got = append(got, s)
+		mu.Unlock()
+	})
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	seen := func(want cairnq.Signal) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range got {
+			if s == want {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor := func(what string, want cairnq.Signal) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !seen(want) {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("no %s signal (woken by notification or not at all); got %v", what, got)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if _, err := other.Submit(ctx, "x", nil, &cairnq.SubmitOptions{Queue: "ignored"}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := other.Submit(ctx, "x", nil, &cairnq.SubmitOptions{Queue: "watched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor("queued", cairnq.Signal{Reason: "queued", Queue: "watched"})
+	claimed, err := other.Store().Claim(ctx, store.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
+	if err != nil || len(claimed) != 1 {
+		t.Fatal(claimed, err)
+	}
+	if _, err := other.Store().Complete(ctx, task.ID, "w", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("done", cairnq.Signal{Reason: "done", TaskID: task.ID})
+	stop()
+	stopped = true
+	mu.Lock()
+	n := len(got)
+	for _, s := range got {
+		if s.Reason == "queued" && s.Queue != "watched" {
+			t.Errorf("a queued signal for an unwatched queue got through: %v", s)
+		}
+		if s.Reason == "poll" {
+			t.Errorf("a poll signal within the minute: %v", s)
+		}
+	}
+	mu.Unlock()
+	// stop has returned, so fn is never called again, whatever arrives.
+	if _, err := other.Submit(ctx, "x", nil, &cairnq.SubmitOptions{Queue: "watched"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watcher.Submit(ctx, "x", nil, &cairnq.SubmitOptions{Queue: "watched"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		t.Errorf("signals after stop: %v", got[n:])
+	}
+}
