@@ -82,7 +82,8 @@ func (h *hub) queued(queue string) {
 // any, through LISTEN), and a func that unsubscribes. It is a wakeup, not
 // a promise: callers re-read the task either way, and subscribe before
 // they read. On Postgres the first subscriber may wait for LISTEN to be
-// set up, bounded by ctx.
+// set up, bounded by ctx. Calling the unsubscribe func again does nothing,
+// here and in SubscribeQueued and Subscribe.
 func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
@@ -90,7 +91,7 @@ func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, 
 	h.doneW[id] = append(h.doneW[id], ch)
 	h.mu.Unlock()
 	s.doneListen.acquire(ctx)
-	return ch, func() {
+	return ch, sync.OnceFunc(func() {
 		defer s.doneListen.release()
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -106,7 +107,7 @@ func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, 
 		} else {
 			h.doneW[id] = ws
 		}
-	}
+	})
 }
 
 // SubscribeQueued returns a channel closed when a task may have become
@@ -120,12 +121,12 @@ func (s *Store) SubscribeQueued(ctx context.Context, queues []string) (<-chan st
 	h.queuedW[ch] = queues
 	h.mu.Unlock()
 	s.queuedListen.acquire(ctx)
-	return ch, func() {
+	return ch, sync.OnceFunc(func() {
 		h.mu.Lock()
 		delete(h.queuedW, ch)
 		h.mu.Unlock()
 		s.queuedListen.release()
-	}
+	})
 }
 
 // DoneWaiters reports how many subscriptions wait on a task's settlement
@@ -151,11 +152,11 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan Signal, func()) {
 	s.hub.mu.Unlock()
 	s.queuedListen.acquire(ctx)
 	s.doneListen.acquire(ctx)
-	return w.ch, func() {
+	return w.ch, sync.OnceFunc(func() {
 		s.hub.mu.Lock()
 		delete(s.hub.watchers, w)
 		s.hub.mu.Unlock()
 		s.queuedListen.release()
 		s.doneListen.release()
-	}
+	})
 }
