@@ -149,7 +149,10 @@ func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
 // Succeed settles the task now with result (canceled instead, if a cancel
 // was requested). Settling twice is a no-op.
 func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
-	return tc.settle(func() (*Task, error) { return tc.w.st.Complete(ctx, tc.task.ID, tc.w.id, result) })
+	return tc.settle(func() error {
+		_, err := tc.w.st.Complete(ctx, tc.task.ID, tc.w.id, result)
+		return err
+	})
 }
 
 // Fail settles the task now as failed with err: queued again with backoff
@@ -157,12 +160,13 @@ func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
 // is retryable), failed for good otherwise. Settling twice is a no-op.
 func (tc *TaskContext) Fail(ctx context.Context, err error) error {
 	env, retryable := envelopeOf(err)
-	return tc.settle(func() (*Task, error) {
-		return tc.w.st.Fail(ctx, tc.task.ID, tc.w.id, env, retryable, tc.w.failDelay(tc.task.Attempt, retryable))
+	return tc.settle(func() error {
+		_, err := tc.w.st.Fail(ctx, tc.task.ID, tc.w.id, env, retryable, tc.w.failDelay(tc.task.Attempt, retryable))
+		return err
 	})
 }
 
-func (tc *TaskContext) settle(write func() (*Task, error)) error {
+func (tc *TaskContext) settle(write func() error) error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if tc.settled {
@@ -171,8 +175,7 @@ func (tc *TaskContext) settle(write func() (*Task, error)) error {
 	if tc.lost.Load() {
 		return &store.LostLeaseError{ID: tc.task.ID}
 	}
-	_, err := write()
-	if err != nil {
+	if err := write(); err != nil {
 		if errIsLostLease(err) {
 			tc.markLost()
 		}

@@ -23,8 +23,9 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 // back and is returned, leaving the task for the worker to settle by how
 // the handler ends. Settling twice is a no-op. Postgres only.
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
-	return tc.settle(func() (*Task, error) {
-		return tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
+	return tc.settle(func() error {
+		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
+		return err
 	})
 }
 
@@ -34,7 +35,8 @@ func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Contex
 // the application then rolls back, the task keeps its lease until it
 // expires and is delivered again (at least once). Postgres only.
 func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, result any) error {
-	return tc.settle(func() (*Task, error) {
-		return tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
+	return tc.settle(func() error {
+		_, err := tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
+		return err
 	})
 }

@@ -225,7 +225,13 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 	case "succeed":
 		return st.Succeed(ctx, a.str("id"), a.str("worker_id"), a.m["result"])
 	case "complete":
-		return st.Complete(ctx, a.str("id"), a.str("worker_id"), a.m["result"])
+		// Complete answers with the status only; the scenarios check the
+		// settled row, which is what Get reads back.
+		ref, err := st.Complete(ctx, a.str("id"), a.str("worker_id"), a.m["result"])
+		if err != nil {
+			return nil, err
+		}
+		return st.Get(ctx, ref.ID)
 	case "fail":
 		var env store.ErrorEnvelope
 		if raw, ok := a.m["error"]; ok && raw != nil {

@@ -474,11 +474,12 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(claimed))
+	refs := make([]store.TaskRef, len(claimed))
 	for i, task := range claimed {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = st.Complete(ctx, task.ID, "w1", map[string]int{"n": i})
+			refs[i], errs[i] = st.Complete(ctx, task.ID, "w1", map[string]int{"n": i})
 		}()
 	}
 	wg.Wait()
@@ -490,14 +491,17 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 				t.Errorf("stolen task: %v, %s", errs[i], got.Status)
 			}
 		case canceled:
-			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil {
-				t.Errorf("canceled task: %v, %s, %s", errs[i], got.Status, got.Result)
+			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (store.TaskRef{ID: task.ID, Status: cairnq.StatusCanceled}) {
+				t.Errorf("canceled task: %v, %s, %s, answered %+v", errs[i], got.Status, got.Result, refs[i])
 			}
 		default:
 			var res struct{ N int }
 			got.DecodeResult(&res)
 			if errs[i] != nil || got.Status != cairnq.StatusSucceeded || res.N != i || !got.LeaseUntil.IsZero() {
 				t.Errorf("task %d: %v, %s, %s", i, errs[i], got.Status, got.Result)
+			}
+			if refs[i] != (store.TaskRef{ID: task.ID, Status: cairnq.StatusSucceeded}) {
+				t.Errorf("task %d: Complete answered %+v", i, refs[i])
 			}
 		}
 	}

@@ -48,14 +48,14 @@ func newCompleter(s *Store, ex executor.Executor) *completer {
 }
 
 // complete settles one task through the next group.
-func (c *completer) complete(ctx context.Context, id, workerID string, result any) (*Task, error) {
+func (c *completer) complete(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
 	req := &completion{id: id, workerID: workerID, result: result, reply: make(chan completionResult, 1)}
 	select {
 	case c.reqs <- req:
 	case <-c.quit:
-		return nil, ErrClosed
+		return TaskRef{}, ErrClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return TaskRef{}, ctx.Err()
 	}
 	var res completionResult
 	select {
@@ -64,21 +64,25 @@ func (c *completer) complete(ctx context.Context, id, workerID string, result an
 		select {
 		case res = <-req.reply:
 		default:
-			return nil, ErrClosed
+			return TaskRef{}, ErrClosed
 		}
 	case <-ctx.Done():
 		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return nil, ctx.Err()
+			return TaskRef{}, ctx.Err()
 		}
 		res = <-req.reply // already sent to the database: its outcome is the truth
 	}
 	if res.err != nil {
-		return nil, res.err
+		return TaskRef{}, res.err
 	}
 	if res.row == nil {
-		return nil, &LostLeaseError{ID: id}
+		return TaskRef{}, &LostLeaseError{ID: id}
 	}
-	return rowToTask(res.row)
+	st, _, err := asString("status", res.row["status"])
+	if err != nil {
+		return TaskRef{}, err
+	}
+	return TaskRef{ID: id, Status: Status(st)}, nil
 }
 
 func (c *completer) run() {

@@ -249,3 +249,33 @@ func TestTaskIDShape(t *testing.T) {
 		}
 	}
 }
+
+// Complete answers with the status the task took: succeeded, or canceled
+// when a cancel was requested while it ran.
+func TestCompleteAnswersTheStatus(t *testing.T) {
+	s, _ := openTestStore(t, SQLiteOptions{})
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		task, err := s.Submit(ctx, SubmitParams{Name: "job"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	if got, err := s.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 2}); err != nil || len(got) != 2 {
+		t.Fatalf("claim: %d %v", len(got), err)
+	}
+	if _, err := s.Cancel(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []Status{StatusSucceeded, StatusCanceled} {
+		ref, err := s.Complete(ctx, ids[i], "w", "done")
+		if err != nil || ref != (TaskRef{ID: ids[i], Status: want}) {
+			t.Errorf("Complete: %+v, %v; want status %s", ref, err, want)
+		}
+	}
+	if _, err := s.Complete(ctx, ids[0], "w", nil); !errors.Is(err, ErrLostLease) {
+		t.Errorf("second Complete: %v", err)
+	}
+}

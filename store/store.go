@@ -624,8 +624,15 @@ func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
 // settled tells this process's waiters that t may have reached a terminal
 // status, so they re-read now instead of at their next poll.
 func (s *Store) settled(t *Task) {
-	if t != nil && t.IsTerminal() {
-		s.hub.done(t.ID)
+	if t != nil {
+		s.settledRef(TaskRef{ID: t.ID, Status: t.Status})
+	}
+}
+
+// settledRef is settled for a task known by its id and status.
+func (s *Store) settledRef(r TaskRef) {
+	if r.Status.IsTerminal() {
+		s.hub.done(r.ID)
 	}
 }
 

@@ -311,23 +311,30 @@ func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*
 }
 
 // Complete settles a finished attempt: canceled if a cancel was requested
-// while it ran (the result is discarded: cancel wins), else succeeded.
-func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (*Task, error) {
+// while it ran (the result is discarded: cancel wins), else succeeded. It
+// returns the status the task took, not the whole row: this is every
+// task's settlement, and the worker needs nothing more (Get reads the row).
+func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
 	res, err := encodeResult(result)
 	if err != nil {
-		return nil, err
+		return TaskRef{}, err
 	}
 	return s.complete(ctx, id, workerID, res)
 }
 
-func (s *Store) complete(ctx context.Context, id, workerID string, res any) (t *Task, err error) {
+func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref TaskRef, err error) {
 	if be, ok := s.be.(*pgBackend); ok {
-		t, err = be.completer.complete(ctx, id, workerID, res)
+		ref, err = be.completer.complete(ctx, id, workerID, res)
 	} else {
-		t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res})
+		var t *Task
+		if t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {
+			ref = TaskRef{ID: t.ID, Status: t.Status}
+		}
 	}
-	s.settled(t)
-	return t, err
+	if err == nil {
+		s.settledRef(ref)
+	}
+	return ref, err
 }
 
 // Fail records a failed attempt: canceled if a cancel was requested, queued

@@ -2,8 +2,11 @@
 -- version): settle several finished attempts in one statement, each row
 -- exactly as complete.sql would, so N settlements cost one round trip and
 -- one commit. :ids, :worker_ids and :results are parallel text[]; a NULL
--- result element stores no result. Rows whose lease is gone are not
--- returned, which is how each caller learns it lost its own.
+-- result element stores no result. It returns each settled row's id and
+-- the status it took; a row whose lease is gone is not returned, which is
+-- how each caller learns it lost its own. Only those two columns: the
+-- settling worker needs nothing else, and whole rows cost the server
+-- their output and the client their decoding on every task.
 UPDATE cairnq_tasks AS task
 SET status          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'succeeded' END,
     result          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN task.result ELSE CAST(done.result AS jsonb) END,
@@ -16,4 +19,4 @@ WHERE task.id = done.id
   AND task.status = 'running'
   AND task.worker_id = done.worker_id
   AND task.lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
-RETURNING task.*;
+RETURNING task.id, task.status;
