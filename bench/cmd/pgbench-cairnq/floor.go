@@ -17,9 +17,10 @@ import (
 // cairnq's own claim and complete_many statements on this server? It
 // drives them straight through pgx with nothing else: no handlers, no
 // goroutine per task, rows left undecoded, batches as large as asked.
-// What it costs per task is the database's share, which no client-side
-// work can lower; with it beside River in the same run, the best ratio
-// any cairnq client could reach is visible.
+// What it costs the server per task is the database's share, which no
+// client-side work can lower. Its loop is naive (claim, then settle and
+// wait for that commit), so its rate is no ceiling for a worker, which
+// overlaps claims with settlements.
 //
 // floorLean runs the same loop after dropping the six protocol indexes
 // that neither statement reads (they serve list, purge and lineage
