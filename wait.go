@@ -125,13 +125,17 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 		if id != "" {
 			wake, unsubscribe = c.store.SubscribeDone(ctx, id)
 		}
-		t, ref, exists, err := c.probe(probe, read, time.Until(deadline) <= 0)
+		// Whether this is the last read is decided once, before it: the
+		// last one reads the whole row for the timeout error, and a
+		// deadline passing during an earlier read only makes the next
+		// iteration the last.
+		last := time.Until(deadline) <= 0
+		t, ref, exists, err := c.probe(probe, read, last)
 		if err != nil || (t != nil && t.IsTerminal()) {
 			unsubscribe()
 			return t, err
 		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
+		if last {
 			unsubscribe()
 			if exists {
 				subject = ref.ID
@@ -144,7 +148,7 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 			id = ref.ID
 			continue
 		}
-		timer := time.NewTimer(min(interval, remaining))
+		timer := time.NewTimer(min(interval, time.Until(deadline)))
 		select {
 		case <-wake:
 		case <-timer.C:
