@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 
 	"github.com/cairnq/cairnq-go/executor"
@@ -102,15 +101,7 @@ func (c *completer) run() {
 		case r := <-c.reqs:
 			batch = append(batch[:0], r)
 		}
-	fill:
-		for len(batch) < maxCompleteBatch {
-			select {
-			case r := <-c.reqs:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = gather(c.reqs, batch, maxCompleteBatch)
 		c.flush(batch)
 		clear(batch)
 	}
@@ -153,24 +144,4 @@ func (c *completer) close() {
 	close(c.quit)
 	c.cancel()
 	<-c.done
-}
-
-// pgArrayNullable is pgArray for values that are strings or nil; nil
-// becomes an unquoted NULL element.
-func pgArrayNullable(v []any) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, x := range v {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		s, ok := x.(string)
-		if !ok {
-			b.WriteString("NULL")
-			continue
-		}
-		b.WriteString(strings.TrimSuffix(strings.TrimPrefix(pgArray([]string{s}), "{"), "}"))
-	}
-	b.WriteByte('}')
-	return b.String()
 }

@@ -258,11 +258,31 @@ func (b *pgBackend) close() error {
 // binds it as plain text, which is why arrays travel this way rather than
 // as driver-specific array values.
 func pgArray(v []string) string {
+	return writePGArray(len(v), func(i int) (string, bool) { return v[i], true })
+}
+
+// pgArrayNullable is pgArray for values that are strings or nil; nil
+// becomes an unquoted NULL element.
+func pgArrayNullable(v []any) string {
+	return writePGArray(len(v), func(i int) (string, bool) {
+		s, ok := v[i].(string)
+		return s, ok
+	})
+}
+
+// writePGArray writes a text[] literal of n elements; an element whose ok
+// is false is NULL.
+func writePGArray(n int, elem func(i int) (s string, ok bool)) string {
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, s := range v {
+	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
+		}
+		s, ok := elem(i)
+		if !ok {
+			b.WriteString("NULL")
+			continue
 		}
 		b.WriteByte('"')
 		for _, r := range s {

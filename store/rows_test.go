@@ -90,4 +90,7 @@ func TestPostgresArrayLiteral(t *testing.T) {
 	if pgArray(nil) != "{}" {
 		t.Errorf("empty array = %s", pgArray(nil))
 	}
+	if got, want := pgArrayNullable([]any{`{"n":1}`, nil, `"x"`}), `{"{\"n\":1}",NULL,"\"x\""}`; got != want {
+		t.Errorf("pgArrayNullable = %s, want %s", got, want)
+	}
 }

@@ -451,15 +451,7 @@ func (b *sqliteBackend) writer() {
 		case req := <-b.reqs:
 			batch = append(batch[:0], req)
 		}
-	fill:
-		for len(batch) < b.maxBatch {
-			select {
-			case req := <-b.reqs:
-				batch = append(batch, req)
-			default:
-				break fill
-			}
-		}
+		batch = gather(b.reqs, batch, b.maxBatch)
 		b.runBatch(batch)
 		clear(batch)
 	}

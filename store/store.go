@@ -125,6 +125,21 @@ func (s *Store) list(v []string) any {
 	return string(b)
 }
 
+// gather appends to batch whatever ch holds right now, up to max in all,
+// without waiting: the group commits (SQLite's writer, Postgres's
+// completer) take what queued up during the previous commit.
+func gather[T any](ch <-chan T, batch []T, max int) []T {
+	for len(batch) < max {
+		select {
+		case v := <-ch:
+			batch = append(batch, v)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
 func oneTask(rows []executor.Row) (*Task, error) {
 	if len(rows) == 0 {
 		return nil, nil

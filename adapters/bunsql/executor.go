@@ -195,19 +195,9 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 	})
 }
 
-// runner is what *sql.DB, *sql.Tx and *sql.Conn have in common.
-type runner interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // runQuery runs query on r and collects its rows.
-func runQuery(ctx context.Context, r runner, query string, args []any) ([]executor.Row, error) {
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, wrapErr("query", err)
-	}
-	out, err := sqlexec.CollectRows(rows)
+func runQuery(ctx context.Context, r sqlexec.Runner, query string, args []any) ([]executor.Row, error) {
+	out, err := sqlexec.QueryRows(ctx, r, query, args)
 	if err != nil {
 		return nil, wrapErr("query", err)
 	}
@@ -216,7 +206,7 @@ func runQuery(ctx context.Context, r runner, query string, args []any) ([]execut
 
 // runExec runs a parameterless script on r. Passing no arguments is what
 // keeps database/sql from preparing it.
-func runExec(ctx context.Context, r runner, script string) error {
+func runExec(ctx context.Context, r sqlexec.Runner, script string) error {
 	if _, err := r.ExecContext(ctx, script); err != nil {
 		return wrapErr("exec", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/executor/sqlexec"
 )
 
 // Session is the executor.Session of one bun.Tx (from [Executor.Tx] or
@@ -20,7 +21,7 @@ type Session struct {
 	mu  sync.Mutex
 	idb bun.IDB
 	tx  bun.Tx // zero unless idb is a transaction
-	run runner
+	run sqlexec.Runner
 }
 
 func newTxSession(tx bun.Tx) *Session { return &Session{idb: tx, tx: tx, run: tx.Tx} }

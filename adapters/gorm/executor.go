@@ -192,11 +192,7 @@ func inTransaction(db *gorm.DB) bool {
 
 // runQuery runs query on the connection pool p and collects its rows.
 func runQuery(ctx context.Context, p gorm.ConnPool, query string, args []any) ([]executor.Row, error) {
-	rows, err := p.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
-	}
-	out, err := sqlexec.CollectRows(rows)
+	out, err := sqlexec.QueryRows(ctx, p, query, args)
 	if err != nil {
 		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
 	}

@@ -213,30 +213,36 @@ func (s *connSession) SQLConn() *sql.Conn { return s.conn }
 // Native returns the connection the session runs on, as an any.
 func (s *connSession) Native() any { return s.conn }
 
-// runner is what *sql.DB, *sql.Tx and *sql.Conn have in common.
-type runner interface {
+// Runner is what *sql.DB, *sql.Tx, *sql.Conn (and gorm's ConnPool) have in
+// common: all QueryRows needs.
+type Runner interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // runQuery runs query on r and collects its rows.
-func runQuery(ctx context.Context, r runner, query string, args []any) ([]executor.Row, error) {
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("cairnq: query: %w", err)
-	}
-	out, err := CollectRows(rows)
+func runQuery(ctx context.Context, r Runner, query string, args []any) ([]executor.Row, error) {
+	out, err := QueryRows(ctx, r, query, args)
 	if err != nil {
 		return nil, fmt.Errorf("cairnq: query: %w", err)
 	}
 	return out, nil
 }
 
+// QueryRows runs query on r and reads its rows with CollectRows. Errors come
+// back as the driver gave them, for the caller to label: the gorm and bun
+// adapters run their statements through it too.
+func QueryRows(ctx context.Context, r Runner, query string, args []any) ([]executor.Row, error) {
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return CollectRows(rows)
+}
+
 // CollectRows reads every row of rows into executor.Rows, each value as the
 // driver produced it (database/sql already copies []byte for an any), and
-// closes rows; of two columns with one name, the later wins. The gorm and
-// bun adapters read their result sets through it too, so rows are read one
-// way everywhere.
+// closes rows; of two columns with one name, the later wins.
 func CollectRows(rows *sql.Rows) ([]executor.Row, error) {
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -267,7 +273,7 @@ func CollectRows(rows *sql.Rows) ([]executor.Row, error) {
 
 // runExec runs a parameterless script. Passing no arguments is what keeps
 // database/sql from preparing it.
-func runExec(ctx context.Context, r runner, script string) error {
+func runExec(ctx context.Context, r Runner, script string) error {
 	if _, err := r.ExecContext(ctx, script); err != nil {
 		return fmt.Errorf("cairnq: exec: %w", err)
 	}
