@@ -77,13 +77,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClient(st, opts)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	c.ownsSt = true
-	return c, nil
+	return ownClient(st, opts)
 }
 
 // OpenPostgres opens a client on a Postgres database reached through ex, an
@@ -102,13 +96,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *Options) (*Cl
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClient(st, opts)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	c.ownsSt = true
-	return c, nil
+	return ownClient(st, opts)
 }
 
 // New returns a client on an open store. Closing the client does not close
@@ -118,6 +106,17 @@ func New(st *store.Store, opts *Options) (*Client, error) {
 		opts = &Options{}
 	}
 	return newClient(st, opts)
+}
+
+// ownClient is newClient for a store the client opened, and so closes.
+func ownClient(st *store.Store, opts *Options) (*Client, error) {
+	c, err := newClient(st, opts)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c.ownsSt = true
+	return c, nil
 }
 
 func newClient(st *store.Store, opts *Options) (*Client, error) {
