@@ -298,19 +298,17 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 	}
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
+	types := rows.Conn().TypeMap()
 	out := []executor.Row{}
 	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
-		}
 		raw := rows.RawValues()
 		row := make(executor.Row, len(fields))
-		for i, f := range fields {
-			row[f.Name] = vals[i]
-			if f.DataTypeOID == pgtype.JSONOID || f.DataTypeOID == pgtype.JSONBOID {
-				row[f.Name] = jsonText(f, raw[i])
+		for i := range fields {
+			v, err := decodeColumn(types, &fields[i], raw[i])
+			if err != nil {
+				return nil, fmt.Errorf("cairnq/pgx: query: column %s: %w", fields[i].Name, err)
 			}
+			row[fields[i].Name] = v
 		}
 		out = append(out, row)
 	}
@@ -318,6 +316,26 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
 	}
 	return out, nil
+}
+
+// decodeColumn turns one column into the value rows.Values would give it,
+// except that json and jsonb stay JSON text (see jsonText). Decoding column
+// by column rather than through Values spares every row a json.Unmarshal
+// of each JSON column whose result would only be thrown away.
+func decodeColumn(types *pgtype.Map, f *pgconn.FieldDescription, raw []byte) (any, error) {
+	switch {
+	case raw == nil:
+		return nil, nil
+	case f.DataTypeOID == pgtype.JSONOID || f.DataTypeOID == pgtype.JSONBOID:
+		return jsonText(*f, raw), nil
+	}
+	if t, ok := types.TypeForOID(f.DataTypeOID); ok {
+		return t.Codec.DecodeValue(types, f.DataTypeOID, f.Format, raw)
+	}
+	if f.Format == pgx.TextFormatCode {
+		return string(raw), nil
+	}
+	return bytes.Clone(raw), nil
 }
 
 // jsonText returns a json or jsonb column as its JSON text. pgx's Values

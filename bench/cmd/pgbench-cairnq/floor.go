@@ -96,10 +96,19 @@ func floorBurnDown(ctx context.Context, cfg *config, lean bool, run int) (burnRe
 		go func() {
 			defer wg.Done()
 			for {
-				ids, err := floorClaim(ctx, pool, claim, worker, cfg.floorBatch)
-				if err != nil {
-					errs <- err
-					return
+				// Up to floorSettle claims, then one complete_many for all
+				// of them, as the worker's settlements trail its claims.
+				var ids []string
+				for range cfg.floorSettle {
+					got, err := floorClaim(ctx, pool, claim, worker, cfg.floorBatch)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(got) == 0 {
+						break
+					}
+					ids = append(ids, got...)
 				}
 				if len(ids) == 0 {
 					return

@@ -51,6 +51,7 @@ type config struct {
 	floor              bool
 	floorStreams       int
 	floorBatch         int
+	floorSettle        int
 
 	submitN          int
 	submitGoroutines []int
@@ -97,6 +98,7 @@ func run() error {
 	flag.BoolVar(&cfg.floor, "floor", false, "burn-down: also drain through cairnq's claim and complete_many SQL alone, with the protocol schema and with only the claim-path indexes (see floor.go)")
 	flag.IntVar(&cfg.floorStreams, "floor-streams", 2, "--floor: concurrent claim-then-complete loops")
 	flag.IntVar(&cfg.floorBatch, "floor-batch", 64, "--floor: tasks per claim")
+	flag.IntVar(&cfg.floorSettle, "floor-settle", 1, "--floor: claims whose tasks each complete_many settles")
 	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
 	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
 	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")
@@ -147,8 +149,8 @@ func run() error {
 		}
 		cfg.submitGoroutines = append(cfg.submitGoroutines, n)
 	}
-	if cfg.runs < 1 || cfg.tasks < 1 || cfg.concurrency < 1 || cfg.pool < 1 || cfg.floorStreams < 1 || cfg.floorBatch < 1 {
-		return fmt.Errorf("--runs, --tasks, --concurrency, --pool, --floor-streams and --floor-batch must be >= 1")
+	if cfg.runs < 1 || cfg.tasks < 1 || cfg.concurrency < 1 || cfg.pool < 1 || cfg.floorStreams < 1 || cfg.floorBatch < 1 || cfg.floorSettle < 1 {
+		return fmt.Errorf("--runs, --tasks, --concurrency, --pool, --floor-streams, --floor-batch and --floor-settle must be >= 1")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -267,7 +267,7 @@ func (rp *report) print(w io.Writer) {
 			switch sys {
 			case "river":
 			case floorSystem, floorLeanSystem:
-				line := fmt.Sprintf("%s (%d loops, %d tasks per claim): %.0f tasks/s (runs %s)", floorLabel(sys), cfg.floorStreams, cfg.floorBatch, med, joinRates(rates))
+				line := fmt.Sprintf("%s (%d loops, %d tasks per claim, %d claims per complete_many): %.0f tasks/s (runs %s)", floorLabel(sys), cfg.floorStreams, cfg.floorBatch, cfg.floorSettle, med, joinRates(rates))
 				if river > 0 {
 					line += fmt.Sprintf(", %.2fx River", med/river)
 				}
