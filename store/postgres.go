@@ -271,9 +271,21 @@ func pgArrayNullable(v []any) string {
 }
 
 // writePGArray writes a text[] literal of n elements; an element whose ok
-// is false is NULL.
+// is false is NULL. It runs on every settlement batch, so it sizes the
+// literal first and copies each element in runs between the bytes that
+// need a backslash; '"' and '\\' are ASCII, which never occur inside a
+// multi-byte UTF-8 sequence, so bytes can be copied as they are.
 func writePGArray(n int, elem func(i int) (s string, ok bool)) string {
+	size := 2 + n
+	for i := range n {
+		s, ok := elem(i)
+		size += len(s) + 2
+		if !ok {
+			size += len("NULL")
+		}
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteByte('{')
 	for i := range n {
 		if i > 0 {
@@ -285,11 +297,16 @@ func writePGArray(n int, elem func(i int) (s string, ok bool)) string {
 			continue
 		}
 		b.WriteByte('"')
-		for _, r := range s {
-			if r == '"' || r == '\\' {
-				b.WriteByte('\\')
+		for s != "" {
+			j := strings.IndexAny(s, `"\`)
+			if j < 0 {
+				b.WriteString(s)
+				break
 			}
-			b.WriteRune(r)
+			b.WriteString(s[:j])
+			b.WriteByte('\\')
+			b.WriteByte(s[j])
+			s = s[j+1:]
 		}
 		b.WriteByte('"')
 	}

@@ -87,6 +87,9 @@ func TestPostgresArrayLiteral(t *testing.T) {
 	if got != want {
 		t.Errorf("pgArray = %s, want %s", got, want)
 	}
+	if got, want := pgArray([]string{"naïve 🚀", `\"`, `{x}`}), `{"naïve 🚀","\\\"","{x}"}`; got != want {
+		t.Errorf("pgArray = %s, want %s", got, want)
+	}
 	if pgArray(nil) != "{}" {
 		t.Errorf("empty array = %s", pgArray(nil))
 	}

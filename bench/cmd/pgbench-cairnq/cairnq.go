@@ -218,10 +218,16 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 			return burnResult{}, err
 		}
 		profiling, cfg.profiled = true, true
+		// The allocation profile is cumulative, so the window's own
+		// allocations are its end minus its start (pprof -base).
+		if err := writeAllocs(cfg.cpuprofile + ".allocs.start"); err != nil {
+			return burnResult{}, err
+		}
 	}
 	stopProfile := func() {
 		if profiling {
 			pprof.StopCPUProfile()
+			_ = writeAllocs(cfg.cpuprofile + ".allocs.end")
 			profiling = false
 		}
 	}
@@ -424,4 +430,14 @@ func cairnqLatency(ctx context.Context, cfg *config, a adapter, listen bool, run
 		}
 	}
 	return latResult{system: a.name, listen: listen, run: run, lat: lat, submit: submitDur, afterSubmit: afterSubmit}, nil
+}
+
+// writeAllocs writes the process's cumulative allocation profile to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }

@@ -107,7 +107,7 @@ func run() error {
 	flag.BoolVar(&cfg.countCalls, "count-calls", false, "burn-down: count executor calls (statements, transactions) per task")
 	flag.BoolVar(&cfg.statements, "statements", false, "burn-down: print the top statements of each run from pg_stat_statements (needs BENCH_PG_STATEMENTS=1 bench/pg.sh)")
 	flag.BoolVar(&cfg.waitEvents, "wait-events", false, "burn-down: sample pg_stat_activity every 10ms and print what the sessions waited on")
-	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file, and allocation profiles of the window's start and end beside it (FILE.allocs.start, FILE.allocs.end: compare with pprof -base)")
 	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
 	flag.Parse()
 
