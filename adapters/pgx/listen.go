@@ -281,9 +281,18 @@ func (e *Executor) dedicatedConn(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// closeConn closes conn, which also ends its LISTENs on the server.
+// closeConn closes conn, which also ends its LISTENs on the server, and
+// returns once pgconn has finished with it. A wait interrupted by
+// cancellation (stop) makes pgconn close the connection from a goroutine
+// of its own (cancel request, Terminate, drain), started from the
+// listener's goroutine; Close then returns at once, so waiting for
+// CleanupDone is what keeps that goroutine from outliving stop.
 func closeConn(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	_ = conn.Close(ctx)
+	select {
+	case <-conn.PgConn().CleanupDone():
+	case <-ctx.Done():
+	}
 }
