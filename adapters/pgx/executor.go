@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
 // Options configures an [Executor]. The zero value (or a nil *Options) is
@@ -73,12 +74,12 @@ type Executor struct {
 	log         *slog.Logger
 	onReconnect func()
 
-	// Listener health timing; constants except in tests.
+	// Listener health timing; zero (pglisten's defaults) except in tests.
 	idleCheck, pingTimeout time.Duration
 
 	mu        sync.Mutex
 	closed    bool
-	listeners map[*listener]struct{}
+	listeners pglisten.Group // the running subscriptions, for Close
 }
 
 var (
@@ -147,8 +148,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 
 func newExecutor(pool *pgxpool.Pool, owned bool, opts *Options) *Executor {
 	e := &Executor{
-		pool: pool, owned: owned, log: slog.Default(), listeners: map[*listener]struct{}{},
-		idleCheck: idleCheck, pingTimeout: pingTimeout,
+		pool: pool, owned: owned, log: slog.Default(),
 	}
 	if opts != nil {
 		e.mode = opts.ExecMode
@@ -267,14 +267,8 @@ func (e *Executor) Close() error {
 		return nil
 	}
 	e.closed = true
-	ls := make([]*listener, 0, len(e.listeners))
-	for l := range e.listeners {
-		ls = append(ls, l)
-	}
 	e.mu.Unlock()
-	for _, l := range ls {
-		l.stop()
-	}
+	e.listeners.Close()
 	if e.owned {
 		e.pool.Close()
 	}

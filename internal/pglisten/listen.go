@@ -1,10 +1,11 @@
-// Package pglisten is the LISTEN subscription that the gorm and bun
+// Package pglisten is the LISTEN subscription that the pgx, gorm and bun
 // adapters share. An adapter's executor keeps a [Group] and implements its
 // Listen with [Group.Listen]: each subscription is a [Listener] that keeps
 // one connection listening on its channels, replacing it with backoff
 // whenever it drops and checking it while idle. The connections come from
 // a [Source] the adapter picks: [StdlibSource] for a database/sql pool
-// whose driver is pgx's stdlib, or one of the adapter's own.
+// whose driver is pgx's stdlib, or one of the adapter's own (a session on
+// a *pgx.Conn it holds can be [Serve]).
 package pglisten
 
 import (

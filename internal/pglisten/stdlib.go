@@ -56,21 +56,26 @@ func (s StdlibSource) Session(ctx, connectCtx context.Context, l *Listener, subs
 			err = fmt.Errorf("%w: the pool's driver connection is a %T, not pgx's stdlib (*stdlib.Conn)", executor.ErrListenUnavailable, dc)
 			return nil // untouched: back to the pool
 		}
-		c := pc.Conn()
-		if err = listenAll(cctx, c, l.channels); err != nil {
-			err = Unavailable(err)
-			return driver.ErrBadConn
-		}
-		cancel() // the connect phase is over; its timeout must not end the session
-		up = true
-		subscribed()
-		err = waitLoop(ctx, c, l)
+		up, err = Serve(ctx, cctx, pc.Conn(), l, subscribed)
 		return driver.ErrBadConn
 	})
 	if err == nil {
 		err = rawErr
 	}
 	return up, err
+}
+
+// Serve is a session on a *pgx.Conn the caller holds: it LISTENs on every
+// channel of l within connectCtx, calls subscribed, then delivers
+// notifications until c fails or ctx is canceled. up reports whether it
+// got as far as subscribed; a refusal for good (SQLSTATE 0A000) comes back
+// wrapping executor.ErrListenUnavailable. The caller closes c.
+func Serve(ctx, connectCtx context.Context, c *pgx.Conn, l *Listener, subscribed func()) (up bool, err error) {
+	if err := listenAll(connectCtx, c, l.channels); err != nil {
+		return false, Unavailable(err)
+	}
+	subscribed()
+	return true, waitLoop(ctx, c, l)
 }
 
 // listenAll LISTENs on every channel in one round trip.
