@@ -198,6 +198,7 @@ func checks() []check {
 		{"listen_stop", (*suite).listenStop},
 		{"listen_unavailable", (*suite).listenUnavailable},
 		{"store_close_keeps_app_pool", (*suite).storeCloseKeepsAppPool},
+		{"concurrent_submits", (*suite).concurrentSubmits},
 		{"worker_run", (*suite).workerRun},
 	}
 }
@@ -1177,6 +1178,71 @@ func (s *suite) storeCloseKeepsAppPool(r reporter) {
 
 // workerRun: a worker on the executor runs a handful of tasks to their
 // end, one failing on purpose, and stops cleanly.
+// concurrentSubmits submits from many goroutines at once, which the store
+// groups into shared inserts (insert_many, text[] parameters) while one is
+// in flight: each caller must get back its own task with every option it
+// gave, and the database must hold exactly those tasks.
+func (s *suite) concurrentSubmits(r reporter) {
+	e := s.setup(r)
+	c := s.client(r, e)
+	const n = 40
+	type outcome struct {
+		task *cairnq.Task
+		err  error
+	}
+	opts := func(i int) *cairnq.SubmitOptions {
+		o := &cairnq.SubmitOptions{Queue: fmt.Sprintf("certify-%d", i%3), Priority: i - n/2, MaxAttempts: 1 + i%5,
+			Delay: time.Duration(i%2) * time.Hour, Metadata: map[string]any{"i": i}}
+		if i%4 == 0 {
+			o.ParentID, o.RootID, o.CorrelationID = "task_parent", "task_root", fmt.Sprintf("corr \"%d\"", i)
+		}
+		return o
+	}
+	payload := func(i int) map[string]any { return map[string]any{"i": i, "s": "naïve \"q\" \\ {,} NULL"} }
+	out := make([]outcome, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			t, err := c.Submit(e.ctx, fmt.Sprintf("certify.concurrent-%d", i), payload(i), opts(i))
+			out[i] = outcome{t, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, o := range out {
+		if o.err != nil {
+			r.Fatalf("submit %d of %d concurrent ones failed: %v", i, n, o.err)
+		}
+		if seen[o.task.ID] {
+			r.Fatalf("two concurrent submits got the same task %s: each caller must get its own row back", o.task.ID)
+		}
+		seen[o.task.ID] = true
+		got, err := c.Get(e.ctx, o.task.ID)
+		if err != nil {
+			r.Fatalf("Get(%s): %v", o.task.ID, err)
+		}
+		want, root := opts(i), opts(i).RootID
+		if root == "" {
+			root = got.ID
+		}
+		var p map[string]any
+		_ = json.Unmarshal(got.Payload, &p)
+		if got.Name != fmt.Sprintf("certify.concurrent-%d", i) || got.Queue != want.Queue || got.Priority != want.Priority ||
+			got.MaxAttempts != want.MaxAttempts || got.ParentID != want.ParentID || got.RootID != root ||
+			got.CorrelationID != want.CorrelationID || p["s"] != payload(i)["s"] || p["i"] != float64(i) ||
+			got.RunAt.Sub(got.CreatedAt) < want.Delay || got.Status != cairnq.StatusQueued ||
+			o.task.Name != got.Name || o.task.Queue != got.Queue {
+			r.Errorf("concurrent submit %d: Submit returned %+v, Get reads %+v; want every option it was given", i, o.task, got)
+		}
+	}
+	if total := count(r, e.ctx, e.ex, "cairnq_tasks"); total != n {
+		r.Errorf("the database holds %d tasks after %d concurrent submits; want exactly %d", total, n, n)
+	}
+}
+
 func (s *suite) workerRun(r reporter) {
 	e := s.setup(r)
 	c := s.client(r, e)

@@ -42,6 +42,7 @@ const (
 	StmtGetStatusByKey       = "get_status_by_key"
 	StmtHeartbeat            = "heartbeat"
 	StmtHeartbeatBatch       = "heartbeat_batch"
+	StmtInsertMany           = "insert_many" // Postgres only; ours, beside the protocol's
 	StmtInsertTask           = "insert_task"
 	StmtInstallations        = "installations" // Postgres only
 	StmtList                 = "list"

@@ -66,9 +66,11 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	s.be = be
 	ok := false
 	be.completer = newCompleter(s, ex)
+	be.inserter = newInserter(s, ex)
 	defer func() {
 		if !ok {
 			be.completer.close()
+			be.inserter.close()
 		}
 	}()
 	if err := s.checkSchema(ctx, o.Schema); err != nil {
@@ -205,6 +207,13 @@ func isSQLState(err error, codes ...string) bool {
 	return slices.Contains(codes, se.SQLState())
 }
 
+// hasSQLState reports whether err carries a SQLSTATE: the server answered
+// the statement with an error, so none of it took effect.
+func hasSQLState(err error) bool {
+	var se interface{ SQLState() string }
+	return errors.As(err, &se) && se.SQLState() != ""
+}
+
 // pgBackend runs the store's statements through an executor.
 type pgBackend struct {
 	ex   executor.Executor
@@ -212,7 +221,8 @@ type pgBackend struct {
 	log  *slog.Logger
 
 	listeners []*demandListener
-	completer *completer
+	completer *grouper[completion]
+	inserter  *grouper[protocol.Args]
 	closeOnce sync.Once
 }
 
@@ -246,6 +256,7 @@ func (b *pgBackend) close() error {
 			l.close()
 		}
 		b.completer.close()
+		b.inserter.close()
 		if b.owns {
 			err = b.ex.Close()
 		}

@@ -288,14 +288,24 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		return nil, err
 	}
 	var t *Task
-	write := s.be.write
-	if p.Key == "" {
-		write = s.be.writeSingle // one insert
+	switch be, pg := s.be.(*pgBackend); {
+	case p.Key == "" && pg:
+		// Unkeyed submits arriving together share one insert and commit.
+		var row executor.Row
+		if row, err = be.inserter.do(ctx, ins); err == nil {
+			t, err = rowToTask(row)
+		}
+	case p.Key == "":
+		err = s.be.writeSingle(ctx, func(q querier) error {
+			t, err = s.submitIn(ctx, q, "", "", ins)
+			return err
+		})
+	default:
+		err = s.be.write(ctx, func(q querier) error {
+			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
+			return err
+		})
 	}
-	err = write(ctx, func(q querier) error {
-		t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
-		return err
-	})
 	if err != nil {
 		return nil, err
 	}

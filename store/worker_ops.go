@@ -324,7 +324,7 @@ func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (
 
 func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref TaskRef, err error) {
 	if be, ok := s.be.(*pgBackend); ok {
-		ref, err = be.completer.complete(ctx, id, workerID, res)
+		ref, err = be.completeGrouped(ctx, id, workerID, res)
 	} else {
 		var t *Task
 		if t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {
