@@ -198,6 +198,11 @@ func (o *SubmitOptions) params(name string, payload any) store.SubmitParams {
 // written). With a key it applies the conflict strategy and may return an
 // existing task instead. When the queue is gated (Options.MaxQueueDepth) it
 // first waits for room, failing with ErrQueueFull past MaxQueueWait.
+//
+// On Postgres, unkeyed submits from goroutines of one Client that arrive
+// while another is being written share one statement and one commit; each
+// returns once its own row is committed, and a row the server refuses
+// fails only its own call. Keyed submits each run their own transaction.
 func (c *Client) Submit(ctx context.Context, name string, payload any, opts *SubmitOptions) (*Task, error) {
 	p := opts.params(name, payload)
 	if c.gate != nil {

@@ -104,21 +104,10 @@ func lineUp(t *testing.T, ctx context.Context, s *Store, g *gatedExecutor, first
 	for i, p := range rest {
 		submit(i+1, p)
 	}
-	pollUntil(t, "every later submit queued behind the first", func() bool { return len(be.inserter.reqs) == len(rest) })
+	waitFor(t, "every later submit queued behind the first", func() bool { return len(be.inserter.reqs) == len(rest) })
 	close(g.gateOpen)
 	wg.Wait()
 	return out
-}
-
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // Unkeyed submits arriving while another is in flight go into one
@@ -264,7 +253,7 @@ func TestInsertGroupAbandonedSubmitNeverLands(t *testing.T) {
 		_, err := s.Submit(gaveUp, SubmitParams{Name: "abandoned"})
 		abandoned <- err
 	}()
-	pollUntil(t, "the second submit queued", func() bool { return len(be.inserter.reqs) == 1 })
+	waitFor(t, "the second submit queued", func() bool { return len(be.inserter.reqs) == 1 })
 	cancel()
 	if err := <-abandoned; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned submit: err = %v, want context.Canceled", err)
