@@ -91,6 +91,8 @@ type Factory struct {
 //	listen_unavailable                  Listen works, or fails with
 //	                                    executor.ErrListenUnavailable
 //	store_close_keeps_app_pool          closing cairnq leaves the app's pool open
+//	concurrent_submits                  many goroutines' submits, grouped by
+//	                                    the store, each get their own row
 //	worker_run                          a worker runs tasks to completion
 //	scenarios/<name>                    every conformance scenario: this
 //	                                    module's, Factory.Scenarios and
