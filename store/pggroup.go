@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 
@@ -25,9 +26,13 @@ type grouper[In any] struct {
 	cancel context.CancelFunc
 	// flush runs one group and returns one result per input, in order.
 	flush func(ctx context.Context, ins []In) []groupResult
+	// weigh, when set, is an input's size in bytes of statement
+	// arguments; a group stops growing at maxGroupBytes.
+	weigh func(In) int
 }
 
 type groupReq[In any] struct {
+	ctx   context.Context // the caller's
 	in    In
 	reply chan groupResult
 	state atomic.Int32 // reqQueued, reqStarted or reqAbandoned, as for SQLite writes
@@ -40,20 +45,35 @@ type groupResult struct {
 	err error
 }
 
-const maxGroup = 512
+// Bounds of one group: requests, and bytes of arguments when the grouper
+// weighs its inputs (a text[] literal is built whole on the client and
+// Postgres refuses a value past 1GB).
+const (
+	maxGroup      = 512
+	maxGroupBytes = 8 << 20
+)
 
-func newGrouper[In any](flush func(ctx context.Context, ins []In) []groupResult) *grouper[In] {
-	g := &grouper[In]{reqs: make(chan *groupReq[In], maxGroup), quit: make(chan struct{}), done: make(chan struct{}), flush: flush}
+func newGrouper[In any](flush func(ctx context.Context, ins []In) []groupResult, weigh func(In) int) *grouper[In] {
+	g := &grouper[In]{
+		reqs: make(chan *groupReq[In], maxGroup), quit: make(chan struct{}), done: make(chan struct{}),
+		flush: flush, weigh: weigh,
+	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	go g.run()
 	return g
 }
 
 // do runs in through the next group. A caller that gives up before its
-// group starts is left out of it, so its write never lands; once started,
-// the group's outcome is its outcome.
+// group starts is left out of it, so its write never lands. Once started,
+// the group's outcome is its outcome, and the caller waits for it; the
+// group's statement is canceled when every caller in it has given up, so
+// a lone request ends with its caller's context as a statement of its own
+// would.
 func (g *grouper[In]) do(ctx context.Context, in In) (executor.Row, error) {
-	req := &groupReq[In]{in: in, reply: make(chan groupResult, 1)}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req := &groupReq[In]{ctx: ctx, in: in, reply: make(chan groupResult, 1)}
 	select {
 	case g.reqs <- req:
 	case <-g.quit:
@@ -82,6 +102,10 @@ func (g *grouper[In]) do(ctx context.Context, in In) (executor.Row, error) {
 func (g *grouper[In]) run() {
 	defer close(g.done)
 	batch := make([]*groupReq[In], 0, maxGroup)
+	var weigh func(*groupReq[In]) int
+	if g.weigh != nil {
+		weigh = func(r *groupReq[In]) int { return g.weigh(r.in) }
+	}
 	for {
 		select {
 		case <-g.quit:
@@ -96,13 +120,14 @@ func (g *grouper[In]) run() {
 		case r := <-g.reqs:
 			batch = append(batch[:0], r)
 		}
-		batch = gather(g.reqs, batch, maxGroup)
+		batch = gather(g.reqs, batch, maxGroup, weigh, maxGroupBytes)
 		g.flushLive(batch)
 		clear(batch)
 	}
 }
 
-// flushLive flushes the requests of batch whose callers still wait.
+// flushLive flushes the requests of batch whose callers still wait, under
+// a context that ends when all of them have given up.
 func (g *grouper[In]) flushLive(batch []*groupReq[In]) {
 	live := batch[:0:0]
 	ins := make([]In, 0, len(batch))
@@ -115,7 +140,25 @@ func (g *grouper[In]) flushLive(batch []*groupReq[In]) {
 	if len(live) == 0 {
 		return
 	}
-	results := g.flush(g.ctx, ins)
+	if g.ctx.Err() != nil { // closing: quit and this batch were both ready
+		for _, r := range live {
+			r.reply <- groupResult{err: ErrClosed}
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(g.ctx)
+	defer cancel()
+	waiting := atomic.Int32{}
+	waiting.Store(int32(len(live)))
+	for _, r := range live {
+		stop := context.AfterFunc(r.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	results := g.flush(ctx, ins)
 	for i, r := range live {
 		r.reply <- results[i]
 	}
@@ -125,15 +168,6 @@ func (g *grouper[In]) close() {
 	close(g.quit)
 	g.cancel()
 	<-g.done
-}
-
-// sameResult gives every one of n requests row-less err.
-func sameResult(n int, err error) []groupResult {
-	out := make([]groupResult, n)
-	for i := range out {
-		out[i].err = err
-	}
-	return out
 }
 
 // byID pairs each id with its row among rows (matched on the "id"
@@ -175,7 +209,7 @@ func newCompleter(s *Store, ex executor.Executor) *grouper[completion] {
 			rows, err = ex.Query(ctx, st.SQL, args...)
 		}
 		return byID(ids, rows, err)
-	})
+	}, nil)
 }
 
 // completeGrouped settles one task through the backend's completion
@@ -199,12 +233,11 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 
 // newInserter groups unkeyed submits (insertArgs) into insert_many. A lone
 // submit runs insert_task, exactly as before grouping existed. When the
-// server rejects the group's statement (an error with a SQLSTATE: nothing
+// server refuses the group's statement for its data (rowsRefused: nothing
 // of it was committed), each submit runs alone, so a row the server
-// refuses fails only its own caller; an error without one (the connection,
-// the store closing) goes to every caller, whose outcome is then as
-// uncertain as a lone statement's would be.
-func newInserter(s *Store, ex executor.Executor) *grouper[protocol.Args] {
+// refuses fails only its own caller. Any other error goes to every caller,
+// whose outcome is then as uncertain as a lone statement's would be.
+func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *grouper[protocol.Args] {
 	one := func(ctx context.Context, ins protocol.Args) groupResult {
 		rows, err := s.exec(ctx, pgQuerier{ex}, protocol.StmtInsertTask, ins)
 		if err == nil && len(rows) == 0 {
@@ -215,13 +248,12 @@ func newInserter(s *Store, ex executor.Executor) *grouper[protocol.Args] {
 		}
 		return groupResult{row: rows[0]}
 	}
-	return newGrouper(func(ctx context.Context, all []protocol.Args) []groupResult {
+	flush := func(ctx context.Context, all []protocol.Args) []groupResult {
 		if len(all) == 1 {
 			return []groupResult{one(ctx, all[0])}
 		}
 		// insert_many takes each of insert_task's parameters X as each_X,
 		// the text[] of its values across the group.
-		ids := make([]string, len(all))
 		args := protocol.Args{}
 		for _, name := range insertParams {
 			col := make([]any, len(all))
@@ -230,14 +262,25 @@ func newInserter(s *Store, ex executor.Executor) *grouper[protocol.Args] {
 			}
 			args["each_"+name] = pgArrayNullable(col)
 		}
+		ids := make([]string, len(all))
 		for i, ins := range all {
 			ids[i], _ = ins["id"].(string)
 		}
 		rows, err := s.exec(ctx, pgQuerier{ex}, protocol.StmtInsertMany, args)
-		if hasSQLState(err) {
+		if rowsRefused(err) {
 			out := make([]groupResult, len(all))
+			refused := 0
 			for i, ins := range all {
-				out[i] = one(ctx, ins)
+				if out[i] = one(ctx, ins); out[i].err != nil {
+					refused++
+				}
+			}
+			if refused == 0 {
+				// No row is at fault: insert_many itself does not work
+				// here (an executor mangling text[] arguments, say), and
+				// every group now costs a statement per submit.
+				log.WarnContext(ctx, "cairnq: grouped submits were refused, then each inserted alone; insert_many does not work through this executor",
+					"submits", len(all), "err", err)
 			}
 			return out
 		}
@@ -248,14 +291,34 @@ func newInserter(s *Store, ex executor.Executor) *grouper[protocol.Args] {
 			}
 		}
 		return out
-	})
+	}
+	weigh := func(ins protocol.Args) int {
+		payload, _ := ins["payload"].(string)
+		metadata, _ := ins["metadata"].(string)
+		return len(payload) + len(metadata)
+	}
+	return newGrouper(flush, weigh)
 }
 
-// insertParams are the parameters insertArgs gives insert_task.
+// rowsRefused reports whether err is the server refusing a statement for
+// the data it carried (SQLSTATE classes 22 data exception, 23 integrity
+// constraint violation, 54 program limit exceeded). The statement then
+// failed as a whole and took no effect.
+func rowsRefused(err error) bool {
+	var se interface{ SQLState() string }
+	if !errors.As(err, &se) {
+		return false
+	}
+	class := se.SQLState()[:min(2, len(se.SQLState()))]
+	return class == "22" || class == "23" || class == "54"
+}
+
+// insertParams are the parameters insertArgs gives insert_task; every
+// value is a string, an int64 or nil (TestInsertParamsCoverInsertArgs).
 var insertParams = []string{"id", "name", "queue", "payload", "metadata", "max_attempts", "priority", "delay_ms", "parent_id", "root_id", "correlation_id"}
 
-// textOf is v as an element of a text[] literal: strings as they are,
-// integers in decimal, nil as NULL.
+// textOf is v, one of insertArgs' values, as an element of a text[]
+// literal: strings as they are, int64 in decimal, nil as NULL.
 func textOf(v any) any {
 	if n, ok := v.(int64); ok {
 		return strconv.FormatInt(n, 10)

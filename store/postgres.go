@@ -66,7 +66,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	s.be = be
 	ok := false
 	be.completer = newCompleter(s, ex)
-	be.inserter = newInserter(s, ex)
+	be.inserter = newInserter(s, ex, o.Logger)
 	defer func() {
 		if !ok {
 			be.completer.close()
@@ -205,13 +205,6 @@ func isSQLState(err error, codes ...string) bool {
 		return false
 	}
 	return slices.Contains(codes, se.SQLState())
-}
-
-// hasSQLState reports whether err carries a SQLSTATE: the server answered
-// the statement with an error, so none of it took effect.
-func hasSQLState(err error) bool {
-	var se interface{ SQLState() string }
-	return errors.As(err, &se) && se.SQLState() != ""
 }
 
 // pgBackend runs the store's statements through an executor.

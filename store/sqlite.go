@@ -451,7 +451,7 @@ func (b *sqliteBackend) writer() {
 		case req := <-b.reqs:
 			batch = append(batch[:0], req)
 		}
-		batch = gather(b.reqs, batch, b.maxBatch)
+		batch = gather(b.reqs, batch, b.maxBatch, nil, 0)
 		b.runBatch(batch)
 		clear(batch)
 	}

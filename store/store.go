@@ -125,14 +125,25 @@ func (s *Store) list(v []string) any {
 	return string(b)
 }
 
-// gather appends to batch whatever ch holds right now, up to max in all,
-// without waiting: the group commits (SQLite's writer, Postgres's
-// completer) take what queued up during the previous commit.
-func gather[T any](ch <-chan T, batch []T, max int) []T {
-	for len(batch) < max {
+// gather appends to batch whatever ch holds right now, without waiting,
+// until batch has max entries or, when weigh is set, its entries weigh
+// maxWeight or more (the one that crosses it included): the group commits
+// (SQLite's writer, Postgres's groupers) take what queued up during the
+// previous commit.
+func gather[T any](ch <-chan T, batch []T, max int, weigh func(T) int, maxWeight int) []T {
+	weight := 0
+	if weigh != nil {
+		for _, v := range batch {
+			weight += weigh(v)
+		}
+	}
+	for len(batch) < max && (weigh == nil || weight < maxWeight) {
 		select {
 		case v := <-ch:
 			batch = append(batch, v)
+			if weigh != nil {
+				weight += weigh(v)
+			}
 		default:
 			return batch
 		}

@@ -292,7 +292,12 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 	}
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
-	types := rows.Conn().TypeMap()
+	var types *pgtype.Map
+	if c := rows.Conn(); c != nil {
+		types = c.TypeMap()
+	} else { // Rows that wrap pgx's may have no connection to ask
+		types = pgtype.NewMap()
+	}
 	out := []executor.Row{}
 	for rows.Next() {
 		raw := rows.RawValues()

@@ -59,7 +59,7 @@ func (s poolSource) Session(ctx, connectCtx context.Context, l *pglisten.Listene
 	defer cancel()
 	conn, err := s.e.dedicatedConn(cctx)
 	if err != nil {
-		return false, err
+		return false, pglisten.Unavailable(err) // a proxy may refuse at connect
 	}
 	defer closeConn(conn)
 	return pglisten.Serve(ctx, cctx, conn, l, subscribed)
