@@ -202,12 +202,8 @@ func newCompleter(s *Store, ex executor.Executor) *grouper[completion] {
 		for i, c := range cs {
 			ids[i], workers[i], results[i] = c.id, c.workerID, c.result
 		}
-		st := s.stmts.Get(protocol.StmtCompleteMany)
-		args, err := st.Bind(protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
-		var rows []executor.Row
-		if err == nil {
-			rows, err = ex.Query(ctx, st.SQL, args...)
-		}
+		rows, err := s.exec(ctx, pgQuerier{ex}, protocol.StmtCompleteMany,
+			protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
 		return byID(ids, rows, err)
 	}, nil)
 }
@@ -230,6 +226,16 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 }
 
 // ---------------------------------------------------------------- submits
+
+// insertGrouped stores one unkeyed submit (insertArgs) through the
+// backend's insert groups.
+func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task, error) {
+	row, err := b.inserter.do(ctx, ins)
+	if err != nil {
+		return nil, err
+	}
+	return rowToTask(row)
+}
 
 // newInserter groups unkeyed submits (insertArgs) into insert_many. A lone
 // submit runs insert_task, exactly as before grouping existed. When the

@@ -299,20 +299,14 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		return nil, err
 	}
 	var t *Task
-	switch be, pg := s.be.(*pgBackend); {
-	case p.Key == "" && pg:
-		// Unkeyed submits arriving together share one insert and commit.
-		var row executor.Row
-		if row, err = be.inserter.do(ctx, ins); err == nil {
-			t, err = rowToTask(row)
+	if be, ok := s.be.(*pgBackend); ok && p.Key == "" {
+		t, err = be.insertGrouped(ctx, ins)
+	} else {
+		write := s.be.write
+		if p.Key == "" {
+			write = s.be.writeSingle // one insert
 		}
-	case p.Key == "":
-		err = s.be.writeSingle(ctx, func(q querier) error {
-			t, err = s.submitIn(ctx, q, "", "", ins)
-			return err
-		})
-	default:
-		err = s.be.write(ctx, func(q querier) error {
+		err = write(ctx, func(q querier) error {
 			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
 			return err
 		})

@@ -326,7 +326,7 @@ func decodeColumn(types *pgtype.Map, f *pgconn.FieldDescription, raw []byte) (an
 	case raw == nil:
 		return nil, nil
 	case f.DataTypeOID == pgtype.JSONOID || f.DataTypeOID == pgtype.JSONBOID:
-		return jsonText(*f, raw), nil
+		return jsonText(f, raw), nil
 	}
 	if t, ok := types.TypeForOID(f.DataTypeOID); ok {
 		return t.Codec.DecodeValue(types, f.DataTypeOID, f.Format, raw)
@@ -341,10 +341,8 @@ func decodeColumn(types *pgtype.Map, f *pgconn.FieldDescription, raw []byte) (an
 // decodes JSON into Go values, and a decoded JSON string is a Go string,
 // which nothing downstream can tell from JSON text: the result "42" would
 // read back as the number 42. The raw column bytes carry no such doubt.
-func jsonText(f pgconn.FieldDescription, raw []byte) any {
-	if raw == nil {
-		return nil
-	}
+// raw is never nil here: decodeColumn answers NULL before calling it.
+func jsonText(f *pgconn.FieldDescription, raw []byte) any {
 	if f.DataTypeOID == pgtype.JSONBOID && f.Format == pgx.BinaryFormatCode && len(raw) > 0 {
 		raw = raw[1:] // jsonb's binary form is a version byte, then the text
 	}
