@@ -4,7 +4,9 @@
 //
 //   - [Open] makes a pool of its own from a DSN (and, with [Options.Schema],
 //     creates that schema and puts it on every connection's search_path);
-//     [Executor.Close] closes that pool.
+//     [Executor.Close] closes that pool. Making each of its connections is
+//     bounded by [Options.ConnectTimeout] (else the DSN's connect_timeout,
+//     else [DefaultConnectTimeout]), and so is making the listener's.
 //   - [New] runs on the application's own *sql.DB, which stays the
 //     application's: Close leaves it open, and cairnq never changes its
 //     settings.

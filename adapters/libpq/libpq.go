@@ -23,6 +23,10 @@ const (
 	// DefaultMaxReconnectInterval caps the listener's wait between
 	// reconnection attempts, which doubles after each failed one.
 	DefaultMaxReconnectInterval = 5 * time.Second
+	// DefaultConnectTimeout bounds making each connection cairnq opens
+	// itself when neither [Options.ConnectTimeout] nor the DSN's
+	// connect_timeout says otherwise.
+	DefaultConnectTimeout = 10 * time.Second
 )
 
 // Options configures an [Executor]. The zero value, and a nil *Options, mean
@@ -61,6 +65,20 @@ type Options struct {
 	// stop that arrives while the listener waits to reconnect returns when
 	// that wait ends, so this also bounds how long stop can take.
 	MaxReconnectInterval time.Duration
+
+	// ConnectTimeout bounds making each connection cairnq opens itself
+	// (dialing, TLS, authentication and startup): every connection of the
+	// pool [Open] makes, the check Open does included, and every connection
+	// of a listener, which lib/pq dials from the DSN whether the executor
+	// came from Open or [New]. An application's *sql.DB given to New is
+	// never reconfigured. Zero (or negative), the default, means the DSN's
+	// connect_timeout (or PGCONNECT_TIMEOUT) when it sets one, else
+	// [DefaultConnectTimeout]. A connect_timeout of 0, which lib/pq reads as
+	// "no limit", counts as unset: a server that accepts connections and
+	// never answers must not hang Open, whose context may have no deadline.
+	// A listener's connections take the limit in whole seconds, rounded up,
+	// because lib/pq's listener is configured by a DSN only.
+	ConnectTimeout time.Duration
 }
 
 // schemaName is the allowlist of schema names. Narrower than what Postgres
@@ -95,8 +113,9 @@ var (
 // resolves to it: a connection pooler that drops startup parameters would
 // otherwise put cairnq's tables somewhere else.
 //
-// Open checks that the server answers; ctx bounds that check. Tune the pool
-// through [Executor.DB].
+// Open checks that the server answers; ctx bounds that check, and
+// [Options.ConnectTimeout] bounds making each connection whatever ctx.
+// Tune the pool through [Executor.DB].
 func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	o := withDefaults(opts)
 	if o.Schema != "" && !schemaName.MatchString(o.Schema) {
@@ -106,6 +125,8 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cairnq: open: %w", err)
 	}
+	// lib/pq applies it to dialing and, as a deadline, to the whole startup.
+	cfg.ConnectTimeout = connectTimeout(o.ConnectTimeout, cfg.ConnectTimeout)
 	if o.Schema != "" {
 		cfg = cfg.Clone()
 		// Quoted, because search_path folds an unquoted name to lower case
@@ -124,6 +145,19 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	e := newExecutor(db, dsn, o)
 	e.owned = true
 	return e, nil
+}
+
+// connectTimeout is the bound on making a connection: opt when set, else
+// fromDSN (the parsed DSN's connect_timeout) when positive, else
+// DefaultConnectTimeout.
+func connectTimeout(opt, fromDSN time.Duration) time.Duration {
+	switch {
+	case opt > 0:
+		return opt
+	case fromDSN > 0:
+		return fromDSN
+	}
+	return DefaultConnectTimeout
 }
 
 // prepare checks that the server answers and, for a schema, creates it and

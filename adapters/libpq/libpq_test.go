@@ -410,6 +410,30 @@ func listenerBackends(t *testing.T, ctx context.Context, e executor.Session) []i
 	return pids
 }
 
+// awaitOneListener polls until exactly one backend of the test's database
+// LISTENs and the backend gone (0: none) has left pg_stat_activity, and
+// returns the listening one. A terminated backend leaves pg_stat_activity
+// as it exits, which can be after its client saw the connection end and
+// reconnected: right after OnReconnect it may still be listed, so a single
+// look is a race.
+func awaitOneListener(t *testing.T, ctx context.Context, e executor.Session, gone int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(adaptertest.WaitTimeout)
+	for {
+		pids := listenerBackends(t, ctx, e)
+		left := gone == 0 ||
+			queryOne(t, ctx, e, "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1::int4", gone)["n"] == int64(0)
+		if left && len(pids) == 1 {
+			return pids[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: listener backends %v, backend %d gone: %v; want exactly one listener",
+				adaptertest.WaitTimeout, pids, gone, left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // listenerGoroutines returns the stacks of goroutines belonging to a
 // listener: lib/pq's and this adapter's.
 func listenerGoroutines() []string {
@@ -478,9 +502,7 @@ func TestListenRequestedChannelsOnlyAndStop(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	if pids := listenerBackends(t, ctx, e); len(pids) != 1 {
-		t.Fatalf("listener backends %v, want one", pids)
-	}
+	awaitOneListener(t, ctx, e, 0)
 
 	stop()
 	requireNoListenerGoroutines(t)
@@ -513,13 +535,10 @@ func TestListenReconnectsAfterTerminate(t *testing.T) {
 		t.Fatalf("got %v", n)
 	}
 
-	pids := listenerBackends(t, ctx, e)
-	if len(pids) != 1 {
-		t.Fatalf("listener backends %v, want one", pids)
-	}
-	row := queryOne(t, ctx, e, "SELECT pg_terminate_backend($1::int4) AS ok", pids[0])
+	pid := awaitOneListener(t, ctx, e, 0)
+	row := queryOne(t, ctx, e, "SELECT pg_terminate_backend($1::int4) AS ok", pid)
 	if row["ok"] != true {
-		t.Fatalf("pg_terminate_backend(%d) = %v", pids[0], row["ok"])
+		t.Fatalf("pg_terminate_backend(%d) = %v", pid, row["ok"])
 	}
 	select {
 	case <-reconnected:
@@ -534,9 +553,9 @@ func TestListenReconnectsAfterTerminate(t *testing.T) {
 	if got := []adaptertest.Note{c.next(t), c.next(t)}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after reconnecting got %v", got)
 	}
-	if now := listenerBackends(t, ctx, e); len(now) != 1 || now[0] == pids[0] {
-		t.Fatalf("listener backends %v after terminating %d", now, pids[0])
-	}
+	// The terminated backend may linger in pg_stat_activity a moment after
+	// its client reconnected: wait for it to leave.
+	awaitOneListener(t, ctx, e, pid)
 	stop()
 	requireNoListenerGoroutines(t)
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +41,8 @@ const closeGrace = 100 * time.Millisecond
 // LISTEN can never work here: the executor has no DSN or is closed, the DSN
 // does not parse, or the server refused the LISTEN statement itself (a hot
 // standby, a pooler that rejects it). A failed connection attempt is
-// returned as is: it may work later.
+// returned as is: it may work later. Making each connection is bounded as
+// [Options.ConnectTimeout] says, whatever ctx.
 //
 // stop closes the connection and returns once the listener's goroutines
 // have ended; after it returns onNotify is not called again. It may be
@@ -51,7 +55,12 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 	if e.dsn == "" {
 		return nil, fmt.Errorf("%w: lib/pq's listener dials from a DSN, and none was given to New", executor.ErrListenUnavailable)
 	}
-	if _, err := pq.NewConfig(e.dsn); err != nil {
+	cfg, err := pq.NewConfig(e.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
+	}
+	dsn, err := listenDSN(e.dsn, cfg.ConnectTimeout, e.opts.ConnectTimeout)
+	if err != nil {
 		return nil, fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
 	}
 	if len(channels) == 0 {
@@ -64,7 +73,7 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 		return nil, fmt.Errorf("%w: the executor is closed", executor.ErrListenUnavailable)
 	}
 
-	s := newSubscription(e.dsn, channels, onNotify, e.opts)
+	s := newSubscription(dsn, channels, onNotify, e.opts)
 	if err := s.subscribe(ctx); err != nil {
 		s.stop()
 		return nil, err
@@ -88,6 +97,32 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 		delete(e.listeners, s)
 		e.mu.Unlock()
 	}, nil
+}
+
+// listenDSN returns dsn as lib/pq's listener is to dial it: with
+// connect_timeout set to the connect timeout (see [Options.ConnectTimeout])
+// in whole seconds, rounded up, unless the DSN's own connect_timeout
+// (fromDSN, as parsed) is the one that applies. Without one, lib/pq would
+// wait for a silent server forever, and the listener with it.
+func listenDSN(dsn string, fromDSN, opt time.Duration) (string, error) {
+	if opt <= 0 && fromDSN > 0 {
+		return dsn, nil
+	}
+	d := connectTimeout(opt, fromDSN)
+	secs := strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		q := u.Query()
+		q.Set("connect_timeout", secs)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	// In keyword/value form the last occurrence of a keyword wins, and a DSN
+	// that parses ends between two pairs.
+	return dsn + " connect_timeout=" + secs, nil
 }
 
 // subscription is one Listen call: a pq.Listener and the goroutine that

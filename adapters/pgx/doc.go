@@ -10,7 +10,10 @@
 //     for a transaction pooler keeps working.
 //   - [Open] builds a pool from a DSN and owns it. With [Options.Schema] it
 //     creates the schema and sets search_path on every connection of that
-//     pool.
+//     pool. Making each connection of that pool is bounded by
+//     [Options.ConnectTimeout] (else the DSN's connect_timeout, else
+//     [DefaultConnectTimeout]), so a server that accepts connections and
+//     never answers cannot hang Open or, later, the pool.
 //
 // # What crosses the seam
 //

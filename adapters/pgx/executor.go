@@ -45,6 +45,17 @@ type Options struct {
 	// the number of CPUs).
 	MaxConns int32
 
+	// ConnectTimeout, on the [Open] path only, bounds making each
+	// connection of the pool: dialing, TLS, authentication and startup. It
+	// covers the check Open makes, every connection the pool opens later,
+	// and so the LISTEN connection, which is taken from the pool. Default
+	// 0: the DSN's connect_timeout (or PGCONNECT_TIMEOUT) when it sets one,
+	// else [DefaultConnectTimeout]. A connect_timeout of 0, which libpq reads
+	// as "no limit", cannot be told from an absent one and also gets the
+	// default: a server that accepts connections and never answers must not
+	// hang Open, whose context may have no deadline. [New] ignores it.
+	ConnectTimeout time.Duration
+
 	// Logger receives the listener's connection events and failed
 	// rollbacks. Default nil: slog.Default().
 	Logger *slog.Logger
@@ -56,6 +67,11 @@ type Options struct {
 	// listener's stop. Default nil: nothing runs.
 	OnReconnect func()
 }
+
+// DefaultConnectTimeout, 10 seconds, bounds making a connection of a pool
+// that [Open] creates when neither [Options.ConnectTimeout] nor the DSN's
+// connect_timeout says otherwise.
+const DefaultConnectTimeout = 10 * time.Second
 
 // schemaPattern is the allowlist of schema names: a plain identifier that
 // fits Postgres's 63-byte limit.
@@ -103,36 +119,16 @@ func New(pool *pgxpool.Pool, opts *Options) *Executor {
 // returns an executor owning it: Close closes the pool. It validates
 // options before connecting, then checks the server answers and, with
 // Options.Schema, creates that schema if it is missing. ctx bounds only
-// this setup.
+// this setup; making each connection is bounded as well, by
+// Options.ConnectTimeout.
 func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.Schema != "" && !schemaPattern.MatchString(o.Schema) {
-		return nil, fmt.Errorf("cairnq/pgx: open: invalid schema name %q: want a letter or underscore, then up to 62 letters, digits or underscores", o.Schema)
-	}
-	if err := checkExecMode(o.ExecMode); err != nil {
-		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
-	}
-	if o.MaxConns < 0 {
-		return nil, fmt.Errorf("cairnq/pgx: open: MaxConns %d is negative", o.MaxConns)
-	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := poolConfig(dsn, &o)
 	if err != nil {
 		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
-	}
-	if o.MaxConns > 0 {
-		cfg.MaxConns = o.MaxConns
-		if cfg.MinConns > cfg.MaxConns {
-			cfg.MinConns = cfg.MaxConns
-		}
-	}
-	if o.Schema != "" {
-		// A startup parameter, not a SET after connecting: it costs no round
-		// trip and is the session default, so RESET ALL or DISCARD ALL
-		// restore it. The quoted form is what search_path parses.
-		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -144,6 +140,50 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// poolConfig validates o and returns the configuration of the pool Open
+// makes from dsn. It does not connect.
+func poolConfig(dsn string, o *Options) (*pgxpool.Config, error) {
+	if o.Schema != "" && !schemaPattern.MatchString(o.Schema) {
+		return nil, fmt.Errorf("invalid schema name %q: want a letter or underscore, then up to 62 letters, digits or underscores", o.Schema)
+	}
+	if err := checkExecMode(o.ExecMode); err != nil {
+		return nil, err
+	}
+	if o.MaxConns < 0 {
+		return nil, fmt.Errorf("MaxConns %d is negative", o.MaxConns)
+	}
+	if o.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("ConnectTimeout %v is negative", o.ConnectTimeout)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+		if cfg.MinConns > cfg.MaxConns {
+			cfg.MinConns = cfg.MaxConns
+		}
+	}
+	// pgconn applies ConnectTimeout to the whole of each connection attempt
+	// (every host of a multi-host DSN gets its own), whatever the caller's
+	// context. Without it pgxpool (v5.12) waits up to 2 minutes for each
+	// new connection, and a bare pgx.ConnectConfig forever.
+	switch {
+	case o.ConnectTimeout > 0:
+		cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	case cfg.ConnConfig.ConnectTimeout <= 0:
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.Schema != "" {
+		// A startup parameter, not a SET after connecting: it costs no round
+		// trip and is the session default, so RESET ALL or DISCARD ALL
+		// restore it. The quoted form is what search_path parses.
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
+	}
+	return cfg, nil
 }
 
 func newExecutor(pool *pgxpool.Pool, owned bool, opts *Options) *Executor {

@@ -1,0 +1,245 @@
+package cairnqlibpq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+
+	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+)
+
+// hangAfter is the watchdog of the connect timeout tests: a call that has
+// not returned by then hangs. It detects a hang; it times nothing.
+const hangAfter = 60 * time.Second
+
+// shortConnect is the connect timeout the tests give the executor, so that
+// giving up on a silent server takes a moment rather than
+// DefaultConnectTimeout.
+const shortConnect = 300 * time.Millisecond
+
+// relayedConnect is the connect timeout of the tests whose first
+// connection reaches a real server through a relay: long enough for that
+// connection to be made on a loaded machine running the race detector,
+// short enough that each silent connection after it costs little.
+const relayedConnect = 2 * time.Second
+
+// watchdog returns fn's error, failing the test if fn has not returned
+// after hangAfter.
+func watchdog(t *testing.T, what string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	timer := time.NewTimer(hangAfter)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		t.Fatalf("%s has not returned after %v: it hangs", what, hangAfter)
+		return nil
+	}
+}
+
+// isTimeout reports an error that says a deadline passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestOpenGivesUpOnASilentServer: a server that accepts the connection and
+// never answers must not hang Open, even with a context that has no
+// deadline.
+func TestOpenGivesUpOnASilentServer(t *testing.T) {
+	t.Parallel()
+	srv := startRelay(t, 0, "", "")
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.port())
+	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
+		err := watchdog(t, "Open", func() error {
+			e, err := cairnqlibpq.Open(context.Background(), dsn, &cairnqlibpq.Options{ConnectTimeout: shortConnect, Schema: schema})
+			if err == nil {
+				_ = e.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Fatalf("schema %q: Open against a silent server succeeded", schema)
+		}
+		if !isTimeout(err) {
+			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
+		}
+	}
+	if srv.accepted.Load() == 0 {
+		t.Fatal("Open never reached the silent server: the test proves nothing")
+	}
+}
+
+// TestListenGivesUpOnASilentServer: lib/pq's listener dials from the DSN,
+// which sets no connect_timeout here; the executor's connect timeout still
+// ends the first attempt, with a context that has no deadline. Both DSN
+// forms are rewritten for the listener. Not parallel: it counts the
+// process's listener goroutines.
+func TestListenGivesUpOnASilentServer(t *testing.T) {
+	srv := startRelay(t, 0, "", "")
+	for _, dsn := range []string{
+		fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.port()),
+		fmt.Sprintf("postgres://x@127.0.0.1:%d/x?sslmode=disable", srv.port()),
+	} {
+		before := srv.accepted.Load()
+		e := cairnqlibpq.New(appDB(t, dsn), dsn, &cairnqlibpq.Options{ConnectTimeout: shortConnect})
+		err := watchdog(t, "Listen", func() error {
+			stop, err := e.Listen(context.Background(), []string{"a"}, func(string, string) {})
+			if err == nil {
+				stop()
+			}
+			return err
+		})
+		if err == nil || errors.Is(err, executor.ErrListenUnavailable) || !isTimeout(err) {
+			t.Errorf("%s: Listen = %v, want a transient timeout", dsn, err)
+		}
+		if srv.accepted.Load() == before {
+			t.Fatalf("%s: Listen never reached the silent server: the test proves nothing", dsn)
+		}
+		requireNoListenerGoroutines(t)
+	}
+}
+
+// TestOpenBoundsLaterConnections: the pool's connections after the first
+// are bounded too, and so is the listener's. The first connection reaches
+// a real server; every later one meets silence. Not parallel: it counts
+// the process's listener goroutines.
+func TestOpenBoundsLaterConnections(t *testing.T) {
+	real, err := pq.NewConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, upstream := "tcp", net.JoinHostPort(real.Host, fmt.Sprint(real.Port))
+	if strings.HasPrefix(real.Host, "/") {
+		network, upstream = "unix", fmt.Sprintf("%s/.s.PGSQL.%d", real.Host, real.Port)
+	}
+	srv := startRelay(t, 1, network, upstream)
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable",
+		srv.port(), quoteValue(real.User), quoteValue(real.Password), quoteValue(real.Database))
+	e := open(t, dsn, &cairnqlibpq.Options{ConnectTimeout: relayedConnect})
+	// Keep the one working connection busy, so the ping below needs a new
+	// one.
+	held, err := e.DB().Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Close() })
+
+	err = watchdog(t, "a ping on a new connection", func() error {
+		return e.DB().PingContext(context.Background())
+	})
+	if err == nil || !isTimeout(err) {
+		t.Errorf("PingContext = %v, want a timeout", err)
+	}
+	err = watchdog(t, "Listen", func() error {
+		stop, err := e.Listen(context.Background(), []string{"c"}, func(string, string) {})
+		if err == nil {
+			stop()
+		}
+		return err
+	})
+	if err == nil || !isTimeout(err) {
+		t.Errorf("Listen = %v, want a timeout", err)
+	}
+	requireNoListenerGoroutines(t)
+	if n := srv.accepted.Load(); n < 3 {
+		t.Fatalf("%d connections reached the server, want at least 3: the test proves nothing", n)
+	}
+}
+
+// quoteValue quotes v for a keyword/value DSN.
+func quoteValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+// relayServer accepts TCP connections on 127.0.0.1. Its first relay
+// connections are relayed to a real server; every later one is read and
+// never answered, not a byte: a host whose Postgres hangs, or a proxy
+// black-holing traffic. Listener and connections are closed at cleanup.
+type relayServer struct {
+	ln       net.Listener
+	relay    int32
+	network  string // of the real server
+	upstream string
+	accepted atomic.Int32
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // nil once closed
+}
+
+func startRelay(t *testing.T, relay int32, network, upstream string) *relayServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &relayServer{ln: ln, relay: relay, network: network, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	s.wg.Go(s.accept)
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *relayServer) port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+func (s *relayServer) accept() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !s.track(c) {
+			return
+		}
+		if s.accepted.Add(1) > s.relay {
+			// Read (so the client's writes never block) and never answer.
+			s.wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
+			continue
+		}
+		up, err := net.Dial(s.network, s.upstream)
+		if err != nil || !s.track(up) {
+			_ = c.Close()
+			continue
+		}
+		s.wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
+		s.wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
+	}
+}
+
+// track records c for close, or closes it when the server is closed.
+func (s *relayServer) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		_ = c.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *relayServer) close() {
+	_ = s.ln.Close()
+	s.mu.Lock()
+	conns := s.conns
+	s.conns = nil
+	s.mu.Unlock()
+	for c := range conns {
+		_ = c.Close()
+	}
+	s.wg.Wait()
+}

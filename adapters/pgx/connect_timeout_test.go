@@ -1,0 +1,253 @@
+package cairnqpgx_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+)
+
+// hangAfter is the watchdog of the connect timeout tests: a call that has
+// not returned by then hangs. It detects a hang; it times nothing.
+const hangAfter = 60 * time.Second
+
+// shortConnect is the connect timeout the tests give Open, so that giving
+// up on a silent server takes a moment rather than DefaultConnectTimeout.
+const shortConnect = 300 * time.Millisecond
+
+// relayedConnect is the connect timeout of the tests whose first
+// connection reaches a real server through a relay: long enough for that
+// connection to be made on a loaded machine running the race detector,
+// short enough that each silent connection after it costs little.
+const relayedConnect = 2 * time.Second
+
+// silentServer accepts TCP connections on 127.0.0.1 and never writes a
+// byte: a host whose Postgres hangs, or a proxy black-holing traffic. Its
+// first relay connections are relayed to a real server instead, so a pool
+// can get a working connection before the server goes silent. Listener
+// and connections are closed at cleanup.
+type silentServer struct {
+	ln       net.Listener
+	relay    int32
+	network  string // of the real server, for relayed connections
+	upstream string
+	accepted atomic.Int32
+
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // nil once closed
+}
+
+func startSilent(t *testing.T, relay int32, network, upstream string) *silentServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentServer{ln: ln, relay: relay, network: network, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	s.wg.Go(s.accept)
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *silentServer) addr() string { return s.ln.Addr().String() }
+
+func (s *silentServer) accept() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !s.track(c) {
+			return
+		}
+		if s.accepted.Add(1) > s.relay {
+			// Read (so the client's writes never block) and never answer.
+			s.wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
+			continue
+		}
+		up, err := net.Dial(s.network, s.upstream)
+		if err != nil || !s.track(up) {
+			_ = c.Close()
+			continue
+		}
+		s.wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
+		s.wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
+	}
+}
+
+// track records c for close, or closes it when the server is closed.
+func (s *silentServer) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		_ = c.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *silentServer) close() {
+	_ = s.ln.Close()
+	s.mu.Lock()
+	conns := s.conns
+	s.conns = nil
+	s.mu.Unlock()
+	for c := range conns {
+		_ = c.Close()
+	}
+	s.wg.Wait()
+}
+
+// watchdog returns fn's error, failing the test if fn has not returned
+// after hangAfter.
+func watchdog(t *testing.T, what string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	timer := time.NewTimer(hangAfter)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		t.Fatalf("%s has not returned after %v: it hangs", what, hangAfter)
+		return nil
+	}
+}
+
+// isTimeout reports an error that says a deadline passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestOpenGivesUpOnASilentServer: a server that accepts the connection and
+// never answers must not hang Open, even with a context that has no
+// deadline.
+func TestOpenGivesUpOnASilentServer(t *testing.T) {
+	t.Parallel()
+	srv := startSilent(t, 0, "", "")
+	dsn := "postgres://nobody@" + srv.addr() + "/none?sslmode=disable"
+	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
+		err := watchdog(t, "Open", func() error {
+			e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: shortConnect, Schema: schema})
+			if err == nil {
+				_ = e.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Fatalf("schema %q: Open against a silent server succeeded", schema)
+		}
+		if !isTimeout(err) {
+			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
+		}
+	}
+	if srv.accepted.Load() == 0 {
+		t.Fatal("Open never reached the silent server: the test proves nothing")
+	}
+}
+
+// TestOpenBoundsLaterConnections: the pool's connections after the first,
+// the LISTEN connection among them, are bounded too. The first connection
+// reaches a real server; every later one meets silence.
+func TestOpenBoundsLaterConnections(t *testing.T) {
+	t.Parallel()
+	real, err := pgconn.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, upstream := pgconn.NetworkAddress(real.Host, real.Port)
+	srv := startSilent(t, 1, network, upstream)
+	dsn := (&url.URL{
+		Scheme: "postgres", User: url.UserPassword(real.User, real.Password), Host: srv.addr(),
+		Path: "/" + real.Database, RawQuery: "sslmode=disable",
+	}).String()
+	e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: relayedConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	// Keep the one working connection busy, so every call below needs a
+	// new one.
+	held, err := e.Pool().Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(held.Release)
+
+	err = watchdog(t, "Query on a new connection", func() error {
+		_, err := e.Query(context.Background(), "SELECT 1 AS one")
+		return err
+	})
+	if err == nil || !isTimeout(err) {
+		t.Errorf("Query = %v, want a timeout", err)
+	}
+	err = watchdog(t, "Listen", func() error {
+		stop, err := e.Listen(context.Background(), []string{"c"}, func(string, string) {})
+		if err == nil {
+			stop()
+		}
+		return err
+	})
+	if err == nil || !isTimeout(err) {
+		t.Errorf("Listen = %v, want a timeout", err)
+	}
+	if n := srv.accepted.Load(); n < 3 {
+		t.Fatalf("%d connections reached the server, want at least 3: the test proves nothing", n)
+	}
+}
+
+// TestConnectTimeoutPrecedence: Options.ConnectTimeout, else the DSN's
+// connect_timeout, else DefaultConnectTimeout.
+func TestConnectTimeoutPrecedence(t *testing.T) {
+	t.Setenv("PGCONNECT_TIMEOUT", "") // pgconn ignores it when empty
+	for _, c := range []struct {
+		name string
+		dsn  string
+		opt  time.Duration
+		want time.Duration
+	}{
+		{"URL without", "postgres://x@127.0.0.1:1/db", 0, cairnqpgx.DefaultConnectTimeout},
+		{"keyword/value without", "host=127.0.0.1 port=1 user=x", 0, cairnqpgx.DefaultConnectTimeout},
+		{"DSN's own", "postgres://x@127.0.0.1:1/db?connect_timeout=7", 0, 7 * time.Second},
+		{"keyword/value DSN's own", "host=127.0.0.1 connect_timeout=3", 0, 3 * time.Second},
+		{"DSN's zero counts as unset", "postgres://x@127.0.0.1:1/db?connect_timeout=0", 0, cairnqpgx.DefaultConnectTimeout},
+		{"option over DSN", "postgres://x@127.0.0.1:1/db?connect_timeout=7", shortConnect, shortConnect},
+		{"option alone", "postgres://x@127.0.0.1:1/db", 2 * time.Minute, 2 * time.Minute},
+	} {
+		cfg, err := cairnqpgx.PoolConfig(c.dsn, &cairnqpgx.Options{ConnectTimeout: c.opt})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if got := cfg.ConnConfig.ConnectTimeout; got != c.want {
+			t.Errorf("%s: ConnectTimeout = %v, want %v", c.name, got, c.want)
+		}
+	}
+	cfg, err := cairnqpgx.PoolConfig("postgres://x@127.0.0.1:1/db", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ConnConfig.ConnectTimeout; got != cairnqpgx.DefaultConnectTimeout {
+		t.Errorf("nil options: ConnectTimeout = %v, want DefaultConnectTimeout", got)
+	}
+	if cairnqpgx.DefaultConnectTimeout != 10*time.Second {
+		t.Errorf("DefaultConnectTimeout = %v, documented as 10 seconds", cairnqpgx.DefaultConnectTimeout)
+	}
+	if _, err := cairnqpgx.PoolConfig("postgres://x@127.0.0.1:1/db", &cairnqpgx.Options{ConnectTimeout: -time.Second}); err == nil {
+		t.Error("a negative ConnectTimeout was accepted")
+	}
+}
