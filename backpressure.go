@@ -34,15 +34,15 @@ type depthGate struct {
 
 func newDepthGate(st *store.Store, o *Options) (*depthGate, error) {
 	if o.MaxQueueDepth < 0 {
-		return nil, fmt.Errorf("%w: MaxQueueDepth must be >= 0, got %d", ErrInvalidArgument, o.MaxQueueDepth)
+		return nil, &ArgumentError{Op: "open", Arg: "MaxQueueDepth", Reason: fmt.Sprintf("must be >= 0, got %d", o.MaxQueueDepth)}
 	}
 	for q, n := range o.QueueDepths {
 		if n < 1 {
-			return nil, fmt.Errorf("%w: QueueDepths[%q] must be >= 1, got %d", ErrInvalidArgument, q, n)
+			return nil, &ArgumentError{Op: "open", Arg: "QueueDepths", Reason: fmt.Sprintf("[%q] must be >= 1, got %d", q, n)}
 		}
 	}
 	if o.MaxQueueWait < 0 {
-		return nil, fmt.Errorf("%w: MaxQueueWait must be >= 0, got %v", ErrInvalidArgument, o.MaxQueueWait)
+		return nil, &ArgumentError{Op: "open", Arg: "MaxQueueWait", Reason: fmt.Sprintf("must be >= 0, got %v", o.MaxQueueWait)}
 	}
 	if o.MaxQueueDepth == 0 && len(o.QueueDepths) == 0 {
 		return nil, nil

@@ -69,6 +69,10 @@ var (
 	ErrUnsupported     = store.ErrUnsupported
 	ErrNotADatabase    = store.ErrNotADatabase
 	ErrSchemaMismatch  = store.ErrSchemaMismatch
+	ErrForeignDatabase = store.ErrForeignDatabase
+	ErrValueTooLarge   = store.ErrValueTooLarge
+	ErrStorageFull     = store.ErrStorageFull
+	ErrStorageMemory   = store.ErrStorageMemory
 )
 
 // Typed errors, usable with errors.As; see package store for each.
@@ -83,6 +87,17 @@ type (
 	SerializationError           = store.SerializationError
 	BusyError                    = store.BusyError
 	OpenError                    = store.OpenError
+	StorageError                 = store.StorageError
+)
+
+// The limits every backend enforces alike; see store.MaxValueBytes and its
+// neighbours for what each bounds.
+const (
+	MaxNameBytes    = store.MaxNameBytes
+	MaxKeyBytes     = store.MaxKeyBytes
+	MaxValueBytes   = store.MaxValueBytes
+	MaxJSONDepth    = store.MaxJSONDepth
+	MaxMessageBytes = store.MaxMessageBytes
 )
 
 // NewTaskID returns a fresh task id: "task_" and a 26-character ULID.

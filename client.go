@@ -20,6 +20,11 @@ type Options struct {
 	// (synchronous=FULL). Default false (synchronous=NORMAL in WAL: an
 	// application crash loses nothing). Used by Open only.
 	FullSync bool
+	// AllowOtherTables lets Open add cairnq's tables to a SQLite database
+	// that already holds other tables but no cairnq ones. Default false:
+	// Open refuses it with ErrForeignDatabase and leaves it as it was.
+	// Used by Open only.
+	AllowOtherTables bool
 	// Logger receives what the client survives (a failed retention sweep).
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -70,9 +75,10 @@ func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
 		opts = &Options{}
 	}
 	st, err := store.OpenSQLite(ctx, path, store.SQLiteOptions{
-		BusyTimeout: opts.BusyTimeout,
-		FullSync:    opts.FullSync,
-		Logger:      opts.Logger,
+		BusyTimeout:      opts.BusyTimeout,
+		FullSync:         opts.FullSync,
+		Logger:           opts.Logger,
+		AllowOtherTables: opts.AllowOtherTables,
 	})
 	if err != nil {
 		return nil, err
@@ -204,6 +210,9 @@ func (o *SubmitOptions) params(name string, payload any) store.SubmitParams {
 // returns once its own row is committed, and a row the server refuses
 // fails only its own call. Keyed submits each run their own transaction.
 func (c *Client) Submit(ctx context.Context, name string, payload any, opts *SubmitOptions) (*Task, error) {
+	if err := checkCtx("submit", ctx); err != nil {
+		return nil, err
+	}
 	p := opts.params(name, payload)
 	if c.gate != nil {
 		if err := store.ValidateSubmit(p); err != nil {
@@ -328,4 +337,13 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 	return c.store.Purge(ctx, store.PurgeParams{
 		OlderThan: opts.OlderThan, Queue: opts.Queue, Status: opts.Status, Name: opts.Name, Limit: opts.Limit,
 	})
+}
+
+// checkCtx refuses a nil context with an *ArgumentError instead of the
+// panic it would cause further down.
+func checkCtx(op string, ctx context.Context) error {
+	if ctx == nil {
+		return &ArgumentError{Op: op, Arg: "context", Reason: "is nil"}
+	}
+	return nil
 }

@@ -169,11 +169,14 @@ func (tc *TaskContext) Fail(ctx context.Context, err error) error {
 func (tc *TaskContext) settle(write func() error) error {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if tc.settled {
-		return nil
-	}
+	// Lost first: an attempt abandoned at MaxRun is settled by the worker
+	// (handler_timeout), and the handler, still running, must hear that
+	// its own settlement was refused, not that it was a repeat.
 	if tc.lost.Load() {
 		return &store.LostLeaseError{ID: tc.task.ID}
+	}
+	if tc.settled {
+		return nil
 	}
 	if err := write(); err != nil {
 		if errIsLostLease(err) {

@@ -29,3 +29,26 @@ func execSQLErr(path, script string) error {
 	}
 	return c.Exec(script)
 }
+
+// tableCount counts the tables of the database file whose names match the
+// LIKE pattern, read through a separate connection.
+func tableCount(t *testing.T, path, like string) int {
+	t.Helper()
+	c, err := sqlite3.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, _, err := c.Prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.BindText(1, like); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Step() {
+		t.Fatal(st.Err())
+	}
+	return st.ColumnInt(0)
+}

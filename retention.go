@@ -48,13 +48,13 @@ type sweeper struct {
 
 func newSweeper(st *store.Store, o RetentionOptions, log *slog.Logger) (*sweeper, error) {
 	if len(o.Rules) == 0 {
-		return nil, fmt.Errorf("%w: retention needs at least one rule", ErrInvalidArgument)
+		return nil, &ArgumentError{Op: "retention", Arg: "rules", Reason: "need at least one"}
 	}
 	if o.Interval < 0 {
-		return nil, fmt.Errorf("%w: retention interval must be > 0, got %v", ErrInvalidArgument, o.Interval)
+		return nil, &ArgumentError{Op: "retention", Arg: "Interval", Reason: fmt.Sprintf("must be > 0, got %v", o.Interval)}
 	}
 	if o.Limit < 0 {
-		return nil, fmt.Errorf("%w: retention limit must be >= 1, got %d", ErrInvalidArgument, o.Limit)
+		return nil, &ArgumentError{Op: "retention", Arg: "Limit", Reason: fmt.Sprintf("must be >= 1, got %d", o.Limit)}
 	}
 	s := &sweeper{st: st, interval: o.Interval, onError: o.OnError}
 	if s.interval == 0 {

@@ -20,17 +20,31 @@ type TaskError struct {
 	Err       error // optional cause, kept for errors.Is/As in the process
 }
 
+// Error returns the message, or the cause's when there is no message. A
+// nil *TaskError (a handler returning a typed nil) reads as a generic one.
 func (e *TaskError) Error() string {
+	if e == nil {
+		return "task error"
+	}
 	if e.Err != nil && e.Message == "" {
 		return e.Err.Error()
 	}
 	return e.Message
 }
 
-func (e *TaskError) Unwrap() error { return e.Err }
+// Unwrap returns the cause.
+func (e *TaskError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Envelope returns the error record the protocol stores.
 func (e *TaskError) Envelope() ErrorEnvelope {
+	if e == nil {
+		e = &TaskError{}
+	}
 	env := ErrorEnvelope{Type: e.Type, Code: e.Code, Message: e.Error(), Retryable: e.Retryable, Details: e.Details}
 	if env.Type == "" {
 		env.Type = "TaskError"
@@ -56,9 +70,26 @@ func Permanent(err error) error {
 // envelopeOf turns a handler's error into the stored envelope and whether
 // to retry. A *TaskError anywhere in the chain decides for itself; any
 // other error is retryable.
-func envelopeOf(err error) (ErrorEnvelope, bool) {
+//
+// The error is the handler's own value: its Error, Is, As or Unwrap
+// methods may panic (a typed nil is the common case), and they run here,
+// outside the handler's recover, so a panic among them is recovered and
+// recorded as the failure instead of taking the worker down.
+func envelopeOf(err error) (env ErrorEnvelope, retryable bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			env = ErrorEnvelope{
+				Type: "Panic", Code: "handler_panic", Retryable: true, Details: map[string]any{},
+				Message: fmt.Sprintf("the error the handler returned (%T) panicked when read: %v", err, p),
+			}
+			retryable = true
+		}
+	}()
 	var te *TaskError
 	if errors.As(err, &te) {
+		if te == nil { // a typed nil: a TaskError with nothing set
+			te = &TaskError{}
+		}
 		env := te.Envelope()
 		if te.Message == "" && err.Error() != env.Message {
 			env.Message = err.Error()

@@ -18,7 +18,9 @@ const (
 	DefaultMaxPollInterval = 500 * time.Millisecond
 )
 
-// WaitOptions tunes Wait, WaitByKey and Call. Zero fields take the defaults.
+// WaitOptions tunes Wait, WaitByKey and Call. Zero fields take the
+// defaults; a negative field, or a poll interval below MinPollInterval, is
+// an *ArgumentError.
 type WaitOptions struct {
 	// Timeout is how long to wait before *TaskTimeoutError. Default 30s.
 	Timeout time.Duration
@@ -28,10 +30,21 @@ type WaitOptions struct {
 	MaxPollInterval time.Duration
 }
 
-func (o *WaitOptions) resolved() (timeout, poll, maxPoll time.Duration) {
+func (o *WaitOptions) resolved() (timeout, poll, maxPoll time.Duration, err error) {
 	timeout, poll, maxPoll = DefaultWaitTimeout, DefaultPollInterval, DefaultMaxPollInterval
 	if o == nil {
-		return
+		return timeout, poll, maxPoll, nil
+	}
+	bad := func(arg string, v time.Duration, want string) error {
+		return &ArgumentError{Op: "wait", Arg: arg, Reason: fmt.Sprintf("must be %s, got %v", want, v)}
+	}
+	switch {
+	case o.Timeout < 0:
+		return 0, 0, 0, bad("Timeout", o.Timeout, ">= 0 (0 for the default)")
+	case o.PollInterval != 0 && o.PollInterval < MinPollInterval:
+		return 0, 0, 0, bad("PollInterval", o.PollInterval, fmt.Sprintf(">= %v (0 for the default)", MinPollInterval))
+	case o.MaxPollInterval != 0 && o.MaxPollInterval < MinPollInterval:
+		return 0, 0, 0, bad("MaxPollInterval", o.MaxPollInterval, fmt.Sprintf(">= %v (0 for the default)", MinPollInterval))
 	}
 	if o.Timeout > 0 {
 		timeout = o.Timeout
@@ -42,7 +55,7 @@ func (o *WaitOptions) resolved() (timeout, poll, maxPoll time.Duration) {
 	if o.MaxPollInterval > 0 {
 		maxPoll = o.MaxPollInterval
 	}
-	return timeout, poll, max(maxPoll, poll)
+	return timeout, poll, max(maxPoll, poll), nil
 }
 
 // nextPoll grows an interval by 1.5x (at least 1ms) up to maxPoll.
@@ -94,16 +107,28 @@ func (e *TaskTimeoutError) diagnosis() string {
 // Wait blocks until the task reaches a terminal status and returns it,
 // whatever that status. It polls the status alone (growing from
 // PollInterval to MaxPollInterval) and reads the whole row once. Past the
-// timeout it returns *TaskTimeoutError; if ctx ends first, ctx.Err().
+// timeout it returns *TaskTimeoutError; if ctx ends first, ctx.Err(). A
+// task that does not exist (never submitted here, or purged) is
+// ErrNotFound at once: a task id only ever names a task already written.
+// A read that fails (a dropped connection, a restarting server) is tried
+// again at the next poll while the timeout lasts; the last such error is
+// returned if it outlasts the timeout.
 func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task, error) {
+	if err := checkCtx("wait", ctx); err != nil {
+		return nil, err
+	}
 	return c.poll(ctx, id, "", opts,
 		func() (store.TaskRef, error) { return c.store.GetStatus(ctx, id) },
 		func() (*Task, error) { return c.store.Get(ctx, id) })
 }
 
 // WaitByKey is Wait for the task key points at, re-resolving the key on
-// every read so a replace moves the wait to the new task.
+// every read so a replace moves the wait to the new task. A key that
+// points nowhere yet is waited on: its task may still be submitted.
 func (c *Client) WaitByKey(ctx context.Context, key string, opts *WaitOptions) (*Task, error) {
+	if err := checkCtx("wait", ctx); err != nil {
+		return nil, err
+	}
 	return c.poll(ctx, key, key, opts,
 		func() (store.TaskRef, error) { return c.store.GetStatusByKey(ctx, key) },
 		func() (*Task, error) { return c.store.GetByKey(ctx, key) })
@@ -111,7 +136,10 @@ func (c *Client) WaitByKey(ctx context.Context, key string, opts *WaitOptions) (
 
 func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOptions,
 	probe func() (store.TaskRef, error), read func() (*Task, error)) (*Task, error) {
-	timeout, interval, maxPoll := opts.resolved()
+	timeout, interval, maxPoll, err := opts.resolved()
+	if err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(timeout)
 	id := ""
 	if key == "" {
@@ -131,11 +159,20 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 		// iteration the last.
 		last := time.Until(deadline) <= 0
 		t, ref, exists, err := c.probe(probe, read, last)
-		if err != nil || (t != nil && t.IsTerminal()) {
+		switch {
+		case err != nil && (last || !retryableRead(err)):
 			unsubscribe()
-			return t, err
-		}
-		if last {
+			return nil, err
+		case err != nil:
+			// Tried again at the next poll; exists is false, so the key
+			// branch below is skipped.
+		case t != nil && t.IsTerminal():
+			unsubscribe()
+			return t, nil
+		case !exists && key == "":
+			unsubscribe()
+			return nil, fmt.Errorf("cairnq: wait: task %s: %w", id, ErrNotFound)
+		case last:
 			unsubscribe()
 			if exists {
 				subject = ref.ID
@@ -183,6 +220,14 @@ func (c *Client) probe(probe func() (store.TaskRef, error), read func() (*Task, 
 	return t, ref, true, err
 }
 
+// retryableRead reports whether a failed status read may succeed at the
+// next poll: anything but bad input, a closed client, or the caller's
+// context ending.
+func retryableRead(err error) bool {
+	return !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -208,6 +253,10 @@ type CallOptions struct {
 func (c *Client) Call(ctx context.Context, name string, payload any, opts *CallOptions) (*Task, error) {
 	if opts == nil {
 		opts = &CallOptions{}
+	}
+	// Bad wait options fail before the submit, which could not be taken back.
+	if _, _, _, err := opts.WaitOptions.resolved(); err != nil {
+		return nil, err
 	}
 	t, err := c.Submit(ctx, name, payload, &opts.SubmitOptions)
 	if err != nil {

@@ -22,7 +22,8 @@ type WatchOptions struct {
 	// Queues limits "queued" signals to these queues. Default: every queue.
 	// "done" signals name only the task, so they are never filtered.
 	Queues []string
-	// PollInterval is how often "poll" fires. Default 2s.
+	// PollInterval is how often "poll" fires. Default 2s; a shorter one
+	// than MinPollInterval is raised to it.
 	PollInterval time.Duration
 }
 
@@ -39,6 +40,10 @@ func (c *Client) Watch(ctx context.Context, opts *WatchOptions, fn func(Signal))
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultWatchPoll
+	}
+	o.PollInterval = max(o.PollInterval, MinPollInterval)
+	if ctx == nil {
+		ctx = context.Background() // Watch has no error to return; stop still ends it
 	}
 	signals, unsubscribe := c.store.Subscribe(ctx)
 	ctx, cancel := context.WithCancel(ctx)

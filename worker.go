@@ -43,6 +43,9 @@ type ErrorPhase string
 const (
 	PhaseClaim   ErrorPhase = "claim"   // a claim failed; the worker polls again
 	PhaseExecute ErrorPhase = "execute" // settling or heartbeating a task failed
+	// PhaseShutdown: Run returned while this task's handler, ignoring its
+	// canceled context, still ran.
+	PhaseShutdown ErrorPhase = "shutdown"
 )
 
 // WorkerOptions configures a Worker. Zero fields take the defaults.
@@ -54,13 +57,17 @@ type WorkerOptions struct {
 	// Concurrency is how many handler calls run at once; a batch call counts
 	// as one. Default 1.
 	Concurrency int
-	// LeaseDuration is how long a claim or heartbeat holds a task. Default 30s.
+	// LeaseDuration is how long a claim or heartbeat holds a task. Default
+	// 30s; at least MinLeaseDuration.
 	LeaseDuration time.Duration
 	// HeartbeatInterval is how often the worker renews every lease it holds,
-	// in one statement. Default LeaseDuration/3 (at least 50ms).
+	// in one statement. Default LeaseDuration/3; at least
+	// MinHeartbeatInterval and less than LeaseDuration/2, so every lease is
+	// renewed at least twice before it can run out.
 	HeartbeatInterval time.Duration
 	// PollInterval is the idle sleep between claims when nothing was
-	// claimable. A submit in this process ends it early. Default 500ms.
+	// claimable. A submit in this process ends it early. Default 500ms;
+	// at least MinPollInterval.
 	PollInterval time.Duration
 	// ClaimBatch caps the rows one draw takes (never below one call of a
 	// batch name). Default: the free call slots.
@@ -116,6 +123,7 @@ type Worker struct {
 	stopCh    chan struct{}
 	stopped   chan struct{}
 	slotFreed chan struct{}
+	giveUp    chan struct{}  // closed when Run stops waiting for handlers
 	calls     sync.WaitGroup // handler calls and their goroutines
 	cursor    int
 
@@ -147,23 +155,8 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if opts != nil {
 		o = *opts
 	}
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: worker: "+format, append([]any{ErrInvalidArgument}, a...)...)
-	}
-	if o.Concurrency < 0 || o.LeaseDuration < 0 || o.HeartbeatInterval < 0 || o.PollInterval < 0 ||
-		o.ClaimBatch < 0 || o.MaxRun < 0 || o.ShutdownTimeout < 0 || o.MaxInFlightBytes < 0 ||
-		o.RetryBackoffMax < 0 || (o.RetryBackoff < 0 && o.RetryBackoff != NoRetryBackoff) {
-		return nil, bad("negative option in %+v", o)
-	}
-	for name, n := range o.Resources {
-		if n < 1 {
-			return nil, bad("resource %q has capacity %d, want >= 1", name, n)
-		}
-	}
-	for _, q := range o.Queues {
-		if q == "" {
-			return nil, bad("empty queue name")
-		}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	w := &Worker{
 		client: c, st: c.store, id: o.ID, queues: o.Queues, conc: o.Concurrency,
@@ -184,7 +177,7 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 		w.lease = store.DefaultLease
 	}
 	if w.beat == 0 {
-		w.beat = max(w.lease/3, 50*time.Millisecond)
+		w.beat = w.lease / 3
 	}
 	if w.poll == 0 {
 		w.poll = 500 * time.Millisecond
@@ -213,13 +206,75 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	return w, nil
 }
 
+// Bounds on the worker's timing options. A lease shorter than
+// MinLeaseDuration, or renewed less than twice per lease, expires under
+// ordinary scheduling and network delay, and every such expiry runs a
+// task a second time; a poll shorter than MinPollInterval turns an idle
+// worker or a waiter into a busy loop against the database.
+const (
+	MinLeaseDuration     = time.Second
+	MinHeartbeatInterval = 10 * time.Millisecond
+	MinPollInterval      = 5 * time.Millisecond
+)
+
+// validate checks the options once, at construction.
+func (o *WorkerOptions) validate() error {
+	bad := func(arg, format string, a ...any) error {
+		return &ArgumentError{Op: "worker", Arg: arg, Reason: fmt.Sprintf(format, a...)}
+	}
+	for _, f := range []struct {
+		arg string
+		v   int64
+	}{
+		{"Concurrency", int64(o.Concurrency)}, {"ClaimBatch", int64(o.ClaimBatch)},
+		{"MaxRun", int64(o.MaxRun)}, {"ShutdownTimeout", int64(o.ShutdownTimeout)},
+		{"MaxInFlightBytes", o.MaxInFlightBytes}, {"RetryBackoffMax", int64(o.RetryBackoffMax)},
+	} {
+		if f.v < 0 {
+			return bad(f.arg, "must be >= 0, got %d", f.v)
+		}
+	}
+	if o.RetryBackoff < 0 && o.RetryBackoff != NoRetryBackoff {
+		return bad("RetryBackoff", "must be >= 0 or NoRetryBackoff, got %v", o.RetryBackoff)
+	}
+	lease := o.LeaseDuration
+	if lease == 0 {
+		lease = store.DefaultLease
+	}
+	if lease < MinLeaseDuration {
+		return bad("LeaseDuration", "must be >= %v (0 for the default %v), got %v", MinLeaseDuration, store.DefaultLease, o.LeaseDuration)
+	}
+	if b := o.HeartbeatInterval; b != 0 && (b < MinHeartbeatInterval || b >= lease/2) {
+		return bad("HeartbeatInterval", "must be at least %v and less than half the lease (%v), got %v", MinHeartbeatInterval, lease/2, b)
+	}
+	if p := o.PollInterval; p != 0 && p < MinPollInterval {
+		return bad("PollInterval", "must be >= %v, got %v", MinPollInterval, p)
+	}
+	if o.ID != "" {
+		if err := store.ValidateName("worker", "ID", o.ID); err != nil {
+			return err
+		}
+	}
+	for _, q := range o.Queues {
+		if err := store.ValidateName("worker", "queue", q); err != nil {
+			return err
+		}
+	}
+	for name, n := range o.Resources {
+		if n < 1 {
+			return bad("Resources", "%q has capacity %d, want >= 1", name, n)
+		}
+	}
+	return nil
+}
+
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.id }
 
 // Handle registers h for tasks named name, delivered one at a time.
 func (w *Worker) Handle(name string, h Handler, opts *HandlerOptions) error {
 	if h == nil {
-		return fmt.Errorf("%w: worker: nil handler for %q", ErrInvalidArgument, name)
+		return &ArgumentError{Op: "handle", Arg: "handler", Reason: fmt.Sprintf("is nil for %q", name)}
 	}
 	return w.register(&registration{name: name, fn: h}, opts)
 }
@@ -229,10 +284,10 @@ func (w *Worker) Handle(name string, h Handler, opts *HandlerOptions) error {
 // one free slot.
 func (w *Worker) HandleBatch(name string, batch int, h BatchHandler, opts *HandlerOptions) error {
 	if h == nil {
-		return fmt.Errorf("%w: worker: nil batch handler for %q", ErrInvalidArgument, name)
+		return &ArgumentError{Op: "handle", Arg: "handler", Reason: fmt.Sprintf("is nil for %q", name)}
 	}
 	if batch < 1 {
-		return fmt.Errorf("%w: worker: batch size for %q must be >= 1, got %d", ErrInvalidArgument, name, batch)
+		return &ArgumentError{Op: "handle", Arg: "batch size", Reason: fmt.Sprintf("for %q must be >= 1, got %d", name, batch)}
 	}
 	return w.register(&registration{name: name, batch: batch, batchFn: h}, opts)
 }
@@ -241,15 +296,16 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 	if opts != nil {
 		r.opts = *opts
 	}
+	if err := store.ValidateName("handle", "name", r.name); err != nil {
+		return err
+	}
 	switch {
-	case r.name == "":
-		return fmt.Errorf("%w: worker: empty task name", ErrInvalidArgument)
 	case r.opts.Concurrency < 0:
-		return fmt.Errorf("%w: worker: concurrency for %q must be >= 0", ErrInvalidArgument, r.name)
+		return &ArgumentError{Op: "handle", Arg: "concurrency", Reason: fmt.Sprintf("for %q must be >= 0, got %d", r.name, r.opts.Concurrency)}
 	case r.opts.Resource != "":
 		if _, ok := w.opts.Resources[r.opts.Resource]; !ok {
-			return fmt.Errorf("%w: worker: %q joins resource %q, which WorkerOptions.Resources does not declare",
-				ErrInvalidArgument, r.name, r.opts.Resource)
+			return &ArgumentError{Op: "handle", Arg: "resource", Reason: fmt.Sprintf(
+				"%q joins resource %q, which WorkerOptions.Resources does not declare", r.name, r.opts.Resource)}
 		}
 	}
 	r.resource = r.opts.Resource
@@ -262,7 +318,7 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 		return ErrWorkerStarted
 	}
 	if _, dup := w.regs[r.name]; dup {
-		return fmt.Errorf("%w: worker: a handler for %q is already registered", ErrInvalidArgument, r.name)
+		return &ArgumentError{Op: "handle", Arg: "name", Reason: fmt.Sprintf("a handler for %q is already registered", r.name)}
 	}
 	w.regs[r.name] = r
 	w.order = append(w.order, r.name)

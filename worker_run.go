@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +23,10 @@ type source struct {
 }
 
 const claimErrorBackoff = 250 * time.Millisecond
+
+// maxShutdownGrace caps how long Run waits, after canceling the contexts of
+// calls still running at ShutdownTimeout, for their handlers to return.
+const maxShutdownGrace = 5 * time.Second
 
 // schedule derives the claim's draws from the registrations, once per Run.
 func (w *Worker) schedule() (sources []source, names []string) {
@@ -42,9 +48,16 @@ func (w *Worker) schedule() (sources []source, names []string) {
 
 // Run claims and runs tasks until ctx ends (or Stop is called), then stops
 // claiming and waits up to ShutdownTimeout for the calls in flight; past
-// that it cancels their contexts and waits for them to return. When Run
-// returns, every goroutine it started has ended.
+// that it cancels their contexts and waits as long again (at most
+// maxShutdownGrace, 5s) for them to return. A handler still running then
+// ignores its context: Go cannot stop it, so Run reports it through
+// OnError (PhaseShutdown) and returns without it; its task is left to its
+// lease, and its writes through the TaskContext are refused. When Run
+// returns, every other goroutine it started has ended.
 func (w *Worker) Run(ctx context.Context) error {
+	if err := checkCtx("worker run", ctx); err != nil {
+		return err
+	}
 	w.regMu.Lock()
 	if w.started.Load() {
 		w.regMu.Unlock()
@@ -53,13 +66,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.started.Store(true)
 	w.regMu.Unlock()
 	if len(w.regs) == 0 {
-		return fmt.Errorf("%w: worker: no handlers registered", ErrInvalidArgument)
+		return &ArgumentError{Op: "worker", Arg: "handlers", Reason: "none registered"}
 	}
 
 	w.stopCh = make(chan struct{})
 	w.stopped = make(chan struct{})
 	defer close(w.stopped)
 	w.slotFreed = make(chan struct{}, 1)
+	w.giveUp = make(chan struct{})
 	w.perName = map[string]int{}
 	w.perResource = map[string]int{}
 	w.live = map[string]*TaskContext{}
@@ -108,7 +122,23 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		w.mu.Unlock()
 		abandon(errors.New("cairnq: worker shut down past its deadline"))
-		<-drained
+		// Handlers that honour their context return now. One that ignores
+		// it would hold Run (and the deployment's stop) forever: after a
+		// grace, the calls stop waiting for such handlers and return.
+		grace := time.NewTimer(min(w.opts.ShutdownTimeout, maxShutdownGrace))
+		select {
+		case <-drained:
+		case <-grace.C:
+			w.mu.Lock()
+			left := slices.Collect(maps.Keys(w.live))
+			w.mu.Unlock()
+			for _, id := range left {
+				w.report(fmt.Errorf("%w (task %s)", errAbandoned, id), PhaseShutdown, id)
+			}
+			close(w.giveUp)
+			<-drained
+		}
+		grace.Stop()
 	}
 	timer.Stop()
 	stopBeat()
@@ -409,7 +439,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 	// lease is gone.
 	var wg sync.WaitGroup
 	for _, tc := range tcs {
-		if tc.isSettled() || (tc.LostLease() && !errors.Is(err, errAttemptTimeout)) {
+		if tc.isSettled() || (tc.LostLease() && err != errAttemptTimeout) {
 			continue
 		}
 		settle := func() { w.settleLeftover(handlerCtx, tc, d.reg, err, result, results) }
@@ -430,47 +460,55 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 // set. On timeout every context of the call is flagged lease-lost before
 // the caller records the failure, so a handler that keeps running cannot
 // settle anything behind the worker's back.
+//
+// The handler runs in a goroutine of its own, so that a handler ignoring
+// its context holds up neither this call past MaxRun nor Run past its
+// shutdown (w.giveUp): Go cannot stop it, but the worker need not wait.
+// The goroutine ends when the handler returns; done is buffered for it.
 func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext) (result any, results map[string]any, err error) {
-	invoke := func() (result any, results map[string]any, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = &panicError{value: p, stack: string(debug.Stack())}
-			}
-		}()
-		if reg.batch > 0 {
-			results, err = reg.batchFn(ctx, tcs)
-			return nil, results, err
-		}
-		result, err = reg.fn(ctx, tcs[0])
-		return result, nil, err
-	}
-	if w.opts.MaxRun <= 0 {
-		return invoke()
-	}
 	type outcome struct {
 		result  any
 		results map[string]any
 		err     error
 	}
 	done := make(chan outcome, 1)
-	w.calls.Add(1) // the handler goroutine may outlive this call if abandoned
 	go func() {
-		defer w.calls.Done()
-		r, rs, e := invoke()
-		done <- outcome{r, rs, e}
+		var o outcome
+		defer func() {
+			if p := recover(); p != nil {
+				o = outcome{err: &panicError{value: p, stack: string(debug.Stack())}}
+			}
+			done <- o
+		}()
+		if reg.batch > 0 {
+			o.results, o.err = reg.batchFn(ctx, tcs)
+		} else {
+			o.result, o.err = reg.fn(ctx, tcs[0])
+		}
 	}()
-	timer := time.NewTimer(w.opts.MaxRun)
-	defer timer.Stop()
+	var timeout <-chan time.Time
+	if w.opts.MaxRun > 0 {
+		timer := time.NewTimer(w.opts.MaxRun)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	select {
 	case o := <-done:
 		return o.result, o.results, o.err
-	case <-timer.C:
+	case <-timeout:
 		for _, tc := range tcs {
 			tc.markLost()
 		}
 		return nil, nil, errAttemptTimeout
+	case <-w.giveUp:
+		// Run stopped waiting: the contexts were flagged lost and canceled
+		// ShutdownTimeout ago, and the handler still runs.
+		return nil, nil, errAbandoned
 	}
 }
+
+// errAbandoned marks a call Run stopped waiting for at shutdown.
+var errAbandoned = errors.New("cairnq: handler still running after shutdown; abandoned")
 
 type panicError struct {
 	value any
@@ -479,34 +517,59 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
 
-// settleLeftover records one task's outcome from how its call ended.
+// settleLeftover records one task's outcome from how its call ended. It
+// runs the handler's own values (its error's methods, its result's
+// MarshalJSON) outside the handler's recover, so a panic here is
+// recovered too: reported, and the task left to its lease, which expires
+// and lets the task run again, rather than the worker process dying with
+// every other task it holds.
 func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *registration, callErr error, result any, results map[string]any) {
-	id := tc.task.ID
-	var pe *panicError
-	switch {
-	case callErr == nil:
+	defer func() {
+		if p := recover(); p != nil {
+			w.report(fmt.Errorf("cairnq: settling task %s panicked: %v", tc.task.ID, p), PhaseExecute, tc.task.ID)
+		}
+	}()
+	if callErr == nil {
 		if reg.batch > 0 {
-			result = results[id]
+			result = results[tc.task.ID]
 		}
 		w.complete(ctx, tc, result)
 		return
-	case errors.Is(callErr, errAttemptTimeout):
-		w.fail(ctx, tc, ErrorEnvelope{
-			Type: "HandlerTimeout", Code: "handler_timeout", Retryable: true, Details: map[string]any{},
-			Message: fmt.Sprintf("handler for %s ran past MaxRun=%v; the attempt was abandoned", tc.task.Name, w.opts.MaxRun),
-		}, true)
-	case errIsLostLease(callErr):
-		// A write through the context was already refused: nothing more to record.
-	case errors.As(callErr, &pe):
-		w.fail(ctx, tc, panicEnvelope(pe.value, pe.stack), true)
-	default:
-		env, retryable := envelopeOf(callErr)
+	}
+	if env, retryable, record := w.failureOf(tc, callErr); record {
 		w.fail(ctx, tc, env, retryable)
 	}
 }
 
+// failureOf turns how a call failed into the envelope to record, and
+// whether there is anything to record at all.
+func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, retryable, record bool) {
+	if callErr == errAttemptTimeout {
+		return ErrorEnvelope{
+			Type: "HandlerTimeout", Code: "handler_timeout", Retryable: true, Details: map[string]any{},
+			Message: fmt.Sprintf("handler for %s ran past MaxRun=%v; the attempt was abandoned", tc.task.Name, w.opts.MaxRun),
+		}, true, true
+	}
+	if pe, ok := callErr.(*panicError); ok {
+		return panicEnvelope(pe.value, pe.stack), true, true
+	}
+	// A write through the context was already refused: nothing more to
+	// record. errors.Is calls the handler's error's own methods, hence
+	// the recover (envelopeOf has its own).
+	lost := false
+	func() {
+		defer func() { recover() }()
+		lost = errIsLostLease(callErr)
+	}()
+	if lost {
+		return ErrorEnvelope{}, false, false
+	}
+	env, retryable = envelopeOf(callErr)
+	return env, retryable, true
+}
+
 func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
-	err := w.retryBusy(ctx, func() error {
+	err := w.retrySettle(ctx, func() error {
 		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
 		return err
 	})
@@ -531,7 +594,7 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
 	env.Retryable = retryable
 	delay := w.failDelay(tc.task.Attempt, retryable)
-	err := w.retryBusy(ctx, func() error {
+	err := w.retrySettle(ctx, func() error {
 		_, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, delay)
 		return err
 	})
@@ -545,21 +608,48 @@ func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, r
 	}
 }
 
-// retryBusy runs a settlement again while it fails with ErrBusy (other
-// processes kept the SQLite write lock past the busy timeout) for up to a
-// lease's length: the heartbeat keeps the lease alive meanwhile, and giving
-// up early would leave the task to lease expiry and a second run.
-func (w *Worker) retryBusy(ctx context.Context, settle func() error) error {
+// retrySettle runs a settlement again while it fails for a reason that
+// may pass (another process holding the SQLite write lock past the busy
+// timeout, a dropped connection, a restarting server), for up to a
+// lease's length: the heartbeat keeps the lease alive meanwhile where it
+// can, and giving up early would leave the task to lease expiry and a
+// second run of work that already finished.
+func (w *Worker) retrySettle(ctx context.Context, settle func() error) error {
 	deadline := time.Now().Add(w.lease)
 	backoff := 10 * time.Millisecond
 	for {
 		err := settle()
-		if !errors.Is(err, store.ErrBusy) || time.Now().After(deadline) || ctx.Err() != nil {
+		if !transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
 		sleepCtx(ctx, backoff)
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// transient reports whether a failed write may succeed if run again: not
+// a refusal that would repeat (bad input, a lost lease, a closed store,
+// the server rejecting the statement itself), but a busy database or a
+// connection that failed, whose errors carry no SQLSTATE or one of the
+// classes of connection, resource and operator faults.
+func transient(err error) bool {
+	switch {
+	case err == nil, errIsLostLease(err), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(err, ErrBusy):
+		return true
+	}
+	var se interface{ SQLState() string }
+	if errors.As(err, &se) {
+		code := se.SQLState()
+		switch code[:min(2, len(code))] {
+		case "08", "40", "53", "57", "58":
+			return true
+		}
+		return false
+	}
+	return true
 }
 
 // track adds or removes contexts from the set the heartbeat renews.

@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -269,6 +271,22 @@ func TestMigrationNames(t *testing.T) {
 		ms[0].Name = "mutated"
 		if Migrations(d)[0].Name == "mutated" {
 			t.Errorf("%s: Migrations returns shared storage", d)
+		}
+	}
+}
+
+// SchemaVersion is what the newest migration of each dialect sets: the
+// file number of the last migration, which writes it.
+func TestSchemaVersionIsTheNewestMigration(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		ms := Migrations(d)
+		last := ms[len(ms)-1]
+		n, err := strconv.Atoi(strings.SplitN(last.Name, "_", 2)[0])
+		if err != nil {
+			t.Fatalf("%s: migration %q has no number: %v", d, last.Name, err)
+		}
+		if n != SchemaVersion || !strings.Contains(last.SQL, fmt.Sprintf("'%d'", SchemaVersion)) {
+			t.Errorf("%s: newest migration %s, SchemaVersion %d: they must agree", d, last.Name, SchemaVersion)
 		}
 	}
 }

@@ -14,6 +14,11 @@ import (
 // write it to cairnq_meta as protocol_version.
 const ProtocolVersion = 1
 
+// SchemaVersion is the cairnq_meta schema_version the newest embedded
+// migration sets. A database reporting a higher one was migrated by a
+// newer SDK of the same protocol major: still usable, and worth a warning.
+const SchemaVersion = 10
+
 // Dialect names a database dialect; it selects the statement and migration
 // subtree.
 type Dialect string

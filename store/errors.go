@@ -32,6 +32,9 @@ var (
 	ErrUnsupported = errors.New("cairnq: not supported by this store")
 	// ErrNotADatabase: the file exists but is not a SQLite database.
 	ErrNotADatabase = errors.New("cairnq: file is not a SQLite database")
+	// ErrForeignDatabase: the SQLite file holds another application's
+	// tables and no cairnq ones; nothing was added to it.
+	ErrForeignDatabase = errors.New("cairnq: database belongs to another application")
 	// ErrSchemaMismatch: the database holds a cairnq installation the store
 	// cannot safely use from where it stands.
 	ErrSchemaMismatch = errors.New("cairnq: schema mismatch")
@@ -135,11 +138,18 @@ func (e *ProtocolVersionMismatchError) Error() string {
 }
 
 // SerializationError reports a value JSON cannot hold (NaN, ±Inf, a channel,
-// a function, a cycle). Nothing was written.
+// a function, a cycle), or whose JSON is past the limits both backends
+// share (see MaxValueBytes, MaxJSONDepth: too large, too deep, a NUL
+// character, a string that is not UTF-8). Nothing was written. It
+// satisfies errors.Is(err, ErrInvalidArgument), and errors.Is(err,
+// ErrValueTooLarge) for a value past MaxValueBytes.
 type SerializationError struct {
 	Field string // payload, metadata, result or error
 	Err   error
 }
+
+// Is makes errors.Is(err, ErrInvalidArgument) hold: the value was bad input.
+func (e *SerializationError) Is(target error) bool { return target == ErrInvalidArgument }
 
 func (e *SerializationError) Error() string {
 	return fmt.Sprintf("cairnq: %s is not JSON-serializable: %v", e.Field, e.Err)
@@ -161,6 +171,33 @@ func (e *BusyError) Error() string {
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 func (e *BusyError) Unwrap() error { return e.Err }
+
+// Storage failure kinds a *StorageError carries, for errors.Is.
+var (
+	// ErrStorageFull: the disk (or the database's quota) is full. Nothing
+	// of the failed write was kept; it may succeed once space is freed.
+	ErrStorageFull = errors.New("cairnq: storage is full")
+	// ErrStorageMemory: the embedded SQLite ran out of memory for one
+	// statement. Nothing of the failed write was kept; the connection was
+	// replaced, and other writes go on.
+	ErrStorageMemory = errors.New("cairnq: database ran out of memory")
+)
+
+// StorageError reports a write the database could not keep for a reason
+// outside the caller's input: a full disk, memory exhausted. Kind is one
+// of the ErrStorage sentinels, which errors.Is matches.
+type StorageError struct {
+	Op   string // e.g. "write"
+	Kind error  // ErrStorageFull or ErrStorageMemory
+	Err  error  // the driver's error
+}
+
+func (e *StorageError) Error() string { return fmt.Sprintf("%v (%s): %v", e.Kind, e.Op, e.Err) }
+
+// Is makes errors.Is(err, e.Kind) hold.
+func (e *StorageError) Is(target error) bool { return target == e.Kind }
+
+func (e *StorageError) Unwrap() error { return e.Err }
 
 // OpenError reports a database that could not be opened or prepared.
 type OpenError struct {

@@ -7,12 +7,24 @@ import (
 )
 
 // encodeJSON turns a caller's value into the text of a protocol JSON column.
-// json.RawMessage and []byte holding JSON text pass through after a validity
-// check; everything else goes through encoding/json, which already refuses
-// NaN, ±Inf, channels, functions, complex numbers and cyclic values. Each
-// refusal becomes a *SerializationError so the caller can tell bad input
-// from a database fault. A nil value encodes as def.
+// A json.RawMessage passes through after a validity check; everything else
+// goes through encoding/json, which already refuses NaN, ±Inf, channels,
+// functions, complex numbers and cyclic values. The text must then keep
+// within the limits both backends share (checkJSONText). Each refusal
+// becomes a *SerializationError so the caller can tell bad input from a
+// database fault. A nil value encodes as def.
 func encodeJSON(field string, v any, def string) (string, error) {
+	s, err := marshalJSON(field, v, def)
+	if err != nil {
+		return "", err
+	}
+	if err := checkJSONText(field, s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func marshalJSON(field string, v any, def string) (string, error) {
 	switch x := v.(type) {
 	case nil:
 		return def, nil

@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
@@ -70,6 +72,9 @@ func newGrouper[In any](flush func(ctx context.Context, ins []In) []groupResult,
 // a lone request ends with its caller's context as a statement of its own
 // would.
 func (g *grouper[In]) do(ctx context.Context, in In) (executor.Row, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -140,11 +145,13 @@ func (g *grouper[In]) flushLive(batch []*groupReq[In]) {
 	if len(live) == 0 {
 		return
 	}
-	if g.ctx.Err() != nil { // closing: quit and this batch were both ready
+	select {
+	case <-g.quit: // closing: quit and this batch were both ready
 		for _, r := range live {
 			r.reply <- groupResult{err: ErrClosed}
 		}
 		return
+	default:
 	}
 	ctx, cancel := context.WithCancel(g.ctx)
 	defer cancel()
@@ -159,16 +166,34 @@ func (g *grouper[In]) flushLive(batch []*groupReq[In]) {
 		defer stop()
 	}
 	results := g.flush(ctx, ins)
+	closing := g.ctx.Err() != nil
 	for i, r := range live {
+		if closing && results[i].err != nil {
+			results[i].err = fmt.Errorf("%w (%v)", ErrClosed, results[i].err)
+		}
 		r.reply <- results[i]
 	}
 }
 
+// close stops the grouper. A group already sent to the database gets
+// groupCloseGrace to finish: canceling it at once would fail callers whose
+// own contexts are live for a statement that would have committed. One
+// still running then (a server that stopped answering) is canceled, and
+// its callers get ErrClosed.
 func (g *grouper[In]) close() {
 	close(g.quit)
+	t := time.NewTimer(groupCloseGrace)
+	defer t.Stop()
+	select {
+	case <-g.done:
+	case <-t.C:
+	}
 	g.cancel()
 	<-g.done
 }
+
+// groupCloseGrace is how long close waits for a group in flight.
+const groupCloseGrace = 5 * time.Second
 
 // byID pairs each id with its row among rows (matched on the "id"
 // column); an id with no row gets none, and every id gets err.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
@@ -174,6 +175,11 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 		if !ok || v != protocol.ProtocolVersion {
 			return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 		}
+		rows, err = sess.Query(ctx, schemaVersionSQL)
+		if err != nil {
+			return err
+		}
+		warnNewerSchema(be.log, rows, "postgres")
 		return nil
 	})
 }
@@ -217,6 +223,7 @@ type pgBackend struct {
 	completer *grouper[completion]
 	inserter  *grouper[protocol.Args]
 	closeOnce sync.Once
+	closed    atomic.Bool
 }
 
 type pgQuerier struct{ s executor.Session }
@@ -226,12 +233,14 @@ func (q pgQuerier) query(ctx context.Context, sql string, args []any) ([]executo
 }
 
 func (b *pgBackend) read(ctx context.Context, fn func(q querier) error) error {
-	return fn(pgQuerier{b.ex})
+	return b.run(ctx, func() error { return fn(pgQuerier{b.ex}) })
 }
 
 func (b *pgBackend) write(ctx context.Context, fn func(q querier) error) error {
-	return b.ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-		return fn(pgQuerier{s})
+	return b.run(ctx, func() error {
+		return b.ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+			return fn(pgQuerier{s})
+		})
 	})
 }
 
@@ -239,11 +248,34 @@ func (b *pgBackend) write(ctx context.Context, fn func(q querier) error) error {
 // makes a lone statement atomic by itself, and BEGIN/COMMIT would add two
 // round trips.
 func (b *pgBackend) writeSingle(ctx context.Context, fn func(q querier) error) error {
-	return fn(pgQuerier{b.ex})
+	return b.run(ctx, func() error { return fn(pgQuerier{b.ex}) })
+}
+
+// run runs one operation unless the store is closed. An operation that
+// fails because Close closed the executor under it reports ErrClosed, as
+// SQLite does, rather than the driver's own words for a closed pool.
+func (b *pgBackend) run(ctx context.Context, op func() error) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	err := op()
+	switch {
+	case err == nil:
+		return nil
+	case b.closed.Load() && ctx.Err() == nil:
+		return fmt.Errorf("%w (%v)", ErrClosed, err)
+	case isSQLState(err, "53100"): // disk_full
+		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
+	}
+	return err
 }
 
 func (b *pgBackend) close() error {
 	var err error
+	b.closed.Store(true)
 	b.closeOnce.Do(func() {
 		for _, l := range b.listeners {
 			l.close()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -38,7 +39,22 @@ type SQLiteOptions struct {
 	// Logger receives what the store survives (a failed statistics refresh).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// AllowOtherTables lets the store add cairnq's tables to a database
+	// that already holds other tables but no cairnq ones. Default false:
+	// such a database is refused with ErrForeignDatabase and left as it was.
+	AllowOtherTables bool
+
+	// memoryLimit, when set, replaces sqliteMaxMemory: tests exhaust a
+	// connection's memory with it.
+	memoryLimit int64
 }
+
+// sqliteMaxMemory caps each connection's memory: the embedded SQLite runs
+// in a WebAssembly sandbox whose memory is reserved as address space and
+// committed only as used, and whose default cap (256 MB) a few values near
+// MaxValueBytes exhaust within one statement (a claim's RETURNING holds
+// every row it returns). 4 GB is the sandbox's own ceiling.
+const sqliteMaxMemory = 4 << 30
 
 const (
 	statsRefreshInterval = time.Minute
@@ -61,8 +77,11 @@ type sqliteBackend struct {
 	done    chan struct{}
 	once    sync.Once
 
-	maxBatch int
-	w        *sqliteConn // the writer goroutine's, and only its
+	maxBatch    int
+	allowOther  bool
+	memoryLimit int64
+	sync        string      // the synchronous pragma every connection gets
+	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
 
 	commits atomic.Int64 // transactions committed by the writer
 }
@@ -108,14 +127,19 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		return nil, argError("open", "path", "is empty (use \":memory:\" for an in-memory database)")
 	}
 	b := &sqliteBackend{
-		path:     path,
-		memory:   isMemoryPath(path),
-		busy:     o.BusyTimeout,
-		log:      o.Logger,
-		reqs:     make(chan *writeReq, 1024),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		maxBatch: o.MaxBatch,
+		path:        path,
+		memory:      isMemoryPath(path),
+		busy:        o.BusyTimeout,
+		log:         o.Logger,
+		reqs:        make(chan *writeReq, 1024),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+		maxBatch:    o.MaxBatch,
+		allowOther:  o.AllowOtherTables,
+		memoryLimit: o.memoryLimit,
+	}
+	if b.memoryLimit <= 0 {
+		b.memoryLimit = sqliteMaxMemory
 	}
 	if b.busy <= 0 {
 		b.busy = 5 * time.Second
@@ -135,11 +159,11 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 			return nil, &OpenError{Path: path, Err: err}
 		}
 	}
-	sync := "NORMAL"
+	b.sync = "NORMAL"
 	if o.FullSync {
-		sync = "FULL"
+		b.sync = "FULL"
 	}
-	w, err := b.openConn(ctx, sync)
+	w, err := b.openConn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +179,7 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	if !b.memory {
 		b.readers = make(chan *sqliteConn, nread)
 		for range nread {
-			r, err := b.openConn(ctx, sync)
+			r, err := b.openConn(ctx)
 			if err != nil {
 				b.closeReaders()
 				w.close()
@@ -169,8 +193,8 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 }
 
 // openConn opens and configures one connection.
-func (b *sqliteBackend) openConn(ctx context.Context, sync string) (*sqliteConn, error) {
-	c, err := sqlite3.OpenContext(ctx, b.path)
+func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
+	c, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(ctx, b.memoryLimit), b.path)
 	if err != nil {
 		return nil, b.openError(err)
 	}
@@ -187,7 +211,7 @@ func (b *sqliteBackend) openConn(ctx context.Context, sync string) (*sqliteConn,
 			return fail(err)
 		}
 	}
-	if err := c.Exec("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA synchronous = " + sync); err != nil {
+	if err := c.Exec("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA synchronous = " + b.sync); err != nil {
 		return fail(err)
 	}
 	return conn, nil
@@ -292,6 +316,9 @@ func (b *sqliteBackend) migrateLocked() error {
 	} else if ok && v != protocol.ProtocolVersion {
 		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 	}
+	if err := b.refuseForeign(); err != nil {
+		return err
+	}
 	if err := c.exec(createLedgerSQLite); err != nil {
 		return b.openError(err)
 	}
@@ -324,7 +351,39 @@ func (b *sqliteBackend) migrateLocked() error {
 	if !ok || v != protocol.ProtocolVersion {
 		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 	}
+	rows, err := c.query(schemaVersionSQL, nil)
+	if err != nil {
+		return b.openError(err)
+	}
+	warnNewerSchema(b.log, rows, b.path)
 	return nil
+}
+
+// refuseForeign refuses to add cairnq's tables to a database that holds
+// another application's tables and no cairnq ledger, unless told to
+// (SQLiteOptions.AllowOtherTables): a mistyped path should not quietly
+// graft a task queue onto someone else's data.
+func (b *sqliteBackend) refuseForeign() error {
+	if b.allowOther {
+		return nil
+	}
+	rows, err := b.w.query(`SELECT name FROM sqlite_master WHERE type = 'table'
+		AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name NOT LIKE 'cairnq\_%' ESCAPE '\'
+		AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ('cairnq_migrations', 'cairnq_meta'))
+		ORDER BY name LIMIT 5`, nil)
+	if err != nil {
+		return b.openError(err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(rows))
+	for _, r := range rows {
+		n, _, _ := asString("name", r["name"])
+		names = append(names, n)
+	}
+	return &OpenError{Path: b.path, Err: fmt.Errorf("%w: it holds other tables (%s) and no cairnq tables; "+
+		"set AllowOtherTables to add cairnq's tables beside them", ErrForeignDatabase, strings.Join(names, ", "))}
 }
 
 // The ledger every SDK shares: a migration's file name and when it ran.
@@ -373,18 +432,61 @@ func (b *sqliteBackend) refreshStatistics() error {
 // read runs fn on a read connection. An in-memory database has only the
 // writer's connection, so its reads queue there.
 func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if b.memory {
 		return b.submit(ctx, fn, false)
 	}
 	select {
 	case c := <-b.readers:
-		defer func() { b.readers <- c }()
-		return fn(sqliteQuerier{c})
+		return b.readOn(ctx, c, fn)
 	case <-b.quit:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// readOn runs fn on the read connection c and returns c to the pool. A
+// connection that panicked (the driver panics when SQLite runs out of
+// memory) is in no known state: it is closed, and a fresh one takes its
+// place in the pool (nil, opened on next use, if that fails now).
+func (b *sqliteBackend) readOn(ctx context.Context, c *sqliteConn, fn func(q querier) error) (err error) {
+	if c == nil {
+		if c, err = b.openConn(ctx); err != nil {
+			b.readers <- nil
+			return err
+		}
+	}
+	defer func() {
+		p := recover()
+		if p == nil {
+			b.readers <- c
+			return
+		}
+		err = panicError("read", p)
+		c.closeAfterPanic()
+		fresh, oerr := b.openConn(context.WithoutCancel(ctx))
+		if oerr != nil {
+			b.log.Warn("cairnq: reopening a SQLite read connection after a fault", "err", oerr)
+		}
+		b.readers <- fresh // nil when it failed: opened on next use
+	}()
+	return fn(sqliteQuerier{c})
+}
+
+// panicError turns what the driver (or a caller's function) panicked with
+// into an error; SQLite running out of memory is a *StorageError.
+func panicError(op string, p any) error {
+	err, ok := p.(error)
+	if !ok {
+		return fmt.Errorf("cairnq: panic in %s: %v", op, p)
+	}
+	if errors.Is(err, sqlite3.NOMEM) || strings.Contains(err.Error(), "out of memory") {
+		return &StorageError{Op: op, Err: err, Kind: ErrStorageMemory}
+	}
+	return fmt.Errorf("cairnq: panic in %s: %w", op, err)
 }
 
 // write runs fn inside the writer's transaction: alone, or sharing one
@@ -399,6 +501,9 @@ func (b *sqliteBackend) writeSingle(ctx context.Context, fn func(q querier) erro
 }
 
 func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error, single bool) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -480,6 +585,16 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	if len(live) == 0 {
 		return
 	}
+	if b.w == nil { // a reset could not reopen the connection: try again
+		w, err := b.openConn(context.Background())
+		if err != nil {
+			for _, r := range live {
+				r.done <- err
+			}
+			return
+		}
+		b.w = w
+	}
 	c := b.w
 	if err := c.exec("BEGIN IMMEDIATE"); err != nil {
 		err = b.writeError(err)
@@ -491,16 +606,26 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	q := sqliteQuerier{c}
 	results := make([]error, len(live))
 	if len(live) == 1 {
-		results[0] = runReq(live[0], q)
+		var panicked bool
+		results[0], panicked = runReq(live[0], q)
+		if panicked {
+			b.resetWriter(live, results[0])
+			return
+		}
 		if results[0] != nil {
 			c.exec("ROLLBACK")
-			live[0].done <- results[0]
+			live[0].done <- b.writeError(results[0])
 			return
 		}
 	} else {
 		for i, r := range live {
+			var panicked bool
 			if r.single {
-				results[i] = runReq(r, q)
+				results[i], panicked = runReq(r, q)
+				if panicked {
+					b.resetWriter(live, results[i])
+					return
+				}
 				if c.c.GetAutocommit() {
 					b.abortBatch(live, results[i])
 					return
@@ -511,7 +636,11 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 				results[i] = b.writeError(err)
 				continue
 			}
-			results[i] = runReq(r, q)
+			results[i], panicked = runReq(r, q)
+			if panicked {
+				b.resetWriter(live, results[i])
+				return
+			}
 			if c.c.GetAutocommit() {
 				b.abortBatch(live, results[i])
 				return
@@ -536,7 +665,7 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	// Only after COMMIT: a caller must never hold a write that a rollback
 	// could still take back.
 	for i, r := range live {
-		r.done <- results[i]
+		r.done <- b.writeError(results[i])
 	}
 }
 
@@ -554,18 +683,46 @@ func (b *sqliteBackend) abortBatch(live []*writeReq, cause error) {
 
 // runReq runs one request's function, turning a panic into an error so one
 // caller's bug cannot take the writer (and every other caller) down.
-func runReq(r *writeReq, q querier) (err error) {
+func runReq(r *writeReq, q querier) (err error, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("cairnq: panic in write: %v", p)
+			err, panicked = panicError("write", p), true
 		}
 	}()
-	return r.fn(q)
+	return r.fn(q), false
 }
 
+// resetWriter fails every request of a batch during which the write
+// connection panicked, and replaces the connection. The driver panics when
+// SQLite runs out of memory mid-statement, and the connection is then in
+// no state to trust: kept, it failed every later write with "API misuse"
+// and panicked on Close. Closing it rolls back whatever the batch had
+// written, so nothing of it was committed; a fresh connection serves the
+// next batch (or, if it cannot be opened now, the next batch opens one).
+func (b *sqliteBackend) resetWriter(live []*writeReq, cause error) {
+	b.w.closeAfterPanic()
+	b.w = nil
+	if w, err := b.openConn(context.Background()); err == nil {
+		b.w = w
+	} else {
+		b.log.Warn("cairnq: reopening the SQLite write connection after a fault", "err", err)
+	}
+	for _, r := range live {
+		r.done <- cause
+	}
+}
+
+// writeError classifies a failed write: a lock held past the busy timeout
+// is a *BusyError, a full disk a *StorageError (SQLite reports it as FULL,
+// or as an I/O error whose system error is ENOSPC).
 func (b *sqliteBackend) writeError(err error) error {
-	if err != nil && errors.Is(err, sqlite3.BUSY) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sqlite3.BUSY):
 		return &BusyError{Timeout: b.busy, Err: err}
+	case errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC):
+		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
 	}
 	return err
 }
@@ -577,7 +734,9 @@ func (b *sqliteBackend) closeReaders() {
 	for {
 		select {
 		case c := <-b.readers:
-			c.close()
+			if c != nil {
+				c.close()
+			}
 		default:
 			return
 		}
@@ -591,10 +750,15 @@ func (b *sqliteBackend) close() error {
 	b.once.Do(func() {
 		close(b.quit)
 		<-b.done
-		err = b.w.close()
+		if b.w != nil {
+			err = b.w.close()
+		}
 		if b.readers != nil {
 			for range cap(b.readers) {
 				c := <-b.readers
+				if c == nil {
+					continue
+				}
 				if cerr := c.close(); err == nil {
 					err = cerr
 				}

@@ -114,6 +114,24 @@ func bindValue(s *sqlite3.Stmt, i int, a any) error {
 	return fmt.Errorf("cairnq: cannot bind %T to a SQLite parameter", a)
 }
 
+// closeAfterPanic closes a connection the driver panicked on, whose
+// statements may panic again as they close: it is being discarded, so
+// every fault on the way out is swallowed. Closing a connection with a
+// transaction open rolls the transaction back.
+func (c *sqliteConn) closeAfterPanic() {
+	for _, p := range c.stmts {
+		func() {
+			defer func() { recover() }()
+			p.s.Close()
+		}()
+	}
+	c.stmts = nil
+	func() {
+		defer func() { recover() }()
+		c.c.Close()
+	}()
+}
+
 func (c *sqliteConn) close() error {
 	for _, p := range c.stmts {
 		p.s.Close()

@@ -232,14 +232,30 @@ func ValidateSubmit(p SubmitParams) error {
 // that can fail on bad input fails here, before any write.
 func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
 	const op = "submit"
-	if p.Name == "" {
-		return nil, argError(op, "name", "must not be empty")
+	if err := ValidateName(op, "name", p.Name); err != nil {
+		return nil, err
+	}
+	if err := checkOptionalName(op, "queue", p.Queue); err != nil {
+		return nil, err
+	}
+	if err := checkText(op, "key", p.Key, MaxKeyBytes); err != nil {
+		return nil, err
+	}
+	for _, f := range [...]struct{ arg, v string }{
+		{"parent id", p.ParentID}, {"root id", p.RootID}, {"correlation id", p.CorrelationID},
+	} {
+		if err := checkOptionalName(op, f.arg, f.v); err != nil {
+			return nil, err
+		}
 	}
 	if p.Conflict != "" && !p.Conflict.Valid() {
 		return nil, argError(op, "conflict", "unknown strategy %q (want reuse, reuse-succeeded, reject or replace)", p.Conflict)
 	}
-	if p.MaxAttempts < 0 {
-		return nil, argError(op, "max attempts", "must be >= 1, got %d", p.MaxAttempts)
+	if p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit {
+		return nil, argError(op, "max attempts", "must be between 1 and %d, got %d", MaxAttemptsLimit, p.MaxAttempts)
+	}
+	if p.Priority < MinPriority || p.Priority > MaxPriority {
+		return nil, argError(op, "priority", "must be between %d and %d, got %d", MinPriority, MaxPriority, p.Priority)
 	}
 	if p.Delay < 0 {
 		return nil, argError(op, "delay", "must be >= 0, got %v", p.Delay)
@@ -389,12 +405,18 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 
 // Get returns the task with id, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+	if err := checkID("get", id); err != nil {
+		return nil, err
+	}
 	rows, err := s.readOne(ctx, protocol.StmtGet, protocol.Args{"id": id})
 	return found(rows, err)
 }
 
 // GetByKey returns the task key points at, or ErrNotFound.
 func (s *Store) GetByKey(ctx context.Context, key string) (*Task, error) {
+	if err := checkKey("get", key); err != nil {
+		return nil, err
+	}
 	rows, err := s.readOne(ctx, protocol.StmtGetByKey, protocol.Args{"key": key})
 	return found(rows, err)
 }
@@ -412,12 +434,18 @@ func found(rows []executor.Row, err error) (*Task, error) {
 // GetStatus returns the id and status of the task, or ErrNotFound. It
 // reads neither payload nor result, which is why waiting loops poll it.
 func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
+	if err := checkID("get status", id); err != nil {
+		return TaskRef{}, err
+	}
 	rows, err := s.readOne(ctx, protocol.StmtGetStatus, protocol.Args{"id": id})
 	return foundRef(rows, err)
 }
 
 // GetStatusByKey is GetStatus following a key, resolved on every call.
 func (s *Store) GetStatusByKey(ctx context.Context, key string) (TaskRef, error) {
+	if err := checkKey("get status", key); err != nil {
+		return TaskRef{}, err
+	}
 	rows, err := s.readOne(ctx, protocol.StmtGetStatusByKey, protocol.Args{"key": key})
 	return foundRef(rows, err)
 }
@@ -454,6 +482,13 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
 	if p.Offset < 0 {
 		return nil, argError("list", "offset", "must be >= 0, got %d", p.Offset)
 	}
+	for _, f := range [...]struct{ arg, v string }{
+		{"queue", p.Queue}, {"name", p.Name}, {"root id", p.RootID}, {"correlation id", p.CorrelationID},
+	} {
+		if err := checkOptionalName("list", f.arg, f.v); err != nil {
+			return nil, err
+		}
+	}
 	limit := p.Limit
 	if limit == 0 {
 		limit = 100
@@ -477,6 +512,9 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
 // is absent, except the queue asked for, which is always present. An empty
 // queue counts every queue.
 func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
+	if err := checkOptionalName("stats", "queue", queue); err != nil {
+		return nil, err
+	}
 	rows, err := s.readOne(ctx, protocol.StmtStats, protocol.Args{"queue": nullable(queue)})
 	if err != nil {
 		return nil, err
@@ -509,8 +547,8 @@ func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCount
 // maxDepth queued tasks (delayed ones included); 0 once it is full. It reads
 // at most maxDepth index entries.
 func (s *Store) QueueDepth(ctx context.Context, queue string, maxDepth int) (int, error) {
-	if queue == "" {
-		return 0, argError("queue_depth", "queue", "must not be empty")
+	if err := ValidateName("queue_depth", "queue", queue); err != nil {
+		return 0, err
 	}
 	if maxDepth < 0 {
 		return 0, argError("queue_depth", "max depth", "must be >= 0, got %d", maxDepth)
@@ -529,6 +567,9 @@ func (s *Store) QueueDepth(ctx context.Context, queue string, maxDepth int) (int
 // worker settles it canceled). It returns nil, nil when no queued or running
 // task has that id.
 func (s *Store) Cancel(ctx context.Context, id string) (*Task, error) {
+	if err := checkID("cancel", id); err != nil {
+		return nil, err
+	}
 	rows, err := s.writeOne(ctx, protocol.StmtCancel, protocol.Args{"id": id})
 	if err != nil {
 		return nil, err
@@ -549,6 +590,9 @@ func (s *Store) CancelByKey(ctx context.Context, key string) (*Task, error) {
 // error, progress and lease; resetAttempt also restarts its attempt count.
 // It returns nil, nil when no failed or canceled task has that id.
 func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*Task, error) {
+	if err := checkID("retry", id); err != nil {
+		return nil, err
+	}
 	rows, err := s.writeOne(ctx, protocol.StmtRetry, protocol.Args{"id": id, "reset_attempt": resetAttempt})
 	if err != nil {
 		return nil, err
@@ -568,6 +612,9 @@ func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (
 // byKey resolves key and runs statement on its task, under the key's lock
 // so a concurrent replace cannot repoint the key in between.
 func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Args) (t *Task, err error) {
+	if err := checkKey(statement, key); err != nil {
+		return nil, err
+	}
 	err = s.be.write(ctx, func(q querier) error {
 		t = nil
 		keyArgs := protocol.Args{"key": key}
@@ -613,7 +660,10 @@ func ValidatePurge(p PurgeParams) error {
 	if p.Status != "" && !p.Status.IsTerminal() {
 		return argError("purge", "status", "must be succeeded, failed or canceled, got %q", p.Status)
 	}
-	return nil
+	if err := checkOptionalName("purge", "queue", p.Queue); err != nil {
+		return err
+	}
+	return checkOptionalName("purge", "name", p.Name)
 }
 
 // Purge deletes up to Limit terminal tasks that finished more than

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/cairnq/cairnq-go/protocol"
@@ -35,6 +37,42 @@ func envelopeJSON(e ErrorEnvelope) (string, error) {
 	return encodeJSON("error", e, "{}")
 }
 
+// storableEnvelope encodes env for the error column. An envelope that
+// breaks the value limits is a failure record all the same, so instead of
+// being refused it is cut down until it fits: details JSON cannot hold (or
+// too large) are replaced by {"details_error": why}; NUL characters and
+// invalid UTF-8 in the text fields become U+FFFD, and a message past
+// MaxMessageBytes is cut there.
+func storableEnvelope(env ErrorEnvelope) (string, error) {
+	text, err := envelopeJSON(env)
+	if err == nil {
+		return text, nil
+	}
+	if len(env.Details) > 0 {
+		if _, derr := encodeJSON("error details", env.Details, "{}"); derr != nil {
+			env.Details = map[string]any{"details_error": "the error's details were not stored: " + derr.Error()}
+			if text, err = envelopeJSON(env); err == nil {
+				return text, nil
+			}
+		}
+	}
+	clean := func(s string, max int) string {
+		s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+		if len(s) > max {
+			s = strings.ToValidUTF8(s[:max], "")
+		}
+		return s
+	}
+	env.Type = clean(env.Type, MaxNameBytes)
+	env.Code = clean(env.Code, MaxNameBytes)
+	env.Message = clean(env.Message, MaxMessageBytes)
+	if text, err = envelopeJSON(env); err == nil {
+		return text, nil
+	}
+	env.Details = map[string]any{"details_error": "the error's details were not stored: " + err.Error()}
+	return envelopeJSON(env)
+}
+
 // ClaimParams describes a claim.
 type ClaimParams struct {
 	Queues   []string // at least one
@@ -61,8 +99,18 @@ func (p ClaimParams) validate() error {
 	if len(p.Queues) == 0 {
 		return argError("claim", "queues", "must name at least one queue")
 	}
-	if p.WorkerID == "" {
-		return argError("claim", "worker id", "must not be empty")
+	if err := ValidateName("claim", "worker id", p.WorkerID); err != nil {
+		return err
+	}
+	for _, q := range p.Queues {
+		if err := ValidateName("claim", "queue", q); err != nil {
+			return err
+		}
+	}
+	for _, n := range p.Names {
+		if err := ValidateName("claim", "name", n); err != nil {
+			return err
+		}
 	}
 	if p.Lease < 0 {
 		return argError("claim", "lease", "must be > 0, got %v", p.Lease)
@@ -275,6 +323,14 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID strin
 // Progress records how far a running attempt got. A nil progress or message
 // keeps the stored one: neither can be cleared once set.
 func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*Task, error) {
+	if progress != nil && (math.IsNaN(*progress) || math.IsInf(*progress, 0)) {
+		return nil, argError("progress", "fraction", "must be a finite number, got %v", *progress)
+	}
+	if message != nil {
+		if err := checkText("progress", "message", *message, MaxMessageBytes); err != nil {
+			return nil, err
+		}
+	}
 	a := protocol.Args{"id": id, "worker_id": workerID, "progress": nil, "message": nil}
 	if progress != nil {
 		a["progress"] = *progress
@@ -339,19 +395,16 @@ func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref
 
 // Fail records a failed attempt: canceled if a cancel was requested, queued
 // again after delay if retryable and attempts remain, else failed for good.
-// The envelope is stored on every branch. An envelope whose details JSON
-// cannot hold is stored without them, so a failure record never strands
-// the task.
+// The envelope is stored on every branch, and a failure record never
+// strands the task: an envelope past the value limits is stored in a form
+// that fits (see storableEnvelope), saying what was changed.
 func (s *Store) Fail(ctx context.Context, id, workerID string, env ErrorEnvelope, retryable bool, delay time.Duration) (*Task, error) {
 	if delay < 0 {
 		delay = 0
 	}
-	text, err := envelopeJSON(env)
+	text, err := storableEnvelope(env)
 	if err != nil {
-		env.Details = map[string]any{}
-		if text, err = envelopeJSON(env); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	t, err := s.owned(ctx, protocol.StmtFail, id, protocol.Args{
 		"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay),

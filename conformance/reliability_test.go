@@ -1,0 +1,212 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/protocol"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// faultyExecutor is a real pgx executor whose statements fail, as a dropped
+// connection fails them (io.ErrUnexpectedEOF, no SQLSTATE), while the
+// test says so: every statement while down is set, and the next failNext
+// statements whose SQL is match.
+type faultyExecutor struct {
+	executor.Executor
+	match    string
+	failNext atomic.Int32
+	down     atomic.Bool
+	failed   atomic.Int32 // statements failed so far
+}
+
+func (f *faultyExecutor) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
+	if f.down.Load() || (sql == f.match && f.failNext.Add(-1) >= 0) {
+		f.failed.Add(1)
+		return nil, io.ErrUnexpectedEOF
+	}
+	return f.Executor.Query(ctx, sql, args...)
+}
+
+// faultyClient opens a client over a fresh database through f, which wraps
+// a pgx executor; both are closed with the test.
+func faultyClient(t *testing.T, f *faultyExecutor) *cairnq.Client {
+	t.Helper()
+	ctx := context.Background()
+	ex, err := cairnqpgx.Open(ctx, pgtest.DSN(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	f.Executor = ex
+	c, err := cairnq.OpenPostgres(ctx, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func pgWaitTask(t *testing.T, c *cairnq.Client, id string) *cairnq.Task {
+	t.Helper()
+	task, err := c.Wait(context.Background(), id, &cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// A settlement that fails on a connection error is tried again while the
+// lease holds: the task succeeds on its first and only run. Before, only
+// ErrBusy was retried, and the task ran again once its lease expired.
+func TestPostgresSettlementRetriedAfterConnectionError(t *testing.T) {
+	t.Parallel()
+	f := &faultyExecutor{match: protocol.Statements(protocol.Postgres).Get(protocol.StmtCompleteMany).SQL}
+	f.failNext.Store(3)
+	c := faultyClient(t, f)
+	var runs atomic.Int32
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("once", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		runs.Add(1)
+		return "done", nil
+	}, nil)
+	runWorker(t, w)
+	task, err := c.Submit(context.Background(), "once", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pgWaitTask(t, c, task.ID)
+	if got.Status != cairnq.StatusSucceeded || got.Attempt != 1 || runs.Load() != 1 {
+		t.Fatalf("task %s at attempt %d after %d runs, want succeeded on its one run", got.Status, got.Attempt, runs.Load())
+	}
+	if n := f.failed.Load(); n != 3 {
+		t.Fatalf("%d settlements failed, want the 3 injected", n)
+	}
+}
+
+// A Wait whose polls meet an outage keeps waiting while its timeout lasts,
+// and returns the task once it finishes. Before, the first failed poll
+// ended the wait with most of its timeout left.
+func TestPostgresWaitRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
+	f := &faultyExecutor{}
+	c := faultyClient(t, f)
+	ctx := context.Background()
+	task, err := c.Submit(ctx, "later", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var final *cairnq.Task
+	go func() {
+		var err error
+		final, err = c.Wait(ctx, task.ID, &cairnq.WaitOptions{Timeout: time.Minute, PollInterval: 10 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond})
+		done <- err
+	}()
+	f.down.Store(true)
+	for f.failed.Load() < 3 { // the wait's polls fail for a while
+		select {
+		case err := <-done:
+			t.Fatalf("Wait ended during the outage: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	f.down.Store(false)
+	// The task finishes, settled through the store directly.
+	st := c.Store()
+	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{cairnq.DefaultQueue}, WorkerID: "w"})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
+	}
+	if _, err := st.Complete(ctx, task.ID, "w", 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Wait after the outage: %v", err)
+	}
+	if final.Status != cairnq.StatusSucceeded {
+		t.Fatalf("Wait returned %s", final.Status)
+	}
+}
+
+// After Close, every call on a Postgres client fails with ErrClosed, as on
+// SQLite, and a worker's Run returns instead of logging failed claims.
+func TestPostgresClosedClientSaysClosed(t *testing.T) {
+	t.Parallel()
+	c := faultyClient(t, &faultyExecutor{})
+	ctx := context.Background()
+	task, err := c.Submit(ctx, "x", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("y", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, task.ID); !errors.Is(err, cairnq.ErrClosed) {
+		t.Errorf("Get after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.Wait(ctx, task.ID, nil); !errors.Is(err, cairnq.ErrClosed) {
+		t.Errorf("Wait after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.Submit(ctx, "x", nil, nil); !errors.Is(err, cairnq.ErrClosed) {
+		t.Errorf("Submit after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case err := <-ran:
+		if !errors.Is(err, cairnq.ErrClosed) {
+			t.Errorf("Run on a closed client: %v, want ErrClosed", err)
+		}
+	case <-time.After(time.Minute): // a hang detector
+		t.Fatal("Run did not return after its client closed")
+	}
+}
+
+// A result or an error message holding a NUL character is recorded the
+// same on Postgres as on SQLite: the result fails the task for good as
+// unserializable_result, the message is stored cleaned. Before, Postgres
+// refused both writes (22P05) and the task ran until its attempts ran out.
+func TestPostgresNULInResultAndErrorIsRecorded(t *testing.T) {
+	t.Parallel()
+	c := pgClient(t, pgtest.DSN(t), "")
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("nul-result", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return map[string]string{"s": "a\x00b"}, nil
+	}, nil)
+	w.Handle("nul-error", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, cairnq.Permanent(errors.New("a\x00b"))
+	}, nil)
+	runWorker(t, w)
+	ctx := context.Background()
+	r, _ := c.Submit(ctx, "nul-result", nil, nil)
+	e, _ := c.Submit(ctx, "nul-error", nil, nil)
+	if got := pgWaitTask(t, c, r.ID); got.Status != cairnq.StatusFailed || got.Attempt != 1 ||
+		got.Error == nil || got.Error.Code != "unserializable_result" || !strings.Contains(got.Error.Message, "NUL") {
+		t.Errorf("NUL in a result: %s attempt %d %+v", got.Status, got.Attempt, got.Error)
+	}
+	if got := pgWaitTask(t, c, e.ID); got.Status != cairnq.StatusFailed || got.Attempt != 1 ||
+		got.Error == nil || got.Error.Message != "a\uFFFDb" {
+		t.Errorf("NUL in an error message: %s attempt %d %+v", got.Status, got.Attempt, got.Error)
+	}
+}

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// bigValue is a JSON string value of about n bytes.
+func bigValue(n int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat("x", n) + `"`)
+}
+
+// A statement that exhausts the embedded SQLite's memory fails alone: the
+// write connection it panicked on is replaced, every later write and read
+// works, and Close does not panic. Before, the connection was kept and
+// every later write failed with "API misuse" until Close panicked.
+func TestSQLiteOutOfMemoryDoesNotPoisonTheStore(t *testing.T) {
+	ctx := context.Background()
+	st, err := OpenSQLite(ctx, t.TempDir()+"/tasks.db", SQLiteOptions{memoryLimit: 128 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	for range 8 {
+		if _, err := st.Submit(ctx, SubmitParams{Name: "big", Payload: bigValue(8 << 20)}); err != nil {
+			t.Fatalf("submitting one 8 MB task: %v", err)
+		}
+	}
+	// One claim returning eight 8 MB rows does not fit in 128 MB.
+	_, err = st.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 8})
+	if !errors.Is(err, ErrStorageMemory) {
+		t.Fatalf("claim past the memory: err = %v, want ErrStorageMemory", err)
+	}
+	var se *StorageError
+	if !errors.As(err, &se) {
+		t.Fatalf("claim past the memory: %T, want *StorageError", err)
+	}
+	// Nothing of the failed claim was kept.
+	stats, err := st.Stats(ctx, DefaultQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := stats[DefaultQueue]; c.Queued != 8 || c.Running != 0 {
+		t.Fatalf("after the failed claim: %+v, want 8 queued and none running", c)
+	}
+	// Writes and reads go on.
+	for i := range 20 {
+		if _, err := st.Submit(ctx, SubmitParams{Name: "small", Payload: i}); err != nil {
+			t.Fatalf("submit %d after the fault: %v", i, err)
+		}
+	}
+	got, err := st.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Names: []string{"big"}, Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claiming one big task after the fault: %d tasks, %v", len(got), err)
+	}
+	if _, err := st.Complete(ctx, got[0].ID, "w", map[string]int{"ok": 1}); err != nil {
+		t.Fatalf("settling after the fault: %v", err)
+	}
+	if n, err := st.List(ctx, ListParams{Name: "small"}); err != nil || len(n) != 20 {
+		t.Fatalf("listing after the fault: %d tasks, %v", len(n), err)
+	}
+}
+
+// A read that exhausts a read connection's memory fails alone; the pool
+// keeps its size and later reads work.
+func TestSQLiteReadOutOfMemoryReplacesTheConnection(t *testing.T) {
+	ctx := context.Background()
+	st, err := OpenSQLite(ctx, t.TempDir()+"/tasks.db", SQLiteOptions{memoryLimit: 128 << 20, ReadConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for range 16 {
+		if _, err := st.Submit(ctx, SubmitParams{Name: "big", Payload: bigValue(8 << 20)}); err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+	}
+	// Sorting sixteen 8 MB rows by payload holds them all at once.
+	err = st.be.read(ctx, func(q querier) error {
+		_, err := q.query(ctx, "SELECT payload FROM cairnq_tasks ORDER BY payload, id", nil)
+		return err
+	})
+	if !errors.Is(err, ErrStorageMemory) {
+		t.Fatalf("read past the memory: err = %v, want ErrStorageMemory", err)
+	}
+	for range 3 { // the one read connection was replaced, not lost
+		if _, err := st.Stats(ctx, ""); err != nil {
+			t.Fatalf("read after the fault: %v", err)
+		}
+	}
+}
