@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -94,5 +95,45 @@ func TestSQLiteReadOutOfMemoryReplacesTheConnection(t *testing.T) {
 		if _, err := st.Stats(ctx, ""); err != nil {
 			t.Fatalf("read after the fault: %v", err)
 		}
+	}
+}
+
+// A write the disk cannot hold is a *StorageError saying the storage is
+// full (ErrStorageFull), not a bare "disk I/O error"; nothing of it is
+// kept, and smaller writes go on. SQLite's page cap stands in for a full
+// disk: it fails the write with the same FULL code.
+func TestSQLiteFullDiskIsAStorageError(t *testing.T) {
+	ctx := context.Background()
+	st, err := OpenSQLite(ctx, t.TempDir()+"/tasks.db", SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var pages int64
+	err = st.be.write(ctx, func(q querier) error {
+		rows, err := q.query(ctx, "PRAGMA page_count", nil)
+		if err != nil {
+			return err
+		}
+		pages, _, err = asInt64("page_count", rows[0]["page_count"])
+		if err != nil {
+			return err
+		}
+		_, err = q.query(ctx, "PRAGMA max_page_count = "+strconv.FormatInt(pages+8, 10), nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Submit(ctx, SubmitParams{Name: "big", Payload: bigValue(1 << 20)})
+	var se *StorageError
+	if !errors.Is(err, ErrStorageFull) || !errors.As(err, &se) {
+		t.Fatalf("a write past the space left: %v, want a *StorageError with ErrStorageFull", err)
+	}
+	if _, err := st.Submit(ctx, SubmitParams{Name: "small"}); err != nil {
+		t.Fatalf("a small write after: %v", err)
+	}
+	if tasks, err := st.List(ctx, ListParams{}); err != nil || len(tasks) != 1 || tasks[0].Name != "small" {
+		t.Fatalf("after the full write: %d tasks, %v; want only the small one", len(tasks), err)
 	}
 }
