@@ -210,7 +210,7 @@ func (o *SubmitOptions) params(name string, payload any) store.SubmitParams {
 // returns once its own row is committed, and a row the server refuses
 // fails only its own call. Keyed submits each run their own transaction.
 func (c *Client) Submit(ctx context.Context, name string, payload any, opts *SubmitOptions) (*Task, error) {
-	if err := checkCtx("submit", ctx); err != nil {
+	if err := checkCtx(ctx, "submit"); err != nil {
 		return nil, err
 	}
 	p := opts.params(name, payload)
@@ -341,7 +341,7 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 
 // checkCtx refuses a nil context with an *ArgumentError instead of the
 // panic it would cause further down.
-func checkCtx(op string, ctx context.Context) error {
+func checkCtx(ctx context.Context, op string) error {
 	if ctx == nil {
 		return &ArgumentError{Op: op, Arg: "context", Reason: "is nil"}
 	}

@@ -114,7 +114,7 @@ func (e *TaskTimeoutError) diagnosis() string {
 // again at the next poll while the timeout lasts; the last such error is
 // returned if it outlasts the timeout.
 func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task, error) {
-	if err := checkCtx("wait", ctx); err != nil {
+	if err := checkCtx(ctx, "wait"); err != nil {
 		return nil, err
 	}
 	return c.poll(ctx, id, "", opts,
@@ -126,7 +126,7 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task,
 // every read so a replace moves the wait to the new task. A key that
 // points nowhere yet is waited on: its task may still be submitted.
 func (c *Client) WaitByKey(ctx context.Context, key string, opts *WaitOptions) (*Task, error) {
-	if err := checkCtx("wait", ctx); err != nil {
+	if err := checkCtx(ctx, "wait"); err != nil {
 		return nil, err
 	}
 	return c.poll(ctx, key, key, opts,

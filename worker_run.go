@@ -55,7 +55,7 @@ func (w *Worker) schedule() (sources []source, names []string) {
 // lease, and its writes through the TaskContext are refused. When Run
 // returns, every other goroutine it started has ended.
 func (w *Worker) Run(ctx context.Context) error {
-	if err := checkCtx("worker run", ctx); err != nil {
+	if err := checkCtx(ctx, "worker run"); err != nil {
 		return err
 	}
 	w.regMu.Lock()

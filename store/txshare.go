@@ -8,7 +8,17 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-func (s *Store) needsPostgres(op string) error {
+// needsPostgres refuses a transaction-sharing call on SQLite, and one
+// given a nil context or session.
+func (s *Store) needsPostgres(ctx context.Context, op string, sess ...executor.Session) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	for _, ss := range sess {
+		if ss == nil {
+			return argError(op, "session", "is nil")
+		}
+	}
 	if s.dialect == protocol.Postgres {
 		return nil
 	}
@@ -21,7 +31,7 @@ func (s *Store) needsPostgres(op string) error {
 // exists for workers only once the application commits, and not at all if
 // it rolls back. Postgres only; SQLite returns ErrUnsupported.
 func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, p SubmitParams) (*Task, error) {
-	if err := s.needsPostgres("SubmitTx"); err != nil {
+	if err := s.needsPostgres(ctx, "SubmitTx", sess); err != nil {
 		return nil, err
 	}
 	ins, err := insertArgs(p, s.now())
@@ -36,7 +46,7 @@ func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, p SubmitPar
 // writes. ErrLostLease if the lease is gone (the application should roll
 // back). Postgres only.
 func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, workerID string, result any) (*Task, error) {
-	if err := s.needsPostgres("CompleteTx"); err != nil {
+	if err := s.needsPostgres(ctx, "CompleteTx", sess); err != nil {
 		return nil, err
 	}
 	res, err := encodeResult(result)
@@ -60,7 +70,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 // error from fn rolls back and returns it. fn may run again if the caller
 // retries, so it must not keep state of its own. Postgres only.
 func (s *Store) CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
-	if err := s.needsPostgres("SucceedIn"); err != nil {
+	if err := s.needsPostgres(ctx, "SucceedIn"); err != nil {
 		return nil, err
 	}
 	ex := s.be.(*pgBackend).ex
