@@ -14,16 +14,16 @@ func (s *Store) needsPostgres(ctx context.Context, op string, sess ...executor.S
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
+	if s.dialect != protocol.Postgres {
+		return fmt.Errorf("%w: %s shares a transaction with the application, which needs a Postgres store (SQLite's single writer cannot hand its transaction out)",
+			ErrUnsupported, op)
+	}
 	for _, ss := range sess {
 		if ss == nil {
 			return argError(op, "session", "is nil")
 		}
 	}
-	if s.dialect == protocol.Postgres {
-		return nil
-	}
-	return fmt.Errorf("%w: %s shares a transaction with the application, which needs a Postgres store (SQLite's single writer cannot hand its transaction out)",
-		ErrUnsupported, op)
+	return nil
 }
 
 // SubmitTx submits inside a transaction the application holds, through

@@ -1,0 +1,24 @@
+package cairnq_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/badinput"
+)
+
+// Every row of the bad-input table, on SQLite: each refusal is typed and
+// writes nothing, each positive control is accepted and reads back. The
+// same table runs on Postgres in conformance/badinput_test.go.
+func TestBadInputTableOnSQLite(t *testing.T) {
+	badinput.Run(t, func(t *testing.T) *cairnq.Client {
+		c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	})
+}

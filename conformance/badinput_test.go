@@ -1,0 +1,37 @@
+package conformance_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/internal/badinput"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+)
+
+// Every row of the bad-input table (internal/badinput), on Postgres through
+// the pgx adapter: the same refusals as on SQLite (badinput_test.go in the
+// root package), the same positive controls. One database, one schema per
+// row, so each row starts from an empty installation.
+func TestBadInputTableOnPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	var n atomic.Int64
+	badinput.Run(t, func(t *testing.T) *cairnq.Client {
+		ctx := context.Background()
+		schema := fmt.Sprintf("badinput_%d", n.Add(1))
+		ex, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{Schema: schema, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{Schema: schema, CloseExecutor: true})
+		if err != nil {
+			ex.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	})
+}
