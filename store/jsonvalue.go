@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // encodeJSON turns a caller's value into the text of a protocol JSON column.
@@ -31,6 +32,10 @@ func marshalJSON(field string, v any, def string) (string, error) {
 	case json.RawMessage:
 		if x == nil {
 			return def, nil
+		}
+		if len(x) > MaxValueBytes { // refused before json.Valid reads it all
+			return "", &SerializationError{Field: field,
+				Err: fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(x), MaxValueBytes)}
 		}
 		return validJSON(field, x)
 	case string:

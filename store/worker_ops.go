@@ -246,8 +246,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, single bool, pl
 	}
 	if s.dialect == protocol.Postgres && single {
 		// Each statement on its own: Postgres makes one atomic by itself,
-		// recovery stands whether or not the draw after it succeeds, and
-		// the claim statements commit asynchronously (see claim.sql). The
+		// and recovery stands whether or not the draw after it succeeds. The
 		// draw's snapshot is taken after recovery committed, so it sees the
 		// recovered tasks as the shared transaction would.
 		if err = s.be.writeSingle(ctx, recoverLeases); err == nil {

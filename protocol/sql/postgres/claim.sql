@@ -3,10 +3,9 @@
 -- SKIP LOCKED keeps concurrent claimers off each other's rows. clock_timestamp()
 -- rather than now(): the transaction may have waited on locks since it began.
 -- Order: priority, then due time, then id, so ties resolve deterministically.
--- The set_config makes the enclosing transaction, or the statement's own
--- when it runs alone, commit without waiting for the WAL flush: a claim
--- lost in a crash leaves its tasks queued, as if it never happened, and
--- the worker's claim loop is the one serial step every task goes through.
+-- A claim commits durably like every other write: the worker starts
+-- handlers on the rows it returns, so a claim lost in a server crash would
+-- run those tasks again on the same attempt.
 -- Inside the statement rather than a SET LOCAL before it, so a claim can
 -- be a single round trip.
 UPDATE cairnq_tasks AS task
@@ -27,5 +26,4 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) AS pick
 WHERE task.id = pick.id
-  AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 RETURNING task.*;

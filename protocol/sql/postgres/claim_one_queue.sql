@@ -19,5 +19,4 @@ FROM (
     FOR UPDATE SKIP LOCKED
 ) AS pick
 WHERE task.id = pick.id
-  AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 RETURNING task.*;
