@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +13,9 @@ import (
 
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
-
-// hangAfter is the watchdog of the connect timeout tests: a call that has
-// not returned by then hangs. It detects a hang; it times nothing.
-const hangAfter = 60 * time.Second
 
 // shortConnect is the connect timeout the tests give the executor, so that
 // giving up on a silent server takes a moment rather than
@@ -34,23 +28,6 @@ const shortConnect = 300 * time.Millisecond
 // short enough that each silent connection after it costs little.
 const relayedConnect = 2 * time.Second
 
-// watchdog returns fn's error, failing the test if fn has not returned
-// after hangAfter.
-func watchdog(t *testing.T, what string, fn func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	timer := time.NewTimer(hangAfter)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		t.Fatalf("%s has not returned after %v: it hangs", what, hangAfter)
-		return nil
-	}
-}
-
 // isTimeout reports an error that says a deadline passed.
 func isTimeout(err error) bool {
 	var ne net.Error
@@ -62,10 +39,10 @@ func isTimeout(err error) bool {
 // deadline.
 func TestOpenGivesUpOnASilentServer(t *testing.T) {
 	t.Parallel()
-	srv := startRelay(t, 0, "", "")
-	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.port())
+	srv := adaptertest.StartSilentServer(t, 0, "", "")
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.Port())
 	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
-		err := watchdog(t, "Open", func() error {
+		err := adaptertest.Watchdog(t, "Open", func() error {
 			e, err := cairnqlibpq.Open(context.Background(), dsn, &cairnqlibpq.Options{ConnectTimeout: shortConnect, Schema: schema})
 			if err == nil {
 				_ = e.Close()
@@ -79,7 +56,7 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
 		}
 	}
-	if srv.accepted.Load() == 0 {
+	if srv.Accepted() == 0 {
 		t.Fatal("Open never reached the silent server: the test proves nothing")
 	}
 }
@@ -90,14 +67,14 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 // forms are rewritten for the listener. Not parallel: it counts the
 // process's listener goroutines.
 func TestListenGivesUpOnASilentServer(t *testing.T) {
-	srv := startRelay(t, 0, "", "")
+	srv := adaptertest.StartSilentServer(t, 0, "", "")
 	for _, dsn := range []string{
-		fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.port()),
-		fmt.Sprintf("postgres://x@127.0.0.1:%d/x?sslmode=disable", srv.port()),
+		fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.Port()),
+		fmt.Sprintf("postgres://x@127.0.0.1:%d/x?sslmode=disable", srv.Port()),
 	} {
-		before := srv.accepted.Load()
+		before := srv.Accepted()
 		e := cairnqlibpq.New(appDB(t, dsn), dsn, &cairnqlibpq.Options{ConnectTimeout: shortConnect})
-		err := watchdog(t, "Listen", func() error {
+		err := adaptertest.Watchdog(t, "Listen", func() error {
 			stop, err := e.Listen(context.Background(), []string{"a"}, func(string, string) {})
 			if err == nil {
 				stop()
@@ -107,7 +84,7 @@ func TestListenGivesUpOnASilentServer(t *testing.T) {
 		if err == nil || errors.Is(err, executor.ErrListenUnavailable) || !isTimeout(err) {
 			t.Errorf("%s: Listen = %v, want a transient timeout", dsn, err)
 		}
-		if srv.accepted.Load() == before {
+		if srv.Accepted() == before {
 			t.Fatalf("%s: Listen never reached the silent server: the test proves nothing", dsn)
 		}
 		requireNoListenerGoroutines(t)
@@ -127,9 +104,9 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	if strings.HasPrefix(real.Host, "/") {
 		network, upstream = "unix", fmt.Sprintf("%s/.s.PGSQL.%d", real.Host, real.Port)
 	}
-	srv := startRelay(t, 1, network, upstream)
+	srv := adaptertest.StartSilentServer(t, 1, network, upstream)
 	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable",
-		srv.port(), quoteValue(real.User), quoteValue(real.Password), quoteValue(real.Database))
+		srv.Port(), quoteValue(real.User), quoteValue(real.Password), quoteValue(real.Database))
 	e := open(t, dsn, &cairnqlibpq.Options{ConnectTimeout: relayedConnect})
 	// Keep the one working connection busy, so the ping below needs a new
 	// one.
@@ -139,13 +116,13 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = held.Close() })
 
-	err = watchdog(t, "a ping on a new connection", func() error {
+	err = adaptertest.Watchdog(t, "a ping on a new connection", func() error {
 		return e.DB().PingContext(context.Background())
 	})
 	if err == nil || !isTimeout(err) {
 		t.Errorf("PingContext = %v, want a timeout", err)
 	}
-	err = watchdog(t, "Listen", func() error {
+	err = adaptertest.Watchdog(t, "Listen", func() error {
 		stop, err := e.Listen(context.Background(), []string{"c"}, func(string, string) {})
 		if err == nil {
 			stop()
@@ -156,7 +133,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 		t.Errorf("Listen = %v, want a timeout", err)
 	}
 	requireNoListenerGoroutines(t)
-	if n := srv.accepted.Load(); n < 3 {
+	if n := srv.Accepted(); n < 3 {
 		t.Fatalf("%d connections reached the server, want at least 3: the test proves nothing", n)
 	}
 }
@@ -164,82 +141,4 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 // quoteValue quotes v for a keyword/value DSN.
 func quoteValue(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
-}
-
-// relayServer accepts TCP connections on 127.0.0.1. Its first relay
-// connections are relayed to a real server; every later one is read and
-// never answered, not a byte: a host whose Postgres hangs, or a proxy
-// black-holing traffic. Listener and connections are closed at cleanup.
-type relayServer struct {
-	ln       net.Listener
-	relay    int32
-	network  string // of the real server
-	upstream string
-	accepted atomic.Int32
-
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // nil once closed
-}
-
-func startRelay(t *testing.T, relay int32, network, upstream string) *relayServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &relayServer{ln: ln, relay: relay, network: network, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	s.wg.Go(s.accept)
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *relayServer) port() int { return s.ln.Addr().(*net.TCPAddr).Port }
-
-func (s *relayServer) accept() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !s.track(c) {
-			return
-		}
-		if s.accepted.Add(1) > s.relay {
-			// Read (so the client's writes never block) and never answer.
-			s.wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
-			continue
-		}
-		up, err := net.Dial(s.network, s.upstream)
-		if err != nil || !s.track(up) {
-			_ = c.Close()
-			continue
-		}
-		s.wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
-		s.wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
-	}
-}
-
-// track records c for close, or closes it when the server is closed.
-func (s *relayServer) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns == nil {
-		_ = c.Close()
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *relayServer) close() {
-	_ = s.ln.Close()
-	s.mu.Lock()
-	conns := s.conns
-	s.conns = nil
-	s.mu.Unlock()
-	for c := range conns {
-		_ = c.Close()
-	}
-	s.wg.Wait()
 }

@@ -3,23 +3,17 @@ package cairnqpgx_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
-
-// hangAfter is the watchdog of the connect timeout tests: a call that has
-// not returned by then hangs. It detects a hang; it times nothing.
-const hangAfter = 60 * time.Second
 
 // shortConnect is the connect timeout the tests give Open, so that giving
 // up on a silent server takes a moment rather than DefaultConnectTimeout.
@@ -30,102 +24,6 @@ const shortConnect = 300 * time.Millisecond
 // connection to be made on a loaded machine running the race detector,
 // short enough that each silent connection after it costs little.
 const relayedConnect = 2 * time.Second
-
-// silentServer accepts TCP connections on 127.0.0.1 and never writes a
-// byte: a host whose Postgres hangs, or a proxy black-holing traffic. Its
-// first relay connections are relayed to a real server instead, so a pool
-// can get a working connection before the server goes silent. Listener
-// and connections are closed at cleanup.
-type silentServer struct {
-	ln       net.Listener
-	relay    int32
-	network  string // of the real server, for relayed connections
-	upstream string
-	accepted atomic.Int32
-
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // nil once closed
-}
-
-func startSilent(t *testing.T, relay int32, network, upstream string) *silentServer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentServer{ln: ln, relay: relay, network: network, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	s.wg.Go(s.accept)
-	t.Cleanup(s.close)
-	return s
-}
-
-func (s *silentServer) addr() string { return s.ln.Addr().String() }
-
-func (s *silentServer) accept() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !s.track(c) {
-			return
-		}
-		if s.accepted.Add(1) > s.relay {
-			// Read (so the client's writes never block) and never answer.
-			s.wg.Go(func() { _, _ = io.Copy(io.Discard, c) })
-			continue
-		}
-		up, err := net.Dial(s.network, s.upstream)
-		if err != nil || !s.track(up) {
-			_ = c.Close()
-			continue
-		}
-		s.wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
-		s.wg.Go(func() { _, _ = io.Copy(c, up); _ = c.Close() })
-	}
-}
-
-// track records c for close, or closes it when the server is closed.
-func (s *silentServer) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns == nil {
-		_ = c.Close()
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *silentServer) close() {
-	_ = s.ln.Close()
-	s.mu.Lock()
-	conns := s.conns
-	s.conns = nil
-	s.mu.Unlock()
-	for c := range conns {
-		_ = c.Close()
-	}
-	s.wg.Wait()
-}
-
-// watchdog returns fn's error, failing the test if fn has not returned
-// after hangAfter.
-func watchdog(t *testing.T, what string, fn func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- fn() }()
-	timer := time.NewTimer(hangAfter)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		t.Fatalf("%s has not returned after %v: it hangs", what, hangAfter)
-		return nil
-	}
-}
 
 // isTimeout reports an error that says a deadline passed.
 func isTimeout(err error) bool {
@@ -138,10 +36,10 @@ func isTimeout(err error) bool {
 // deadline.
 func TestOpenGivesUpOnASilentServer(t *testing.T) {
 	t.Parallel()
-	srv := startSilent(t, 0, "", "")
-	dsn := "postgres://nobody@" + srv.addr() + "/none?sslmode=disable"
+	srv := adaptertest.StartSilentServer(t, 0, "", "")
+	dsn := "postgres://nobody@" + srv.Addr() + "/none?sslmode=disable"
 	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
-		err := watchdog(t, "Open", func() error {
+		err := adaptertest.Watchdog(t, "Open", func() error {
 			e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: shortConnect, Schema: schema})
 			if err == nil {
 				_ = e.Close()
@@ -155,7 +53,7 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
 		}
 	}
-	if srv.accepted.Load() == 0 {
+	if srv.Accepted() == 0 {
 		t.Fatal("Open never reached the silent server: the test proves nothing")
 	}
 }
@@ -170,9 +68,9 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	network, upstream := pgconn.NetworkAddress(real.Host, real.Port)
-	srv := startSilent(t, 1, network, upstream)
+	srv := adaptertest.StartSilentServer(t, 1, network, upstream)
 	dsn := (&url.URL{
-		Scheme: "postgres", User: url.UserPassword(real.User, real.Password), Host: srv.addr(),
+		Scheme: "postgres", User: url.UserPassword(real.User, real.Password), Host: srv.Addr(),
 		Path: "/" + real.Database, RawQuery: "sslmode=disable",
 	}).String()
 	e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: relayedConnect})
@@ -188,14 +86,14 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	}
 	t.Cleanup(held.Release)
 
-	err = watchdog(t, "Query on a new connection", func() error {
+	err = adaptertest.Watchdog(t, "Query on a new connection", func() error {
 		_, err := e.Query(context.Background(), "SELECT 1 AS one")
 		return err
 	})
 	if err == nil || !isTimeout(err) {
 		t.Errorf("Query = %v, want a timeout", err)
 	}
-	err = watchdog(t, "Listen", func() error {
+	err = adaptertest.Watchdog(t, "Listen", func() error {
 		stop, err := e.Listen(context.Background(), []string{"c"}, func(string, string) {})
 		if err == nil {
 			stop()
@@ -205,7 +103,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	if err == nil || !isTimeout(err) {
 		t.Errorf("Listen = %v, want a timeout", err)
 	}
-	if n := srv.accepted.Load(); n < 3 {
+	if n := srv.Accepted(); n < 3 {
 		t.Fatalf("%d connections reached the server, want at least 3: the test proves nothing", n)
 	}
 }
