@@ -1,10 +1,13 @@
 package conformance_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,4 +212,46 @@ func TestPostgresNULInResultAndErrorIsRecorded(t *testing.T) {
 		got.Error == nil || got.Error.Message != "a\uFFFDb" {
 		t.Errorf("NUL in an error message: %s attempt %d %+v", got.Status, got.Attempt, got.Error)
 	}
+}
+
+// A database whose schema_version is newer than this SDK's opens (same
+// protocol major) with a warning in the log, as on SQLite.
+func TestPostgresNewerSchemaVersionIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	pgClient(t, dsn, "").Close()
+	adminExec(t, dsn, "UPDATE cairnq_meta SET value = '99' WHERE key = 'schema_version'")
+	var log lockedBuffer
+	ctx := context.Background()
+	ex, err := cairnqpgx.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{CloseExecutor: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		ex.Close()
+		t.Fatalf("opening a newer schema of the same protocol: %v", err)
+	}
+	c.Close()
+	if s := log.String(); !strings.Contains(s, "schema_version=99") {
+		t.Errorf("log %q, want a warning naming schema_version 99", s)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a logger may write from any goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
