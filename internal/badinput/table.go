@@ -391,6 +391,14 @@ func Cases() []Case {
 			Call: submitLazy(func() any { return nestedObjects(store.MaxJSONDepth + 1) })},
 		{Name: "submit/payload/RawMessage invalid", Want: Serialization, Field: "payload",
 			Call: submit(json.RawMessage(`{"a":`), nil)},
+		// A []byte is JSON text, stored as the JSON it holds, never as
+		// encoding/json's base64 string, which other SDKs read as a string.
+		{Name: "submit/payload/[]byte JSON text accepted", Want: Accepted, Adds: 1,
+			Call: submit([]byte(`{"a":1}`), nil)},
+		{Name: "submit/payload/[]byte not JSON", Want: Serialization, Field: "payload",
+			Call: submit([]byte{0x01, 0x02, 0xff}, nil)},
+		{Name: "submit/metadata/[]byte JSON object accepted", Want: Accepted, Adds: 1,
+			Call: submit(nil, &cairnq.SubmitOptions{Metadata: []byte(`{"m":true}`)})},
 		{Name: "submit/payload/RawMessage with u0000", Want: Serialization, Field: "payload",
 			Call: submit(json.RawMessage(`{"a":"x\u0000y"}`), nil)},
 		{Name: "submit/payload/RawMessage with lone surrogate", Want: Serialization, Field: "payload",
@@ -741,6 +749,9 @@ func readsBack(t *testing.T, ctx context.Context, c *cairnq.Client, id string, s
 		return
 	}
 	want, ok := sent.(json.RawMessage)
+	if b, isBytes := sent.([]byte); isBytes { // JSON text, as RawMessage
+		want, ok = b, true
+	}
 	if !ok {
 		if want, err = json.Marshal(sent); err != nil {
 			t.Fatalf("encoding the payload sent: %v", err)
