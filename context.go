@@ -18,11 +18,11 @@ type TaskContext struct {
 	task *Task
 	w    *Worker
 
-	cancel    context.CancelCauseFunc // the handler's context
-	lost      atomic.Bool
-	cancelled atomic.Bool
-	mu        sync.Mutex // serializes settlement
-	settled   bool
+	cancel   context.CancelCauseFunc // the handler's context
+	lost     atomic.Bool
+	canceled atomic.Bool
+	mu       sync.Mutex // serializes settlement
+	settled  bool
 }
 
 // ID is the task's id.
@@ -70,7 +70,7 @@ func (tc *TaskContext) markLost() {
 }
 
 func (tc *TaskContext) observeCancel(requested bool) {
-	if requested && tc.cancelled.CompareAndSwap(false, true) {
+	if requested && tc.canceled.CompareAndSwap(false, true) {
 		tc.cancel(&store.TaskCanceledError{ID: tc.task.ID})
 	}
 }
@@ -132,7 +132,7 @@ func (tc *TaskContext) Heartbeat(ctx context.Context) error {
 // cooperative: a handler doing long work checks it (or its context, which
 // the worker cancels when its heartbeat sees the request) and returns.
 func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
-	if tc.cancelled.Load() {
+	if tc.canceled.Load() {
 		return true, nil
 	}
 	t, err := tc.w.st.Get(ctx, tc.task.ID)
@@ -143,7 +143,7 @@ func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	tc.observeCancel(t.CancelRequested())
-	return tc.cancelled.Load() || t.Status == StatusCanceled, nil
+	return tc.canceled.Load() || t.Status == StatusCanceled, nil
 }
 
 // Succeed settles the task now with result (canceled instead, if a cancel
