@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -378,30 +377,14 @@ func dbNowMs(r reporter, e env) int64 {
 	return n
 }
 
-// int8Value reads a bigint in the forms executor.Row allows.
+// int8Value reads a non-NULL bigint in the forms executor.Row allows
+// (executor.Int64 defines them).
 func int8Value(v any) (int64, error) {
-	switch x := v.(type) {
-	case int64:
-		return x, nil
-	case int32:
-		return int64(x), nil
-	case int:
-		return int64(x), nil
-	case json.Number:
-		return strconv.ParseInt(string(x), 10, 64)
-	case float64:
-		if x != float64(int64(x)) {
-			return 0, fmt.Errorf("float64 %v is not an exact integer", x)
-		}
-		return int64(x), nil
-	case string:
-		return strconv.ParseInt(x, 10, 64)
-	case []byte:
-		return strconv.ParseInt(string(x), 10, 64)
-	case nil:
-		return 0, errors.New("nil (SQL NULL) for a value that is not null")
+	n, ok, err := executor.Int64(v)
+	if err == nil && !ok {
+		err = errors.New("NULL where a value was selected")
 	}
-	return 0, fmt.Errorf("%T is not a form the store reads as an integer", v)
+	return n, err
 }
 
 // textValue reads a text column: a string or its bytes.
@@ -415,27 +398,12 @@ func textValue(v any) (string, error) {
 	return "", fmt.Errorf("%s is not text (want string or []byte)", describe(v))
 }
 
-// jsonValueOf reads a jsonb column as the store does: text forms are the
-// column's JSON text, anything else is a value the driver decoded.
+// jsonValueOf reads a jsonb column as the store does (executor.JSONText)
+// and decodes it.
 func jsonValueOf(v any) (any, error) {
-	var text []byte
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		text = x
-	case []byte:
-		text = x
-	case string:
-		text = []byte(x)
-	case map[string]any, []any, float64, bool, json.Number:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return nil, err
-		}
-		text = b
-	default:
-		return nil, fmt.Errorf("%T is not a form the store reads as JSON", v)
+	text, err := executor.JSONText(v)
+	if err != nil || text == nil {
+		return nil, err
 	}
 	var out any
 	if err := json.Unmarshal(text, &out); err != nil {
@@ -474,7 +442,7 @@ func decodeJSON(s string) any {
 // the store's integer fields (epoch-ms stamps, counts) come out right.
 func (s *suite) int8Normalized(r reporter) {
 	e := s.setup(r)
-	const fix = "Fix: return the driver's bigint value unconverted, as int64 (or int32, int, json.Number, an exact float64, or its decimal text as string or []byte)"
+	const fix = "Fix: return the driver's bigint value unconverted, in a form executor.Int64 reads (int64, int32, int, an exact float64, json.Number, or its decimal text as string or []byte)"
 	row := one(r, e.ctx, e.ex, "SELECT 4503599627370497::int8 AS big, (-42)::int8 AS neg, 0::int8 AS zero, "+
 		"NULL::int8 AS absent, count(*) AS counted FROM (VALUES (1), (2)) AS v(x)")
 	for _, want := range []struct {

@@ -18,13 +18,12 @@ import (
 )
 
 // Row is one result row keyed by column name, with values exactly as the
-// driver produced them. The store accepts, for a bigint column, int64, int32,
-// int, string, []byte, float64 or json.Number, and for a jsonb column the
-// JSON text as []byte, string or json.RawMessage, or an already decoded map
-// or slice. A decoded JSON scalar is not accepted: a decoded JSON string is
-// a Go string that cannot be told from JSON text, so an executor whose
-// driver decodes JSON returns the column's text instead (the pgx adapter
-// does). A SQL NULL is a nil value.
+// driver produced them. The forms a value may take are defined once, by
+// the readers in this package: Int64 (bigint and integer columns), Float64
+// (double precision), Text, Bool and JSONText (json and jsonb: the text, or
+// a decoded map or slice, never a decoded scalar). A SQL NULL is a nil
+// value. The store reads every row through them and the conformance suite
+// certifies executors against them.
 type Row map[string]any
 
 // Session runs statements on a pool or on one transaction's connection.

@@ -385,7 +385,7 @@ func (r *fuzzRow) value() any {
 }
 
 // model is what a column's value must read as, by an independent reading
-// of executor.Row's contract.
+// of executor.Row's contract (the readers of package executor).
 type model struct {
 	present bool // not SQL NULL
 	valid   bool // a form the column accepts
@@ -418,15 +418,8 @@ func modelInt(v any) model {
 		m.n = int64(x)
 	case int:
 		m.n = int64(x)
-	case uint64:
-		m.n, m.valid = int64(x), x <= math.MaxInt64
-	case bool:
-		if x {
-			m.n = 1
-		}
-	case float64, float32:
-		f := reflect.ValueOf(x).Float()
-		m.n, m.valid = int64(f), f == math.Trunc(f) && math.Abs(f) <= 1<<53
+	case float64:
+		m.n, m.valid = int64(x), x == math.Trunc(x) && math.Abs(x) <= 1<<53
 	case string, []byte, json.Number:
 		var err error
 		m.n, err = strconv.ParseInt(fmt.Sprintf("%s", x), 10, 64)
@@ -447,8 +440,6 @@ func modelFloat(v any) model {
 		return model{valid: true}
 	case float64:
 		m.f = x
-	case float32:
-		m.f = float64(x)
 	case int64:
 		m.f = float64(x)
 	case int32:
@@ -478,12 +469,14 @@ func modelJSON(v any) model {
 		return model{present: true, valid: true, j: bytes.Clone(x)}
 	case string:
 		return model{present: true, valid: true, j: []byte(x)}
+	case map[string]any, []any: // decoded by the driver; scalars are not
+		b, err := json.Marshal(v)
+		if err != nil {
+			return model{}
+		}
+		return model{present: true, valid: true, j: b}
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return model{}
-	}
-	return model{present: true, valid: true, j: b}
+	return model{}
 }
 
 func sameFloat(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }

@@ -3,8 +3,6 @@ package store
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 
 	"github.com/cairnq/cairnq-go/executor"
 )
@@ -132,130 +130,40 @@ func parseEnvelope(b json.RawMessage) (*ErrorEnvelope, error) {
 	return &env, nil
 }
 
-// asInt64 reads an integer column in any form a driver produces. ok is false
-// for SQL NULL.
-func asInt64(col string, v any) (n int64, ok bool, err error) {
-	switch x := v.(type) {
-	case nil:
-		return 0, false, nil
-	case int64:
-		return x, true, nil
-	case int32:
-		return int64(x), true, nil
-	case int:
-		return int64(x), true, nil
-	case int16:
-		return int64(x), true, nil
-	case int8:
-		return int64(x), true, nil
-	case uint32:
-		return int64(x), true, nil
-	case uint64:
-		if x > math.MaxInt64 {
-			return 0, false, fmt.Errorf("column %s: %d overflows int64", col, x)
-		}
-		return int64(x), true, nil
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			return 0, false, fmt.Errorf("column %s: %v is not an exact integer", col, x)
-		}
-		return int64(x), true, nil
-	case float32:
-		return asInt64(col, float64(x))
-	case json.Number:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("column %s: %w", col, err)
-		}
-		return n, true, nil
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("column %s: %w", col, err)
-		}
-		return n, true, nil
-	case []byte:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("column %s: %w", col, err)
-		}
-		return n, true, nil
-	case bool:
-		if x {
-			return 1, true, nil
-		}
-		return 0, true, nil
-	}
-	return 0, false, fmt.Errorf("column %s: unexpected integer type %T", col, v)
+// The as* readers read one column through the executor package's
+// normalizers, the one definition of the forms a driver's values may
+// take, and name the column in their errors. ok is false for SQL NULL.
+
+func asInt64(col string, v any) (int64, bool, error) {
+	n, ok, err := executor.Int64(v)
+	return n, ok, columnError(col, err)
 }
 
-// asFloat reads a floating-point column. ok is false for SQL NULL.
-func asFloat(col string, v any) (f float64, ok bool, err error) {
-	switch x := v.(type) {
-	case nil:
-		return 0, false, nil
-	case float64:
-		return x, true, nil
-	case float32:
-		return float64(x), true, nil
-	case int64:
-		return float64(x), true, nil
-	case int32:
-		return float64(x), true, nil
-	case int:
-		return float64(x), true, nil
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil, err
-	case string:
-		f, err := strconv.ParseFloat(x, 64)
-		return f, err == nil, err
-	case []byte:
-		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil, err
-	}
-	return 0, false, fmt.Errorf("column %s: unexpected float type %T", col, v)
+func asFloat(col string, v any) (float64, bool, error) {
+	f, ok, err := executor.Float64(v)
+	return f, ok, columnError(col, err)
 }
 
-// asString reads a text column. ok is false for SQL NULL.
-func asString(col string, v any) (s string, ok bool, err error) {
-	switch x := v.(type) {
-	case nil:
-		return "", false, nil
-	case string:
-		return x, true, nil
-	case []byte:
-		return string(x), true, nil
-	}
-	return "", false, fmt.Errorf("column %s: unexpected text type %T", col, v)
+func asString(col string, v any) (string, bool, error) {
+	s, ok, err := executor.Text(v)
+	return s, ok, columnError(col, err)
 }
 
 // asJSON reads a JSON column (SQLite text, Postgres jsonb) as encoded JSON.
-// nil is SQL NULL. A JSON null stored in the column is kept as "null".
 func asJSON(col string, v any) (json.RawMessage, error) {
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case json.RawMessage:
-		return append(json.RawMessage(nil), x...), nil
-	case []byte:
-		return append(json.RawMessage(nil), x...), nil
-	case string:
-		return json.RawMessage(x), nil
-	}
-	// A driver that decodes jsonb itself hands back maps, slices, numbers...
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("column %s: re-encoding %T: %w", col, v, err)
-	}
-	return b, nil
+	m, err := executor.JSONText(v)
+	return m, columnError(col, err)
 }
 
 // asBool reads a boolean the dialect's way (SQLite 0/1, Postgres bool).
 func asBool(col string, v any) (bool, error) {
-	if b, ok := v.(bool); ok {
-		return b, nil
+	b, err := executor.Bool(v)
+	return b, columnError(col, err)
+}
+
+func columnError(col string, err error) error {
+	if err == nil {
+		return nil
 	}
-	n, ok, err := asInt64(col, v)
-	return ok && n != 0, err
+	return fmt.Errorf("column %s: %w", col, err)
 }
