@@ -74,7 +74,7 @@ func (g *depthGate) acquire(ctx context.Context, queue string) error {
 		if g.take(queue) {
 			return nil
 		}
-		headroom, err := g.st.QueueDepth(ctx, queue, limit)
+		headroom, err := g.st.QueueHeadroom(ctx, queue, limit)
 		if err != nil {
 			return err
 		}

@@ -36,7 +36,7 @@ func TestBackpressureWaitsThenQueueFull(t *testing.T) {
 		t.Errorf("empty name on a full queue: %v", err)
 	}
 	// Room made by a worker lets the next submit through.
-	if _, err := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"narrow"}, WorkerID: "w"}); err != nil {
+	if _, err := cairnq.StoreOf(c).Claim(ctx, store.ClaimParams{Queues: []string{"narrow"}, WorkerID: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Submit(ctx, "x", nil, narrow); err != nil {
@@ -63,7 +63,7 @@ func TestBackpressureUnblocksWhileWaiting(t *testing.T) {
 		_, err := c.Submit(ctx, "x", nil, nil)
 		done <- err
 	}()
-	if _, err := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil {
+	if _, err := cairnq.StoreOf(c).Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -81,7 +81,7 @@ func TestBackpressureOptionsValidated(t *testing.T) {
 		{Retention: &cairnq.RetentionOptions{}},
 		{Retention: &cairnq.RetentionOptions{Rules: []cairnq.RetentionRule{{Status: cairnq.StatusRunning}}}},
 	} {
-		if c, err := cairnq.Open(ctx, ":memory:", o); !errors.Is(err, cairnq.ErrInvalidArgument) {
+		if c, err := cairnq.Open(ctx, ":memory:", &cairnq.SQLiteOptions{Options: *o}); !errors.Is(err, cairnq.ErrInvalidArgument) {
 			t.Errorf("options %+v: %v", o, err)
 			if c != nil {
 				c.Close()

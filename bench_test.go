@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/store"
 )
 
@@ -89,7 +90,7 @@ func BenchmarkGetParallel(b *testing.B) {
 func BenchmarkClaimComplete(b *testing.B) {
 	c := openTemp(b, nil)
 	ctx := context.Background()
-	st := c.Store()
+	st := cairnq.StoreOf(c)
 	for range b.N {
 		if _, err := c.Submit(ctx, "render", map[string]int{"page": 1}, nil); err != nil {
 			b.Fatal(err)

@@ -10,34 +10,13 @@ import (
 	"github.com/cairnq/cairnq-go/store"
 )
 
-// Options configures a Client. The zero value (or nil) means every default.
+// Options are a Client's settings on either backend. SQLiteOptions and
+// PostgresOptions embed them beside the settings only one backend has, so
+// a setting a backend cannot honour does not compile against it.
 type Options struct {
-	// BusyTimeout is how long a SQLite write waits for another process to
-	// release the write lock before failing with ErrBusy. Default 5s.
-	// Used by Open only.
-	BusyTimeout time.Duration
-	// FullSync makes every SQLite commit survive a power cut
-	// (synchronous=FULL). Default false (synchronous=NORMAL in WAL: an
-	// application crash loses nothing). Used by Open only.
-	FullSync bool
-	// AllowOtherTables lets Open add cairnq's tables to a SQLite database
-	// that already holds other tables but no cairnq ones. Default false:
-	// Open refuses it with ErrForeignDatabase and leaves it as it was.
-	// Used by Open only.
-	AllowOtherTables bool
 	// Logger receives what the client survives (a failed retention sweep).
 	// Default slog.Default().
 	Logger *slog.Logger
-
-	// Schema is the Postgres schema cairnq's tables live in; OpenPostgres
-	// asserts the executor's connections resolve there, and naming it
-	// confirms a deliberate second installation in one database. Adapters
-	// opened from a DSN take the same option and set search_path. Default:
-	// wherever the connection resolves. Used by OpenPostgres only.
-	Schema string
-	// CloseExecutor makes Close close the executor given to OpenPostgres.
-	// Default false: an application's pool is never closed by cairnq.
-	CloseExecutor bool
 
 	// MaxQueueDepth, when > 0, gates Submit on every queue: a submit waits
 	// while the queue holds this many queued tasks. Default 0 (no gate).
@@ -54,10 +33,43 @@ type Options struct {
 	Retention *RetentionOptions
 }
 
+// SQLiteOptions are the settings of Open. The zero value (or nil) is a
+// client with the defaults below.
+type SQLiteOptions struct {
+	Options
+	// BusyTimeout is how long a write waits for another process to release
+	// the write lock before failing with ErrBusy. Default 5s.
+	BusyTimeout time.Duration
+	// FullSync makes every commit survive a power cut (synchronous=FULL).
+	// Default false (synchronous=NORMAL in WAL: an application crash loses
+	// nothing).
+	FullSync bool
+	// AllowOtherTables lets Open add cairnq's tables to a database that
+	// already holds other tables but no cairnq ones. Default false: Open
+	// refuses it with ErrForeignDatabase and leaves it as it was.
+	AllowOtherTables bool
+}
+
+// PostgresOptions are the settings of OpenPostgres. The zero value (or
+// nil) is a client with the defaults below.
+type PostgresOptions struct {
+	Options
+	// Schema is the schema cairnq's tables live in; OpenPostgres asserts
+	// the executor's connections resolve there, and naming it confirms a
+	// deliberate second installation in one database. Adapters opened
+	// from a DSN take the same option and set search_path. Default:
+	// wherever the connection resolves.
+	Schema string
+	// CloseExecutor makes Close close the executor given to OpenPostgres.
+	// Default false: an application's pool is never closed by cairnq.
+	CloseExecutor bool
+}
+
 // Client submits tasks and reads, waits on, cancels, retries and purges
 // them. It is safe for concurrent use. Close it when done.
 type Client struct {
 	store   *store.Store
+	ops     storeOps
 	ownsSt  bool
 	log     *slog.Logger
 	gate    *depthGate
@@ -70,9 +82,9 @@ type Client struct {
 // Open opens the SQLite database at path (created with its parent
 // directories if absent; ":memory:" for a private in-memory one), migrates
 // it and returns a client on it.
-func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
+func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error) {
 	if opts == nil {
-		opts = &Options{}
+		opts = &SQLiteOptions{}
 	}
 	st, err := store.OpenSQLite(ctx, path, store.SQLiteOptions{
 		BusyTimeout:      opts.BusyTimeout,
@@ -83,7 +95,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ownClient(st, opts)
+	return ownClient(st, &opts.Options)
 }
 
 // OpenPostgres opens a client on a Postgres database reached through ex, an
@@ -92,9 +104,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Client, error) {
 // schema, migrates under a lock and checks the protocol version. When ex
 // can LISTEN, waiters and idle workers wake on notifications; otherwise
 // they poll.
-func OpenPostgres(ctx context.Context, ex executor.Executor, opts *Options) (*Client, error) {
+func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptions) (*Client, error) {
 	if opts == nil {
-		opts = &Options{}
+		opts = &PostgresOptions{}
 	}
 	st, err := store.OpenPostgres(ctx, ex, store.PostgresOptions{
 		Schema: opts.Schema, CloseExecutor: opts.CloseExecutor, Logger: opts.Logger,
@@ -102,16 +114,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *Options) (*Cl
 	if err != nil {
 		return nil, err
 	}
-	return ownClient(st, opts)
-}
-
-// New returns a client on an open store. Closing the client does not close
-// the store.
-func New(st *store.Store, opts *Options) (*Client, error) {
-	if opts == nil {
-		opts = &Options{}
-	}
-	return newClient(st, opts)
+	return ownClient(st, &opts.Options)
 }
 
 // ownClient is newClient for a store the client opened, and so closes.
@@ -126,7 +129,7 @@ func ownClient(st *store.Store, opts *Options) (*Client, error) {
 }
 
 func newClient(st *store.Store, opts *Options) (*Client, error) {
-	c := &Client{store: st, log: opts.Logger}
+	c := &Client{store: st, ops: opsOf(st), log: opts.Logger}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -145,9 +148,6 @@ func newClient(st *store.Store, opts *Options) (*Client, error) {
 	}
 	return c, nil
 }
-
-// Store returns the store the client runs on.
-func (c *Client) Store() *store.Store { return c.store }
 
 // Close stops the retention sweeper (waiting for a sweep in flight) and,
 // for a client made by Open, closes the database.
@@ -215,7 +215,7 @@ func (c *Client) Submit(ctx context.Context, name string, payload any, opts *Sub
 	}
 	p := opts.params(name, payload)
 	if c.gate != nil {
-		if err := store.ValidateSubmit(p); err != nil {
+		if err := c.ops.ValidateSubmit(p); err != nil {
 			return nil, err
 		}
 		queue := p.Queue
@@ -274,15 +274,17 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
 // Stats counts tasks per queue and status, zero-filled. queue "" counts
 // every queue (a queue with no rows is absent); a named queue is always in
 // the result. It counts every row it reports, so it is a dashboard read;
-// poll QueueDepth instead.
+// poll QueueHeadroom instead.
 func (c *Client) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
 	return c.store.Stats(ctx, queue)
 }
 
-// QueueDepth returns how many more tasks queue can take before it holds
-// maxDepth queued tasks; 0 when full. It reads at most maxDepth entries.
-func (c *Client) QueueDepth(ctx context.Context, queue string, maxDepth int) (int, error) {
-	return c.store.QueueDepth(ctx, queue, maxDepth)
+// QueueHeadroom returns how many more tasks queue can take before it holds
+// maxDepth queued tasks (delayed ones included): maxDepth minus the depth,
+// and 0 when full. It reads at most maxDepth index entries, so it is cheap
+// to poll where Stats is not.
+func (c *Client) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (int, error) {
+	return c.store.QueueHeadroom(ctx, queue, maxDepth)
 }
 
 // Cancel cancels a queued task at once; a running task is asked to stop and

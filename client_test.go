@@ -7,17 +7,21 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 func openTemp(t testing.TB, opts *cairnq.Options) *cairnq.Client {
 	t.Helper()
-	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), opts)
+	var o *cairnq.SQLiteOptions
+	if opts != nil {
+		o = &cairnq.SQLiteOptions{Options: *opts}
+	}
+	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,7 @@ func TestSubmitDefaultsAndIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !store.ValidTaskID(task.ID) {
+	if !regexp.MustCompile(`^task_[0-7][0-9A-HJKMNP-TV-Z]{25}$`).MatchString(task.ID) {
 		t.Errorf("id %q is not task_ + 26 Crockford characters", task.ID)
 	}
 	if task.Queue != "default" || task.MaxAttempts != 3 || task.Status != cairnq.StatusQueued ||
@@ -107,7 +111,7 @@ func TestBadInputIsTypedAndWritesNothing(t *testing.T) {
 		{"unknown list status", func() error { _, err := c.List(ctx, &cairnq.ListOptions{Status: "done"}); return err }, true},
 		{"negative purge limit", func() error { _, err := c.Purge(ctx, &cairnq.PurgeOptions{Limit: -1}); return err }, true},
 		{"live purge status", func() error { _, err := c.Purge(ctx, &cairnq.PurgeOptions{Status: cairnq.StatusQueued}); return err }, true},
-		{"negative queue depth", func() error { _, err := c.QueueDepth(ctx, "q", -1); return err }, true},
+		{"negative queue depth", func() error { _, err := c.QueueHeadroom(ctx, "q", -1); return err }, true},
 	}
 	for _, tc := range cases {
 		err := tc.submit()

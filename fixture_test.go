@@ -190,7 +190,7 @@ func TestFixtureFromTypeScriptSDK(t *testing.T) {
 
 	// The running task's 50ms lease expired long ago: the next claim
 	// recovers it (back to queued, attempt 1 of 3) and can take it.
-	st := c.Store()
+	st := cairnq.StoreOf(c)
 	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"gpu"}, WorkerID: "go-worker", Limit: 5})
 	if err != nil {
 		t.Fatal(err)

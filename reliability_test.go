@@ -249,7 +249,7 @@ func TestOpenRefusesAnotherApplicationsDatabase(t *testing.T) {
 	if n := tableCount(t, path, "cairnq_%"); n != 0 {
 		t.Fatalf("the refused file gained %d cairnq tables", n)
 	}
-	c, err := cairnq.Open(context.Background(), path, &cairnq.Options{AllowOtherTables: true})
+	c, err := cairnq.Open(context.Background(), path, &cairnq.SQLiteOptions{AllowOtherTables: true})
 	if err != nil {
 		t.Fatalf("Open with AllowOtherTables: %v", err)
 	}
@@ -276,7 +276,7 @@ func TestNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	c, err = cairnq.Open(context.Background(), path, &cairnq.Options{Logger: log})
+	c, err = cairnq.Open(context.Background(), path, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: log}})
 	if err != nil {
 		t.Fatalf("opening a newer schema of the same protocol: %v", err)
 	}

@@ -66,7 +66,7 @@ func newSweeper(st *store.Store, o RetentionOptions, log *slog.Logger) (*sweeper
 	}
 	for _, r := range o.Rules {
 		p := store.PurgeParams{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
-		if err := store.ValidatePurge(p); err != nil {
+		if err := opsOf(st).ValidatePurge(p); err != nil {
 			return nil, err
 		}
 		s.rules = append(s.rules, p)

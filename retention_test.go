@@ -13,7 +13,7 @@ import (
 func finish(t *testing.T, c *cairnq.Client, name, queue string, n int, succeed bool) {
 	t.Helper()
 	ctx := context.Background()
-	st := c.Store()
+	st := cairnq.StoreOf(c)
 	for range n {
 		if _, err := c.Submit(ctx, name, nil, &cairnq.SubmitOptions{Queue: queue, MaxAttempts: 1}); err != nil {
 			t.Fatal(err)

@@ -24,7 +24,7 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 // the handler ends. Settling twice is a no-op. Postgres only.
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
 	return tc.settle(func() error {
-		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
+		_, err := tc.w.ops.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
 		return err
 	})
 }

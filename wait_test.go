@@ -34,7 +34,7 @@ func serveOnce(t *testing.T, st *store.Store, settle func(*cairnq.Task) error) {
 func TestCallOutcomes(t *testing.T) {
 	t.Parallel()
 	c := openTemp(t, nil)
-	st := c.Store()
+	st := cairnq.StoreOf(c)
 	ctx := context.Background()
 
 	go serveOnce(t, st, func(task *cairnq.Task) error {
@@ -107,7 +107,7 @@ func TestWaitTimeoutKeepsTaskAndSaysWhy(t *testing.T) {
 func TestWaitWokenBySettlementInProcess(t *testing.T) {
 	t.Parallel()
 	c := openTemp(t, nil)
-	st := c.Store()
+	st := cairnq.StoreOf(c)
 	ctx := context.Background()
 	task, err := c.Submit(ctx, "job", nil, &cairnq.SubmitOptions{Key: "k1"})
 	if err != nil {
@@ -134,7 +134,7 @@ func TestWaitWokenBySettlementInProcess(t *testing.T) {
 		waited <- got
 	}()
 	// Settle only once both waiters have read the running status.
-	for st.DoneWaiters() < 2 {
+	for cairnq.DoneWaiters(c) < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	if _, err := st.Complete(ctx, task.ID, "w", 42); err != nil {

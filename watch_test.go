@@ -40,11 +40,11 @@ func TestWatchSignalsQueuedDoneAndPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a queued signal", func() bool { return seen(cairnq.Signal{Reason: "queued", Queue: "watched"}) })
-	claimed, err := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
+	claimed, err := cairnq.StoreOf(c).Claim(ctx, store.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
-	if _, err := c.Store().Complete(ctx, task.ID, "w", nil); err != nil {
+	if _, err := cairnq.StoreOf(c).Complete(ctx, task.ID, "w", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a done signal", func() bool { return seen(cairnq.Signal{Reason: "done", TaskID: task.ID}) })

@@ -103,6 +103,7 @@ type WorkerOptions struct {
 type Worker struct {
 	client *Client
 	st     *store.Store
+	ops    storeOps
 	id     string
 	queues []string
 	conc   int
@@ -155,11 +156,11 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if err := o.validate(); err != nil {
+	if err := o.validate(c.ops); err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		client: c, st: c.store, id: o.ID, queues: o.Queues, conc: o.Concurrency,
+		client: c, st: c.store, ops: c.ops, id: o.ID, queues: o.Queues, conc: o.Concurrency,
 		lease: o.LeaseDuration, beat: o.HeartbeatInterval, poll: o.PollInterval, opts: o,
 		backoff: o.RetryBackoff, backoffMax: o.RetryBackoffMax,
 		regs: map[string]*registration{},
@@ -218,7 +219,7 @@ const (
 )
 
 // validate checks the options once, at construction.
-func (o *WorkerOptions) validate() error {
+func (o *WorkerOptions) validate(ops storeOps) error {
 	bad := func(arg, format string, a ...any) error {
 		return &ArgumentError{Op: "worker", Arg: arg, Reason: fmt.Sprintf(format, a...)}
 	}
@@ -251,12 +252,12 @@ func (o *WorkerOptions) validate() error {
 		return bad("PollInterval", "must be >= %v, got %v", MinPollInterval, p)
 	}
 	if o.ID != "" {
-		if err := store.ValidateName("worker", "ID", o.ID); err != nil {
+		if err := ops.ValidateName("worker", "ID", o.ID); err != nil {
 			return err
 		}
 	}
 	for _, q := range o.Queues {
-		if err := store.ValidateName("worker", "queue", q); err != nil {
+		if err := ops.ValidateName("worker", "queue", q); err != nil {
 			return err
 		}
 	}
@@ -296,7 +297,7 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 	if opts != nil {
 		r.opts = *opts
 	}
-	if err := store.ValidateName("handle", "name", r.name); err != nil {
+	if err := w.ops.ValidateName("handle", "name", r.name); err != nil {
 		return err
 	}
 	switch {

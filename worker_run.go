@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/store"
 )
 
@@ -196,13 +197,11 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		order := append(append([]source(nil), sources[start:]...), sources[:start]...)
 		// Subscribe before the probe, so a submit landing between an empty
 		// probe and the idle sleep still ends the sleep.
-		wake, unsubscribe := w.st.SubscribeQueued(ctx, w.queues)
+		wake, unsubscribe := w.ops.SubscribeQueued(ctx, w.queues)
 		var drawn []dispatch
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
-		params := store.ClaimParams{
-			Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease,
-			SkipProbe: busy, SkipRecover: skipRecover,
-		}
+		params := store.ClaimParams{Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease}
+		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover}
 		var err error
 		recovered := false // leases recovered, or the probe saw none expired
 		if len(sources) == 1 {
@@ -212,10 +211,10 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 				p := params
 				p.Names, p.Limit = names, limit
 				recovered = !skipRecover
-				return w.st.Claim(ctx, p)
+				return w.ops.Claim(ctx, p, hints)
 			}, order, free, &drawn)
 		} else {
-			_, err = w.st.ClaimSession(ctx, params, func(draw store.DrawFunc) error {
+			_, err = w.ops.ClaimSession(ctx, params, hints, func(draw drawFunc) error {
 				drawn = drawn[:0] // a retried transaction starts over
 				return w.plan(draw, order, free, &drawn)
 			})
@@ -271,7 +270,7 @@ type dispatch struct {
 // what its own limits and the slots still free allow, inside the claim
 // transaction: a budget divided up front would leave slots idle for names
 // with nothing queued.
-func (w *Worker) plan(draw store.DrawFunc, order []source, free int, out *[]dispatch) error {
+func (w *Worker) plan(draw drawFunc, order []source, free int, out *[]dispatch) error {
 	taken := map[string]int{} // resource units drawn in this poll
 	left := free
 	for i := range order {

@@ -175,7 +175,7 @@ func TestCancelWinsOverLeaseExpiry(t *testing.T) {
 	ctx := context.Background()
 	task, _ := c.Submit(ctx, "job", nil, nil)
 	// A worker claims it and dies; the task is canceled while it is dead.
-	if got, err := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "dead", Lease: 50 * time.Millisecond}); err != nil || len(got) != 1 {
+	if got, err := cairnq.StoreOf(c).Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "dead", Lease: 50 * time.Millisecond}); err != nil || len(got) != 1 {
 		t.Fatal(got, err)
 	}
 	c.Cancel(ctx, task.ID)
@@ -194,7 +194,7 @@ func TestSecondWorkerRecoversAbandonedClaim(t *testing.T) {
 	c := openTemp(t, nil)
 	ctx := context.Background()
 	task, _ := c.Submit(ctx, "job", map[string]int{"n": 1}, nil)
-	if got, _ := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
+	if got, _ := cairnq.StoreOf(c).Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
 		t.Fatal("claim failed")
 	}
 	w := newWorker(t, c, nil)
@@ -220,7 +220,7 @@ func TestBusyWorkerStillRecoversExpiredLeases(t *testing.T) {
 		}
 	}
 	task, _ := c.Submit(ctx, "job", nil, &cairnq.SubmitOptions{Priority: 10})
-	if got, _ := c.Store().Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{"job"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
+	if got, _ := cairnq.StoreOf(c).Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{"job"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
 		t.Fatal("claim failed")
 	}
 	var ran atomic.Int64
@@ -716,7 +716,7 @@ func TestRunEndsWhenTheStoreCloses(t *testing.T) {
 func TestSettlementSurvivesALongLockFromAnotherProcess(t *testing.T) {
 	t.Parallel()
 	path := t.TempDir() + "/tasks.db"
-	c, err := cairnq.Open(context.Background(), path, &cairnq.Options{BusyTimeout: 20 * time.Millisecond})
+	c, err := cairnq.Open(context.Background(), path, &cairnq.SQLiteOptions{BusyTimeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

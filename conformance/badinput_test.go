@@ -26,7 +26,7 @@ func TestBadInputTableOnPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{Schema: schema, CloseExecutor: true})
+		c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{Schema: schema, CloseExecutor: true})
 		if err != nil {
 			ex.Close()
 			t.Fatal(err)

@@ -500,8 +500,8 @@ func (s *suite) int8Normalized(r reporter) {
 	if n := stats["certify"].Queued; n != 1 {
 		r.Errorf("Stats counts %d queued tasks, want 1: the store misread count(*), a bigint. %s", n, fix)
 	}
-	if room, err := c.QueueDepth(e.ctx, "certify", 5); err != nil || room != 4 {
-		r.Errorf("QueueDepth(5) = %d, %v; want 4 with one task queued. %s", room, err, fix)
+	if room, err := c.QueueHeadroom(e.ctx, "certify", 5); err != nil || room != 4 {
+		r.Errorf("QueueHeadroom(5) = %d, %v; want 4 with one task queued. %s", room, err, fix)
 	}
 }
 
@@ -550,13 +550,13 @@ func (s *suite) jsonbNormalized(r reporter) {
 		}
 		ids[task.ID] = p
 	}
-	claimed, err := c.Store().Claim(e.ctx, store.ClaimParams{Queues: []string{"certify"}, WorkerID: "certify", Lease: time.Minute, Limit: len(payloads)})
+	claimed, err := storeOf(c).Claim(e.ctx, store.ClaimParams{Queues: []string{"certify"}, WorkerID: "certify", Lease: time.Minute, Limit: len(payloads)})
 	if err != nil || len(claimed) != len(payloads) {
 		r.Fatalf("Claim through the store returned %d tasks, %v; want %d. %s", len(claimed), err, len(payloads), fix)
 	}
 	for id, p := range ids {
 		// The result echoes the payload: the result column is jsonb too.
-		if _, err := c.Store().Succeed(e.ctx, id, "certify", p); err != nil {
+		if _, err := storeOf(c).Succeed(e.ctx, id, "certify", p); err != nil {
 			r.Fatalf("Succeed with result %s through the store failed: %v. %s", show(p), err, fix)
 		}
 		got, err := c.Get(e.ctx, id)
@@ -1131,7 +1131,7 @@ func (s *suite) storeCloseKeepsAppPool(r reporter) {
 	}
 	alive("a store on the executor closed")
 
-	c, err = cairnq.OpenPostgres(e.ctx, e.ex, &cairnq.Options{CloseExecutor: true})
+	c, err = cairnq.OpenPostgres(e.ctx, e.ex, &cairnq.PostgresOptions{CloseExecutor: true})
 	if err != nil {
 		r.Fatalf("cairnq.OpenPostgres (CloseExecutor) failed: %v", err)
 	}

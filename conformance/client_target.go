@@ -155,7 +155,7 @@ func (t ClientTarget) Do(ctx context.Context, op string, m map[string]any) (any,
 
 func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 	c := t.Client
-	st := c.Store()
+	st := storeOf(c)
 	switch op {
 	case "submit":
 		payload := a.m["payload"]
@@ -198,7 +198,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 	case "stats":
 		return c.Stats(ctx, a.str("queue"))
 	case "queue_depth":
-		return c.QueueDepth(ctx, a.str("queue"), a.int("max_depth"))
+		return c.QueueHeadroom(ctx, a.str("queue"), a.int("max_depth"))
 	case "claim":
 		return st.Claim(ctx, store.ClaimParams{
 			Queues: a.strings("queues"), Names: a.strings("names"), WorkerID: a.str("worker_id"),

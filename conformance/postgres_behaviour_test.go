@@ -12,8 +12,10 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,7 +29,7 @@ func pgClient(t *testing.T, dsn string, schema string) *cairnq.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{Schema: schema, CloseExecutor: true})
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{Schema: schema, CloseExecutor: true})
 	if err != nil {
 		ex.Close()
 		t.Fatal(err)
@@ -340,7 +342,7 @@ func TestPostgresConcurrentMigrationAndKeyedSubmits(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			clients[i], errs[i] = cairnq.OpenPostgres(ctx, ex, &cairnq.Options{CloseExecutor: true})
+			clients[i], errs[i] = cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{CloseExecutor: true})
 		}()
 	}
 	wg.Wait()
@@ -414,7 +416,7 @@ func TestPostgresSchemaOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer appEx.Close()
-	if _, err := cairnq.OpenPostgres(ctx, appEx, &cairnq.Options{Schema: "tenant_a"}); !errors.Is(err, cairnq.ErrSchemaMismatch) {
+	if _, err := cairnq.OpenPostgres(ctx, appEx, &cairnq.PostgresOptions{Schema: "tenant_a"}); !errors.Is(err, cairnq.ErrSchemaMismatch) {
 		t.Errorf("injected executor resolving elsewhere: %v, want ErrSchemaMismatch", err)
 	}
 	// A process that lands in public without naming a schema would start a
@@ -456,7 +458,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	c := pgClient(t, dsn, "")
 	ctx := context.Background()
-	st := c.Store()
+	st := conformance.StoreOf(c)
 	for i := range 30 {
 		if _, err := c.Submit(ctx, "x", map[string]int{"i": i}, nil); err != nil {
 			t.Fatal(err)
@@ -521,7 +523,7 @@ func TestPostgresTypedSucceedInPerAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lpqClient, err := cairnq.OpenPostgres(ctx, lpqEx, &cairnq.Options{CloseExecutor: true})
+	lpqClient, err := cairnq.OpenPostgres(ctx, lpqEx, &cairnq.PostgresOptions{CloseExecutor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +606,7 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 		}
 		return v
 	}
-	st := c.Store()
+	st := conformance.StoreOf(c)
 	got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{"a"}, WorkerID: "w"})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("single-statement claim: %d %v", len(got), err)
@@ -613,7 +615,11 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 		t.Errorf("after a single-statement claim the connection's synchronous_commit is %q", v)
 	}
 	var drawn int
-	_, err = st.ClaimSession(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, func(draw store.DrawFunc) error {
+	// The shared claim transaction of a worker with several names.
+	type claimSessioner interface {
+		ClaimSession(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints, plan func(draw func(names []string, limit int) ([]*store.Task, error)) error) (bool, error)
+	}
+	_, err = storeaccess.Ops(st).(claimSessioner).ClaimSession(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, storeaccess.ClaimHints{}, func(draw func([]string, int) ([]*store.Task, error)) error {
 		for _, name := range []string{"a", "b"} {
 			ts, err := draw([]string{name}, 1)
 			if err != nil {
@@ -684,11 +690,11 @@ func TestPostgresWatchSeesAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("queued", cairnq.Signal{Reason: "queued", Queue: "watched"})
-	claimed, err := other.Store().Claim(ctx, store.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
+	claimed, err := conformance.StoreOf(other).Claim(ctx, store.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
-	if _, err := other.Store().Complete(ctx, task.ID, "w", nil); err != nil {
+	if _, err := conformance.StoreOf(other).Complete(ctx, task.ID, "w", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("done", cairnq.Signal{Reason: "done", TaskID: task.ID})

@@ -14,6 +14,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/protocol"
@@ -128,7 +129,7 @@ func TestPostgresWaitRidesOutAnOutage(t *testing.T) {
 	}
 	f.down.Store(false)
 	// The task finishes, settled through the store directly.
-	st := c.Store()
+	st := conformance.StoreOf(c)
 	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{cairnq.DefaultQueue}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
@@ -227,7 +228,7 @@ func TestPostgresNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{CloseExecutor: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{CloseExecutor: true, Options: cairnq.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))}})
 	if err != nil {
 		ex.Close()
 		t.Fatalf("opening a newer schema of the same protocol: %v", err)

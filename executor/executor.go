@@ -64,3 +64,16 @@ type Listener interface {
 // all, for example behind a transaction-mode connection pooler. It is
 // permanent: the store degrades to polling and does not retry.
 var ErrListenUnavailable = errors.New("cairnq: LISTEN is unavailable on this executor")
+
+// Native is the optional capability of a Session or an Executor to hand
+// out the driver's own value it wraps: a pgx.Tx, *pgx.Conn or
+// *pgxpool.Pool; a *sql.Tx, *sql.Conn or *sql.DB; a *gorm.DB; a bun.Tx or
+// *bun.DB. cairnq itself never calls it. It serves code that works across
+// adapters, such as a middleware writing through whatever transaction
+// TaskContext.SucceedIn hands it, and type-switches on the result; code
+// that knows its adapter uses that adapter's typed helpers instead
+// (cairnqpgx.PgxTx, for one). Every adapter in this repository implements
+// it on its executor and its sessions.
+type Native interface {
+	Native() any
+}

@@ -77,14 +77,14 @@ func (h *hub) queued(queue string) {
 	}
 }
 
-// SubscribeDone returns a channel closed when the task with id may have
+// subscribeDone returns a channel closed when the task with id may have
 // reached a terminal status (settled by this process, or on Postgres by
 // any, through LISTEN), and a func that unsubscribes. It is a wakeup, not
 // a promise: callers re-read the task either way, and subscribe before
 // they read. On Postgres the first subscriber may wait for LISTEN to be
 // set up, bounded by ctx. Calling the unsubscribe func again does nothing,
-// here and in SubscribeQueued and Subscribe.
-func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, func()) {
+// here and in subscribeQueued and subscribe.
+func (s *Store) subscribeDone(ctx context.Context, id string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
@@ -110,11 +110,11 @@ func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, 
 	})
 }
 
-// SubscribeQueued returns a channel closed when a task may have become
+// subscribeQueued returns a channel closed when a task may have become
 // claimable on one of queues (a submit or a requeue, in this process or on
-// Postgres in any), and a func that unsubscribes. Like SubscribeDone, it
+// Postgres in any), and a func that unsubscribes. Like subscribeDone, it
 // may wait for LISTEN to be set up.
-func (s *Store) SubscribeQueued(ctx context.Context, queues []string) (<-chan struct{}, func()) {
+func (s *Store) subscribeQueued(ctx context.Context, queues []string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
@@ -129,9 +129,9 @@ func (s *Store) SubscribeQueued(ctx context.Context, queues []string) (<-chan st
 	})
 }
 
-// DoneWaiters reports how many subscriptions wait on a task's settlement
+// doneWaiters reports how many subscriptions wait on a task's settlement
 // in this process. It is introspection for tests and diagnostics.
-func (s *Store) DoneWaiters() int {
+func (s *Store) doneWaiters() int {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
 	n := 0
@@ -141,11 +141,11 @@ func (s *Store) DoneWaiters() int {
 	return n
 }
 
-// Subscribe returns a channel receiving every queued and done signal of
+// subscribe returns a channel receiving every queued and done signal of
 // this process (from its own writes, and on Postgres from LISTEN), and a
 // func that unsubscribes. The channel buffers a few signals; more arriving
 // while it is full are dropped, since any signal means "re-read".
-func (s *Store) Subscribe(ctx context.Context) (<-chan Signal, func()) {
+func (s *Store) subscribe(ctx context.Context) (<-chan Signal, func()) {
 	w := &watcher{ch: make(chan Signal, 16)}
 	s.hub.mu.Lock()
 	s.hub.watchers[w] = struct{}{}

@@ -39,8 +39,8 @@ func newTaskID(now time.Time) string {
 	return string(out[:])
 }
 
-// ValidTaskID reports whether id has the protocol's id shape.
-func ValidTaskID(id string) bool {
+// validTaskID reports whether id has the protocol's id shape.
+func validTaskID(id string) bool {
 	if len(id) != 31 || id[:5] != "task_" {
 		return false
 	}

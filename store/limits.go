@@ -46,10 +46,10 @@ const (
 // longer than MaxValueBytes.
 var ErrValueTooLarge = errors.New("value too large")
 
-// ValidateName checks a name-like argument of op (a task or queue name, a
+// validateName checks a name-like argument of op (a task or queue name, a
 // worker id, a parent, root or correlation id): non-empty, valid UTF-8,
 // no NUL, at most MaxNameBytes.
-func ValidateName(op, arg, s string) error {
+func validateName(op, arg, s string) error {
 	if s == "" {
 		return argError(op, arg, "must not be empty")
 	}
@@ -71,7 +71,7 @@ func checkText(op, arg, s string, max int) error {
 	return nil
 }
 
-// checkOptionalName is ValidateName for an argument where "" means absent.
+// checkOptionalName is validateName for an argument where "" means absent.
 func checkOptionalName(op, arg, s string) error {
 	if s == "" {
 		return nil
@@ -229,7 +229,7 @@ func hex4(s string) rune {
 // checkID checks a task id a caller looks up: a text the databases can
 // compare (any string of the right kind that names no task is simply not
 // found).
-func checkID(op, id string) error { return ValidateName(op, "id", id) }
+func checkID(op, id string) error { return validateName(op, "id", id) }
 
 // checkKey checks a key a caller looks up.
 func checkKey(op, key string) error {

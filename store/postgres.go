@@ -35,10 +35,10 @@ type PostgresOptions struct {
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
-// ValidSchemaName reports whether name is an identifier cairnq accepts as
+// validSchemaName reports whether name is an identifier cairnq accepts as
 // a schema: letters, digits and underscores, not starting with a digit, at
 // most 63 bytes. Schema names are never interpolated into SQL otherwise.
-func ValidSchemaName(name string) bool { return identifier.MatchString(name) }
+func validSchemaName(name string) bool { return identifier.MatchString(name) }
 
 // OpenPostgres opens a store on ex: it checks where the connections
 // resolve and whether another installation exists elsewhere in the
@@ -51,7 +51,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	if ex == nil {
 		return nil, argError("open", "executor", "is nil")
 	}
-	if o.Schema != "" && !ValidSchemaName(o.Schema) {
+	if o.Schema != "" && !validSchemaName(o.Schema) {
 		return nil, argError("open", "schema", "%q is not a plain identifier", o.Schema)
 	}
 	if o.Logger == nil {

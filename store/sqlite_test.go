@@ -233,7 +233,7 @@ func TestTaskIDShape(t *testing.T) {
 	t.Parallel()
 	at := time.UnixMilli(1795992839448)
 	id := newTaskID(at)
-	if !ValidTaskID(id) {
+	if !validTaskID(id) {
 		t.Fatalf("%q is not a valid id", id)
 	}
 	// The fixture made by the TypeScript SDK at this millisecond starts so.
@@ -244,7 +244,7 @@ func TestTaskIDShape(t *testing.T) {
 		t.Error("a later id does not sort after an earlier one")
 	}
 	for _, bad := range []string{"task_01M8MR7S8RZRZV9ENPWTS3JPW", "job_01M8MR7S8RZRZV9ENPWTS3JPW0", "task_01M8MR7S8RZRZV9ENPWTS3JPWU", "task_81M8MR7S8RZRZV9ENPWTS3JPW0"} {
-		if ValidTaskID(bad) {
+		if validTaskID(bad) {
 			t.Errorf("%q accepted", bad)
 		}
 	}

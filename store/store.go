@@ -221,9 +221,9 @@ type SubmitParams struct {
 	CorrelationID string
 }
 
-// ValidateSubmit checks p exactly as Submit does, without writing, for
+// validateSubmit checks p exactly as Submit does, without writing, for
 // callers that must reject bad input before waiting on anything.
-func ValidateSubmit(p SubmitParams) error {
+func validateSubmit(p SubmitParams) error {
 	_, err := insertArgs(p, time.Time{})
 	return err
 }
@@ -232,7 +232,7 @@ func ValidateSubmit(p SubmitParams) error {
 // that can fail on bad input fails here, before any write.
 func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
 	const op = "submit"
-	if err := ValidateName(op, "name", p.Name); err != nil {
+	if err := validateName(op, "name", p.Name); err != nil {
 		return nil, err
 	}
 	if err := checkOptionalName(op, "queue", p.Queue); err != nil {
@@ -543,11 +543,11 @@ func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCount
 	return out, nil
 }
 
-// QueueDepth returns how many more tasks fit on queue before it holds
+// QueueHeadroom returns how many more tasks fit on queue before it holds
 // maxDepth queued tasks (delayed ones included); 0 once it is full. It reads
 // at most maxDepth index entries.
-func (s *Store) QueueDepth(ctx context.Context, queue string, maxDepth int) (int, error) {
-	if err := ValidateName("queue_depth", "queue", queue); err != nil {
+func (s *Store) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (int, error) {
+	if err := validateName("queue_depth", "queue", queue); err != nil {
 		return 0, err
 	}
 	if maxDepth < 0 {
@@ -648,9 +648,9 @@ type PurgeParams struct {
 // DefaultPurgeLimit is how many rows one Purge deletes at most by default.
 const DefaultPurgeLimit = 1000
 
-// ValidatePurge checks p the way Purge does, for callers that want to fail
+// validatePurge checks p the way Purge does, for callers that want to fail
 // at configuration time.
-func ValidatePurge(p PurgeParams) error {
+func validatePurge(p PurgeParams) error {
 	if p.OlderThan < 0 {
 		return argError("purge", "older than", "must be >= 0, got %v", p.OlderThan)
 	}
@@ -671,7 +671,7 @@ func ValidatePurge(p PurgeParams) error {
 // again until it returns fewer than Limit to drain a backlog in short
 // writes.
 func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
-	if err := ValidatePurge(p); err != nil {
+	if err := validatePurge(p); err != nil {
 		return nil, err
 	}
 	limit := p.Limit

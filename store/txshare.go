@@ -63,13 +63,13 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 	return rowToTask(rows[0])
 }
 
-// CompleteWith opens a transaction, runs fn in it (the application writes
+// completeWith opens a transaction, runs fn in it (the application writes
 // its rows through sess, its own driver's transaction), then settles the
 // task as the transaction's last statement with fn's result. A lost lease
 // rolls fn's writes back with the settlement and returns ErrLostLease; an
 // error from fn rolls back and returns it. fn may run again if the caller
 // retries, so it must not keep state of its own. Postgres only.
-func (s *Store) CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
+func (s *Store) completeWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
 	if err := s.needsPostgres(ctx, "SucceedIn"); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -80,35 +81,27 @@ type ClaimParams struct {
 	WorkerID string   // required
 	Lease    time.Duration
 	Limit    int // tasks to take; default 1
-	// SkipProbe opens the claim transaction without the read-only probe
-	// first. A worker whose last poll found work sets it: the probe exists
-	// to keep idle workers off the write lock, and a busy one would pay
-	// for it on every claim.
-	SkipProbe bool
-	// SkipRecover leaves expired leases for a later claim. A busy worker
-	// sets it between recoveries: it claims many times a second, and
-	// leases run for seconds at least.
-	SkipRecover bool
 }
 
-// DrawFunc claims up to limit tasks named in names (nil: any of the
-// session's names) inside an open claim session.
-type DrawFunc func(names []string, limit int) ([]*Task, error)
+// drawFunc claims up to limit tasks named in names (nil: any of the
+// session's names) inside an open claim session. An alias, so that the
+// worker's plan, which cannot name it, has the same type.
+type drawFunc = func(names []string, limit int) ([]*Task, error)
 
 func (p ClaimParams) validate() error {
 	if len(p.Queues) == 0 {
 		return argError("claim", "queues", "must name at least one queue")
 	}
-	if err := ValidateName("claim", "worker id", p.WorkerID); err != nil {
+	if err := validateName("claim", "worker id", p.WorkerID); err != nil {
 		return err
 	}
 	for _, q := range p.Queues {
-		if err := ValidateName("claim", "queue", q); err != nil {
+		if err := validateName("claim", "queue", q); err != nil {
 			return err
 		}
 	}
 	for _, n := range p.Names {
-		if err := ValidateName("claim", "name", n); err != nil {
+		if err := validateName("claim", "name", n); err != nil {
 			return err
 		}
 	}
@@ -126,15 +119,17 @@ func (p ClaimParams) validate() error {
 // it opens no transaction: recovery and the claim are one statement each,
 // so a busy worker's claim is a single round trip.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
+	return s.claim(ctx, p, storeaccess.ClaimHints{})
+}
+
+// claim is Claim with the worker's hints.
+func (s *Store) claim(ctx context.Context, p ClaimParams, h storeaccess.ClaimHints) ([]*Task, error) {
 	limit := p.Limit
 	if limit == 0 {
 		limit = 1
 	}
 	var out []*Task
-	_, err := s.claimSession(ctx, p, true, func(draw DrawFunc) error {
+	_, err := s.claimSession(ctx, p, h, true, func(draw drawFunc) error {
 		var err error
 		out, err = draw(p.Names, limit)
 		return err
@@ -145,21 +140,16 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
 	return out, err
 }
 
-// ClaimSession opens one claim transaction and lets plan draw from it any
+// claimSession opens one claim transaction and lets plan draw from it any
 // number of times, each draw with its own names and limit, after a single
-// lease recovery (unless SkipRecover). A read-only probe runs first
-// (unless SkipProbe): when it finds nothing claimable and no expired
+// lease recovery (unless h.SkipRecover). A read-only probe runs first
+// (unless h.SkipProbe): when it finds nothing claimable and no expired
 // lease, no transaction is opened, plan is not called, and ran is false.
 // plan runs while the write lock is held, so it must do nothing slow; on
 // SQLite it may run more than once if the transaction is retried, so it
-// must not keep state from a failed run.
-func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, plan func(draw DrawFunc) error) (ran bool, err error) {
-	return s.claimSession(ctx, p, false, plan)
-}
-
-// claimSession is ClaimSession; single says plan draws once (Claim), which
-// on Postgres needs no shared transaction.
-func (s *Store) claimSession(ctx context.Context, p ClaimParams, single bool, plan func(draw DrawFunc) error) (ran bool, err error) {
+// must not keep state from a failed run. single says plan draws once
+// (Claim), which on Postgres needs no shared transaction.
+func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.ClaimHints, single bool, plan func(draw drawFunc) error) (ran bool, err error) {
 	if err := p.validate(); err != nil {
 		return false, err
 	}
@@ -184,7 +174,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, single bool, pl
 		// every other poll of a worker with names does that.
 		return false, nil
 	}
-	if !p.SkipProbe {
+	if !h.SkipProbe {
 		rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
 		if err != nil {
 			return false, err
@@ -199,7 +189,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, single bool, pl
 	var recovered []*Task
 	recoverLeases := func(q querier) error {
 		recovered = nil
-		if p.SkipRecover {
+		if h.SkipRecover {
 			return nil
 		}
 		rows, err := s.exec(ctx, q, protocol.StmtRecoverLeases, base)

@@ -67,7 +67,7 @@ func run(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	client, err := cairnq.OpenPostgres(ctx, ex, &cairnq.Options{CloseExecutor: true})
+	client, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{CloseExecutor: true})
 	if err != nil {
 		ex.Close()
 		return err

@@ -44,6 +44,7 @@ type Executor struct {
 }
 
 var _ executor.Executor = (*Executor)(nil)
+var _ executor.Native = (*Executor)(nil)
 
 // New returns an executor over db, which stays the application's: the
 // executor opens no connections of its own, and [Executor.Close] does not

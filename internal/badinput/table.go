@@ -473,9 +473,9 @@ func Cases() []Case {
 		{Name: "stats/queue/256 bytes", Want: Argument, Arg: "queue",
 			Call: call(func(ctx context.Context, e *Env) error { _, err := e.C.Stats(ctx, long(256)); return err })},
 		{Name: "queue depth/queue/empty", Want: Argument, Arg: "queue",
-			Call: call(func(ctx context.Context, e *Env) error { _, err := e.C.QueueDepth(ctx, "", 10); return err })},
+			Call: call(func(ctx context.Context, e *Env) error { _, err := e.C.QueueHeadroom(ctx, "", 10); return err })},
 		{Name: "queue depth/max depth/negative", Want: Argument, Arg: "max depth",
-			Call: call(func(ctx context.Context, e *Env) error { _, err := e.C.QueueDepth(ctx, "default", -1); return err })},
+			Call: call(func(ctx context.Context, e *Env) error { _, err := e.C.QueueHeadroom(ctx, "default", -1); return err })},
 
 		// ---- Writes by id or key.
 		{Name: "cancel/id/empty", Want: Argument, Arg: "id",

@@ -40,7 +40,7 @@ func openClientEx(ctx context.Context, cfg *config, a adapter, dsn string, liste
 	if !listen {
 		seam = noListen{seam}
 	}
-	c, err := cairnq.OpenPostgres(ctx, seam, &cairnq.Options{Logger: quietLogger()})
+	c, err := cairnq.OpenPostgres(ctx, seam, &cairnq.PostgresOptions{Options: cairnq.Options{Logger: quietLogger()}})
 	if err != nil {
 		_ = closeEx()
 		return nil, nil, nil, fmt.Errorf("%s: OpenPostgres: %w", a.name, err)

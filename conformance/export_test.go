@@ -1,0 +1,4 @@
+package conformance
+
+// StoreOf is storeOf, for the external tests.
+var StoreOf = storeOf

@@ -1,0 +1,36 @@
+package cairnq
+
+import (
+	"context"
+
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+func init() {
+	storeaccess.ClientStore = func(c any) any { return c.(*Client).store }
+}
+
+// drawFunc claims up to limit tasks named in names inside a claim session.
+type drawFunc = func(names []string, limit int) ([]*store.Task, error)
+
+// storeOps is what a Client and its Workers use of a store beyond its
+// exported operations. Package store provides it through
+// internal/storeaccess (see there why).
+type storeOps interface {
+	Claim(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints) ([]*store.Task, error)
+	ClaimSession(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints, plan func(draw drawFunc) error) (bool, error)
+	SubscribeQueued(ctx context.Context, queues []string) (<-chan struct{}, func())
+	SubscribeDone(ctx context.Context, id string) (<-chan struct{}, func())
+	Subscribe(ctx context.Context) (<-chan store.Signal, func())
+	DoneWaiters() int
+	CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*store.Task, error)
+	ValidateName(op, arg, s string) error
+	ValidateSubmit(p store.SubmitParams) error
+	ValidatePurge(p store.PurgeParams) error
+}
+
+// opsOf returns st's machinery. The assertion fails only if package store
+// and storeOps disagree on a method, which every test would show.
+func opsOf(st *store.Store) storeOps { return storeaccess.Ops(st).(storeOps) }
