@@ -1,19 +1,3 @@
-// Package cairnq is the Go SDK of cairnq, a durable task runtime whose API
-// processes and worker processes coordinate only through one database:
-// SQLite as the embedded default, Postgres when the work outgrows one host.
-//
-// It speaks cairnq protocol v1, so a Go process shares a database with the
-// TypeScript and Python SDKs in either role: a Go API with a Python worker,
-// a TypeScript API with a Go worker.
-//
-// A Client submits tasks and reads them back:
-//
-//	c, err := cairnq.Open(ctx, "tasks.db", nil)
-//	t, err := c.Submit(ctx, "render", map[string]any{"page": 1}, nil)
-//	done, err := c.Wait(ctx, t.ID, nil)
-//
-// Types shared with the store (Task, the errors) live in package store and
-// are re-exported here, so callers import only this package.
 package cairnq
 
 import "github.com/cairnq/cairnq-go/store"

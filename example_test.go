@@ -150,3 +150,71 @@ func ExampleClient_Wait() {
 	}
 	// Output: true queued
 }
+
+// SQLiteOptions holds what only the SQLite backend has beside the shared
+// Options; here a queue gated at two tasks turns a third submit away.
+func ExampleOpen() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, &cairnq.SQLiteOptions{
+		FullSync: true, // commits survive a power cut
+		Options: cairnq.Options{
+			QueueDepths:  map[string]int{"mail": 2},
+			MaxQueueWait: 10 * time.Millisecond,
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	mail := &cairnq.SubmitOptions{Queue: "mail"}
+	for i := range 3 {
+		_, err := c.Submit(ctx, "send", map[string]int{"n": i}, mail)
+		fmt.Println(i, err == nil, errors.Is(err, cairnq.ErrQueueFull))
+	}
+	room, err := c.QueueHeadroom(ctx, "mail", 5)
+	fmt.Println("room below 5:", room, err)
+	// Output:
+	// 0 true false
+	// 1 true false
+	// 2 false true
+	// room below 5: 3 <nil>
+}
+
+// A handler chooses how its failure is recorded with a TaskError: the
+// code is what every SDK reading the task sees, and Retryable false ends
+// the task on this attempt whatever attempts remain.
+func ExampleTaskError() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	w, err := cairnq.NewWorker(c, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = w.Handle("charge", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, &cairnq.TaskError{Code: "card_declined", Message: "the card was declined", Retryable: false}
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	_, err = c.Call(ctx, "charge", map[string]int{"cents": 500}, nil)
+	var failed *cairnq.TaskFailedError
+	if errors.As(err, &failed) {
+		fmt.Println(failed.Envelope.Code, failed.Task.Attempt, failed.Task.MaxAttempts)
+	}
+	// Output: card_declined 1 3
+}

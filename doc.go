@@ -1,0 +1,127 @@
+// Package cairnq is the Go SDK of cairnq, a durable task runtime whose API
+// processes and worker processes coordinate only through one database:
+// SQLite as the embedded default, Postgres when the work outgrows one host.
+//
+// It speaks cairnq protocol v1, so a Go process shares a database with the
+// TypeScript and Python SDKs in either role: a Go API with a Python worker,
+// a TypeScript API with a Go worker. Task names, queues, payloads (JSON)
+// and the error envelope are the protocol's; nothing in a row is Go's own.
+//
+// # Quick start
+//
+// A Client submits tasks and reads them back; a Worker claims them and runs
+// the handler registered for their name. Both open the same database,
+// usually from different processes:
+//
+//	c, err := cairnq.Open(ctx, "tasks.db", nil) // created if absent
+//	defer c.Close()
+//
+//	t, err := c.Submit(ctx, "render", map[string]any{"page": 1}, nil)
+//
+//	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 8})
+//	w.Handle("render", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+//		var p struct{ Page int }
+//		if err := tc.Decode(&p); err != nil {
+//			return nil, cairnq.Permanent(err) // retrying will not help
+//		}
+//		return map[string]int{"pages": 1}, nil // stored as the task's result
+//	}, nil)
+//	err = w.Run(ctx) // until ctx ends, then drains what is running
+//
+//	done, err := c.Wait(ctx, t.ID, nil) // or c.Call: submit and wait
+//
+// [Define] binds a name to Go types at both ends ([TaskDef.Submit],
+// [TaskDef.Handle], [TaskDef.Call]); another SDK uses just the name.
+//
+// # Submitting
+//
+// [Client.Submit] stores a task and returns it queued. [SubmitOptions] picks
+// the queue (default [DefaultQueue]), a priority (higher is claimed first),
+// a delay, the number of attempts (default 3), metadata, and links to a
+// parent, root and correlation id. A Key deduplicates: while a task with
+// that key exists, a second submit follows Conflict ([ConflictReuse], the
+// default, returns the existing task; [ConflictReject] fails with
+// [ErrAlreadyExists]; [ConflictReplace] and [ConflictReuseSucceeded] as
+// documented on them). [Options.MaxQueueDepth] makes Submit wait for room
+// on a full queue, then fail with [ErrQueueFull].
+//
+// Values are JSON. A Go value is encoded with encoding/json; a
+// json.RawMessage or a []byte is taken as JSON text. Values past the
+// limits ([MaxValueBytes], [MaxJSONDepth], [MaxNameBytes], [MaxKeyBytes],
+// NUL characters, invalid UTF-8) are refused before anything is written,
+// identically on both backends.
+//
+// # Workers
+//
+// A [Worker] claims only the names it has handlers for, so workers with
+// different handler sets, in any SDK, can share a queue. A claim leases the
+// task ([WorkerOptions].LeaseDuration); the worker renews every lease it
+// holds in one statement per heartbeat, and a task whose worker vanished is
+// claimed again once its lease runs out. The handler's return settles the
+// task:
+//
+//   - a value: succeeded, with the value as the result;
+//   - an error: the attempt failed, and the task runs again after an
+//     exponential backoff while attempts remain, unless the error is a
+//     non-retryable [*TaskError] or wrapped by [Permanent];
+//   - a panic: recovered and recorded as a retryable failure.
+//
+// A [TaskContext] carries the task and what a handler may do besides
+// returning: decode the payload, report progress, heartbeat, submit child
+// tasks, settle early, and, on Postgres, settle inside a transaction it
+// shares with the application's own writes ([TaskContext.SucceedIn]).
+// Cancellation is cooperative: [Client.Cancel] on a running task cancels
+// its handler's context and the task ends canceled whatever it returns.
+// [Worker.HandleBatch] delivers several tasks of one name per call.
+// Per-name and shared capacities ([HandlerOptions], WorkerOptions.Resources)
+// bound what runs at once.
+//
+// When Run's context ends it stops claiming and waits
+// WorkerOptions.ShutdownTimeout for running calls, then cancels their
+// contexts; a handler that ignores its context is reported and left to its
+// lease, so a deployment's stop never hangs on one handler.
+//
+// # Waiting and watching
+//
+// [Client.Wait] returns when a task ends: the task if it succeeded,
+// [*TaskFailedError] with the stored error envelope if it failed,
+// [*TaskCanceledError] if it was canceled, [*TaskTimeoutError] (the task
+// keeps running) if it did not end in time. [Client.Call] submits and
+// waits. [Client.Watch] calls a function whenever tasks may have changed,
+// for dashboards and streams. On Postgres a notification ends a wait at
+// once; polling is always behind it.
+//
+// # Errors
+//
+// Every error the package returns is a value to test with errors.Is or
+// errors.As. Sentinels: [ErrNotFound], [ErrAlreadyExists], [ErrQueueFull],
+// [ErrLostLease], [ErrTaskCanceled], [ErrInvalidArgument], [ErrBusy],
+// [ErrClosed], [ErrUnsupported], [ErrStorageFull], [ErrStorageMemory],
+// [ErrSchemaMismatch], [ErrForeignDatabase]. Typed errors carry the
+// details: [*ArgumentError] (which call, which argument, why; every
+// invalid argument is one), [*SerializationError] (a value JSON or the
+// limits cannot hold), [*TaskFailedError], [*TaskTimeoutError],
+// [*StorageError] (nothing of that write was kept),
+// [*ProtocolVersionMismatchError] (a database of another protocol major,
+// left untouched). Bad input leaves the database as it was.
+//
+// # Backends
+//
+// [Open] opens or creates a SQLite file (pure Go, no cgo) with
+// [SQLiteOptions]. One goroutine commits every waiting write in one
+// transaction; reads run in parallel; processes on one host may share the
+// file, which must not live on a network filesystem.
+//
+// [OpenPostgres] runs on the application's own pool through an executor, the
+// small interface of package executor, with [PostgresOptions]. Adapters
+// wrap the common drivers: adapters/pgx (package cairnqpgx), adapters/libpq,
+// executor/sqlexec for any database/sql pool, and adapters/gorm and
+// adapters/bunsql in modules of their own. Time comes from the database
+// clock, claims use FOR UPDATE SKIP LOCKED, and LISTEN wakes idle workers
+// and waiters when the executor offers it. [Client.SubmitTx] and
+// [TaskContext.SucceedTx] take part in a transaction the application holds.
+//
+// Types shared with package store (Task, its statuses, the errors) live
+// there and are re-exported here, so a program imports only this package
+// and its adapter.
+package cairnq
