@@ -16,14 +16,12 @@ const (
 	channelDone   = "cairnq_done"   // payload: the task id
 )
 
-// listenLinger is how long a channel stays listened after its last
-// subscriber left, so a process that waits or idles again soon does not
-// pay a new LISTEN connection each time.
-const listenLinger = 30 * time.Second
-
-// listenRetry is how long after a failed LISTEN subscribers poll without
-// trying again: a server that is down must not be asked at every wait.
-const listenRetry = 5 * time.Second
+// The timings are executor's, where every adapter's documentation cites
+// them.
+const (
+	listenLinger = executor.ListenLinger
+	listenRetry  = executor.ListenRetryPause
+)
 
 // demandListener runs LISTEN on one channel only while this process has a
 // subscriber that a notification on it could wake (and for listenLinger

@@ -226,11 +226,14 @@ func runExec(ctx context.Context, p gorm.ConnPool, script string) error {
 // OnNotification, that handler receives the notifications and this
 // listener never sees them.
 //
-// ctx bounds only the initial subscription (and each attempt at it by 15s).
-// After 30s without a notification the listener pings its connection; no
-// answer within 10s counts as a drop. A dropped connection is discarded and
-// a fresh one reserved with jittered exponential backoff (50ms doubling to
-// 5s); once it listens again, [Options.OnReconnect] runs.
+// ctx bounds only the initial subscription (and each attempt at it by
+// [executor.ListenConnectTimeout]). After [executor.ListenIdleCheck]
+// without a notification the listener pings its connection; no answer
+// within [executor.ListenPingTimeout] counts as a drop. A dropped
+// connection is discarded and a fresh one reserved with jittered
+// exponential backoff ([executor.ListenBackoffMin] doubling to
+// [executor.ListenBackoffMax]); once it listens again,
+// [Options.OnReconnect] runs.
 //
 // stop ends the subscription, closes the reserved connection and returns
 // once the goroutine has exited; it is safe to call more than once and from

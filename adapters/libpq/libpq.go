@@ -5,29 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/lib/pq"
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
-// Defaults of [Options].
-const (
-	// DefaultMinReconnectInterval is the listener's first wait before it
-	// reconnects after losing its connection.
-	DefaultMinReconnectInterval = 250 * time.Millisecond
-	// DefaultMaxReconnectInterval caps the listener's wait between
-	// reconnection attempts, which doubles after each failed one.
-	DefaultMaxReconnectInterval = 5 * time.Second
-	// DefaultConnectTimeout bounds making each connection cairnq opens
-	// itself when neither [Options.ConnectTimeout] nor the DSN's
-	// connect_timeout says otherwise.
-	DefaultConnectTimeout = 10 * time.Second
-)
+// DefaultConnectTimeout bounds making each connection cairnq opens itself
+// when neither [Options.ConnectTimeout] nor the DSN's connect_timeout says
+// otherwise.
+const DefaultConnectTimeout = 10 * time.Second
 
 // Options configures an [Executor]. The zero value, and a nil *Options, mean
 // every default.
@@ -49,6 +41,10 @@ type Options struct {
 	// level.
 	TxOptions *sql.TxOptions
 
+	// Logger receives the listener's connection events (lost, restored,
+	// refused). Nil, the default, means slog.Default().
+	Logger *slog.Logger
+
 	// OnReconnect, if set, is called after a listener lost its connection
 	// and has connected and subscribed again. Notifications sent while it
 	// was away are lost, so this is the moment to poll once. It runs on the
@@ -57,13 +53,13 @@ type Options struct {
 	OnReconnect func()
 
 	// MinReconnectInterval is the listener's first wait before reconnecting;
-	// zero means [DefaultMinReconnectInterval].
+	// zero means [executor.ListenBackoffMin].
 	MinReconnectInterval time.Duration
 
 	// MaxReconnectInterval caps the listener's doubling wait between
-	// reconnection attempts; zero means [DefaultMaxReconnectInterval]. A
-	// stop that arrives while the listener waits to reconnect returns when
-	// that wait ends, so this also bounds how long stop can take.
+	// reconnection attempts; zero means [executor.ListenBackoffMax], and a
+	// value below MinReconnectInterval counts as MinReconnectInterval. A
+	// stop ends the wait at once.
 	MaxReconnectInterval time.Duration
 
 	// ConnectTimeout bounds making each connection cairnq opens itself
@@ -95,9 +91,10 @@ type Executor struct {
 	dsn   string // for pq.Listener; "" means no LISTEN
 	opts  Options
 
-	mu        sync.Mutex
-	closed    bool
-	listeners map[*subscription]struct{}
+	// What each Listen subscription gets: logger, OnReconnect, backoff and
+	// health timing (pglisten's defaults unless set).
+	listenCfg pglisten.Config
+	listeners pglisten.Group // the running subscriptions, for Close
 }
 
 var (
@@ -215,6 +212,10 @@ func newExecutor(db *sql.DB, dsn string, o Options) *Executor {
 		db:   db,
 		dsn:  dsn,
 		opts: o,
+		listenCfg: pglisten.Config{
+			LogPrefix: logPrefix, Logger: o.Logger, OnReconnect: o.OnReconnect,
+			BackoffMin: o.MinReconnectInterval, BackoffMax: o.MaxReconnectInterval,
+		},
 	}
 }
 
@@ -226,15 +227,6 @@ func withDefaults(opts *Options) Options {
 	if o.TxOptions != nil {
 		t := *o.TxOptions
 		o.TxOptions = &t
-	}
-	if o.MinReconnectInterval <= 0 {
-		o.MinReconnectInterval = DefaultMinReconnectInterval
-	}
-	if o.MaxReconnectInterval <= 0 {
-		o.MaxReconnectInterval = DefaultMaxReconnectInterval
-	}
-	if o.MaxReconnectInterval < o.MinReconnectInterval {
-		o.MaxReconnectInterval = o.MinReconnectInterval
 	}
 	return o
 }
@@ -271,14 +263,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 // and, for an executor made by [Open], closes its pool. An executor made by
 // [New] leaves the application's pool open.
 func (e *Executor) Close() error {
-	e.mu.Lock()
-	e.closed = true
-	subs := e.listeners
-	e.listeners = nil
-	e.mu.Unlock()
-	for s := range subs {
-		s.stop()
-	}
+	e.listeners.Close()
 	if e.owned {
 		return e.db.Close()
 	}

@@ -9,32 +9,31 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
-// pingInterval is how often an idle listener pings its connection, as
-// lib/pq advises: a connection whose server vanished without closing it is
-// otherwise noticed only when TCP keepalive gives up, minutes later.
-const pingInterval = time.Minute
+// logPrefix starts the listener's errors and log messages.
+const logPrefix = "cairnq/libpq"
 
-// closeGrace is how long stop lets the pq.Listener close on its own before
-// cutting its connections.
-const closeGrace = 100 * time.Millisecond
-
-// Listen subscribes to channels on a pq.Listener, a connection of its own
-// dialed from the executor's DSN, and calls onNotify, on one goroutine, for
-// every notification on them until stop is called. It returns once the
-// server has acknowledged every LISTEN; ctx bounds that wait, not the
-// subscription.
+// Listen subscribes to channels on a connection of its own, dialed from the
+// executor's DSN by a pq.Listener, and calls onNotify, on one goroutine,
+// for every notification on them until stop is called. It returns once the
+// server has acknowledged every LISTEN; ctx bounds that wait (and each
+// attempt at it by [executor.ListenConnectTimeout]), not the subscription.
+// No channels at all is a subscription to nothing, which stop ends.
 //
-// When the connection drops, the listener reconnects with backoff (see
-// [Options.MinReconnectInterval]), subscribes again, and then calls
+// The listener runs on the reconnect loop every adapter of this repository
+// shares. After [executor.ListenIdleCheck] without a notification it pings
+// its connection, and a ping unanswered within [executor.ListenPingTimeout]
+// counts as a drop. When the connection drops, the listener connects again
+// with backoff ([Options.MinReconnectInterval] doubling to
+// [Options.MaxReconnectInterval]), subscribes again, and then calls
 // [Options.OnReconnect]; notifications sent in between are lost.
 //
 // Listen reports [executor.ErrListenUnavailable] (wrapping the cause) when
@@ -49,54 +48,36 @@ const closeGrace = 100 * time.Millisecond
 // called more than once, but not from onNotify or OnReconnect. Close stops
 // the listeners still running.
 func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error) {
-	if onNotify == nil {
-		return nil, errors.New("cairnq: listen: onNotify is nil")
+	if len(channels) == 0 && onNotify != nil {
+		if _, err := e.listenDSN(); err != nil {
+			return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+		}
+		return func() {}, nil
 	}
+	return e.listeners.Listen(ctx, channels, onNotify, e.listenCfg, func(*pglisten.Listener) (pglisten.Source, string, error) {
+		dsn, err := e.listenDSN()
+		if err != nil {
+			return nil, "", err
+		}
+		return pqSource{dsn: dsn}, "libpq-listener", nil
+	})
+}
+
+// listenDSN is the DSN the listener dials, or why there is none (wrapping
+// executor.ErrListenUnavailable).
+func (e *Executor) listenDSN() (string, error) {
 	if e.dsn == "" {
-		return nil, fmt.Errorf("%w: lib/pq's listener dials from a DSN, and none was given to New", executor.ErrListenUnavailable)
+		return "", fmt.Errorf("%w: lib/pq's listener dials from a DSN, and none was given to New", executor.ErrListenUnavailable)
 	}
 	cfg, err := pq.NewConfig(e.dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
+		return "", fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
 	}
 	dsn, err := listenDSN(e.dsn, cfg.ConnectTimeout, e.opts.ConnectTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
+		return "", fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
 	}
-	if len(channels) == 0 {
-		return func() {}, nil
-	}
-	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("%w: the executor is closed", executor.ErrListenUnavailable)
-	}
-
-	s := newSubscription(dsn, channels, onNotify, e.opts)
-	if err := s.subscribe(ctx); err != nil {
-		s.stop()
-		return nil, err
-	}
-
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		s.stop()
-		return nil, fmt.Errorf("%w: the executor is closed", executor.ErrListenUnavailable)
-	}
-	if e.listeners == nil {
-		e.listeners = make(map[*subscription]struct{})
-	}
-	e.listeners[s] = struct{}{}
-	e.mu.Unlock()
-
-	return func() {
-		s.stop()
-		e.mu.Lock()
-		delete(e.listeners, s)
-		e.mu.Unlock()
-	}, nil
+	return dsn, nil
 }
 
 // listenDSN returns dsn as lib/pq's listener is to dial it: with
@@ -125,191 +106,199 @@ func listenDSN(dsn string, fromDSN, opt time.Duration) (string, error) {
 	return dsn + " connect_timeout=" + secs, nil
 }
 
-// subscription is one Listen call: a pq.Listener and the goroutine that
-// reads it.
-type subscription struct {
-	listener    *pq.Listener
-	dialer      *stopDialer
-	channels    []string
-	wanted      map[string]struct{}
-	onNotify    func(channel, payload string)
-	onReconnect func()
+// pqSource serves a pglisten.Listener from lib/pq, dialing from dsn.
+//
+// lib/pq offers two ways to listen on a connection of its own. Its
+// ListenerConn is one connection with no reconnect logic, but it dials with
+// the default dialer only, so a dial or a login that hangs could not be cut
+// short when the listener stops. So each session is a pq.Listener (which
+// takes a dialer) used for one connection: its event callback closes it at
+// the first failed attempt or dropped connection, before pq's own loop
+// would wait and dial again. pglisten's loop alone decides when to connect
+// again, with the same backoff as every other adapter.
+type pqSource struct{ dsn string }
 
-	// connected is closed when the first connection is up.
-	connected     chan struct{}
-	connectedOnce sync.Once
-	// firstFailure receives the error of a connection attempt that failed
-	// before the subscription was acknowledged (buffered, first one only).
-	firstFailure chan error
-	stopping     atomic.Bool
-	stopOnce     sync.Once
-	quit         chan struct{}  // closed by stop, ends keepalive
-	done         chan struct{}  // closed when read returns
-	pinger       sync.WaitGroup // keepalive
+// Session implements pglisten.Source.
+func (s pqSource) Session(ctx, connectCtx context.Context, l *pglisten.Listener, subscribed func()) (up bool, err error) {
+	cctx, cancel := context.WithTimeout(connectCtx, pglisten.ConnectTimeout)
+	defer cancel()
+	c := dialListener(s.dsn)
+	defer c.close()
+	if err := c.subscribe(cctx, l); err != nil {
+		return false, err
+	}
+	cancel()
+	subscribed()
+	return true, c.serve(ctx, l)
 }
 
-func newSubscription(dsn string, channels []string, onNotify func(string, string), o Options) *subscription {
-	s := &subscription{
-		dialer:       newStopDialer(),
-		channels:     channels,
-		wanted:       make(map[string]struct{}, len(channels)),
-		onNotify:     onNotify,
-		onReconnect:  o.OnReconnect,
-		connected:    make(chan struct{}),
-		firstFailure: make(chan error, 1),
-		quit:         make(chan struct{}),
-		done:         make(chan struct{}),
-	}
-	for _, c := range channels {
-		s.wanted[c] = struct{}{}
-	}
-	s.listener = pq.NewDialListener(s.dialer, dsn, o.MinReconnectInterval, o.MaxReconnectInterval, s.event)
-	go s.read()
-	s.pinger.Go(s.keepalive)
-	return s
+// pqConn is one session's pq.Listener: one connection, never replaced.
+type pqConn struct {
+	ln     *pq.Listener
+	dialer *stopDialer
+	ready  chan struct{} // closed once ln is set, for event
+
+	connected chan struct{} // closed when the connection is up
+	lost      chan struct{} // closed when it failed or dropped; err says why
+	err       error
+	lostOnce  sync.Once
+
+	// helpers are the goroutines waiting for the server's answer to a
+	// LISTEN or a ping. They hold the pq.Listener's lock meanwhile, and the
+	// answer arrives only while Notify is drained, so the session's own
+	// goroutine keeps draining it.
+	helpers sync.WaitGroup
 }
 
-// event is the pq.Listener's event callback (called on its goroutine).
-func (s *subscription) event(ev pq.ListenerEventType, err error) {
+// dialListener starts a pq.Listener on dsn that makes one connection.
+func dialListener(dsn string) *pqConn {
+	c := &pqConn{
+		dialer:    newStopDialer(),
+		ready:     make(chan struct{}),
+		connected: make(chan struct{}),
+		lost:      make(chan struct{}),
+	}
+	// pq's reconnect intervals are never waited out: event closes the
+	// listener before pq's loop would sleep and dial again.
+	c.ln = pq.NewDialListener(c.dialer, dsn, 0, 0, c.event)
+	close(c.ready)
+	return c
+}
+
+// event is the pq.Listener's event callback, called on its goroutine
+// outside its lock.
+func (c *pqConn) event(ev pq.ListenerEventType, err error) {
 	switch ev {
 	case pq.ListenerEventConnected:
-		s.connectedOnce.Do(func() { close(s.connected) })
-	case pq.ListenerEventConnectionAttemptFailed:
-		if err != nil {
-			select {
-			case s.firstFailure <- err:
-			default:
-			}
+		close(c.connected) // emitted once, for the first connection
+	case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
+		if err == nil {
+			err = errors.New("connection lost")
 		}
+		c.lostOnce.Do(func() {
+			c.err = err
+			close(c.lost)
+		})
+		<-c.ready
+		_ = c.ln.Close() // so that pq's loop ends instead of reconnecting
 	}
 }
 
-// subscribe waits for the first connection, then issues LISTEN for every
-// channel and waits for the server's answers; a failed connection attempt
-// or the end of ctx ends the wait. Waiting for the connection first means
-// the LISTEN statements run on it directly, so a refusal comes back as
-// their answer rather than as a failed reconnection.
-func (s *subscription) subscribe(ctx context.Context) error {
+// subscribe waits for the connection, then issues LISTEN for every channel
+// and waits for the server's answers, delivering what arrives meanwhile; a
+// failed connection or the end of ctx ends the wait. Waiting for the
+// connection first means the LISTEN statements run on it directly, so a
+// refusal comes back as their answer.
+func (c *pqConn) subscribe(ctx context.Context, l *pglisten.Listener) error {
 	select {
-	case <-s.connected:
-	case err := <-s.firstFailure:
-		s.stop()
-		return fmt.Errorf("cairnq: listen: %w", err)
+	case <-c.connected:
+	case <-c.lost:
+		return pglisten.Unavailable(c.err) // a proxy may refuse at connect
 	case <-ctx.Done():
-		s.stop()
-		return fmt.Errorf("cairnq: listen: %w", ctx.Err())
+		return ctx.Err()
 	}
-	result := make(chan error, 1)
-	go func() {
-		for _, c := range s.channels {
-			if err := s.listener.Listen(c); err != nil && !errors.Is(err, pq.ErrChannelAlreadyOpen) {
-				result <- err
+	answer := make(chan error, 1)
+	c.helpers.Go(func() {
+		for _, ch := range l.Channels() {
+			if err := c.ln.Listen(ch); err != nil {
+				answer <- err
 				return
 			}
 		}
-		result <- nil
-	}()
-	var err error
-	answered := false
-	select {
-	case err = <-result:
-		answered = true
-	case err = <-s.firstFailure:
-		// A later attempt may have succeeded meanwhile; the answer to the
-		// LISTEN statements, when there is one, is what counts.
-		select {
-		case err2 := <-result:
-			answered, err = true, err2
-		default:
-		}
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if answered && err == nil {
-		return nil
-	}
-	// Unblock the LISTEN goroutine (a dial or a reply it waits for) and wait
-	// for it, so that nothing outlives the failed call.
-	s.stop()
-	if !answered {
-		<-result
-	}
-	if refused(err) {
-		return fmt.Errorf("%w: the server refused it: %w", executor.ErrListenUnavailable, err)
-	}
-	return fmt.Errorf("cairnq: listen: %w", err)
-}
-
-// read delivers notifications until the pq.Listener closes its channel,
-// which it does once its own goroutine is done. It never blocks on anything
-// but the channel: a listener whose notifications are not drained stops
-// reading its connection, answers included.
-func (s *subscription) read() {
-	defer close(s.done)
-	for n := range s.listener.Notify {
-		if s.stopping.Load() {
-			continue // drain, so the listener's goroutine can finish
-		}
-		if n == nil {
-			// pq's sign of a reconnection, sent after it listened again.
-			if s.onReconnect != nil {
-				s.onReconnect()
-			}
-			continue
-		}
-		if _, ok := s.wanted[n.Channel]; ok {
-			s.onNotify(n.Channel, n.Extra)
-		}
-	}
-}
-
-// keepalive pings the listener's connection every pingInterval until stop.
-// It has a goroutine of its own because a ping waits for the server's
-// answer, which arrives only while read keeps draining notifications.
-func (s *subscription) keepalive() {
-	t := time.NewTicker(pingInterval)
-	defer t.Stop()
+		answer <- nil
+	})
+	notify := c.ln.Notify
 	for {
 		select {
-		case <-s.quit:
-			return
-		case <-t.C:
-			// A failed ping makes the listener drop the connection and
-			// reconnect; there is nothing else to do with its error.
-			_ = s.listener.Ping()
+		case err := <-answer:
+			switch {
+			case err == nil:
+				return nil
+			case refused(err):
+				return fmt.Errorf("%w: the server refused it: %w", executor.ErrListenUnavailable, err)
+			}
+			return c.cause(err)
+		case n, ok := <-notify:
+			if !ok {
+				notify = nil // the answer follows: Listen returns once ln is closed
+			} else if n != nil {
+				l.Deliver(n.Channel, n.Extra)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
 
-// stop shuts the subscription down and waits for its goroutines.
-//
-// Closing the pq.Listener first lets it end without trying to reconnect.
-// But Close needs the lock the listener holds while it waits on the network
-// (dialing, logging in, or waiting for a LISTEN's answer), which a server
-// that stopped answering can make last for minutes; so when Close does not
-// return within closeGrace, the dialer cuts the listener's connections,
-// which ends that wait.
-func (s *subscription) stop() {
-	s.stopOnce.Do(func() {
-		s.stopping.Store(true)
-		close(s.quit)
-		closed := make(chan struct{})
-		go func() {
-			defer close(closed)
-			_ = s.listener.Close()
-		}()
-		grace := time.NewTimer(closeGrace)
+// serve delivers notifications until the connection drops or ctx is
+// canceled. After l.IdleCheck without one it pings the connection (from a
+// helper, so that notifications keep being drained); no answer within
+// l.PingTimeout counts as a drop.
+func (c *pqConn) serve(ctx context.Context, l *pglisten.Listener) error {
+	timer := time.NewTimer(l.IdleCheck) // the idle check, or the ping's deadline
+	defer timer.Stop()
+	var ping chan error // set while a ping waits for its answer
+	for {
 		select {
-		case <-closed:
-		case <-grace.C:
-			s.dialer.stop()
-			<-closed
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.lost:
+			return c.err
+		case n, ok := <-c.ln.Notify:
+			if !ok { // pq's goroutine ended, which only a lost connection does
+				<-c.lost
+				return c.err
+			}
+			if n != nil {
+				l.Deliver(n.Channel, n.Extra)
+			}
+			if ping == nil {
+				timer.Reset(l.IdleCheck)
+			}
+		case <-timer.C:
+			if ping != nil {
+				return fmt.Errorf("idle check: no answer to a ping within %v", l.PingTimeout)
+			}
+			answer := make(chan error, 1)
+			c.helpers.Go(func() { answer <- c.ln.Ping() })
+			ping = answer
+			timer.Reset(l.PingTimeout)
+		case err := <-ping:
+			if err != nil {
+				return fmt.Errorf("idle check ping: %w", c.cause(err))
+			}
+			ping = nil
+			timer.Reset(l.IdleCheck)
 		}
-		grace.Stop()
-		s.dialer.stop()
-	})
-	s.pinger.Wait()
-	<-s.done
+	}
+}
+
+// cause is the error to report for err, an error from ln: the connection's
+// own once it was lost (ln then reports only that it is closed).
+func (c *pqConn) cause(err error) error {
+	select {
+	case <-c.lost:
+		return c.err
+	default:
+		return err
+	}
+}
+
+// close ends the session's connection and returns once pq's goroutines,
+// and the session's helpers, have ended.
+//
+// The dialer cuts every connection it made and every dial in progress,
+// which ends any wait on the network (a dial, a login, a LISTEN's or a
+// ping's answer). pq's goroutine then sees the connection fail, and event
+// closes the listener, so that goroutine ends and closes Notify, which is
+// drained meanwhile so that it never blocks. Calling the pq.Listener's
+// Close here instead would wait for its lock, which it holds for as long
+// as it waits on the network.
+func (c *pqConn) close() {
+	c.dialer.stop()
+	for range c.ln.Notify {
+	}
+	c.helpers.Wait()
 }
 
 // refused reports whether err is the server refusing LISTEN itself, which

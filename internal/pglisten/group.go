@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/cairnq/cairnq-go/executor"
 )
 
 // Group tracks the running listeners of one executor, so that closing the
@@ -27,16 +29,17 @@ type Group struct {
 //
 // Every error starts with cfg.LogPrefix and "listen"; one that wraps
 // executor.ErrListenUnavailable (from source, or a server answering
-// SQLSTATE 0A000) is permanent. Once g is closed, Listen fails.
+// SQLSTATE 0A000) is permanent. Once g is closed, Listen fails with
+// executor.ErrListenUnavailable: a closed executor never listens again.
 func (g *Group) Listen(ctx context.Context, channels []string, onNotify func(channel, payload string),
 	cfg Config, source func(l *Listener) (src Source, label string, err error),
 ) (stop func(), err error) {
-	l, err := newListener(channels, onNotify, cfg)
+	l, err := NewListener(channels, onNotify, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen: %w", cfg.LogPrefix, err)
 	}
 	if g.isClosed() {
-		return nil, fmt.Errorf("%s: listen: executor is closed", cfg.LogPrefix)
+		return nil, errClosed(cfg.LogPrefix)
 	}
 	src, label, err := source(l)
 	if err != nil {
@@ -47,9 +50,14 @@ func (g *Group) Listen(ctx context.Context, channels []string, onNotify func(cha
 		return nil, fmt.Errorf("%s: listen: %w", cfg.LogPrefix, err)
 	}
 	if !g.add(l) {
-		return nil, fmt.Errorf("%s: listen: executor is closed", cfg.LogPrefix)
+		return nil, errClosed(cfg.LogPrefix)
 	}
 	return l.stop, nil
+}
+
+// errClosed is Listen's error once the group is closed.
+func errClosed(prefix string) error {
+	return fmt.Errorf("%s: listen: %w: the executor is closed", prefix, executor.ErrListenUnavailable)
 }
 
 // isClosed reports whether Close has been called.

@@ -1,11 +1,17 @@
-// Package pglisten is the LISTEN subscription that the pgx, gorm and bun
-// adapters share. An adapter's executor keeps a [Group] and implements its
-// Listen with [Group.Listen]: each subscription is a [Listener] that keeps
-// one connection listening on its channels, replacing it with backoff
-// whenever it drops and checking it while idle. The connections come from
-// a [Source] the adapter picks: [StdlibSource] for a database/sql pool
-// whose driver is pgx's stdlib, or one of the adapter's own (a session on
-// a *pgx.Conn it holds can be [Serve]).
+// Package pglisten is the LISTEN subscription that every Postgres adapter
+// shares (pgx, lib/pq, gorm, bun): one reconnect loop, with the timing that
+// package executor names. An adapter's executor keeps a [Group] and
+// implements its Listen with [Group.Listen]: each subscription is a
+// [Listener] that keeps one connection listening on its channels, replacing
+// it with backoff ([executor.ListenBackoffMin] doubling to
+// [executor.ListenBackoffMax]) whenever it drops, and checking it after
+// [executor.ListenIdleCheck] without a notification. The connections come
+// from a [Source] the adapter picks: [StdlibSource] for a database/sql pool
+// whose driver is pgx's stdlib, or one of the adapter's own (a session on a
+// *pgx.Conn it holds can be [Serve]; lib/pq's and bun pgdriver's listeners
+// are sources in their adapters). A Source holds one connection per
+// session and never reconnects by itself: deciding when to try again is
+// this package's alone.
 package pglisten
 
 import (
@@ -22,34 +28,14 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 )
 
-// Reconnection of a dropped LISTEN connection: the wait before each attempt
-// starts at backoffMin and doubles up to backoffMax, each wait drawn from
-// [d/2, d). A connection that stayed up for stableAfter resets the wait, so
-// a server that accepts and drops at once is not hammered.
-const (
-	backoffMin  = 50 * time.Millisecond
-	backoffMax  = 5 * time.Second
-	stableAfter = 2 * backoffMax
-)
-
 // ConnectTimeout bounds one connect + LISTEN attempt of a [Source]'s
-// session.
-const ConnectTimeout = 15 * time.Second
+// session: [executor.ListenConnectTimeout].
+const ConnectTimeout = executor.ListenConnectTimeout
 
 // initialAttempts bounds the attempts of the first subscription, which
 // Group.Listen waits for: a connection the pool handed out may turn out
 // stale.
 const initialAttempts = 3
-
-// Health of an idle LISTEN connection, the defaults of [Config.IdleCheck]
-// and [Config.PingTimeout]: after DefaultIdleCheck without a notification
-// a session checks the connection, and no answer within DefaultPingTimeout
-// counts as a dropped connection. TCP keepalive alone would take the better
-// part of an hour to notice a half-open connection.
-const (
-	DefaultIdleCheck   = 30 * time.Second
-	DefaultPingTimeout = 10 * time.Second
-)
 
 // maxIdentifierLen is Postgres's identifier limit (NAMEDATALEN-1): LISTEN
 // would truncate a longer channel name and pg_notify rejects one.
@@ -67,7 +53,10 @@ type Source interface {
 	// connection fails or ctx is canceled, checking the connection after
 	// l.IdleCheck without one. up reports whether it got as far as
 	// subscribed; err is why it ended. An error that wraps
-	// executor.ErrListenUnavailable is permanent.
+	// executor.ErrListenUnavailable is permanent. A session makes one
+	// connection and ends when it fails: when and how often to connect
+	// again is the Listener's to decide, however the driver would retry on
+	// its own.
 	Session(ctx, connectCtx context.Context, l *Listener, subscribed func()) (up bool, err error)
 }
 
@@ -88,8 +77,16 @@ type Config struct {
 	// IdleCheck is how long a session waits without a notification before
 	// it checks its connection, and PingTimeout how long that check may
 	// take before the connection counts as dropped. Zero means
-	// DefaultIdleCheck and DefaultPingTimeout.
+	// [executor.ListenIdleCheck] and [executor.ListenPingTimeout].
 	IdleCheck, PingTimeout time.Duration
+	// BackoffMin is the wait before the first attempt to replace a dropped
+	// connection, and BackoffMax caps that wait as it doubles after each
+	// failed attempt; each wait is drawn from [d/2, d], and a connection
+	// that stayed up for twice BackoffMax starts again from BackoffMin.
+	// Zero (or negative) means [executor.ListenBackoffMin] and
+	// [executor.ListenBackoffMax]; a BackoffMax below BackoffMin counts as
+	// BackoffMin.
+	BackoffMin, BackoffMax time.Duration
 }
 
 // Listener is one Listen subscription, served by one goroutine. Sources
@@ -109,10 +106,11 @@ type Listener struct {
 	detach   func() // forgets the listener in its Group
 }
 
-// newListener validates channels (non-empty, at most 63 bytes; duplicates
+// NewListener validates channels (non-empty, at most 63 bytes; duplicates
 // are dropped) and returns a listener on them with cfg, defaults filled in,
-// that has no source yet and is not started.
-func newListener(channels []string, onNotify func(channel, payload string), cfg Config) (*Listener, error) {
+// that is not started. An executor gets its listeners from [Group.Listen];
+// NewListener is for a Source's own tests, which call its Session with one.
+func NewListener(channels []string, onNotify func(channel, payload string), cfg Config) (*Listener, error) {
 	if onNotify == nil {
 		return nil, errors.New("nil onNotify")
 	}
@@ -120,11 +118,18 @@ func newListener(channels []string, onNotify func(channel, payload string), cfg 
 		cfg.Logger = slog.Default()
 	}
 	if cfg.IdleCheck == 0 {
-		cfg.IdleCheck = DefaultIdleCheck
+		cfg.IdleCheck = executor.ListenIdleCheck
 	}
 	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = DefaultPingTimeout
+		cfg.PingTimeout = executor.ListenPingTimeout
 	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = executor.ListenBackoffMin
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = executor.ListenBackoffMax
+	}
+	cfg.BackoffMax = max(cfg.BackoffMax, cfg.BackoffMin)
 	l := &Listener{Config: cfg, wanted: map[string]struct{}{}, onNotify: onNotify}
 	for _, ch := range channels {
 		if ch == "" || len(ch) > maxIdentifierLen {
@@ -194,7 +199,11 @@ func (l *Listener) stop() {
 
 // run subscribes (reporting the outcome on ready), then keeps a connection
 // listening, replacing it with backoff whenever it drops, until ctx is
-// canceled or LISTEN turns out to be unavailable.
+// canceled or LISTEN turns out to be unavailable. This is the one
+// reconnect loop of every adapter: the wait before an attempt starts at
+// BackoffMin and doubles up to BackoffMax, drawn from [d/2, d]; a
+// connection that stayed up for twice BackoffMax resets it, so a server
+// that accepts and drops at once is not hammered.
 func (l *Listener) run(ctx, firstCtx context.Context, ready chan<- error) {
 	var upSince time.Time
 	var up bool
@@ -213,11 +222,11 @@ func (l *Listener) run(ctx, firstCtx context.Context, ready chan<- error) {
 		ready <- err
 		return
 	}
-	delay := backoffMin
+	delay := l.BackoffMin
 	for ctx.Err() == nil {
 		l.Logger.WarnContext(ctx, l.LogPrefix+": LISTEN connection lost; reconnecting", "channels", l.channels, "err", err)
-		if time.Since(upSince) >= stableAfter {
-			delay = backoffMin
+		if time.Since(upSince) >= 2*l.BackoffMax {
+			delay = l.BackoffMin
 		}
 		for attempt := 1; ; attempt++ {
 			timer := time.NewTimer(delay/2 + rand.N(delay/2+1))
@@ -227,7 +236,7 @@ func (l *Listener) run(ctx, firstCtx context.Context, ready chan<- error) {
 				return
 			case <-timer.C:
 			}
-			delay = min(2*delay, backoffMax)
+			delay = min(2*delay, l.BackoffMax)
 			up, err = l.src.Session(ctx, ctx, l, func() {
 				upSince = time.Now()
 				l.Logger.InfoContext(ctx, l.LogPrefix+": LISTEN connection restored", "channels", l.channels, "attempts", attempt)

@@ -41,21 +41,46 @@ func TestListenValidatesChannels(t *testing.T) {
 }
 
 func TestNewListenerDedupsAndDefaults(t *testing.T) {
-	l, err := newListener([]string{"b", "a", "b", strings.Repeat("x", 63)}, func(string, string) {}, Config{})
+	l, err := NewListener([]string{"b", "a", "b", strings.Repeat("x", 63)}, func(string, string) {}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(l.Channels(), ","), "b,a,"+strings.Repeat("x", 63); got != want {
 		t.Errorf("channels %q, want %q", got, want)
 	}
-	if l.IdleCheck != DefaultIdleCheck || l.PingTimeout != DefaultPingTimeout || l.Logger == nil {
+	if l.IdleCheck != executor.ListenIdleCheck || l.PingTimeout != executor.ListenPingTimeout || l.Logger == nil {
 		t.Errorf("defaults not set: %v %v %v", l.IdleCheck, l.PingTimeout, l.Logger)
+	}
+	if l.BackoffMin != executor.ListenBackoffMin || l.BackoffMax != executor.ListenBackoffMax {
+		t.Errorf("backoff defaults not set: %v %v", l.BackoffMin, l.BackoffMax)
+	}
+}
+
+func TestNewListenerBackoff(t *testing.T) {
+	for _, c := range []struct {
+		min, max, wantMin, wantMax time.Duration
+	}{
+		{10 * time.Millisecond, 200 * time.Millisecond, 10 * time.Millisecond, 200 * time.Millisecond},
+		{-time.Second, 0, executor.ListenBackoffMin, executor.ListenBackoffMax},
+		{time.Minute, 0, time.Minute, time.Minute}, // the default max is below min
+		{time.Second, time.Millisecond, time.Second, time.Second},
+	} {
+		cfg := quiet
+		cfg.BackoffMin, cfg.BackoffMax = c.min, c.max
+		l, err := NewListener([]string{"a"}, func(string, string) {}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.BackoffMin != c.wantMin || l.BackoffMax != c.wantMax {
+			t.Errorf("BackoffMin, BackoffMax = %v, %v: got %v, %v, want %v, %v",
+				c.min, c.max, l.BackoffMin, l.BackoffMax, c.wantMin, c.wantMax)
+		}
 	}
 }
 
 func TestDeliverOnlyWantedChannels(t *testing.T) {
 	var got []string
-	l, err := newListener([]string{"a", "b"}, func(ch, p string) { got = append(got, ch+"="+p) }, quiet)
+	l, err := NewListener([]string{"a", "b"}, func(ch, p string) { got = append(got, ch+"="+p) }, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +204,37 @@ func TestReconnectAndClose(t *testing.T) {
 	}
 	stop() // idempotent
 	g.Close()
-	if _, err := listen(&g, quiet, &fakeSource{}); err == nil || err.Error() != "test: listen: executor is closed" {
+	if _, err := listen(&g, quiet, &fakeSource{}); err == nil || !errors.Is(err, executor.ErrListenUnavailable) || !strings.HasPrefix(err.Error(), "test: listen: ") {
 		t.Errorf("Listen on a closed group: %v", err)
 	}
 }
 
+// TestReconnectWaitsTheConfiguredBackoff: the loop waits Config's backoff,
+// not a default, before replacing a dropped connection, and stop ends that
+// wait.
+func TestReconnectWaitsTheConfiguredBackoff(t *testing.T) {
+	dropped := func(ctx context.Context, subscribed func()) (bool, error) {
+		subscribed()
+		return true, errors.New("connection lost")
+	}
+	src := &fakeSource{script: []session{dropped}}
+	cfg := quiet
+	cfg.BackoffMin, cfg.BackoffMax = time.Hour, time.Hour
+	var g Group
+	stop, err := listen(&g, cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default backoff would have made the next attempt by now.
+	time.Sleep(4 * executor.ListenBackoffMin)
+	stop()
+	if n := src.calls.Load(); n != 1 {
+		t.Errorf("%d sessions, want 1: the loop did not wait BackoffMin", n)
+	}
+}
+
 func TestAddToClosedGroupStops(t *testing.T) {
-	l, err := newListener([]string{"ch"}, func(string, string) {}, quiet)
+	l, err := NewListener([]string{"ch"}, func(string, string) {}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
