@@ -1,8 +1,6 @@
 package cairnq_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -13,12 +11,5 @@ import (
 // writes nothing, each positive control is accepted and reads back. The
 // same table runs on Postgres in conformance/badinput_test.go.
 func TestBadInputTableOnSQLite(t *testing.T) {
-	badinput.Run(t, func(t *testing.T) *cairnq.Client {
-		c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	})
+	badinput.Run(t, func(t *testing.T) *cairnq.Client { return openTemp(t, nil) })
 }

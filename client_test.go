@@ -15,33 +15,6 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 )
 
-func openTemp(t testing.TB, opts *cairnq.Options) *cairnq.Client {
-	t.Helper()
-	var o *cairnq.SQLiteOptions
-	if opts != nil {
-		o = &cairnq.SQLiteOptions{Options: *opts}
-	}
-	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func countTasks(t *testing.T, c *cairnq.Client) int {
-	t.Helper()
-	stats, err := c.Stats(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, s := range stats {
-		n += s.Queued + s.Running + s.Succeeded + s.Failed + s.Canceled
-	}
-	return n
-}
-
 func TestSubmitDefaultsAndIDs(t *testing.T) {
 	t.Parallel()
 	c := openTemp(t, nil)

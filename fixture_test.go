@@ -12,7 +12,6 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/store"
-	"github.com/ncruces/go-sqlite3"
 )
 
 // fixtureManifest is the JSON beside the TypeScript SDK's database.
@@ -55,39 +54,6 @@ func copyFixture(t *testing.T) (string, fixtureManifest) {
 		t.Fatal(err)
 	}
 	return dst, m
-}
-
-type ledgerRow struct {
-	name string
-	at   int64
-}
-
-func readLedger(t *testing.T, path string) ([]ledgerRow, map[string]string) {
-	t.Helper()
-	c, err := sqlite3.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var rows []ledgerRow
-	s, _, err := c.Prepare("SELECT name, applied_at_ms FROM cairnq_migrations ORDER BY name")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s.Step() {
-		rows = append(rows, ledgerRow{s.ColumnText(0), s.ColumnInt64(1)})
-	}
-	s.Close()
-	meta := map[string]string{}
-	s, _, err = c.Prepare("SELECT key, value FROM cairnq_meta")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s.Step() {
-		meta[s.ColumnText(0)] = s.ColumnText(1)
-	}
-	s.Close()
-	return rows, meta
 }
 
 func TestFixtureFromTypeScriptSDK(t *testing.T) {

@@ -1,9 +1,21 @@
 package cairnq_test
 
+// The helpers the root package's tests share: opening a client on a
+// temporary database, running workers, waiting for a condition or a task,
+// and reading or writing the database file through a connection of its own,
+// as another process would.
+
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/ncruces/go-sqlite3"
 )
 
@@ -51,4 +63,143 @@ func tableCount(t *testing.T, path, like string) int {
 		t.Fatal(st.Err())
 	}
 	return st.ColumnInt(0)
+}
+
+// openTemp opens a client on a fresh database file in t's temporary
+// directory, with opts (nil for the defaults), closed when the test ends.
+func openTemp(t testing.TB, opts *cairnq.Options) *cairnq.Client {
+	t.Helper()
+	var o *cairnq.SQLiteOptions
+	if opts != nil {
+		o = &cairnq.SQLiteOptions{Options: *opts}
+	}
+	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// countTasks counts c's tasks in every queue and status.
+func countTasks(t *testing.T, c *cairnq.Client) int {
+	t.Helper()
+	stats, err := c.Stats(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range stats {
+		n += s.Queued + s.Running + s.Succeeded + s.Failed + s.Canceled
+	}
+	return n
+}
+
+// startWorker runs w in the background until the test ends, failing the
+// test if Run returns an error.
+func startWorker(t testing.TB, w *cairnq.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// newWorker returns a worker on c with options o (nil for the defaults),
+// polling every 20ms unless o says otherwise.
+func newWorker(t testing.TB, c *cairnq.Client, o *cairnq.WorkerOptions) *cairnq.Worker {
+	t.Helper()
+	if o == nil {
+		o = &cairnq.WorkerOptions{}
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 20 * time.Millisecond
+	}
+	w, err := cairnq.NewWorker(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// waitFor polls cond until it holds, failing after 15s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitTask waits up to 15s for the task id to settle and returns it.
+func waitTask(t testing.TB, c *cairnq.Client, id string) *cairnq.Task {
+	t.Helper()
+	task, err := c.Wait(context.Background(), id, &cairnq.WaitOptions{Timeout: 15 * time.Second, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// workerGoroutines returns the stacks of goroutines running worker code.
+func workerGoroutines(w *cairnq.Worker) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	self := fmt.Sprintf("(%p", w) // the receiver, as stack traces print it
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "cairnq-go.(*Worker)") && strings.Contains(g, self) {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// ledgerRow is one row of cairnq_migrations.
+type ledgerRow struct {
+	name string
+	at   int64
+}
+
+// readLedger reads the migration ledger and the cairnq_meta rows of the
+// database file through a separate connection.
+func readLedger(t *testing.T, path string) ([]ledgerRow, map[string]string) {
+	t.Helper()
+	c, err := sqlite3.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var rows []ledgerRow
+	s, _, err := c.Prepare("SELECT name, applied_at_ms FROM cairnq_migrations ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.Step() {
+		rows = append(rows, ledgerRow{s.ColumnText(0), s.ColumnInt64(1)})
+	}
+	s.Close()
+	meta := map[string]string{}
+	s, _, err = c.Prepare("SELECT key, value FROM cairnq_meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.Step() {
+		meta[s.ColumnText(0)] = s.ColumnText(1)
+	}
+	s.Close()
+	return rows, meta
 }

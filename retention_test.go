@@ -78,13 +78,7 @@ func TestRetentionRunsInBackground(t *testing.T) {
 		Rules:    []cairnq.RetentionRule{{OlderThan: 0}},
 	}})
 	finish(t, c, "ok", "default", 3, true)
-	deadline := time.Now().Add(10 * time.Second)
-	for countTasks(t, c) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the background sweeper never purged the finished tasks")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the background sweeper to purge the finished tasks", func() bool { return countTasks(t, c) == 0 })
 	if err := c.Close(); err != nil { // stops the sweeper goroutine
 		t.Fatal(err)
 	}

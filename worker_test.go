@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,62 +15,6 @@ import (
 	"github.com/cairnq/cairnq-go/store"
 	"github.com/ncruces/go-sqlite3"
 )
-
-// startWorker runs w in the background until the test ends, failing the
-// test if Run returns an error.
-func startWorker(t testing.TB, w *cairnq.Worker) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("worker Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func newWorker(t testing.TB, c *cairnq.Client, o *cairnq.WorkerOptions) *cairnq.Worker {
-	t.Helper()
-	if o == nil {
-		o = &cairnq.WorkerOptions{}
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = 20 * time.Millisecond
-	}
-	w, err := cairnq.NewWorker(c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
-// waitFor polls cond until it holds, failing after 15s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func waitTask(t testing.TB, c *cairnq.Client, id string) *cairnq.Task {
-	t.Helper()
-	task, err := c.Wait(context.Background(), id, &cairnq.WaitOptions{Timeout: 15 * time.Second, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return task
-}
 
 func TestWorkerRunsAndCallReturnsResult(t *testing.T) {
 	t.Parallel()
@@ -517,20 +459,6 @@ func TestGracefulDrainAndNoGoroutineOutlivesRun(t *testing.T) {
 	if err := w.Run(ctx); !errors.Is(err, cairnq.ErrWorkerStarted) {
 		t.Errorf("second Run: %v", err)
 	}
-}
-
-// workerGoroutines returns the stacks of goroutines running worker code.
-func workerGoroutines(w *cairnq.Worker) string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	self := fmt.Sprintf("(%p", w) // the receiver, as stack traces print it
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "cairnq-go.(*Worker)") && strings.Contains(g, self) {
-			out = append(out, g)
-		}
-	}
-	return strings.Join(out, "\n\n")
 }
 
 func TestShutdownPastDeadlineCancelsHandlers(t *testing.T) {

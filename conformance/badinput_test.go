@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -20,18 +19,7 @@ func TestBadInputTableOnPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	var n atomic.Int64
 	badinput.Run(t, func(t *testing.T) *cairnq.Client {
-		ctx := context.Background()
 		schema := fmt.Sprintf("badinput_%d", n.Add(1))
-		ex, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{Schema: schema, MaxConns: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{Schema: schema, CloseExecutor: true})
-		if err != nil {
-			ex.Close()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return pgClientWith(t, dsn, &cairnqpgx.Options{Schema: schema, MaxConns: 4})
 	})
 }

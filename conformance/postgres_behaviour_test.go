@@ -21,49 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pgClient opens a client through the pgx adapter on dsn, closed with the test.
-func pgClient(t *testing.T, dsn string, schema string) *cairnq.Client {
-	t.Helper()
-	ctx := context.Background()
-	ex, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{Schema: schema, CloseExecutor: true})
-	if err != nil {
-		ex.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func adminExec(t *testing.T, dsn, sql string, args ...any) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func runWorker(t *testing.T, w *cairnq.Worker) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
-}
-
 // runEchoWorker runs a worker on c that answers "echo" with its payload.
 // Its poll is a minute long, so within a test only a notification (or
 // this process's own wakeups) can start a call.
@@ -103,10 +60,7 @@ func TestPostgresListenWakesWorkerAndCaller(t *testing.T) {
 func listenerPIDs(t *testing.T, dsn, channel string) []int32 {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := adminConn(t, dsn)
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'listen%' || $1 || '%' AND pid <> pg_backend_pid()", channel)
 	if err != nil {
@@ -267,10 +221,7 @@ func TestPostgresSucceedInCommitsOrRollsBackTogether(t *testing.T) {
 	if err := <-lost; !errors.Is(err, cairnq.ErrLostLease) {
 		t.Errorf("SucceedIn after losing the lease: %v", err)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := adminConn(t, dsn)
 	defer conn.Close(ctx)
 	var ids []string
 	rows, _ := conn.Query(ctx, "SELECT task_id FROM rendered ORDER BY task_id")
@@ -352,10 +303,7 @@ func TestPostgresConcurrentMigrationAndKeyedSubmits(t *testing.T) {
 		}
 		t.Cleanup(func() { clients[i].Close() })
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := adminConn(t, dsn)
 	defer conn.Close(ctx)
 	var n, distinct int
 	if err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT name) FROM cairnq_migrations").Scan(&n, &distinct); err != nil {
@@ -399,10 +347,7 @@ func TestPostgresSchemaOption(t *testing.T) {
 	if _, err := a.Submit(ctx, "x", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := adminConn(t, dsn)
 	defer conn.Close(ctx)
 	var where string
 	if err := conn.QueryRow(ctx, "SELECT table_schema FROM information_schema.tables WHERE table_name = 'cairnq_tasks'").Scan(&where); err != nil || where != "tenant_a" {

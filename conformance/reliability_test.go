@@ -1,13 +1,11 @@
 package conformance_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,15 +56,6 @@ func faultyClient(t *testing.T, f *faultyExecutor) *cairnq.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func pgWaitTask(t *testing.T, c *cairnq.Client, id string) *cairnq.Task {
-	t.Helper()
-	task, err := c.Wait(context.Background(), id, &cairnq.WaitOptions{Timeout: 20 * time.Second, PollInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return task
 }
 
 // A settlement that fails on a connection error is tried again while the
@@ -237,22 +226,4 @@ func TestPostgresNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 	if s := log.String(); !strings.Contains(s, "schema_version=99") {
 		t.Errorf("log %q, want a warning naming schema_version 99", s)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a logger may write from any goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
