@@ -1,6 +1,7 @@
 package cairnq_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,4 +31,33 @@ func TestCoreImportsNoDriver(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A program importing this module (the root package, adapters/pgx,
+// adapters/libpq) gets this module's requirements in its module graph,
+// those of its tests included. So no ORM, sqlx, Docker client or
+// OpenTelemetry may appear in this module's own graph: what needs them is a
+// module of its own (adapters/gorm, adapters/bunsql,
+// internal/pgtest/pgdocker, examples, bench). .ci/run checks the graph of
+// a program importing the root package and adapters/pgx too.
+func TestModuleGraphIsLean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	forbidden := []string{"gorm.io", "uptrace/bun", "jmoiron/sqlx", "testcontainers", "docker", "moby", "go.opentelemetry.io"}
+	cmd := exec.Command("go", "list", "-m", "all")
+	cmd.Env = append(os.Environ(), "GOWORK=off") // this module's graph alone, not the workspace's
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	mods := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, line := range mods {
+		for _, f := range forbidden {
+			if strings.Contains(line, f) {
+				t.Errorf("the root module's graph holds %s", line)
+			}
+		}
+	}
+	t.Logf("the root module's graph has %d modules", len(mods))
 }

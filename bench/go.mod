@@ -2,10 +2,17 @@ module github.com/cairnq/cairnq-go/bench
 
 go 1.26.0
 
-replace github.com/cairnq/cairnq-go => ../
+// The SDK's modules come from this checkout.
+replace (
+	github.com/cairnq/cairnq-go => ../
+	github.com/cairnq/cairnq-go/adapters/bunsql => ../adapters/bunsql
+	github.com/cairnq/cairnq-go/adapters/gorm => ../adapters/gorm
+)
 
 require (
 	github.com/cairnq/cairnq-go v0.0.0-00010101000000-000000000000
+	github.com/cairnq/cairnq-go/adapters/bunsql v0.0.0-00010101000000-000000000000
+	github.com/cairnq/cairnq-go/adapters/gorm v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2

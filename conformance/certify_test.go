@@ -8,8 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq" // database/sql driver "postgres"
+	_ "github.com/lib/pq"              // database/sql driver "postgres"
 
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
@@ -49,18 +48,6 @@ func TestCertifySQLExecPgxStdlib(t *testing.T) {
 
 func TestCertifySQLExecLibpq(t *testing.T) {
 	conformance.CertifyExecutor(t, sqlFactory("sqlexec over database/sql, lib/pq", "postgres"))
-}
-
-func TestCertifySQLExecSqlx(t *testing.T) {
-	conformance.CertifyExecutor(t, conformance.Factory{
-		Name: "sqlexec over *sqlx.DB",
-		Open: func(t testing.TB, dsn string) executor.Executor {
-			return sqlexec.New(sqlx.NewDb(openDB(t, "pgx", dsn), "pgx"), nil)
-		},
-		AppPoolAlive: func(ctx context.Context, ex executor.Executor) error {
-			return ex.(*sqlexec.Executor).DB().(*sqlx.DB).PingContext(ctx)
-		},
-	})
 }
 
 // pgxFactory certifies cairnqpgx.New over an application's pgxpool.

@@ -9,9 +9,8 @@ import (
 // PostgresDSN returns the DSN of a fresh, empty database on a real
 // PostgreSQL server, dropped when t ends. The server is found or started
 // once per test binary: the server named by CAIRNQ_TEST_PG_DSN (its role
-// must be allowed to create databases); else a container, when a Docker
-// engine answers; else a throwaway cluster from the local initdb and
-// postgres binaries. With none of these t is skipped, unless
+// must be allowed to create databases); else a throwaway cluster from the
+// local initdb and postgres binaries. With neither t is skipped, unless
 // CAIRNQ_REQUIRE_PG=1, which makes it a failure so CI cannot pass by
 // skipping. A package that calls it should route its TestMain through
 // [PostgresMain] so a server started for it is stopped.

@@ -36,8 +36,9 @@ var examples = []struct {
 	{"cross-language", []string{"cross-language: ok"}},
 }
 
-// moduleRoot is the directory of the module's go.mod, where `go run
-// ./examples/<name>` is run from.
+// moduleRoot is the directory of the examples module's go.mod, where `go
+// run ./<name>` is run from (from the repository's root, go.work makes that
+// `go run ./examples/<name>`).
 func moduleRoot(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
@@ -51,14 +52,14 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(gomod)
 }
 
-// goRun runs `go run ./examples/<name>` from the module root with the
+// goRun runs `go run ./<name>` from the module root with the
 // environment env (DATABASE_URL replaced or removed) and returns its
 // combined output and error.
 func goRun(t *testing.T, root, name string, dsn string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "run", "./examples/"+name)
+	cmd := exec.CommandContext(ctx, "go", "run", "./"+name)
 	cmd.Dir = root
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DATABASE_URL=") {
@@ -83,9 +84,9 @@ func TestExamplesRun(t *testing.T) {
 			dsn := conformance.PostgresDSN(t)
 			start := time.Now()
 			out, err := goRun(t, root, ex.name, dsn)
-			t.Logf("go run ./examples/%s (%v):\n%s", ex.name, time.Since(start).Round(time.Millisecond), out)
+			t.Logf("go run ./%s (%v):\n%s", ex.name, time.Since(start).Round(time.Millisecond), out)
 			if err != nil {
-				t.Fatalf("go run ./examples/%s: %v", ex.name, err)
+				t.Fatalf("go run ./%s: %v", ex.name, err)
 			}
 			for _, w := range ex.want {
 				if !strings.Contains(out, w) {
@@ -104,7 +105,7 @@ func TestExamplesNeedDatabaseURL(t *testing.T) {
 			t.Parallel()
 			out, err := goRun(t, root, ex.name, "")
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
-				t.Fatalf("go run ./examples/%s without DATABASE_URL: err %v, want a non-zero exit\n%s", ex.name, err, out)
+				t.Fatalf("go run ./%s without DATABASE_URL: err %v, want a non-zero exit\n%s", ex.name, err, out)
 			}
 			if !strings.Contains(out, "DATABASE_URL is not set") {
 				t.Errorf("output of %s without DATABASE_URL lacks %q:\n%s", ex.name, "DATABASE_URL is not set", out)

@@ -1,4 +1,4 @@
-package cairnqbun_test
+package cairnqbunsql_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	cairnqbun "github.com/cairnq/cairnq-go/adapters/bunsql"
+	cairnqbunsql "github.com/cairnq/cairnq-go/adapters/bunsql"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
@@ -60,14 +60,14 @@ func adapterOn(driver string) adaptertest.Adapter {
 		Name: "bun_" + driver,
 		Open: func(t *testing.T, dsn string, o adaptertest.Options) adaptertest.Pool {
 			db := openBun(t, dsn, driver)
-			e := cairnqbun.New(db, &cairnqbun.Options{OnReconnect: o.OnReconnect})
+			e := cairnqbunsql.New(db, &cairnqbunsql.Options{OnReconnect: o.OnReconnect})
 			if o.FastIdleCheck {
-				cairnqbun.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
+				cairnqbunsql.SetListenHealth(e, 20*time.Millisecond, 5*time.Second)
 			}
 			return adaptertest.Pool{Exec: e, App: db.DB}
 		},
 		InTx: func(s executor.Session) bool {
-			tx, ok := cairnqbun.BunTx(s)
+			tx, ok := cairnqbunsql.BunTx(s)
 			return ok && tx.Tx != nil
 		},
 		ErrPrefix:    "cairnq/bun: query: ",
@@ -138,7 +138,7 @@ func TestNoFormattingNoHooks(t *testing.T) {
 		db := openBun(t, pgtest.DSN(t), driver)
 		hooks := &hookLog{}
 		db.AddQueryHook(hooks)
-		e := cairnqbun.New(db, nil)
+		e := cairnqbunsql.New(db, nil)
 
 		rows := adaptertest.Query(t, e, `SELECT $1::text AS a, '?' AS q, '{"k":1}'::jsonb ? 'k' AS has`, "x")
 		if r := rows[0]; r["a"] != "x" || r["q"] != "?" || r["has"] != true {
@@ -209,7 +209,7 @@ func renderings(t *testing.T, db *bun.DB) map[string]rendering {
 func TestSubmitTxInAppTransaction(t *testing.T) {
 	eachDriver(t, func(t *testing.T, driver string) {
 		db := openBun(t, pgtest.DSN(t), driver)
-		c := adaptertest.OpenClient(t, cairnqbun.New(db, nil))
+		c := adaptertest.OpenClient(t, cairnqbunsql.New(db, nil))
 		createRenderings(t, db)
 
 		kept := adaptertest.SubmitTxInAppTransaction(t, c, func(ctx context.Context, fn func(context.Context, adaptertest.AppTx) error) error {
@@ -218,7 +218,7 @@ func TestSubmitTxInAppTransaction(t *testing.T) {
 		if rs := renderings(t, db); len(rs) != 1 || rs[kept.ID].TaskID != kept.ID {
 			t.Errorf("renderings = %+v", rs)
 		}
-		if _, err := cairnqbun.SubmitTx(adaptertest.Ctx(t), c, bun.Tx{}, "render", nil, nil); err == nil {
+		if _, err := cairnqbunsql.SubmitTx(adaptertest.Ctx(t), c, bun.Tx{}, "render", nil, nil); err == nil {
 			t.Error("SubmitTx with a zero bun.Tx succeeded")
 		}
 	})
@@ -229,7 +229,7 @@ func TestSubmitTxInAppTransaction(t *testing.T) {
 func bunTx(c *cairnq.Client, tx bun.Tx) adaptertest.AppTx {
 	return adaptertest.AppTx{
 		Submit: func(ctx context.Context, kind string, payload any, opts *cairnq.SubmitOptions) (*cairnq.Task, error) {
-			return cairnqbun.SubmitTx(ctx, c, tx, kind, payload, opts)
+			return cairnqbunsql.SubmitTx(ctx, c, tx, kind, payload, opts)
 		},
 		Record: func(ctx context.Context, taskID string) error {
 			_, err := tx.NewInsert().Model(&rendering{TaskID: taskID}).Exec(ctx)
@@ -245,14 +245,14 @@ func TestWorkerSettlesInBunTransactions(t *testing.T) {
 	eachDriver(t, func(t *testing.T, driver string) {
 		db := openBun(t, pgtest.DSN(t), driver)
 		createRenderings(t, db)
-		c := adaptertest.OpenClient(t, cairnqbun.New(db, nil))
+		c := adaptertest.OpenClient(t, cairnqbunsql.New(db, nil))
 		done := adaptertest.WorkerSettles(t, c, adaptertest.Settlers{
 			Steal: func(ctx context.Context, taskID string) error {
 				_, err := db.ExecContext(ctx, "UPDATE cairnq_tasks SET worker_id = 'thief' WHERE id = ?", taskID)
 				return err
 			},
 			SucceedIn: func(ctx context.Context, tc *cairnq.TaskContext) error {
-				return cairnqbun.SucceedIn(ctx, tc, func(ctx context.Context, tx bun.Tx) (any, error) {
+				return cairnqbunsql.SucceedIn(ctx, tc, func(ctx context.Context, tx bun.Tx) (any, error) {
 					r := rendering{TaskID: tc.ID(), Body: "pages"}
 					if _, err := tx.NewInsert().Model(&r).Exec(ctx); err != nil {
 						return nil, err
@@ -265,7 +265,7 @@ func TestWorkerSettlesInBunTransactions(t *testing.T) {
 					if _, err := tx.NewInsert().Model(&rendering{TaskID: tc.ID(), Body: "own"}).Exec(ctx); err != nil {
 						return err
 					}
-					return cairnqbun.SucceedTx(ctx, tc, tx, "done")
+					return cairnqbunsql.SucceedTx(ctx, tc, tx, "done")
 				})
 			},
 		})
@@ -288,7 +288,7 @@ func TestIDBSession(t *testing.T) {
 		}
 		insert := func(idb bun.IDB, id int64) {
 			t.Helper()
-			s, err := cairnqbun.IDBSession(idb)
+			s, err := cairnqbunsql.IDBSession(idb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,22 +308,22 @@ func TestIDBSession(t *testing.T) {
 		}
 		insert(tx, 4)
 		insert(&tx, 5)
-		s, _ := cairnqbun.IDBSession(tx)
-		if got, ok := cairnqbun.BunTx(s); !ok || got.Tx != tx.Tx {
+		s, _ := cairnqbunsql.IDBSession(tx)
+		if got, ok := cairnqbunsql.BunTx(s); !ok || got.Tx != tx.Tx {
 			t.Error("BunTx of a transaction's IDBSession")
 		}
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if s, _ := cairnqbun.IDBSession(db); s != nil {
-			if _, ok := cairnqbun.BunTx(s); ok {
+		if s, _ := cairnqbunsql.IDBSession(db); s != nil {
+			if _, ok := cairnqbunsql.BunTx(s); ok {
 				t.Error("BunTx of the pool's session reports a transaction")
 			}
 		}
-		if n := adaptertest.Count(t, cairnqbun.New(db, nil), `SELECT count(*) AS n FROM i`); n != 3 {
+		if n := adaptertest.Count(t, cairnqbunsql.New(db, nil), `SELECT count(*) AS n FROM i`); n != 3 {
 			t.Errorf("%d rows, want 3 (the transaction's two rolled back)", n)
 		}
-		if _, err := cairnqbun.IDBSession(bun.Tx{}); err == nil {
+		if _, err := cairnqbunsql.IDBSession(bun.Tx{}); err == nil {
 			t.Error("IDBSession of a zero bun.Tx succeeded")
 		}
 	})
@@ -371,7 +371,7 @@ func TestListenUnavailable(t *testing.T) {
 	// pgx's stdlib with a pool of one connection: LISTEN would hold it.
 	one := openBun(t, dsn, viaStdlib)
 	one.SetMaxOpenConns(1)
-	adaptertest.ListenRefused(t, "one-connection pool", cairnqbun.New(one, nil), one.DB)
+	adaptertest.ListenRefused(t, "one-connection pool", cairnqbunsql.New(one, nil), one.DB)
 
 	// bun over lib/pq: neither pgx's stdlib nor pgdriver.
 	pq, err := sql.Open("postgres", dsn)
@@ -380,7 +380,7 @@ func TestListenUnavailable(t *testing.T) {
 	}
 	db := bun.NewDB(pq, pgdialect.New())
 	t.Cleanup(func() { db.Close() })
-	adaptertest.ListenRefused(t, "lib/pq pool", cairnqbun.New(db, nil), pq)
+	adaptertest.ListenRefused(t, "lib/pq pool", cairnqbunsql.New(db, nil), pq)
 }
 
 func TestListenWakesWorkerAndCaller(t *testing.T) {

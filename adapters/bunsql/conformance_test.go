@@ -1,10 +1,10 @@
-package cairnqbun_test
+package cairnqbunsql_test
 
 import (
 	"context"
 	"testing"
 
-	cairnqbun "github.com/cairnq/cairnq-go/adapters/bunsql"
+	cairnqbunsql "github.com/cairnq/cairnq-go/adapters/bunsql"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
 )
@@ -17,10 +17,10 @@ func TestCertify(t *testing.T) {
 			conformance.CertifyExecutor(t, conformance.Factory{
 				Name: "bun over " + driver,
 				Open: func(t testing.TB, dsn string) executor.Executor {
-					return cairnqbun.New(openBun(t, dsn, driver), nil)
+					return cairnqbunsql.New(openBun(t, dsn, driver), nil)
 				},
 				AppPoolAlive: func(ctx context.Context, ex executor.Executor) error {
-					return ex.(*cairnqbun.Executor).BunDB().PingContext(ctx)
+					return ex.(*cairnqbunsql.Executor).BunDB().PingContext(ctx)
 				},
 			})
 		})

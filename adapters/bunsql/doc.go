@@ -1,11 +1,16 @@
-// Package cairnqbun runs cairnq on an application's *bun.DB
+// Package cairnqbunsql runs cairnq on an application's *bun.DB
 // (github.com/uptrace/bun with pgdialect, over pgx's stdlib or bun's own
 // pgdriver): cairnq shares the application's pool, and tasks are submitted
 // and settled inside the application's own bun transactions.
 //
 //	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(os.Getenv("DATABASE_URL"))))
-//	client, _ := cairnq.OpenPostgres(ctx, cairnqbun.New(bun.NewDB(sqldb, pgdialect.New()), nil), nil)
+//	client, _ := cairnq.OpenPostgres(ctx, cairnqbunsql.New(bun.NewDB(sqldb, pgdialect.New()), nil), nil)
 //	defer client.Close()
+//
+// This package is a module of its own, so that bun stays out of the module
+// graph of programs that use cairnq without it:
+//
+//	go get github.com/cairnq/cairnq-go/adapters/bunsql
 //
 // # What is left alone
 //
@@ -50,4 +55,4 @@
 // backoff, then [Options.OnReconnect] runs. Where LISTEN cannot be had (any
 // other driver, a pool of one connection, a server that refuses it) Listen
 // reports [executor.ErrListenUnavailable] and cairnq polls.
-package cairnqbun
+package cairnqbunsql

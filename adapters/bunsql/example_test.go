@@ -1,4 +1,4 @@
-package cairnqbun_test
+package cairnqbunsql_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	cairnqbun "github.com/cairnq/cairnq-go/adapters/bunsql"
+	cairnqbunsql "github.com/cairnq/cairnq-go/adapters/bunsql"
 )
 
 // Invoice is the application's model in the example.
@@ -28,7 +28,7 @@ func Example() {
 	ctx := context.Background()
 	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(os.Getenv("DATABASE_URL"))))
 	db := bun.NewDB(sqldb, pgdialect.New())
-	client, err := cairnq.OpenPostgres(ctx, cairnqbun.New(db, nil), nil)
+	client, err := cairnq.OpenPostgres(ctx, cairnqbunsql.New(db, nil), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func Example() {
 	// Transactional enqueue: the task exists only if the order commits.
 	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 		// ... tx.NewInsert().Model(&order).Exec(ctx) ...
-		_, err := cairnqbun.SubmitTx(ctx, client, tx, "invoice", map[string]int64{"total": 4200}, nil)
+		_, err := cairnqbunsql.SubmitTx(ctx, client, tx, "invoice", map[string]int64{"total": 4200}, nil)
 		return err
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func Example() {
 		}
 		// The invoice row and the task's success commit together; a lost
 		// lease rolls the row back and returns cairnq.ErrLostLease.
-		return nil, cairnqbun.SucceedIn(ctx, tc, func(ctx context.Context, tx bun.Tx) (any, error) {
+		return nil, cairnqbunsql.SucceedIn(ctx, tc, func(ctx context.Context, tx bun.Tx) (any, error) {
 			inv := Invoice{TaskID: tc.ID(), Total: in.Total}
 			if _, err := tx.NewInsert().Model(&inv).Exec(ctx); err != nil {
 				return nil, err

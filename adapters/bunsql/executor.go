@@ -1,4 +1,4 @@
-package cairnqbun
+package cairnqbunsql
 
 import (
 	"context"
@@ -168,11 +168,13 @@ func (e *Executor) Close() error {
 // server refusing LISTEN (SQLSTATE 0A000) yields an error wrapping
 // executor.ErrListenUnavailable: permanent, cairnq polls instead.
 //
-// ctx bounds only the initial subscription (and each attempt at it by 15s).
-// After 30s without a notification the listener checks its connection; no
-// answer within 10s counts as a drop. A dropped connection is replaced with
-// jittered exponential backoff (50ms doubling to 5s); once the new one
-// listens, [Options.OnReconnect] runs.
+// ctx bounds only the initial subscription (and each attempt at it by
+// [executor.ListenConnectTimeout]). After [executor.ListenIdleCheck]
+// without a notification the listener checks its connection; no answer
+// within [executor.ListenPingTimeout] counts as a drop. A dropped
+// connection is replaced with jittered exponential backoff
+// ([executor.ListenBackoffMin] doubling to [executor.ListenBackoffMax]);
+// once the new one listens, [Options.OnReconnect] runs.
 //
 // stop ends the subscription, closes its connection and returns once the
 // goroutine has exited; it is safe to call more than once and from several

@@ -1,4 +1,4 @@
-package cairnqbun
+package cairnqbunsql
 
 import (
 	"context"

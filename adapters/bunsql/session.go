@@ -1,4 +1,4 @@
-package cairnqbun
+package cairnqbunsql
 
 import (
 	"context"
@@ -126,7 +126,7 @@ func SucceedIn(ctx context.Context, tc *cairnq.TaskContext, fn func(ctx context.
 	return tc.SucceedIn(ctx, func(ctx context.Context, s executor.Session) (any, error) {
 		tx, ok := BunTx(s)
 		if !ok {
-			return nil, fmt.Errorf("%s: SucceedIn: the worker's client does not run on a cairnqbun executor (its session is a %T)", logPrefix, s)
+			return nil, fmt.Errorf("%s: SucceedIn: the worker's client does not run on a cairnqbunsql executor (its session is a %T)", logPrefix, s)
 		}
 		return fn(ctx, tx)
 	})

@@ -7,6 +7,11 @@
 //	client, _ := cairnq.OpenPostgres(ctx, cairnqgorm.New(db, nil), nil)
 //	defer client.Close()
 //
+// This package is a module of its own, so that gorm stays out of the module
+// graph of programs that use cairnq without it:
+//
+//	go get github.com/cairnq/cairnq-go/adapters/gorm
+//
 // # What is left alone
 //
 // [New] changes nothing of the *gorm.DB: not its config, logger, naming

@@ -2,10 +2,10 @@
 // cairnq on its own *bun.DB (pgdialect over bun's pgdriver).
 //
 // The app stores a Document, and in the same bun transaction submits a
-// "render.pages" task (cairnqbun.SubmitTx): the task exists only if the
+// "render.pages" task (cairnqbunsql.SubmitTx): the task exists only if the
 // document commits. A worker renders the document into Page rows and settles
 // the task in the same bun transaction that inserts them
-// (cairnqbun.SucceedIn): the pages and the task's success commit together or
+// (cairnqbunsql.SucceedIn): the pages and the task's success commit together or
 // not at all. A handler that writes its pages and then crashes before the
 // commit leaves no page and no success behind; the task is retried, or fails
 // once its attempts are spent.
@@ -27,7 +27,7 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	cairnqbun "github.com/cairnq/cairnq-go/adapters/bunsql"
+	cairnqbunsql "github.com/cairnq/cairnq-go/adapters/bunsql"
 )
 
 // Document is the application's model: a text whose paragraphs are
@@ -109,7 +109,7 @@ func run(ctx context.Context, dsn string) error {
 	if err := createTables(ctx, db); err != nil {
 		return err
 	}
-	client, err := cairnq.OpenPostgres(ctx, cairnqbun.New(db, nil), nil)
+	client, err := cairnq.OpenPostgres(ctx, cairnqbunsql.New(db, nil), nil)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func submitDocument(ctx context.Context, db *bun.DB, client *cairnq.Client, titl
 		if _, err := tx.NewInsert().Model(&doc).Exec(ctx); err != nil {
 			return err
 		}
-		t, err := cairnqbun.SubmitTx(ctx, client, tx, taskName,
+		t, err := cairnqbunsql.SubmitTx(ctx, client, tx, taskName,
 			renderPages{DocumentID: doc.ID, Crash: crash},
 			&cairnq.SubmitOptions{Queue: queue, MaxAttempts: attempts})
 		if err != nil {
@@ -250,7 +250,7 @@ func rolledBackSubmit(ctx context.Context, db *bun.DB, client *cairnq.Client) er
 		if _, err := tx.NewInsert().Model(&doc).Exec(ctx); err != nil {
 			return err
 		}
-		t, err := cairnqbun.SubmitTx(ctx, client, tx, taskName, renderPages{DocumentID: doc.ID},
+		t, err := cairnqbunsql.SubmitTx(ctx, client, tx, taskName, renderPages{DocumentID: doc.ID},
 			&cairnq.SubmitOptions{Queue: queue})
 		if err != nil {
 			return err
@@ -283,7 +283,7 @@ func renderHandler(db *bun.DB, client *cairnq.Client) cairnq.Handler {
 		}
 		crash := p.Crash == "always" || (p.Crash == "first" && tc.Attempt() == 1)
 		written := 0
-		err := cairnqbun.SucceedIn(ctx, tc, func(ctx context.Context, tx bun.Tx) (any, error) {
+		err := cairnqbunsql.SucceedIn(ctx, tc, func(ctx context.Context, tx bun.Tx) (any, error) {
 			doc := Document{ID: p.DocumentID}
 			if err := tx.NewSelect().Model(&doc).WherePK().Scan(ctx); err != nil {
 				return nil, err

@@ -9,7 +9,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 )
 
-// The suite provisions Postgres (CAIRNQ_TEST_PG_DSN, Docker or local
+// The suite provisions Postgres (CAIRNQ_TEST_PG_DSN or the local
 // binaries) and stops a server it started.
 func TestMain(m *testing.M) { conformance.PostgresMain(m) }
 

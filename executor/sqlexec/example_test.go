@@ -6,16 +6,16 @@ import (
 	"log"
 	"os"
 
-	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 )
 
-// An application on sqlx hands cairnq its own pool: a *sqlx.DB is a
-// sqlexec.DB as it is.
-func ExampleNew_sqlx() {
-	db, err := sqlx.Open("postgres", os.Getenv("DATABASE_URL"))
+// An application hands cairnq its own pool, a *sql.DB here. A *sqlx.DB is
+// passed the same way: it embeds *sql.DB, so it is a sqlexec.DB as it is
+// (the examples module certifies that; sqlx stays out of this module).
+func ExampleNew() {
+	db, err := sql.Open("postgres", os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 )
 
@@ -67,20 +66,31 @@ func openSQL(driver string) func(t *testing.T, dsn string) (sqlexec.DB, *sql.DB)
 	}
 }
 
-func openSQLX(t *testing.T, dsn string) (sqlexec.DB, *sql.DB) {
+// wrappedDB has the shape of *sqlx.DB, a struct embedding *sql.DB with
+// methods of its own beside, so the pool an sqlx application holds works as
+// it is. (A real *sqlx.DB is certified in the examples module, which keeps
+// jmoiron/sqlx out of this module's graph.)
+type wrappedDB struct {
+	*sql.DB
+	driverName string
+}
+
+func (w *wrappedDB) DriverName() string { return w.driverName }
+
+func openWrapped(t *testing.T, dsn string) (sqlexec.DB, *sql.DB) {
 	t.Helper()
-	db, err := sqlx.Open("postgres", dsn)
+	db, err := sql.Open("postgres", dsn)
 	if err != nil {
-		t.Fatalf("sqlx.Open: %v", err)
+		t.Fatalf("sql.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
-	return db, db.DB // the *sqlx.DB itself goes to sqlexec.New
+	return &wrappedDB{DB: db, driverName: "postgres"}, db // the wrapper itself goes to sqlexec.New
 }
 
 var setups = []setup{
 	{name: "libpq", open: openSQL("postgres"), forms: pqForms},
 	{name: "pgxstdlib", open: openSQL("pgx"), forms: pgxForms},
-	{name: "sqlx-libpq", open: openSQLX, forms: pqForms},
+	{name: "wrapped-libpq", open: openWrapped, forms: pqForms},
 }
 
 // env is one subtest's executor on a fresh database.

@@ -53,7 +53,7 @@ func NewCluster(t testing.TB, conf ...string) *Cluster {
 	t.Helper()
 	binDir, err := findLocalBin()
 	if err != nil {
-		fail, msg := unavailableVerdict(os.Getenv, []string{"a private cluster needs the local binaries: " + err.Error()})
+		fail, msg := unavailableVerdict(os.Getenv, []string{"a private cluster needs the local binaries: " + err.Error()}, false)
 		if fail {
 			t.Fatal(msg)
 		}

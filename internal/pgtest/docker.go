@@ -2,84 +2,122 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
-// dockerImage is the image of the container path; its major version matches
-// the PostgreSQL 15 the local path finds on the project's machines.
-const dockerImage = "postgres:15-alpine"
+// The Docker path lives in a module of its own,
+// github.com/cairnq/cairnq-go/internal/pgtest/pgdocker, so that
+// testcontainers-go, the Docker client and OpenTelemetry stay out of the root
+// module's graph. A test binary takes that path by importing the package for
+// its side effect, which calls UseDocker from its init:
+//
+//	import _ "github.com/cairnq/cairnq-go/internal/pgtest/pgdocker"
+//
+// Without it, provisioning goes from EnvDSN straight to the local binaries.
 
-// dockerReachable returns nil when a Docker engine answers testcontainers'
-// own provider health check. It never panics and gives up after
-// dockerProbeTimeout; with no Docker host configured it fails in about a
-// millisecond.
-func dockerReachable(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, dockerProbeTimeout)
-	defer cancel()
-	res := make(chan error, 1) // buffered: the probe never blocks on a gone receiver
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				res <- fmt.Errorf("docker probe panicked: %v", r)
-			}
+// DockerServer is a PostgreSQL server a Docker start func ran.
+type DockerServer struct {
+	// AdminDSN is the DSN of the server's maintenance database, as a
+	// superuser.
+	AdminDSN string
+	// Describe says what the server is, for test logs.
+	Describe string
+	// Stop removes the container; nil when there is nothing to remove.
+	Stop func() error
+}
+
+// dockerFuncs is the Docker path a package registered with UseDocker.
+type dockerFuncs struct {
+	probe func(context.Context) error
+	start func(context.Context) (DockerServer, error)
+}
+
+var (
+	dockerMu  sync.Mutex
+	dockerReg *dockerFuncs
+)
+
+// UseDocker links the Docker path into provisioning, between EnvDSN and
+// the local binaries. probe returns nil when a Docker engine answers; it is
+// given up on after a few seconds, and a panic in it counts as "no Docker".
+// start runs a PostgreSQL container and returns it, removing what it made
+// when it fails; it has a few minutes (an image pull), and pgtest then waits
+// until a session on AdminDSN works. A container that cannot be started
+// falls back to the local binaries.
+//
+// It is meant for the init of internal/pgtest/pgdocker; a later call
+// replaces an earlier one. It panics when probe or start is nil.
+func UseDocker(probe func(ctx context.Context) error, start func(ctx context.Context) (DockerServer, error)) {
+	if probe == nil || start == nil {
+		panic("pgtest.UseDocker: probe and start must not be nil")
+	}
+	dockerMu.Lock()
+	defer dockerMu.Unlock()
+	dockerReg = &dockerFuncs{probe: probe, start: start}
+}
+
+// registeredDocker returns the Docker path, or nil when none was linked in.
+func registeredDocker() *dockerFuncs {
+	dockerMu.Lock()
+	defer dockerMu.Unlock()
+	return dockerReg
+}
+
+// guardProbe bounds probe: it gives up after timeout and turns a panic into
+// an error. The probe runs in a goroutine of its own, so one that ignores
+// its context cannot hold provisioning.
+func guardProbe(probe func(context.Context) error, timeout time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res := make(chan error, 1) // buffered: the probe never blocks on a gone receiver
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					res <- fmt.Errorf("docker probe panicked: %v", r)
+				}
+			}()
+			res <- probe(ctx)
 		}()
-		p, err := testcontainers.NewDockerProvider()
-		if err != nil {
-			res <- err
-			return
+		select {
+		case err := <-res:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("no answer from the docker engine: %w", ctx.Err())
 		}
-		res <- p.Health(ctx) // Health closes the provider
-	}()
-	select {
-	case err := <-res:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("no answer from the docker engine: %w", ctx.Err())
 	}
 }
 
-// startDocker runs a PostgreSQL container with the same speed settings as
-// the local path.
-func startDocker(ctx context.Context) (*server, error) {
-	ctx, cancel := context.WithTimeout(ctx, dockerStartTimeout)
-	defer cancel()
-	ctr, err := tcpostgres.Run(ctx, dockerImage,
-		tcpostgres.WithDatabase("postgres"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		testcontainers.WithCmd("postgres",
-			"-c", "fsync=off",
-			"-c", "synchronous_commit=off",
-			"-c", "full_page_writes=off",
-			"-c", "max_connections=200",
-			"-c", "shared_buffers=32MB"),
-		tcpostgres.BasicWaitStrategies(),
-	)
-	if err != nil {
-		_ = testcontainers.TerminateContainer(ctr)
-		return nil, fmt.Errorf("run %s: %w", dockerImage, err)
+// dockerStarter turns a registered start func into a server: it bounds the
+// start by dockerStartTimeout and checks that a session works on the
+// server it returns, since a container's wait strategy may only have seen
+// its port open.
+func dockerStarter(start func(context.Context) (DockerServer, error)) func(context.Context) (*server, error) {
+	return func(ctx context.Context) (*server, error) {
+		ctx, cancel := context.WithTimeout(ctx, dockerStartTimeout)
+		defer cancel()
+		ds, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		srv := &server{source: sourceDocker, adminDSN: ds.AdminDSN, describe: ds.Describe, stop: ds.Stop}
+		if srv.describe == "" {
+			srv.describe = "docker container (" + redact(ds.AdminDSN) + ")"
+		}
+		if ds.AdminDSN == "" {
+			err = errors.New("the docker start func returned no DSN")
+		} else {
+			err = waitReady(ctx, ds.AdminDSN, nil)
+		}
+		if err != nil {
+			if srv.stop != nil {
+				_ = srv.stop()
+			}
+			return nil, err
+		}
+		return srv, nil
 	}
-	dsn, err := ctr.ConnectionString(ctx, "sslmode=disable")
-	if err != nil {
-		_ = testcontainers.TerminateContainer(ctr)
-		return nil, fmt.Errorf("container connection string: %w", err)
-	}
-	srv := &server{
-		source:   sourceDocker,
-		adminDSN: dsn,
-		describe: fmt.Sprintf("docker container %s (%s)", ctr.GetContainerID(), dockerImage),
-		stop: func() error {
-			return testcontainers.TerminateContainer(ctr, testcontainers.StopTimeout(10*time.Second))
-		},
-	}
-	// The wait strategy saw the port open; make sure a session works too.
-	if err := waitReady(ctx, dsn, nil); err != nil {
-		_ = srv.stop()
-		return nil, err
-	}
-	return srv, nil
 }

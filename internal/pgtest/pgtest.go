@@ -7,7 +7,11 @@
 //  1. the server named by the CAIRNQ_TEST_PG_DSN environment variable (a DSN
 //     whose role may CREATE DATABASE and DROP DATABASE, ideally a superuser);
 //  2. a container from testcontainers-go's postgres module, when a Docker
-//     engine answers a health check;
+//     engine answers a health check and the test binary links the Docker
+//     path, which lives in a module of its own so that the Docker client
+//     stays out of the root module's graph (import _
+//     "github.com/cairnq/cairnq-go/internal/pgtest/pgdocker"; see
+//     [UseDocker]);
 //  3. a throwaway cluster made with the local initdb and postgres binaries
 //     (found on PATH or under /usr/lib/postgresql/*/bin), listening on
 //     127.0.0.1 on a free port, run as an unprivileged user when the test
@@ -89,15 +93,23 @@ func (s source) String() string {
 // them to exercise the decision without touching the machine.
 type probes struct {
 	getenv func(string) string
-	// docker returns nil when a Docker engine answers.
+	// docker returns nil when a Docker engine answers; nil when the test
+	// binary does not link the Docker path (see UseDocker).
 	docker func(context.Context) error
+	// startDocker runs the container; set when docker is.
+	startDocker func(context.Context) (*server, error)
 	// localBin returns the directory holding initdb and postgres.
 	localBin func() (string, error)
 }
 
 // machineProbes are the real probes.
 func machineProbes() probes {
-	return probes{getenv: os.Getenv, docker: dockerReachable, localBin: findLocalBin}
+	p := probes{getenv: os.Getenv, localBin: findLocalBin}
+	if d := registeredDocker(); d != nil {
+		p.docker = guardProbe(d.probe, dockerProbeTimeout)
+		p.startDocker = dockerStarter(d.start)
+	}
+	return p
 }
 
 // plan is the outcome of choose: which source to use, and why the sources
@@ -109,16 +121,20 @@ type plan struct {
 	why    []string // one line per source passed over
 }
 
-// choose picks the first available source, in the documented order.
+// choose picks the first available source, in the documented order. The
+// Docker path is passed over in silence when it is not linked in.
 func choose(ctx context.Context, p probes) plan {
 	if dsn := strings.TrimSpace(p.getenv(EnvDSN)); dsn != "" {
 		return plan{source: sourceEnv, dsn: dsn}
 	}
-	err := p.docker(ctx)
-	if err == nil {
-		return plan{source: sourceDocker}
+	var why []string
+	if p.docker != nil {
+		err := p.docker(ctx)
+		if err == nil {
+			return plan{source: sourceDocker}
+		}
+		why = append(why, fmt.Sprintf("docker: %v", err))
 	}
-	why := []string{fmt.Sprintf("docker: %v", err)}
 	dir, err := p.localBin()
 	if err == nil {
 		return plan{source: sourceLocal, binDir: dir, why: why}
@@ -139,8 +155,9 @@ func requirePG(getenv func(string) string) bool {
 }
 
 // unavailableVerdict decides what a test does when no server can be had:
-// fail is true when EnvRequire is set, and msg says how to enable the tests.
-func unavailableVerdict(getenv func(string) string, why []string) (fail bool, msg string) {
+// fail is true when EnvRequire is set, and msg says how to enable the tests
+// (running a Docker engine only when the binary links the Docker path).
+func unavailableVerdict(getenv func(string) string, why []string, docker bool) (fail bool, msg string) {
 	var b strings.Builder
 	b.WriteString("pgtest: no PostgreSQL server available")
 	if len(why) > 0 {
@@ -150,8 +167,11 @@ func unavailableVerdict(getenv func(string) string, why []string) (fail bool, ms
 	}
 	b.WriteString(". To run these tests, set " + EnvDSN +
 		" to the DSN of a server whose role may create databases, or install PostgreSQL" +
-		" (initdb and postgres on PATH or under /usr/lib/postgresql/*/bin, e.g. apt-get install postgresql)," +
-		" or run a Docker engine.")
+		" (initdb and postgres on PATH or under /usr/lib/postgresql/*/bin, e.g. apt-get install postgresql)")
+	if docker {
+		b.WriteString(", or run a Docker engine")
+	}
+	b.WriteString(".")
 	fail = requirePG(getenv)
 	if fail {
 		b.WriteString(" " + EnvRequire + " is set, so this is a failure, not a skip.")
@@ -179,7 +199,7 @@ func provision(ctx context.Context, p probes) outcome {
 		srv, err := externalServer(ctx, pl.dsn)
 		return outcome{srv: srv, err: err}
 	case sourceDocker:
-		srv, err := startDocker(ctx)
+		srv, err := p.startDocker(ctx)
 		if err == nil {
 			return outcome{srv: srv}
 		}
@@ -385,12 +405,13 @@ func Main(m *testing.M) {
 // acquire returns the binary's server, or skips or fails t.
 func acquire(t testing.TB) *server {
 	t.Helper()
-	out := shared.get(machineProbes())
+	pr := machineProbes()
+	out := shared.get(pr)
 	if out.err != nil {
 		t.Fatalf("pgtest: %v", out.err)
 	}
 	if out.srv == nil {
-		fail, msg := unavailableVerdict(os.Getenv, out.why)
+		fail, msg := unavailableVerdict(os.Getenv, out.why, pr.docker != nil)
 		if fail {
 			t.Fatal(msg)
 		}
@@ -446,6 +467,14 @@ func createDatabase(t testing.TB, srv *server) (string, error) {
 func AdminDSN(t testing.TB) string {
 	t.Helper()
 	return acquire(t).adminDSN
+}
+
+// Source names where the test binary's server comes from: "docker", "local
+// binaries", or EnvDSN's name. It provisions the server as [DSN] does, and
+// skips or fails t as DSN does when none can be had.
+func Source(t testing.TB) string {
+	t.Helper()
+	return acquire(t).source.String()
 }
 
 // databaseName makes a unique, valid database name from a test name.

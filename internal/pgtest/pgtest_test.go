@@ -187,11 +187,14 @@ func TestChoose(t *testing.T) {
 		want   source
 		wantIn []string
 	}{
-		{"env wins", probes{env{EnvDSN: "postgres://x@h/db"}.get, dockerMustNotRun, binFound}, sourceEnv, nil},
-		{"docker next", probes{env{}.get, dockerUp, binFound}, sourceDocker, nil},
-		{"blank env ignored", probes{env{EnvDSN: "  "}.get, dockerUp, binFound}, sourceDocker, nil},
-		{"local last", probes{env{}.get, dockerDown, binFound}, sourceLocal, []string{"no docker host"}},
-		{"nothing", probes{env{}.get, dockerDown, binMissing}, sourceNone, []string{"no docker host", "initdb not found"}},
+		{"env wins", probes{getenv: env{EnvDSN: "postgres://x@h/db"}.get, docker: dockerMustNotRun, localBin: binFound}, sourceEnv, nil},
+		{"docker next", probes{getenv: env{}.get, docker: dockerUp, localBin: binFound}, sourceDocker, nil},
+		{"blank env ignored", probes{getenv: env{EnvDSN: "  "}.get, docker: dockerUp, localBin: binFound}, sourceDocker, nil},
+		{"local last", probes{getenv: env{}.get, docker: dockerDown, localBin: binFound}, sourceLocal, []string{"no docker host"}},
+		{"nothing", probes{getenv: env{}.get, docker: dockerDown, localBin: binMissing}, sourceNone, []string{"no docker host", "initdb not found"}},
+		// The root module's tests: the Docker path is not linked in.
+		{"docker not linked", probes{getenv: env{}.get, localBin: binFound}, sourceLocal, nil},
+		{"docker not linked, nothing", probes{getenv: env{}.get, localBin: binMissing}, sourceNone, []string{"initdb not found"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -207,6 +210,9 @@ func TestChoose(t *testing.T) {
 			}
 			if c.want == sourceLocal && pl.binDir != "/opt/pg/bin" {
 				t.Errorf("binDir = %q", pl.binDir)
+			}
+			if c.p.docker == nil && strings.Contains(why, "docker") {
+				t.Errorf("why %q mentions docker, which is not linked in", why)
 			}
 		})
 	}
@@ -228,21 +234,27 @@ func TestUnavailableVerdict(t *testing.T) {
 		{require: "yes", set: true, wantFail: true}, // unparsable: never lets CI skip
 	}
 	for _, c := range cases {
-		e := env{}
-		if c.set {
-			e[EnvRequire] = c.require
-		}
-		fail, msg := unavailableVerdict(e.get, why)
-		if fail != c.wantFail {
-			t.Errorf("%s=%q (set %v): fail = %v, want %v", EnvRequire, c.require, c.set, fail, c.wantFail)
-		}
-		for _, w := range []string{EnvDSN, "install PostgreSQL", "Docker", "initdb not found"} {
-			if !strings.Contains(msg, w) {
-				t.Errorf("message %q lacks %q", msg, w)
+		for _, docker := range []bool{true, false} {
+			e := env{}
+			if c.set {
+				e[EnvRequire] = c.require
 			}
-		}
-		if fail != strings.Contains(msg, EnvRequire) {
-			t.Errorf("message %q should mention %s exactly when failing", msg, EnvRequire)
+			fail, msg := unavailableVerdict(e.get, why, docker)
+			if fail != c.wantFail {
+				t.Errorf("%s=%q (set %v): fail = %v, want %v", EnvRequire, c.require, c.set, fail, c.wantFail)
+			}
+			for _, w := range []string{EnvDSN, "install PostgreSQL", "initdb not found"} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+			// Running Docker helps only a binary that links the Docker path.
+			if docker != strings.Contains(msg, "run a Docker engine") {
+				t.Errorf("docker linked %v, message %q", docker, msg)
+			}
+			if fail != strings.Contains(msg, EnvRequire) {
+				t.Errorf("message %q should mention %s exactly when failing", msg, EnvRequire)
+			}
 		}
 	}
 }
@@ -257,10 +269,10 @@ func TestNothingAvailableSkipsUnlessRequired(t *testing.T) {
 	if out.srv != nil || out.err != nil {
 		t.Fatalf("provision with nothing available = %+v, want neither server nor error", out)
 	}
-	if fail, _ := unavailableVerdict(env{}.get, out.why); fail {
+	if fail, _ := unavailableVerdict(env{}.get, out.why, true); fail {
 		t.Fatal("with CAIRNQ_REQUIRE_PG unset, nothing available must skip")
 	}
-	if fail, _ := unavailableVerdict(env{EnvRequire: "1"}.get, out.why); !fail {
+	if fail, _ := unavailableVerdict(env{EnvRequire: "1"}.get, out.why, true); !fail {
 		t.Fatal("with CAIRNQ_REQUIRE_PG=1, nothing available must fail")
 	}
 }
@@ -376,10 +388,117 @@ func TestFindLocalBin(t *testing.T) {
 	}
 }
 
-func TestDockerProbeDoesNotPanic(t *testing.T) {
+// The root module's test binaries do not link the Docker path
+// (internal/pgtest/pgdocker, a module of its own), so they never probe for
+// Docker.
+func TestDockerNotLinked(t *testing.T) {
+	if registeredDocker() != nil {
+		t.Fatal("a Docker path is registered in a root module test binary")
+	}
+	if p := machineProbes(); p.docker != nil || p.startDocker != nil {
+		t.Fatal("machineProbes probes for Docker although none is linked in")
+	}
+}
+
+// UseDocker puts the registered funcs behind the probe's guard and the
+// start's readiness check.
+func TestUseDocker(t *testing.T) {
+	dockerMu.Lock()
+	saved := dockerReg
+	dockerMu.Unlock()
+	t.Cleanup(func() {
+		dockerMu.Lock()
+		dockerReg = saved
+		dockerMu.Unlock()
+	})
+	defer func() {
+		if recover() == nil {
+			t.Error("UseDocker(nil, nil) did not panic")
+		}
+	}()
+	UseDocker(func(context.Context) error { panic("boom") },
+		func(context.Context) (DockerServer, error) { return DockerServer{}, errors.New("no container") })
+	p := machineProbes()
+	if p.docker == nil || p.startDocker == nil {
+		t.Fatal("machineProbes ignores the registered Docker path")
+	}
+	if err := p.docker(context.Background()); err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Errorf("a panicking probe gave %v", err)
+	}
+	if _, err := p.startDocker(context.Background()); err == nil || !strings.Contains(err.Error(), "no container") {
+		t.Errorf("a failing start gave %v", err)
+	}
+	UseDocker(nil, nil)
+}
+
+func TestGuardProbe(t *testing.T) {
+	ok := guardProbe(func(context.Context) error { return nil }, time.Second)
+	if err := ok(context.Background()); err != nil {
+		t.Errorf("answering probe: %v", err)
+	}
+	down := guardProbe(func(context.Context) error { return errors.New("no docker host") }, time.Second)
+	if err := down(context.Background()); err == nil || !strings.Contains(err.Error(), "no docker host") {
+		t.Errorf("failing probe: %v", err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	hung := guardProbe(func(context.Context) error { <-release; return nil }, 50*time.Millisecond)
 	start := time.Now()
-	err := dockerReachable(context.Background())
-	t.Logf("docker reachable: %v (after %v)", err, time.Since(start))
+	if err := hung(context.Background()); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("probe ignoring its context: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("guard waited %v for a hung probe", d)
+	}
+	panicky := guardProbe(func(context.Context) error { panic("docker client") }, time.Second)
+	if err := panicky(context.Background()); err == nil || !strings.Contains(err.Error(), "docker client") {
+		t.Errorf("panicking probe: %v", err)
+	}
+}
+
+// dockerStarter hands back the container the start func ran once a session
+// works on it, and removes it when none does.
+func TestDockerStarter(t *testing.T) {
+	admin := AdminDSN(t) // a real server to play the container
+	stops := 0
+	srv, err := dockerStarter(func(context.Context) (DockerServer, error) {
+		return DockerServer{AdminDSN: admin, Describe: "fake container", Stop: func() error { stops++; return nil }}, nil
+	})(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.source != sourceDocker || srv.adminDSN != admin || srv.describe != "fake container" || srv.stop == nil {
+		t.Fatalf("server = %+v", srv)
+	}
+	if err := srv.stop(); err != nil || stops != 1 {
+		t.Fatalf("stop: %v, %d calls", err, stops)
+	}
+	_, err = dockerStarter(func(context.Context) (DockerServer, error) {
+		return DockerServer{Stop: func() error { stops++; return nil }}, nil
+	})(context.Background())
+	if err == nil || stops != 2 {
+		t.Fatalf("start with no DSN: err %v, %d stops; want an error and the container removed", err, stops)
+	}
+}
+
+// A Docker engine that answers but cannot run the container falls back to
+// the local binaries, and reports both failures when those are missing too.
+func TestDockerStartFailureFallsBack(t *testing.T) {
+	pr := probes{
+		getenv:      env{}.get,
+		docker:      func(context.Context) error { return nil },
+		startDocker: func(context.Context) (*server, error) { return nil, errors.New("image pull denied") },
+		localBin:    func() (string, error) { return "", errors.New("initdb not found") },
+	}
+	out := provision(context.Background(), pr)
+	if out.srv != nil || out.err == nil {
+		t.Fatalf("provision = %+v, want an error", out)
+	}
+	for _, w := range []string{"image pull denied", "initdb not found"} {
+		if !strings.Contains(out.err.Error(), w) {
+			t.Errorf("error %q lacks %q", out.err, w)
+		}
+	}
 }
 
 // TestStartupFailureShowsLogTail runs startLocal on fake binaries whose

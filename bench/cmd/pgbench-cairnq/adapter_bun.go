@@ -10,7 +10,7 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/driver/pgdriver"
 
-	cairnqbun "github.com/cairnq/cairnq-go/adapters/bunsql"
+	cairnqbunsql "github.com/cairnq/cairnq-go/adapters/bunsql"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -23,5 +23,5 @@ var openBun = func(ctx context.Context, dsn string, pool int) (executor.Executor
 		_ = sqldb.Close()
 		return nil, nil, err
 	}
-	return cairnqbun.New(bun.NewDB(sqldb, pgdialect.New()), nil), sqldb.Close, nil
+	return cairnqbunsql.New(bun.NewDB(sqldb, pgdialect.New()), nil), sqldb.Close, nil
 }

@@ -92,7 +92,7 @@ var adapters = []adapter{
 	},
 	{
 		name: "bun",
-		what: "adapters/bunsql: cairnqbun.New(*bun.DB) over bun's pgdriver",
+		what: "adapters/bunsql: cairnqbunsql.New(*bun.DB) over bun's pgdriver",
 		open: openBun,
 	},
 }
