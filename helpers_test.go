@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/faulttest"
 	"github.com/ncruces/go-sqlite3"
 )
 
@@ -95,25 +95,12 @@ func countTasks(t *testing.T, c *cairnq.Client) int {
 	return n
 }
 
-// startWorker runs w in the background until the test ends, failing the
-// test if Run returns an error.
-func startWorker(t testing.TB, w *cairnq.Worker) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("worker Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
+// The worker helpers are the fault suite's, which every package's tests
+// share: startWorker also fails a test whose worker panics or hangs.
+var (
+	startWorker = faulttest.StartWorker
+	waitTask    = faulttest.WaitTask
+)
 
 // newWorker returns a worker on c with options o (nil for the defaults),
 // polling every 20ms unless o says otherwise.
@@ -122,14 +109,7 @@ func newWorker(t testing.TB, c *cairnq.Client, o *cairnq.WorkerOptions) *cairnq.
 	if o == nil {
 		o = &cairnq.WorkerOptions{}
 	}
-	if o.PollInterval == 0 {
-		o.PollInterval = 20 * time.Millisecond
-	}
-	w, err := cairnq.NewWorker(c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return faulttest.NewWorker(t, c, o)
 }
 
 // waitFor polls cond until it holds, failing after 15s.
@@ -142,16 +122,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-}
-
-// waitTask waits up to 15s for the task id to settle and returns it.
-func waitTask(t testing.TB, c *cairnq.Client, id string) *cairnq.Task {
-	t.Helper()
-	task, err := c.Wait(context.Background(), id, &cairnq.WaitOptions{Timeout: 15 * time.Second, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return task
 }
 
 // workerGoroutines returns the stacks of goroutines running worker code.

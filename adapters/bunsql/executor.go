@@ -56,6 +56,8 @@ var (
 	_ executor.Executor = (*Executor)(nil)
 	_ executor.Listener = (*Executor)(nil)
 	_ executor.Session  = (*Session)(nil)
+	_ executor.Native   = (*Executor)(nil)
+	_ executor.Native   = (*Session)(nil)
 )
 
 // New returns an executor over db, the application's own *bun.DB. It opens

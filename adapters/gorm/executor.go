@@ -54,6 +54,8 @@ var (
 	_ executor.Executor = (*Executor)(nil)
 	_ executor.Listener = (*Executor)(nil)
 	_ executor.Session  = (*Session)(nil)
+	_ executor.Native   = (*Executor)(nil)
+	_ executor.Native   = (*Session)(nil)
 )
 
 // New returns an executor over db, the application's own *gorm.DB as

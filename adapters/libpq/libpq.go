@@ -99,6 +99,7 @@ type Executor struct {
 
 var (
 	_ executor.Executor = (*Executor)(nil)
+	_ executor.Native   = (*Executor)(nil)
 	_ executor.Listener = (*Executor)(nil)
 )
 
