@@ -38,7 +38,7 @@ func TestCoreImportsNoDriver(t *testing.T) {
 // those of its tests included. So no ORM, sqlx, Docker client or
 // OpenTelemetry may appear in this module's own graph: what needs them is a
 // module of its own (adapters/gorm, adapters/bunsql,
-// internal/pgtest/pgdocker, examples, bench). .ci/run checks the graph of
+// conformance/pgdocker, examples, bench). .ci/run checks the graph of
 // a program importing the root package and adapters/pgx too.
 func TestModuleGraphIsLean(t *testing.T) {
 	if testing.Short() {

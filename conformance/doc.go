@@ -18,8 +18,9 @@
 //	}
 //
 // [PostgresDSN] and [PostgresMain] provision the server: CAIRNQ_TEST_PG_DSN,
-// else local PostgreSQL binaries; CAIRNQ_REQUIRE_PG=1 turns "no server" from
-// a skip into a failure.
+// else a Docker container through testcontainers when the test binary
+// imports conformance/pgdocker, else local PostgreSQL binaries;
+// CAIRNQ_REQUIRE_PG=1 turns "no server" from a skip into a failure.
 //
 // A scenario is a named list of steps. A step runs one op with args, may save
 // its result under an alias, and may assert on it inline ("expect") or assert

@@ -4,12 +4,18 @@
 #
 #   docker/postgres/build.sh [IMAGE]     (default cairnq-postgres:15-local)
 #
-# Then run the tests with CAIRNQ_PG_IMAGE=IMAGE. Run as root: it installs
-# docker.io and debootstrap when they are missing, starts dockerd when no
-# engine answers (honouring DOCKER_HOST when it names a unix socket), and
-# builds the image only when it does not exist yet. The root filesystem is
-# Debian's own, fetched by debootstrap from the mirror apt is configured
-# with on this machine; nothing here names a package host.
+# Run as root: it installs docker.io and debootstrap when they are missing,
+# starts dockerd when no engine answers (honouring DOCKER_HOST when it names
+# a unix socket; the pid goes to $TMPDIR/cairnq-dockerd.pid, so a caller can
+# stop what it started), and builds the image only when it does not exist
+# yet. The root filesystem is Debian's own, fetched by debootstrap from the
+# mirror apt is configured with on this machine; nothing here names a
+# package host. Then run the tests as .ci/run does:
+#
+#   CAIRNQ_PG_IMAGE=IMAGE TESTCONTAINERS_HOST_OVERRIDE=localhost ./scripts/test
+#
+# (the engine runs on this host, so its published ports are on localhost;
+# testcontainers would otherwise guess a gateway when it finds /.dockerenv).
 set -euo pipefail
 
 image=${1:-cairnq-postgres:15-local}
@@ -36,6 +42,7 @@ if ! docker info >/dev/null 2>&1; then
 	log=${TMPDIR:-/tmp}/cairnq-dockerd.log
 	say "starting dockerd (log: $log)"
 	nohup dockerd "${args[@]}" >"$log" 2>&1 &
+	echo $! >"${TMPDIR:-/tmp}/cairnq-dockerd.pid"
 	for _ in $(seq 1 120); do
 		docker info >/dev/null 2>&1 && break
 		sleep 0.5

@@ -9,12 +9,12 @@ import (
 )
 
 // The Docker path lives in a module of its own,
-// github.com/cairnq/cairnq-go/internal/pgtest/pgdocker, so that
+// github.com/cairnq/cairnq-go/conformance/pgdocker, so that
 // testcontainers-go, the Docker client and OpenTelemetry stay out of the root
 // module's graph. A test binary takes that path by importing the package for
 // its side effect, which calls UseDocker from its init:
 //
-//	import _ "github.com/cairnq/cairnq-go/internal/pgtest/pgdocker"
+//	import _ "github.com/cairnq/cairnq-go/conformance/pgdocker"
 //
 // Without it, provisioning goes from EnvDSN straight to the local binaries.
 
@@ -48,7 +48,7 @@ var (
 // until a session on AdminDSN works. A container that cannot be started
 // falls back to the local binaries.
 //
-// It is meant for the init of internal/pgtest/pgdocker; a later call
+// It is meant for the init of conformance/pgdocker; a later call
 // replaces an earlier one. It panics when probe or start is nil.
 func UseDocker(probe func(ctx context.Context) error, start func(ctx context.Context) (DockerServer, error)) {
 	if probe == nil || start == nil {

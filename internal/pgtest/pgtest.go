@@ -10,7 +10,7 @@
 //     engine answers a health check and the test binary links the Docker
 //     path, which lives in a module of its own so that the Docker client
 //     stays out of the root module's graph (import _
-//     "github.com/cairnq/cairnq-go/internal/pgtest/pgdocker"; see
+//     "github.com/cairnq/cairnq-go/conformance/pgdocker"; see
 //     [UseDocker]);
 //  3. a throwaway cluster made with the local initdb and postgres binaries
 //     (found on PATH or under /usr/lib/postgresql/*/bin), listening on

@@ -389,7 +389,7 @@ func TestFindLocalBin(t *testing.T) {
 }
 
 // The root module's test binaries do not link the Docker path
-// (internal/pgtest/pgdocker, a module of its own), so they never probe for
+// (conformance/pgdocker, a module of its own), so they never probe for
 // Docker.
 func TestDockerNotLinked(t *testing.T) {
 	if registeredDocker() != nil {
