@@ -179,7 +179,6 @@ func (s *suite) concurrentSubmits(r reporter) {
 
 // workerRun: a worker on the executor runs a handful of tasks to their
 // end, one failing on purpose, and stops cleanly.
-
 func (s *suite) workerRun(r reporter) {
 	e := s.setup(r)
 	c := s.client(r, e)
