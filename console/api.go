@@ -1,0 +1,221 @@
+package console
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// taskJSON is a task as the API serves it: the protocol's wire shape, with
+// payload, result and metadata nulled and "redacted" set under
+// HidePayloads, and the key on a single task's read.
+func (k *console) taskJSON(t *store.Task, key *string) json.RawMessage {
+	c := *t
+	if k.opts.HidePayloads {
+		c.Payload, c.Result, c.Metadata = nil, nil, nil
+	}
+	b, err := c.MarshalJSON()
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return json.RawMessage("null")
+	}
+	if k.opts.HidePayloads {
+		m["payload"], m["result"], m["metadata"] = json.RawMessage("null"), json.RawMessage("null"), json.RawMessage("null")
+		m["redacted"] = json.RawMessage("true")
+	}
+	if key != nil {
+		kb, _ := json.Marshal(optional(*key))
+		m["key"] = kb
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// rowJSON is a list row: no payload, result or metadata were read.
+func (k *console) rowJSON(t *store.Task) json.RawMessage {
+	b, err := t.MarshalJSON()
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return json.RawMessage("null")
+	}
+	delete(m, "payload")
+	delete(m, "result")
+	delete(m, "metadata")
+	out, _ := json.Marshal(m)
+	return out
+}
+
+func (k *console) apiList(ts []*store.Task) []json.RawMessage {
+	out := make([]json.RawMessage, len(ts))
+	for i, t := range ts {
+		out[i] = k.rowJSON(t)
+	}
+	return out
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
+	o, err := k.overview(r.Context())
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	queues := make(map[string]queueRow, len(o.Queues))
+	for _, q := range o.Queues {
+		queues[q.Queue] = q
+	}
+	type minute struct {
+		MinuteMs  int64 `json:"minute_ms"`
+		Succeeded int   `json:"succeeded"`
+		Failed    int   `json:"failed"`
+	}
+	settled := make([]minute, len(o.Settled))
+	for i, m := range o.Settled {
+		settled[i] = minute{ms(m.Minute), m.Succeeded, m.Failed}
+	}
+	type failing struct {
+		Name     string `json:"name"`
+		Failures int    `json:"failures"`
+		LastMs   int64  `json:"last_ms"`
+	}
+	fails := make([]failing, len(o.Failing))
+	for i, f := range o.Failing {
+		fails[i] = failing{f.Name, f.Failures, ms(f.Last)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"now_ms":  ms(o.Now),
+		"queues":  queues,
+		"settled": settled,
+		"running": k.apiList(o.Running),
+		"workers": apiWorkers(o.Workers),
+		"failing": fails,
+	})
+}
+
+type apiWorker struct {
+	ID           string `json:"id"`
+	Running      int    `json:"running"`
+	LeaseUntilMs int64  `json:"lease_until_ms"`
+}
+
+func apiWorkers(ws []storeaccess.ConsoleWorker) []apiWorker {
+	out := make([]apiWorker, len(ws))
+	for i, w := range ws {
+		out[i] = apiWorker{w.ID, w.Running, ms(w.LeaseUntil)}
+	}
+	return out
+}
+
+func (k *console) apiTasks(w http.ResponseWriter, r *http.Request) {
+	q, err := listQuery(r.URL.Query())
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	p, err := k.listTasks(r.Context(), q)
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"tasks": k.apiList(p.Tasks),
+		"next":  optional(p.Next),
+		"prev":  optional(p.Prev),
+	})
+}
+
+func (k *console) apiTask(w http.ResponseWriter, r *http.Request) {
+	d, err := k.taskDetail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"task":       k.taskJSON(d.Task, &d.Key),
+		"children":   k.apiList(d.Children),
+		"correlated": k.apiList(d.Correlated),
+		"now_ms":     ms(d.Now),
+	})
+}
+
+func (k *console) apiWorkers(w http.ResponseWriter, r *http.Request) {
+	now, err := k.st.ConsoleNow(r.Context())
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	ws, err := k.st.ConsoleWorkers(r.Context())
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": apiWorkers(ws), "now_ms": ms(now)})
+}
+
+func (k *console) apiTaskAction(w http.ResponseWriter, r *http.Request) {
+	t, err := k.act(r.Context(), r.PathValue("id"), r.PathValue("action"))
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task": k.taskJSON(t, nil)})
+}
+
+func (k *console) apiBulk(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Action string   `json:"action"`
+		IDs    []string `json:"ids"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	if err := dec.Decode(&body); err != nil {
+		k.jsonFail(w, r, badRequest("body must be JSON {\"action\", \"ids\"}"))
+		return
+	}
+	changed, unchanged, err := k.bulk(r.Context(), body.Action, body.IDs)
+	if err != nil {
+		k.jsonFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"changed": changed, "unchanged": unchanged})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func (k *console) jsonFail(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := statusOf(err)
+	if status >= 500 {
+		k.opts.Logger.ErrorContext(r.Context(), "cairnq console", "path", r.URL.Path, "err", err)
+	}
+	writeJSONError(w, status, msg)
+}

@@ -1,0 +1,63 @@
+// cairnq console: live updates over server-sent events, select-all, and
+// confirmations. No inline script exists anywhere (the Content-Security-Policy
+// forbids it); this file is the whole of the console's JavaScript.
+(function () {
+  "use strict";
+  var body = document.body;
+  var base = body.getAttribute("data-base") || "";
+  var main = document.getElementById("live");
+  var state = document.getElementById("live-state");
+
+  function busy() {
+    // Do not replace what the user is working on.
+    if (main.querySelector("input[name=id]:checked")) return true;
+    var a = document.activeElement;
+    if (a && main.contains(a) && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA")) return true;
+    return false;
+  }
+
+  var pending = false, inflight = false, last = 0;
+  function refresh() {
+    if (inflight) { pending = true; return; }
+    var wait = 1000 - (Date.now() - last);
+    if (wait > 0) { if (!pending) { pending = true; setTimeout(function () { pending = false; refresh(); }, wait); } return; }
+    if (busy()) return;
+    inflight = true; last = Date.now();
+    fetch(location.href, { headers: { "X-Cairnq-Fragment": "1" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html !== null && !busy()) {
+          // Keep folded JSON as the user left it.
+          var opened = [];
+          main.querySelectorAll("details").forEach(function (d, i) { opened[i] = d.open; });
+          main.innerHTML = html;
+          main.querySelectorAll("details").forEach(function (d, i) { if (i in opened) d.open = opened[i]; });
+          wire(main);
+        }
+      })
+      .catch(function () {})
+      .finally(function () { inflight = false; if (pending) { pending = false; refresh(); } });
+  }
+
+  function wire(root) {
+    root.querySelectorAll("input.select-all").forEach(function (box) {
+      box.addEventListener("change", function () {
+        main.querySelectorAll("input[name=id]").forEach(function (c) { c.checked = box.checked; });
+      });
+    });
+  }
+  wire(document);
+
+  document.addEventListener("submit", function (e) {
+    var f = e.target, msg = f.getAttribute("data-confirm");
+    if (f.id === "bulk" && !main.querySelector("input[name=id]:checked")) { e.preventDefault(); return; }
+    if (msg && !window.confirm(msg)) e.preventDefault();
+  });
+
+  if (window.EventSource && body.getAttribute("data-page") !== "error") {
+    var es = new EventSource(base + "/events");
+    es.addEventListener("open", function () { state.className = "live-state on"; });
+    es.addEventListener("error", function () { state.className = "live-state"; });
+    es.addEventListener("change", refresh);
+  }
+})();

@@ -1,0 +1,257 @@
+// Package console is cairnq's web console: an http.Handler an application
+// mounts in its own mux to see its queues and tasks, and, when allowed, to
+// cancel, retry and resubmit them.
+//
+//	mux.Handle("/cairnq/", http.StripPrefix("/cairnq", console.Handler(c, nil)))
+//
+// It renders pages on the server with html/template; its stylesheet and its
+// one small script are embedded in the binary, so it works offline, with no
+// CDN and no build step. Pages update without a reload through server-sent
+// events fed by Client.Watch (LISTEN on Postgres, in-process wakeups and
+// polling on SQLite). It imports only the standard library and this module.
+//
+// # Pages
+//
+//   - / (Overview): per queue, the tasks in each status and how long the
+//     oldest due queued task has waited; tasks settled per minute over the
+//     last hour, succeeded against failed; the running tasks with their lease
+//     owner and time left; the workers holding leases; the names that failed
+//     for good most recently.
+//   - /tasks (Tasks): filters by status, queue, name, key, correlation id,
+//     parent id, root id and id prefix; pages newest first by keyset on the
+//     task id (a time-ordered ULID) through the primary key index, never by
+//     OFFSET, so tasks arriving while one pages neither repeat nor vanish.
+//   - /tasks/{id} (Task): payload, result and metadata as indented JSON with
+//     large values folded, the error envelope, progress, attempts, every
+//     timestamp absolute and relative, the lease, the key, the task's children
+//     and its correlation group.
+//   - /workers: the worker ids holding leases now and how many tasks each runs.
+//
+// # JSON API
+//
+// The pages' data is also served as JSON (Content-Type application/json),
+// for scripts. Errors are {"error": "..."} with a 4xx or 5xx status.
+//
+//	GET  /api/overview                  {"now", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due"}}, "settled": [{"minute", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last"}]}
+//	GET  /api/tasks?status=&queue=&name=&key=&correlation_id=&parent_id=&root_id=&id_prefix=&before=&after=&limit=
+//	                                    {"tasks": [task], "next": cursor or null, "prev": cursor or null}
+//	GET  /api/tasks/{id}                {"task": task, "children": [task], "correlated": [task], "now"}
+//	GET  /api/workers                   {"workers": [{"id", "running", "lease_until"}], "now"}
+//	POST /api/tasks/{id}/cancel         {"task": task}; 409 if it is neither queued nor running
+//	POST /api/tasks/{id}/retry          {"task": task}; 409 if it is neither failed nor canceled
+//	POST /api/tasks/{id}/copy           {"task": the new task}: a copy (name, queue, payload,
+//	                                    metadata, priority, attempts, correlation id; no key)
+//	POST /api/tasks/bulk                body {"action": "cancel"|"retry", "ids": [...]}
+//	                                    {"changed": [id], "unchanged": [id]}
+//	GET  /events                        text/event-stream: an event "change" (data {"reason",
+//	                                    "queue", "task_id"}) whenever tasks may have changed
+//
+// A task is the protocol's wire shape (snake_case, epoch milliseconds) plus
+// "key" on a single task's read; list rows carry no payload, result or
+// metadata. With Options.HidePayloads those three are null and
+// "redacted" is true. Cursors are task ids: pass "next" as before= for the
+// older page, "prev" as after= for the newer one.
+//
+// # Security
+//
+// The console is read-only unless Options.AllowWrites: every write route
+// then answers 403 and the pages show no buttons. Every state change is a
+// POST (GET never changes anything) behind http.CrossOriginProtection, so a
+// browser on another origin cannot forge one. Options.Authorize, when set,
+// runs before every request, pages, assets and API alike; mount the console
+// behind the application's own authentication either way. HidePayloads keeps
+// payloads, results and metadata out of every page and response. Responses
+// carry a Content-Security-Policy without 'unsafe-inline' (the script and
+// stylesheet are files of the console; no inline script, style or handler
+// exists), frame-ancestors 'none' and nosniff; every value from the
+// database is escaped by html/template or encoding/json.
+package console
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// Options configures Handler. The zero value (or nil) is a read-only console
+// with payloads shown and no authorization hook.
+type Options struct {
+	// AllowWrites enables cancel, retry, bulk cancel/retry and submitting a
+	// copy of a task. Off, every write answers 403.
+	AllowWrites bool
+	// Authorize, when set, is called before every request; an error answers
+	// 403 with no body beyond "forbidden".
+	Authorize func(*http.Request) error
+	// HidePayloads redacts payloads, results and metadata everywhere.
+	HidePayloads bool
+	// Title is shown in the header and the page titles. Default "cairnq".
+	Title string
+	// BasePath is the path the console is mounted at, e.g. "/cairnq", used
+	// to build links. Default: derived per request from what
+	// http.StripPrefix removed.
+	BasePath string
+	// PollInterval is how often an open page re-reads when no notification
+	// arrives (Client.Watch). Default 2s.
+	PollInterval time.Duration
+	// CrossOrigin checks state-changing requests. Default
+	// http.NewCrossOriginProtection(); pass one with trusted origins for a
+	// console served behind another origin.
+	CrossOrigin *http.CrossOriginProtection
+	// Logger receives errors the console answered 500 to. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+//go:embed assets
+var assets embed.FS
+
+// contentSecurityPolicy allows only the console's own files: no inline
+// script or style, no other origin, no framing.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+type console struct {
+	c     *cairnq.Client
+	st    queries
+	opts  Options
+	pages *pages
+}
+
+// queries are the console's reads that a Client does not offer, run by
+// package store and handed over through internal/storeaccess, so that
+// they are not part of a Store's documented surface.
+type queries interface {
+	ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery) ([]*store.Task, error)
+	ConsoleChildren(ctx context.Context, t *store.Task, limit int) ([]*store.Task, error)
+	ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*store.Task, error)
+	ConsoleTaskKey(ctx context.Context, id string) (string, error)
+	ConsoleRunning(ctx context.Context, limit int) ([]*store.Task, error)
+	ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, error)
+	ConsoleNow(ctx context.Context) (time.Time, error)
+	ConsoleOldestDue(ctx context.Context, now time.Time) (map[string]time.Time, error)
+	ConsoleSettled(ctx context.Context, since, now time.Time) ([]storeaccess.ConsoleMinute, error)
+	ConsoleFailingNames(ctx context.Context, since time.Time, limit int) ([]storeaccess.ConsoleFailing, error)
+}
+
+// Handler returns the console over c. Mount it under a prefix with
+// http.StripPrefix; see the package documentation for its routes and
+// security model. It panics if c is nil.
+func Handler(c *cairnq.Client, opts *Options) http.Handler {
+	if c == nil {
+		panic("console: nil *cairnq.Client")
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Title == "" {
+		o.Title = "cairnq"
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = cairnq.DefaultWatchPoll
+	}
+	if o.CrossOrigin == nil {
+		o.CrossOrigin = http.NewCrossOriginProtection()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.BasePath = strings.TrimSuffix(o.BasePath, "/")
+	k := &console{c: c, st: storeaccess.Ops(storeaccess.ClientStore(c)).(queries), opts: o, pages: newPages()}
+
+	static, _ := fs.Sub(assets, "assets/static") // a constant path of the embed
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", cacheFor(files, time.Hour))
+	mux.HandleFunc("GET /{$}", k.overviewPage)
+	mux.HandleFunc("GET /tasks", k.tasksPage)
+	mux.HandleFunc("GET /tasks/{id}", k.taskPage)
+	mux.HandleFunc("GET /workers", k.workersPage)
+	mux.HandleFunc("POST /tasks/{id}/{action}", k.writes(k.taskActionForm))
+	mux.HandleFunc("POST /tasks/bulk", k.writes(k.bulkForm))
+	mux.HandleFunc("GET /events", k.events)
+
+	mux.HandleFunc("GET /api/overview", k.apiOverview)
+	mux.HandleFunc("GET /api/tasks", k.apiTasks)
+	mux.HandleFunc("GET /api/tasks/{id}", k.apiTask)
+	mux.HandleFunc("GET /api/workers", k.apiWorkers)
+	mux.HandleFunc("POST /api/tasks/{id}/{action}", k.writes(k.apiTaskAction))
+	mux.HandleFunc("POST /api/tasks/bulk", k.writes(k.apiBulk))
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "no such endpoint")
+	})
+
+	o.CrossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+	}))
+	return k.secure(o.CrossOrigin.Handler(mux))
+}
+
+// secure sets the security headers and runs Authorize.
+func (k *console) secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		if k.opts.Authorize != nil {
+			if err := k.opts.Authorize(r); err != nil {
+				http.Error(w, "forbidden", http.StatusForbidden)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writes refuses every request unless writes are allowed.
+func (k *console) writes(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !k.opts.AllowWrites {
+			if isAPI(r) {
+				writeJSONError(w, http.StatusForbidden, "writes are disabled")
+				return
+			}
+			http.Error(w, "writes are disabled", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func cacheFor(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age="+strconv.Itoa(int(d.Seconds())))
+		h.ServeHTTP(w, r)
+	})
+}
+
+func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
+
+// base returns the path the console is mounted at: Options.BasePath, or
+// what http.StripPrefix removed from the path the client asked for.
+func (k *console) base(r *http.Request) string {
+	if k.opts.BasePath != "" {
+		return k.opts.BasePath
+	}
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil {
+		return ""
+	}
+	if b, ok := strings.CutSuffix(u.Path, r.URL.Path); ok && (b == "" || b[0] == '/') && !strings.HasPrefix(b, "//") {
+		return b
+	}
+	return ""
+}

@@ -1,0 +1,300 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+// How much the overview and task pages read.
+const (
+	runningShown    = 50
+	failingShown    = 10
+	relatedShown    = 50
+	settledWindow   = time.Hour
+	failingWindow   = 24 * time.Hour
+	defaultPageSize = 50
+)
+
+// queueRow is one queue of the overview.
+type queueRow struct {
+	Queue string `json:"-"`
+	store.StatusCounts
+	// OldestDue is when the longest-waiting due queued task became due;
+	// zero when none waits.
+	OldestDue time.Time `json:"oldest_due"`
+}
+
+func (q queueRow) MarshalJSON() ([]byte, error) {
+	type counts store.StatusCounts
+	var due *int64
+	if !q.OldestDue.IsZero() {
+		ms := q.OldestDue.UnixMilli()
+		due = &ms
+	}
+	return json.Marshal(struct {
+		counts
+		OldestDueMs *int64 `json:"oldest_due_ms"`
+	}{counts(q.StatusCounts), due})
+}
+
+type overview struct {
+	Now     time.Time
+	Queues  []queueRow
+	Settled []storeaccess.ConsoleMinute
+	Running []*store.Task
+	Workers []storeaccess.ConsoleWorker
+	Failing []storeaccess.ConsoleFailing
+}
+
+func (k *console) overview(ctx context.Context) (*overview, error) {
+	now, err := k.st.ConsoleNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := k.c.Stats(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	due, err := k.st.ConsoleOldestDue(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	o := &overview{Now: now}
+	for q, c := range stats {
+		o.Queues = append(o.Queues, queueRow{Queue: q, StatusCounts: c, OldestDue: due[q]})
+	}
+	slices.SortFunc(o.Queues, func(a, b queueRow) int { return strings.Compare(a.Queue, b.Queue) })
+	if o.Settled, err = k.st.ConsoleSettled(ctx, now.Add(-settledWindow), now); err != nil {
+		return nil, err
+	}
+	if o.Running, err = k.st.ConsoleRunning(ctx, runningShown); err != nil {
+		return nil, err
+	}
+	if o.Workers, err = k.st.ConsoleWorkers(ctx); err != nil {
+		return nil, err
+	}
+	if o.Failing, err = k.st.ConsoleFailingNames(ctx, now.Add(-failingWindow), failingShown); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// filterFields are the list filters, in form order, with their query names.
+var filterFields = []struct{ Param, Label string }{
+	{"queue", "Queue"}, {"name", "Name"}, {"key", "Key"}, {"correlation_id", "Correlation id"},
+	{"parent_id", "Parent id"}, {"root_id", "Root id"}, {"id_prefix", "Id prefix"},
+}
+
+// listQuery reads the list filters and cursor from a query string.
+func listQuery(v url.Values) (storeaccess.ConsoleQuery, error) {
+	q := storeaccess.ConsoleQuery{
+		Status:        v.Get("status"),
+		Queue:         v.Get("queue"),
+		Name:          v.Get("name"),
+		Key:           v.Get("key"),
+		CorrelationID: v.Get("correlation_id"),
+		ParentID:      v.Get("parent_id"),
+		RootID:        v.Get("root_id"),
+		IDPrefix:      v.Get("id_prefix"),
+		Before:        v.Get("before"),
+		After:         v.Get("after"),
+		Limit:         defaultPageSize,
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return q, badRequest("limit must be a number from 1 to 1000")
+		}
+		q.Limit = n
+	}
+	if q.Status != "" && !store.Status(q.Status).Valid() {
+		return q, badRequest("unknown status " + strconv.Quote(q.Status))
+	}
+	if q.Before != "" && q.After != "" {
+		return q, badRequest("before and after are exclusive")
+	}
+	return q, nil
+}
+
+type taskPage struct {
+	Tasks []*store.Task
+	// Next is the cursor of the older page, Prev of the newer one; empty
+	// when there is none.
+	Next, Prev string
+}
+
+// listTasks reads one page, and one more row to know whether another page
+// follows in the direction of travel.
+func (k *console) listTasks(ctx context.Context, q storeaccess.ConsoleQuery) (*taskPage, error) {
+	limit := q.Limit
+	q.Limit = limit + 1
+	tasks, err := k.st.ConsoleTasks(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	p := &taskPage{}
+	more := len(tasks) > limit
+	if more {
+		if q.After != "" {
+			tasks = tasks[1:] // ascending read, reversed: the extra row is the newest
+		} else {
+			tasks = tasks[:limit]
+		}
+	}
+	p.Tasks = tasks
+	if len(tasks) == 0 {
+		return p, nil // off either end: the page links back to the newest
+	}
+	first, last := tasks[0].ID, tasks[len(tasks)-1].ID
+	switch {
+	case q.After != "":
+		p.Next = last
+		if more {
+			p.Prev = first
+		}
+	case q.Before != "":
+		p.Prev = first
+		if more {
+			p.Next = last
+		}
+	default:
+		if more {
+			p.Next = last
+		}
+	}
+	return p, nil
+}
+
+type taskDetail struct {
+	Task       *store.Task
+	Key        string
+	Children   []*store.Task
+	Correlated []*store.Task
+	Now        time.Time
+}
+
+func (k *console) taskDetail(ctx context.Context, id string) (*taskDetail, error) {
+	t, err := k.c.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &taskDetail{Task: t}
+	if d.Now, err = k.st.ConsoleNow(ctx); err != nil {
+		return nil, err
+	}
+	if d.Key, err = k.st.ConsoleTaskKey(ctx, id); err != nil {
+		return nil, err
+	}
+	if d.Children, err = k.st.ConsoleChildren(ctx, t, relatedShown); err != nil {
+		return nil, err
+	}
+	if t.CorrelationID != "" {
+		if d.Correlated, err = k.st.ConsoleCorrelated(ctx, t.CorrelationID, relatedShown); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Writes.
+
+func (k *console) act(ctx context.Context, id, action string) (*store.Task, error) {
+	switch action {
+	case "cancel":
+		t, err := k.c.Cancel(ctx, id)
+		if err == nil && t == nil {
+			return nil, k.conflictOrMissing(ctx, id, "only a queued or running task can be canceled")
+		}
+		return t, err
+	case "retry":
+		t, err := k.c.Retry(ctx, id, nil)
+		if err == nil && t == nil {
+			return nil, k.conflictOrMissing(ctx, id, "only a failed or canceled task can be retried")
+		}
+		return t, err
+	case "copy":
+		t, err := k.c.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		var meta any
+		if len(t.Metadata) > 0 {
+			meta = json.RawMessage(t.Metadata)
+		}
+		return k.c.Submit(ctx, t.Name, json.RawMessage(t.Payload), &cairnq.SubmitOptions{
+			Queue: t.Queue, MaxAttempts: t.MaxAttempts, Priority: t.Priority,
+			Metadata: meta, CorrelationID: t.CorrelationID,
+		})
+	}
+	return nil, &httpError{http.StatusNotFound, "unknown action " + strconv.Quote(action)}
+}
+
+func (k *console) conflictOrMissing(ctx context.Context, id, why string) error {
+	if _, err := k.c.GetStatus(ctx, id); err != nil {
+		return err
+	}
+	return &httpError{http.StatusConflict, why}
+}
+
+// bulk runs action (cancel or retry) on each id; ids the action did not
+// change (wrong status, gone) are reported, not failed.
+func (k *console) bulk(ctx context.Context, action string, ids []string) (changed, unchanged []string, err error) {
+	if action != "cancel" && action != "retry" {
+		return nil, nil, badRequest("bulk action must be cancel or retry")
+	}
+	if len(ids) > 1000 {
+		return nil, nil, badRequest("at most 1000 ids at once")
+	}
+	changed, unchanged = []string{}, []string{}
+	for _, id := range ids {
+		_, err := k.act(ctx, id, action)
+		var he *httpError
+		switch {
+		case err == nil:
+			changed = append(changed, id)
+		case errors.As(err, &he), errors.Is(err, cairnq.ErrNotFound):
+			unchanged = append(unchanged, id)
+		default:
+			return changed, unchanged, err
+		}
+	}
+	return changed, unchanged, nil
+}
+
+// httpError is an error with the status to answer it with.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg} }
+
+// statusOf maps an error to the HTTP status and the message to show.
+func statusOf(err error) (int, string) {
+	var he *httpError
+	var ae *cairnq.ArgumentError
+	switch {
+	case errors.As(err, &he):
+		return he.status, he.msg
+	case errors.Is(err, cairnq.ErrNotFound):
+		return http.StatusNotFound, "task not found"
+	case errors.As(err, &ae), errors.Is(err, cairnq.ErrInvalidArgument):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, context.Canceled):
+		return 499, "request canceled"
+	}
+	return http.StatusInternalServerError, "internal error"
+}

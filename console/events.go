@@ -1,0 +1,63 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+)
+
+// keepAlive is how often an idle event stream sends a comment, so proxies
+// keep it open and a vanished client is noticed.
+const keepAlive = 15 * time.Second
+
+// events streams a "change" event whenever tasks may have changed, fed by
+// Client.Watch. The watch and its goroutine belong to the request: they stop
+// when the client goes away or the server shuts the request down.
+func (k *console) events(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// Tell the browser how long to wait before reconnecting, and make the
+	// stream's start visible at once.
+	fmt.Fprintf(w, "retry: 2000\n: cairnq console\n\n")
+	if err := rc.Flush(); err != nil {
+		return // the writer cannot stream
+	}
+
+	ctx := r.Context()
+	signals := make(chan cairnq.Signal, 1)
+	stop := k.c.Watch(ctx, &cairnq.WatchOptions{PollInterval: k.opts.PollInterval}, func(s cairnq.Signal) {
+		select {
+		case signals <- s:
+		default: // one pending event already says "re-read"
+		}
+	})
+	defer stop()
+
+	tick := time.NewTicker(keepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		case s := <-signals:
+			b, _ := json.Marshal(map[string]string{"reason": s.Reason, "queue": s.Queue, "task_id": s.TaskID})
+			if _, err := fmt.Fprintf(w, "event: change\ndata: %s\n\n", b); err != nil {
+				return
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
