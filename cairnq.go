@@ -57,6 +57,7 @@ var (
 	ErrValueTooLarge   = store.ErrValueTooLarge
 	ErrStorageFull     = store.ErrStorageFull
 	ErrStorageMemory   = store.ErrStorageMemory
+	ErrNoDatabase      = store.ErrNoDatabase
 )
 
 // Typed errors, usable with errors.As; see package store for each.

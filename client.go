@@ -31,6 +31,24 @@ type Options struct {
 	// Retention, when set, purges finished tasks in the background while
 	// the client is open.
 	Retention *RetentionOptions
+
+	// OpenExisting opens only a database cairnq is already installed in,
+	// and changes nothing about its schema: Open creates no file or
+	// directory (the file is opened with mode=rw) and leaves the journal
+	// mode and planner statistics alone; OpenPostgres creates no ledger or
+	// table; neither applies a migration. For tools and for processes
+	// whose migrations run elsewhere (a deploy step, cairnq migrate). The
+	// client still writes tasks when asked to (Submit, Cancel, Purge,
+	// Retention). Refusals change nothing:
+	//   - no SQLite file, a named Postgres schema that does not exist, or
+	//     no cairnq tables: ErrNoDatabase;
+	//   - another protocol major: *ProtocolVersionMismatchError;
+	//   - a ledger lacking migrations this SDK has: ErrSchemaMismatch.
+	// A database a newer SDK of the same major migrated further opens,
+	// with a warning logged. InspectSQLite and InspectPostgres report the
+	// same without opening a client. Default false: create and migrate as
+	// needed.
+	OpenExisting bool
 }
 
 // SQLiteOptions are the settings of Open. The zero value (or nil) is a
@@ -81,7 +99,8 @@ type Client struct {
 
 // Open opens the SQLite database at path (created with its parent
 // directories if absent; ":memory:" for a private in-memory one), migrates
-// it and returns a client on it.
+// it and returns a client on it. With Options.OpenExisting it creates and
+// migrates nothing.
 func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error) {
 	if opts == nil {
 		opts = &SQLiteOptions{}
@@ -91,6 +110,7 @@ func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error
 		FullSync:         opts.FullSync,
 		Logger:           opts.Logger,
 		AllowOtherTables: opts.AllowOtherTables,
+		OpenExisting:     opts.OpenExisting,
 	})
 	if err != nil {
 		return nil, err
@@ -101,7 +121,8 @@ func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error
 // OpenPostgres opens a client on a Postgres database reached through ex, an
 // adapter over the application's own pool (cairnqpgx, cairnqlibpq, the
 // database/sql executor, gorm, bun) or one opened from a DSN. It checks the
-// schema, migrates under a lock and checks the protocol version. When ex
+// schema, migrates under a lock (with Options.OpenExisting: only checks
+// that nothing needs migrating) and checks the protocol version. When ex
 // can LISTEN, waiters and idle workers wake on notifications; otherwise
 // they poll.
 func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptions) (*Client, error) {
@@ -110,6 +131,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptio
 	}
 	st, err := store.OpenPostgres(ctx, ex, store.PostgresOptions{
 		Schema: opts.Schema, CloseExecutor: opts.CloseExecutor, Logger: opts.Logger,
+		OpenExisting: opts.OpenExisting,
 	})
 	if err != nil {
 		return nil, err

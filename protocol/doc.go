@@ -21,7 +21,10 @@
 //
 // Both dialects ship the same statements, except installations, which exists
 // on Postgres only. Migration ordinals are shared: 0003 (the notify trigger)
-// exists on Postgres only.
+// exists on Postgres only. Beside the protocol's statements are a few of this
+// SDK's own, which move no version: complete_many and insert_many (Postgres
+// only; grouped settlements and submits), and expired_leases, queue_ages and
+// recent_failures (both; read-only, for operators: cairnq doctor).
 //
 // # Parameters
 //
@@ -31,11 +34,11 @@
 //
 //   - SQLite takes absolute times from the SDK clock: now_ms, lease_until_ms
 //     (claim and heartbeat statements), run_at_ms (insert_task) and before_ms
-//     (purge). List-valued parameters (queues, names, ids) are JSON array text
+//     (purge, recent_failures). List-valued parameters (queues, names, ids) are JSON array text
 //     read with json_each. Booleans (retryable, reset_attempt) are 0/1.
 //   - Postgres takes time from the database clock and relative durations from
 //     the caller: lease_ms, delay_ms (insert_task; fail has it on both),
-//     older_than_ms (purge). List-valued parameters are text[]; booleans are
+//     older_than_ms (purge, recent_failures). List-valued parameters are text[]; booleans are
 //     booleans; JSON values are cast to jsonb. lock_key takes key on Postgres
 //     only, since on SQLite BEGIN IMMEDIATE already serializes.
 //

@@ -39,6 +39,9 @@ var sqliteParams = map[string][]string{
 	StmtStats:           {"queue"},
 	StmtSucceed:         {"id", "worker_id", "now_ms", "result", "message"},
 	StmtUpsertKey:       {"key", "task_id", "now_ms"},
+	StmtExpiredLeases:   {"now_ms", "limit"},
+	StmtQueueAges:       {"now_ms"},
+	StmtRecentFailures:  {"before_ms"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -64,6 +67,9 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	StmtRetry:                {sqliteOnly: []string{"now_ms"}},
 	StmtSucceed:              {sqliteOnly: []string{"now_ms"}},
 	StmtUpsertKey:            {sqliteOnly: []string{"now_ms"}},
+	StmtExpiredLeases:        {sqliteOnly: []string{"now_ms"}},
+	StmtQueueAges:            {sqliteOnly: []string{"now_ms"}},
+	StmtRecentFailures:       {[]string{"before_ms"}, []string{"older_than_ms"}},
 }
 
 var allStatementNames = []string{
@@ -72,6 +78,7 @@ var allStatementNames = []string{
 	StmtGetStatus, StmtGetStatusByKey, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
 	StmtList, StmtLockKey, StmtProgress, StmtProtocolVersion, StmtPurge, StmtQueueDepth,
 	StmtRecoverLeases, StmtRetry, StmtStats, StmtSucceed, StmtUpsertKey,
+	StmtExpiredLeases, StmtQueueAges, StmtRecentFailures,
 }
 
 func sorted(s []string) []string {
@@ -182,6 +189,7 @@ func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		StmtClaimableProbe, StmtGet, StmtGetByKey, StmtGetKey, StmtGetStatus, StmtGetStatusByKey,
 		StmtInstallations, StmtList, StmtLockKey, StmtProtocolVersion, StmtQueueDepth, StmtStats,
+		StmtExpiredLeases, StmtQueueAges, StmtRecentFailures,
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

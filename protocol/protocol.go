@@ -61,6 +61,11 @@ const (
 	StmtStats                = "stats"
 	StmtSucceed              = "succeed"
 	StmtUpsertKey            = "upsert_key"
+
+	// Reads for operators (cairnq doctor), ours, beside the protocol's.
+	StmtExpiredLeases  = "expired_leases"
+	StmtQueueAges      = "queue_ages"
+	StmtRecentFailures = "recent_failures"
 )
 
 //go:embed sql/sqlite/*.sql sql/postgres/*.sql migrations/sqlite/*.sql migrations/postgres/*.sql

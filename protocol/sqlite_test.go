@@ -48,6 +48,9 @@ var resultColumns = map[string][]string{
 	StmtStats:                {"queue", "status", "count"},
 	StmtSucceed:              taskColumns,
 	StmtUpsertKey:            nil,
+	StmtExpiredLeases:        taskColumns,
+	StmtQueueAges:            {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
+	StmtRecentFailures:       {"name", "count", "last_failed_at_ms"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -259,6 +262,9 @@ func TestSQLitePlans(t *testing.T) {
 			"cairnq_tasks_claim_idx (queue=? AND status=?)"},
 		{StmtClaimOneQueueOneName, Args{"queue": "q1", "name": "n1", "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
 			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=?)"},
+		// The operators' reads (cairnq doctor) stay off full scans too.
+		{StmtExpiredLeases, Args{"now_ms": 5000, "limit": 10}, "cairnq_tasks_lease_idx"},
+		{StmtRecentFailures, Args{"before_ms": 5000}, "cairnq_tasks_status_completed_idx (status=? AND completed_at_ms>?)"},
 	} {
 		if p := explain(c.stmt, c.args, true); !strings.Contains(p, c.index) || fullScan(p) {
 			t.Errorf("%s does not use %s:\n%s", c.stmt, c.index, p)

@@ -7,10 +7,11 @@
 // executor.Executor (the database clock, SKIP LOCKED claims, LISTEN
 // wakeups, grouped completions).
 //
-// A Store's exported methods are the protocol's operations and nothing
-// else; what only a cairnq Client or Worker needs (the worker's claim
-// planning, in-process wakeups) stays unexported and reaches the root
-// package through internal/storeaccess.
+// A Store's exported methods are the protocol's operations and read-only
+// reads for operators (inspect.go: InspectSQLite, InspectPostgres and the
+// health reads cairnq doctor shows); what only a cairnq Client or Worker
+// needs (the worker's claim planning, in-process wakeups) stays unexported
+// and reaches the root package through internal/storeaccess.
 //
 // It also holds the types every floor shares: Task, its statuses, the
 // error envelope and the errors (sentinels for errors.Is, typed errors

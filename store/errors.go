@@ -38,6 +38,10 @@ var (
 	// ErrSchemaMismatch: the database holds a cairnq installation the store
 	// cannot safely use from where it stands.
 	ErrSchemaMismatch = errors.New("cairnq: schema mismatch")
+	// ErrNoDatabase: a store opened with OpenExisting found no cairnq
+	// installation: no SQLite file at the path, no schema of that name, or
+	// no cairnq tables in the database. Nothing was created.
+	ErrNoDatabase = errors.New("cairnq: no such database")
 )
 
 // ArgumentError is an invalid argument: which call, which argument, why.

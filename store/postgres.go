@@ -31,6 +31,14 @@ type PostgresOptions struct {
 	// Logger receives what the store survives (a listener that failed).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// OpenExisting opens only a database cairnq is already installed in,
+	// and changes nothing about it: no ledger, table or migration is
+	// created or applied. No cairnq tables where the connection resolves
+	// is ErrNoDatabase (so is a named Schema that does not exist), another
+	// protocol major a *ProtocolVersionMismatchError, a ledger lacking
+	// migrations this SDK has ErrSchemaMismatch. Default false: create and
+	// migrate as needed.
+	OpenExisting bool
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -74,10 +82,19 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 			be.inserter.close()
 		}
 	}()
-	if err := s.checkSchema(ctx, o.Schema); err != nil {
+	current, err := s.checkSchema(ctx, o.Schema, o.OpenExisting)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.migratePostgres(ctx); err != nil {
+	if o.OpenExisting {
+		st, err := readSchemaStatus(ctx, pgQuerier{ex}, protocol.Postgres)
+		if err != nil {
+			return nil, fmt.Errorf("cairnq: reading the installation: %w", err)
+		}
+		if err := refuseStatus(st, fmt.Sprintf("schema %q", current), o.Logger); err != nil {
+			return nil, err
+		}
+	} else if err := s.migratePostgres(ctx); err != nil {
 		return nil, err
 	}
 	if l, isListener := ex.(executor.Listener); isListener {
@@ -91,13 +108,34 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 
 // checkSchema asserts where the connection resolves, and refuses to start
 // a second installation beside an existing one unless the schema was named.
-func (s *Store) checkSchema(ctx context.Context, want string) error {
-	rows, err := s.readOne(ctx, protocol.StmtInstallations, protocol.Args{})
-	if err != nil {
-		return fmt.Errorf("cairnq: reading installations: %w", err)
-	}
-	current := ""
+// It returns the schema the connection resolves to. existing (OpenExisting)
+// makes a named schema that does not exist ErrNoDatabase.
+func (s *Store) checkSchema(ctx context.Context, want string, existing bool) (string, error) {
+	var current string
 	var found []string
+	err := s.be.read(ctx, func(q querier) error {
+		var err error
+		current, found, err = installations(ctx, q)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if existing && want != "" && current == "" {
+		return "", fmt.Errorf("%w: schema %q does not exist; nothing was created", ErrNoDatabase, want)
+	}
+	return current, schemaCheck(current, found, want)
+}
+
+// installations reads where q's connection resolves (current_schema(), ""
+// when no schema of its search_path exists) and every schema holding a
+// cairnq_tasks table.
+func installations(ctx context.Context, q querier) (current string, found []string, err error) {
+	st := protocol.Statements(protocol.Postgres).Get(protocol.StmtInstallations)
+	rows, err := q.query(ctx, st.SQL, nil)
+	if err != nil {
+		return "", nil, fmt.Errorf("cairnq: reading installations: %w", err)
+	}
 	for _, r := range rows {
 		if c, ok, _ := asString("current_schema", r["current_schema"]); ok {
 			current = c
@@ -106,6 +144,11 @@ func (s *Store) checkSchema(ctx context.Context, want string) error {
 			found = append(found, f)
 		}
 	}
+	return current, found, nil
+}
+
+// schemaCheck is checkSchema's verdict on what installations read.
+func schemaCheck(current string, found []string, want string) error {
 	if want != "" && current != want {
 		return fmt.Errorf("%w: the connection resolves to schema %q, not %q: set search_path (or open cairnq from a DSN with the schema option)",
 			ErrSchemaMismatch, current, want)

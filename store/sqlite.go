@@ -43,6 +43,15 @@ type SQLiteOptions struct {
 	// that already holds other tables but no cairnq ones. Default false:
 	// such a database is refused with ErrForeignDatabase and left as it was.
 	AllowOtherTables bool
+	// OpenExisting opens only a database cairnq is already installed in,
+	// and changes nothing about it: no file or directory is created (the
+	// file is opened with mode=rw), no migration is applied, the journal
+	// mode is left as it is, and the planner statistics are not refreshed.
+	// A missing file, or one without cairnq tables, is ErrNoDatabase;
+	// another protocol major a *ProtocolVersionMismatchError; a ledger
+	// lacking migrations this SDK has ErrSchemaMismatch. Default false:
+	// create and migrate as needed.
+	OpenExisting bool
 
 	// memoryLimit, when set, replaces sqliteMaxMemory: tests exhaust a
 	// connection's memory with it.
@@ -68,6 +77,7 @@ const (
 // Reads use a small pool of their own connections.
 type sqliteBackend struct {
 	path    string
+	dsn     string // what connections open: path, or its mode=rw URI under OpenExisting
 	memory  bool
 	busy    time.Duration
 	log     *slog.Logger
@@ -79,6 +89,7 @@ type sqliteBackend struct {
 
 	maxBatch    int
 	allowOther  bool
+	existing    bool // OpenExisting: create, migrate and maintain nothing
 	memoryLimit int64
 	sync        string      // the synchronous pragma every connection gets
 	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
@@ -128,6 +139,7 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	}
 	b := &sqliteBackend{
 		path:        path,
+		dsn:         path,
 		memory:      isMemoryPath(path),
 		busy:        o.BusyTimeout,
 		log:         o.Logger,
@@ -136,6 +148,7 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		done:        make(chan struct{}),
 		maxBatch:    o.MaxBatch,
 		allowOther:  o.AllowOtherTables,
+		existing:    o.OpenExisting,
 		memoryLimit: o.memoryLimit,
 	}
 	if b.memoryLimit <= 0 {
@@ -154,7 +167,17 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	if nread <= 0 {
 		nread = 4
 	}
-	if !b.memory && !strings.HasPrefix(path, "file:") {
+	switch {
+	case b.existing && !b.memory:
+		uri, exists, err := existingSQLiteURI(path)
+		if err != nil {
+			return nil, &OpenError{Path: path, Err: err}
+		}
+		if !exists {
+			return nil, &OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", ErrNoDatabase)}
+		}
+		b.dsn = uri
+	case !b.memory && !strings.HasPrefix(path, "file:"):
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, &OpenError{Path: path, Err: err}
 		}
@@ -168,13 +191,20 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		return nil, err
 	}
 	b.w = w
-	if err := b.migrate(); err != nil {
-		w.close()
-		return nil, err
-	}
-	if err := b.refreshStatistics(); err != nil && !errors.Is(err, sqlite3.BUSY) {
-		w.close()
-		return nil, &OpenError{Path: path, Err: err}
+	if b.existing {
+		if err := b.verifyExisting(ctx); err != nil {
+			w.close()
+			return nil, err
+		}
+	} else {
+		if err := b.migrate(); err != nil {
+			w.close()
+			return nil, err
+		}
+		if err := b.refreshStatistics(); err != nil && !errors.Is(err, sqlite3.BUSY) {
+			w.close()
+			return nil, &OpenError{Path: path, Err: err}
+		}
 	}
 	if !b.memory {
 		b.readers = make(chan *sqliteConn, nread)
@@ -194,8 +224,11 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 
 // openConn opens and configures one connection.
 func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
-	c, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(ctx, b.memoryLimit), b.path)
+	c, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(ctx, b.memoryLimit), b.dsn)
 	if err != nil {
+		if b.existing && errors.Is(err, sqlite3.CANTOPEN) { // mode=rw on a file that is not there
+			return nil, &OpenError{Path: b.path, Err: fmt.Errorf("%w: %v; nothing was created", ErrNoDatabase, err)}
+		}
 		return nil, b.openError(err)
 	}
 	conn := &sqliteConn{c: c, stmts: map[string]*preparedStmt{}}
@@ -206,7 +239,7 @@ func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
 	if err := c.BusyHandler(b.busyHandler()); err != nil {
 		return fail(err)
 	}
-	if !b.memory {
+	if !b.memory && !b.existing {
 		if err := b.enableWAL(c); err != nil {
 			return fail(err)
 		}
@@ -217,14 +250,39 @@ func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
 	return conn, nil
 }
 
-func (b *sqliteBackend) openError(err error) error {
+func (b *sqliteBackend) openError(err error) error { return sqliteOpenError(b.path, b.busy, err) }
+
+// sqliteOpenError classifies an error opening or preparing the database at
+// path: not a database, locked past busy, or anything else.
+func sqliteOpenError(path string, busy time.Duration, err error) error {
 	switch {
 	case errors.Is(err, sqlite3.NOTADB):
-		return &OpenError{Path: b.path, Err: fmt.Errorf("%w: %v", ErrNotADatabase, err)}
+		return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotADatabase, err)}
 	case errors.Is(err, sqlite3.BUSY):
-		return &OpenError{Path: b.path, Err: &BusyError{Timeout: b.busy, Err: err}}
+		return &OpenError{Path: path, Err: &BusyError{Timeout: busy, Err: err}}
 	}
-	return &OpenError{Path: b.path, Err: err}
+	return &OpenError{Path: path, Err: err}
+}
+
+// verifyExisting is migrate for a store opened with OpenExisting: it reads
+// the installation, in one read transaction, and refuses what it must not
+// run on. It writes nothing.
+func (b *sqliteBackend) verifyExisting(ctx context.Context) error {
+	c := b.w
+	if err := c.exec("BEGIN"); err != nil {
+		return b.openError(err)
+	}
+	st, err := readSchemaStatus(ctx, sqliteQuerier{c}, protocol.SQLite)
+	if !c.c.GetAutocommit() {
+		c.exec("ROLLBACK")
+	}
+	if err != nil {
+		return b.openError(err)
+	}
+	if st.State == SchemaAbsent {
+		return &OpenError{Path: b.path, Err: fmt.Errorf("%w: the file holds no cairnq tables; nothing was created", ErrNoDatabase)}
+	}
+	return refuseStatus(st, b.path, b.log)
 }
 
 // busyHandler returns a connection's busy handler: SQLite calls it while
@@ -549,6 +607,9 @@ func (b *sqliteBackend) writer() {
 			b.drainClosed()
 			return
 		case <-ticker.C:
+			if b.existing {
+				continue // the database's owner maintains its statistics
+			}
 			if err := b.refreshStatistics(); err != nil {
 				b.log.Warn("cairnq: refreshing SQLite planner statistics", "err", err)
 			}

@@ -1,0 +1,12 @@
+-- Running tasks whose lease ran out and that no claim has recovered yet
+-- (recover_leases runs only inside a claim, so these mean no worker has
+-- claimed on this database since), longest expired first, at most :limit.
+-- A read for operators; it changes nothing. The two status and lease
+-- predicates repeat cairnq_tasks_lease_idx's WHERE so SQLite can use it.
+SELECT *
+FROM cairnq_tasks
+WHERE status = 'running'
+  AND lease_until_ms IS NOT NULL
+  AND lease_until_ms <= :now_ms
+ORDER BY lease_until_ms ASC, id ASC
+LIMIT :limit;
