@@ -98,7 +98,7 @@ func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	fails := make([]failing, len(o.Failing))
 	for i, f := range o.Failing {
-		fails[i] = failing{f.Name, f.Failures, ms(f.Last)}
+		fails[i] = failing{f.Name, f.Count, ms(f.LastFailedAt)}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"now_ms":  ms(o.Now),

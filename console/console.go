@@ -15,8 +15,8 @@
 //   - / (Overview): per queue, the tasks in each status and how long the
 //     oldest due queued task has waited; tasks settled per minute over the
 //     last hour, succeeded against failed; the running tasks with their lease
-//     owner and time left; the workers holding leases; the names that failed
-//     for good most recently.
+//     owner and time left; the workers holding leases; the names with the
+//     most tasks failed for good in the last day.
 //   - /tasks (Tasks): filters by status, queue, name, key, correlation id,
 //     parent id, root id and id prefix; pages newest first by keyset on the
 //     task id (a time-ordered ULID) through the primary key index, never by
@@ -138,9 +138,7 @@ type queries interface {
 	ConsoleRunning(ctx context.Context, limit int) ([]*store.Task, error)
 	ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, error)
 	ConsoleNow(ctx context.Context) (time.Time, error)
-	ConsoleOldestDue(ctx context.Context, now time.Time) (map[string]time.Time, error)
 	ConsoleSettled(ctx context.Context, since, now time.Time) ([]storeaccess.ConsoleMinute, error)
-	ConsoleFailingNames(ctx context.Context, since time.Time, limit int) ([]storeaccess.ConsoleFailing, error)
 }
 
 // Handler returns the console over c. Mount it under a prefix with

@@ -54,7 +54,7 @@ type overview struct {
 	Settled []storeaccess.ConsoleMinute
 	Running []*store.Task
 	Workers []storeaccess.ConsoleWorker
-	Failing []storeaccess.ConsoleFailing
+	Failing []store.FailureCount
 }
 
 func (k *console) overview(ctx context.Context) (*overview, error) {
@@ -66,9 +66,13 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 	if err != nil {
 		return nil, err
 	}
-	due, err := k.st.ConsoleOldestDue(ctx, now)
+	ages, err := k.c.QueueAges(ctx)
 	if err != nil {
 		return nil, err
+	}
+	due := make(map[string]time.Time, len(ages))
+	for _, a := range ages {
+		due[a.Queue] = a.OldestRunAt
 	}
 	o := &overview{Now: now}
 	for q, c := range stats {
@@ -84,9 +88,10 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 	if o.Workers, err = k.st.ConsoleWorkers(ctx); err != nil {
 		return nil, err
 	}
-	if o.Failing, err = k.st.ConsoleFailingNames(ctx, now.Add(-failingWindow), failingShown); err != nil {
+	if o.Failing, err = k.c.RecentFailures(ctx, failingWindow); err != nil {
 		return nil, err
 	}
+	o.Failing = o.Failing[:min(len(o.Failing), failingShown)]
 	return o, nil
 }
 

@@ -206,35 +206,6 @@ func (o ops) ConsoleNow(ctx context.Context) (time.Time, error) {
 	return time.UnixMilli(n), err
 }
 
-// ConsoleOldestDue returns, per queue with queued tasks already due, the
-// time the longest-waiting of them became due (its run_at): now minus it is
-// how long the queue's head has waited. It reads only the claim index.
-func (o ops) ConsoleOldestDue(ctx context.Context, now time.Time) (map[string]time.Time, error) {
-	s := o.s
-	rows, err := s.consoleQuery(ctx, "console_oldest_due",
-		`SELECT queue, min(run_at_ms) AS run_at_ms FROM cairnq_tasks
-		WHERE status = 'queued' AND run_at_ms <= :now_ms GROUP BY queue`,
-		protocol.Args{"now_ms": now.UnixMilli()})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]time.Time, len(rows))
-	for _, r := range rows {
-		q, _, err := asString("queue", r["queue"])
-		if err != nil {
-			return nil, err
-		}
-		n, ok, err := asInt64("run_at_ms", r["run_at_ms"])
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out[q] = time.UnixMilli(n)
-		}
-	}
-	return out, nil
-}
-
 // ConsoleSettled returns the tasks that succeeded and failed for good per
 // minute since since, oldest minute first, every minute up to now present
 // (zero-filled). It reads only the (status, completed_at_ms) index.
@@ -277,39 +248,6 @@ func (o ops) ConsoleSettled(ctx context.Context, since, now time.Time) ([]storea
 		} else {
 			out[m-first].Failed += int(n)
 		}
-	}
-	return out, nil
-}
-
-// ConsoleFailingNames returns up to limit names with tasks that failed for
-// good since since, the most recent failure first. The window is a range
-// of the (status, completed_at_ms) index.
-func (o ops) ConsoleFailingNames(ctx context.Context, since time.Time, limit int) ([]storeaccess.ConsoleFailing, error) {
-	s := o.s
-	rows, err := s.consoleQuery(ctx, "console_failing",
-		`SELECT name, count(*) AS failures, max(completed_at_ms) AS last_ms FROM cairnq_tasks
-		WHERE status = 'failed' AND completed_at_ms >= :since_ms
-		GROUP BY name ORDER BY last_ms DESC, name ASC LIMIT :limit`,
-		protocol.Args{"since_ms": since.UnixMilli(), "limit": int64(max(limit, 1))})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]storeaccess.ConsoleFailing, 0, len(rows))
-	for _, r := range rows {
-		var f storeaccess.ConsoleFailing
-		var n, last int64
-		var ok bool
-		if f.Name, _, err = asString("name", r["name"]); err != nil {
-			return nil, err
-		}
-		if n, _, err = asInt64("failures", r["failures"]); err != nil {
-			return nil, err
-		}
-		if last, ok, err = asInt64("last_ms", r["last_ms"]); err != nil {
-			return nil, err
-		}
-		f.Failures, f.Last = int(n), msTime(last, ok)
-		out = append(out, f)
 	}
 	return out, nil
 }

@@ -12,19 +12,33 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 )
 
+const demoHelp = `Submits --n sample tasks across two names and two queues to a fresh
+SQLite file (some fail and retry, one always fails, one is canceled, one
+name is delivered in batches), runs a worker on them in this process with
+a live progress line, and prints the stats table and the throughput. The
+file is replaced if it exists; the demo runs on SQLite only and ignores
+$CAIRNQ_DB and $DATABASE_URL.`
+
 // cmdDemo is the main job on the embedded default: it submits sample tasks
 // to a fresh SQLite file, runs a worker on them in this process with a live
 // progress line, and prints the stats table and the throughput.
-func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("demo", out)
-	db := fs.String("db", "cairnq-demo.db", "SQLite file to create (replaced if it exists)")
+func cmdDemo(ctx context.Context, e *env, args []string) error {
+	out := e.out
+	fs := e.flags()
+	db := fs.String("db", "cairnq-demo.db", "SQLite `file` to create (replaced if it exists)")
 	n := fs.Int("n", 300, "tasks to submit")
 	conc := fs.Int("concurrency", 8, "handler calls run at once")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 0, 0, ""); err != nil {
+		return err
 	}
 	if *n < 2 || *conc < 1 {
-		return fmt.Errorf("%w: --n must be >= 2 and --concurrency >= 1", errUsage)
+		return e.usageError("--n must be >= 2 and --concurrency >= 1")
+	}
+	if isPostgres(*db) {
+		return e.usageError("the demo runs on a SQLite file only")
 	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if err := os.Remove(*db + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {

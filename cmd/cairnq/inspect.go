@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,28 +14,77 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 )
 
-func open(ctx context.Context, fs *flag.FlagSet, args []string) (*cairnq.Client, error) {
-	db := fs.String("db", "tasks.db", "SQLite database file")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return cairnq.Open(ctx, *db, nil)
-}
+const taskJSONHelp = `A task's JSON is the protocol's task object: id, name, queue, status,
+payload, metadata, result, error ({type, code, message, retryable,
+details}), progress, message, attempt, max_attempts, priority, worker_id,
+lease_until_ms, run_at_ms, cancel_requested_at_ms, parent_id, root_id,
+correlation_id, created_at_ms, updated_at_ms, completed_at_ms (times in
+epoch milliseconds, absent values null).`
 
-func cmdStats(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("stats", out)
-	queue := fs.String("queue", "", "only this queue")
-	c, err := open(ctx, fs, args)
+const statsHelp = `Counts the tasks of every queue (or one) per status. Reads only.
+
+--json: {"queues": {"QUEUE": {"queued": N, "running": N, "succeeded": N,
+"failed": N, "canceled": N}}}; a queue named by --queue is always present.`
+
+const listHelp = `Lists tasks matching every filter given, newest first. Reads only.
+
+--json: {"tasks": [TASK, ...]}.
+
+` + taskJSONHelp
+
+const getHelp = `Shows one task as JSON (indented; --json: on one line). Reads only.
+Exit status 3 when there is no task with that id.
+
+` + taskJSONHelp
+
+const submitHelp = `Submits a task named NAME with JSON as its payload (default {}) and
+prints its id (--json: the task). The database must exist: 'cairnq
+migrate' creates one.
+
+` + taskJSONHelp
+
+const cancelHelp = `Cancels a queued task at once, or asks a running one to stop (it ends
+canceled when its worker settles it), and prints its id and status
+(--json: the task). Exit status 3 when there is no task with that id, 1
+when it has already finished.`
+
+const retryHelp = `Queues a failed or canceled task again and prints its id and status
+(--json: the task). Exit status 3 when there is no task with that id, 1
+when it is not failed or canceled.`
+
+const purgeHelp = `Deletes finished tasks (succeeded, failed, canceled) that finished more
+than --older-than ago, with their keys, and prints how many
+(--json: {"purged": N}).`
+
+func cmdStats(ctx context.Context, e *env, args []string) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
+	queue := fs.String("queue", "", "only this `queue`")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 0, 0, ""); err != nil {
+		return err
+	}
+	d, c, err := openClient(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer d.close()
 	stats, err := c.Stats(ctx, *queue)
 	if err != nil {
 		return err
 	}
-	printStats(out, stats)
+	if f.json {
+		return writeJSON(e.out, statsDoc{Queues: stats})
+	}
+	printStats(e.out, stats)
 	return nil
+}
+
+// statsDoc is stats --json.
+type statsDoc struct {
+	Queues map[string]cairnq.StatusCounts `json:"queues"`
 }
 
 func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {
@@ -52,23 +102,38 @@ func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {
 	w.Flush()
 }
 
-func cmdList(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("list", out)
+func cmdList(ctx context.Context, e *env, args []string) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
 	var o cairnq.ListOptions
-	fs.Func("status", "only this status", func(s string) error { o.Status = cairnq.Status(s); return nil })
-	fs.StringVar(&o.Queue, "queue", "", "only this queue")
-	fs.StringVar(&o.Name, "name", "", "only this task name")
+	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
+	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
+	fs.StringVar(&o.Name, "name", "", "only this task `name`")
 	fs.IntVar(&o.Limit, "limit", 20, "at most this many")
-	c, err := open(ctx, fs, args)
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 0, 0, ""); err != nil {
+		return err
+	}
+	d, c, err := openClient(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer d.close()
 	tasks, err := c.List(ctx, &o)
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if f.json {
+		if tasks == nil {
+			tasks = []*cairnq.Task{}
+		}
+		return writeJSON(e.out, struct {
+			Tasks []*cairnq.Task `json:"tasks"`
+		}{tasks})
+	}
+	w := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "id\tname\tqueue\tstatus\tattempt\tcreated")
 	for _, t := range tasks {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Name, t.Queue, t.Status, t.Attempt, t.MaxAttempts,
@@ -77,111 +142,164 @@ func cmdList(ctx context.Context, args []string, out io.Writer) error {
 	return w.Flush()
 }
 
-func oneID(fs *flag.FlagSet) (string, error) {
-	if fs.NArg() != 1 {
-		return "", fmt.Errorf("%w: %s takes one task id", errUsage, fs.Name())
-	}
-	return fs.Arg(0), nil
+// writeJSON writes v as one JSON document on one line.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func cmdGet(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("get", out)
-	c, err := open(ctx, fs, args)
+func cmdGet(ctx context.Context, e *env, args []string) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 1, 1, "one task id"); err != nil {
+		return err
+	}
+	d, c, err := openClient(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	id, err := oneID(fs)
+	defer d.close()
+	t, err := c.Get(ctx, fs.Arg(0))
 	if err != nil {
-		return err
+		return fmt.Errorf("get %s: %w", fs.Arg(0), err)
 	}
-	t, err := c.Get(ctx, id)
-	if err != nil {
-		return err
+	if f.json {
+		return writeJSON(e.out, t)
 	}
-	return printJSON(out, t)
+	return printJSON(e.out, t)
 }
 
-func cmdSubmit(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("submit", out)
+func cmdSubmit(ctx context.Context, e *env, args []string) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
 	var o cairnq.SubmitOptions
-	fs.StringVar(&o.Queue, "queue", "", "queue (default \"default\")")
-	fs.StringVar(&o.Key, "key", "", "deduplication key")
+	fs.StringVar(&o.Queue, "queue", "", "`queue` (default \"default\")")
+	fs.StringVar(&o.Key, "key", "", "deduplication `key`")
 	fs.IntVar(&o.Priority, "priority", 0, "higher runs first")
-	c, err := open(ctx, fs, args)
-	if err != nil {
+	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "attempts before the task fails for good (default 3)")
+	fs.DurationVar(&o.Delay, "delay", 0, "defer the first claim by this long")
+	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	defer c.Close()
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return fmt.Errorf("%w: submit takes NAME [JSON]", errUsage)
+	if err := e.args(fs, 1, 2, "NAME and an optional JSON payload"); err != nil {
+		return err
 	}
 	var payload any = map[string]any{}
 	if fs.NArg() == 2 {
 		if !json.Valid([]byte(fs.Arg(1))) {
-			return fmt.Errorf("%w: payload is not valid JSON", errUsage)
+			return e.usageError("the payload is not valid JSON")
 		}
 		payload = json.RawMessage(fs.Arg(1))
 	}
+	d, c, err := openClient(ctx, e, f)
+	if err != nil {
+		return err
+	}
+	defer d.close()
 	t, err := c.Submit(ctx, fs.Arg(0), payload, &o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, t.ID)
+	if f.json {
+		return writeJSON(e.out, t)
+	}
+	fmt.Fprintln(e.out, t.ID)
 	return nil
 }
 
-func cmdCancel(ctx context.Context, args []string, out io.Writer) error {
-	return settle(ctx, "cancel", args, out, func(c *cairnq.Client, id string) (*cairnq.Task, error) {
+func cmdCancel(ctx context.Context, e *env, args []string) error {
+	return settle(ctx, e, args, nil, "queued or running", func(c *cairnq.Client, id string) (*cairnq.Task, error) {
 		return c.Cancel(ctx, id)
 	})
 }
 
-func cmdRetry(ctx context.Context, args []string, out io.Writer) error {
-	return settle(ctx, "retry", args, out, func(c *cairnq.Client, id string) (*cairnq.Task, error) {
-		return c.Retry(ctx, id, nil)
+func cmdRetry(ctx context.Context, e *env, args []string) error {
+	var o cairnq.RetryOptions
+	flags := func(fs *flag.FlagSet) {
+		fs.BoolVar(&o.ResetAttempt, "reset-attempt", false, "restart the attempt count, giving the task its full max attempts again")
+	}
+	return settle(ctx, e, args, flags, "failed or canceled", func(c *cairnq.Client, id string) (*cairnq.Task, error) {
+		return c.Retry(ctx, id, &o)
 	})
 }
 
-func settle(ctx context.Context, name string, args []string, out io.Writer, op func(*cairnq.Client, string) (*cairnq.Task, error)) error {
-	fs := newFlags(name, out)
-	c, err := open(ctx, fs, args)
+// settle runs cancel or retry on the one task id given.
+func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet), states string, op func(*cairnq.Client, string) (*cairnq.Task, error)) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 1, 1, "one task id"); err != nil {
+		return err
+	}
+	d, c, err := openClient(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	id, err := oneID(fs)
-	if err != nil {
-		return err
-	}
+	defer d.close()
+	id := fs.Arg(0)
 	t, err := op(c, id)
 	if err != nil {
 		return err
 	}
 	if t == nil {
-		return fmt.Errorf("%s: no task %s in a state to %s", name, id, name)
+		ref, err := c.GetStatus(ctx, id)
+		if errors.Is(err, cairnq.ErrNotFound) {
+			return fmt.Errorf("%s: %w: %s", e.cmd.name, err, id)
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s: task %s is %s; only %s tasks can be %s", e.cmd.name, id, ref.Status, states, pastTense(e.cmd.name))
 	}
-	fmt.Fprintf(out, "%s %s\n", t.ID, t.Status)
+	if f.json {
+		return writeJSON(e.out, t)
+	}
+	fmt.Fprintf(e.out, "%s %s\n", t.ID, t.Status)
 	return nil
 }
 
-func cmdPurge(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("purge", out)
+func pastTense(verb string) string {
+	if verb == "cancel" {
+		return "canceled"
+	}
+	return verb + "d"
+}
+
+func cmdPurge(ctx context.Context, e *env, args []string) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
 	var o cairnq.PurgeOptions
-	fs.DurationVar(&o.OlderThan, "older-than", 24*time.Hour, "keep tasks that finished more recently")
-	fs.Func("status", "only this terminal status", func(s string) error { o.Status = cairnq.Status(s); return nil })
-	fs.StringVar(&o.Queue, "queue", "", "only this queue")
-	c, err := open(ctx, fs, args)
+	fs.DurationVar(&o.OlderThan, "older-than", 24*time.Hour, "keep tasks that finished more recently than this")
+	fs.Func("status", "only this terminal `status` (succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
+	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
+	fs.StringVar(&o.Name, "name", "", "only this task `name`")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 0, 0, ""); err != nil {
+		return err
+	}
+	d, c, err := openClient(ctx, e, f)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer d.close()
 	total := 0
 	for {
 		ids, err := c.Purge(ctx, &o)
@@ -189,10 +307,19 @@ func cmdPurge(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if len(ids) < 1000 {
+		if len(ids) < cairnqPurgeBatch {
 			break
 		}
 	}
-	fmt.Fprintf(out, "purged %d tasks\n", total)
+	if f.json {
+		return writeJSON(e.out, struct {
+			Purged int `json:"purged"`
+		}{total})
+	}
+	fmt.Fprintf(e.out, "purged %d tasks\n", total)
 	return nil
 }
+
+// cairnqPurgeBatch is how many rows one Purge deletes by default: a full
+// batch means there may be more.
+const cairnqPurgeBatch = 1000

@@ -1,15 +1,81 @@
-// Command cairnq inspects and drives a cairnq database from the shell, and
-// runs a demo of the whole system on the embedded SQLite default.
+// Command cairnq operates a cairnq database from the shell, on SQLite or
+// Postgres, and runs a demo of the whole system on the embedded SQLite
+// default.
 //
-//	cairnq demo [--db cairnq-demo.db] [--n 300] [--concurrency 8]
-//	cairnq stats  [--db tasks.db] [--queue q]
-//	cairnq list   [--db tasks.db] [--status s] [--queue q] [--name n] [--limit 20]
-//	cairnq get    [--db tasks.db] ID
-//	cairnq submit [--db tasks.db] [--queue q] [--key k] NAME [JSON]
-//	cairnq cancel [--db tasks.db] ID
-//	cairnq retry  [--db tasks.db] ID
-//	cairnq purge  [--db tasks.db] [--older-than 24h] [--status s] [--queue q]
-//	cairnq watch  [--db tasks.db] [--queue q] [--poll 1s] [--for 0]
+//	cairnq demo    [--db cairnq-demo.db] [--n 300] [--concurrency 8]
+//	cairnq stats   [--queue q] [--json]
+//	cairnq list    [--status s] [--queue q] [--name n] [--limit 20] [--json]
+//	cairnq get     [--json] ID
+//	cairnq submit  [--queue q] [--key k] [--priority n] [--max-attempts n] [--delay d] [--json] NAME [JSON]
+//	cairnq cancel  [--json] ID
+//	cairnq retry   [--reset-attempt] [--json] ID
+//	cairnq purge   [--older-than 24h] [--status s] [--queue q] [--name n] [--json]
+//	cairnq watch   [--queue q] [--poll 1s] [--for 0] [--json]
+//	cairnq migrate [--check] [--json]
+//	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
+//	cairnq ui      [--addr 127.0.0.1:8080] [--allow-writes] [--hide-payloads] [--basic-auth VAR]
+//
+// Every command but demo also takes --db and --schema.
+//
+// # The database
+//
+// --db is a SQLite file, or a Postgres URL (postgres://, postgresql://) or
+// key=value DSN (host=... dbname=...). Without --db: $CAIRNQ_DB, then
+// $DATABASE_URL when it is a Postgres URL, then ./tasks.db. --schema names
+// the Postgres schema cairnq lives in (default: where the connection's
+// search_path resolves). Postgres is reached through the pgx adapter.
+//
+// Only migrate creates a database or changes its schema: it creates the
+// SQLite file (and its directories) or the Postgres schema if missing and
+// applies the migrations. Every other command opens the database with
+// OpenExisting: a missing file, schema or cairnq installation fails with
+// "no such database" (exit 3) and nothing is created; a database behind
+// this cairnq's migrations or of another protocol major is refused (exit
+// 1) and left as it was. The read commands (stats, list, get, watch,
+// doctor, migrate --check) change nothing: a SQLite file is left
+// byte-identical.
+//
+// # JSON
+//
+// --json prints one JSON document on stdout (watch: one per line), with
+// the protocol's field names. A task is the protocol's task object (id,
+// name, queue, status, payload, metadata, result, error, progress,
+// message, attempt, max_attempts, priority, worker_id, lease_until_ms,
+// run_at_ms, cancel_requested_at_ms, parent_id, root_id, correlation_id,
+// created_at_ms, updated_at_ms, completed_at_ms; times in epoch ms).
+//
+//	stats          {"queues": {QUEUE: {"queued", "running", "succeeded", "failed", "canceled"}}}
+//	list           {"tasks": [TASK, ...]}
+//	get, submit,
+//	cancel, retry  TASK
+//	purge          {"purged": N}
+//	watch          {"at_ms", "reason": "start"|"queued"|"done"|"poll", "queue"?, "task_id"?, "queues": {...}} per line
+//	migrate        {"applied": [NAME, ...], "status": STATUS}
+//	migrate --check STATUS: {"state": "absent"|"current"|"behind"|"ahead"|"incompatible",
+//	               "schema"? (Postgres), "protocol_version", "schema_version",
+//	               "sdk_protocol_version", "sdk_schema_version",
+//	               "migrations": [{"name", "applied_at_ms"}], "missing": [NAME], "unknown": [NAME]}
+//	doctor         {"ok", "backend": "sqlite"|"postgres", "database",
+//	               "checks": [{"check": "schema"|"listen"|"leases"|"queues"|"failures",
+//	                           "status": "ok"|"attention"|"n/a"|"skipped", "detail"}],
+//	               "schema": STATUS, "expired_leases": [{"id", "name", "queue", "worker_id",
+//	               "lease_until_ms", "attempt", "max_attempts"}],
+//	               "queues": [{"queue", "due", "oldest_run_at_ms", "oldest_age_ms"}],
+//	               "failures": [{"name", "count", "last_failed_at_ms"}],
+//	               "max_wait_ms", "failure_window_ms", "max_failures"}
+//
+// # Exit status
+//
+//	0  done; doctor and migrate --check found nothing needing attention
+//	1  an error (cannot connect, a refused database, a task not in a state to cancel or retry)
+//	2  usage: an unknown command or flag, a missing or extra argument, a
+//	   value cairnq refuses (an unknown status, a bad name)
+//	3  not found: no such task (get, cancel, retry), no such database
+//	   (no file, schema or cairnq tables)
+//	4  doctor or migrate --check found something needing attention
+//
+// cairnq -h, cairnq --help, cairnq help [COMMAND] and -h on any command
+// print usage and exit 0.
 package main
 
 import (
@@ -20,65 +86,239 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
+	"syscall"
+
+	cairnq "github.com/cairnq/cairnq-go"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "cairnq:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], &env{out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv})
+	stop()
+	if err != nil {
+		reportError(os.Stderr, err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// The exit statuses; see the package documentation.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitNotFound  = 3
+	exitAttention = 4
+)
+
+var (
+	// errUsage marks a command line that cannot be run as given.
+	errUsage = errors.New("usage")
+	// errHelp is a request for usage, which was printed: exit 0.
+	errHelp = errors.New("help requested")
+	// errAttention is what doctor and migrate --check return when they
+	// found something needing attention (their report says what).
+	errAttention = errors.New("needs attention")
+)
+
+// exitCode maps what run returned to the process's exit status.
+func exitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.Is(err, errUsage), errors.Is(err, cairnq.ErrInvalidArgument):
+		return exitUsage
+	case errors.Is(err, errAttention):
+		return exitAttention
+	case errors.Is(err, cairnq.ErrNotFound), errors.Is(err, cairnq.ErrNoDatabase):
+		return exitNotFound
+	}
+	return exitError
+}
+
+// reportError prints err for a person: once prefixed, without the
+// "cairnq: " every library error starts with, and with a hint where one
+// helps.
+func reportError(w io.Writer, err error) {
+	if errors.Is(err, errHelp) {
+		return
+	}
+	fmt.Fprintln(w, "cairnq:", strings.ReplaceAll(err.Error(), "cairnq: ", ""))
+	var de *dbError
+	if errors.Is(err, cairnq.ErrNoDatabase) && errors.As(err, &de) {
+		fmt.Fprintf(w, "cairnq: the database is %s (%s); 'cairnq migrate' creates one\n", de.t, de.t.from)
 	}
 }
 
-var errUsage = errors.New("usage")
+// env is what a command runs with: where it writes, the environment it
+// reads, and which command it is.
+type env struct {
+	out, errOut io.Writer
+	getenv      func(string) string
+	cmd         *command
+}
 
-const usage = `usage: cairnq <command> [flags]
+// command is one entry of the command table.
+type command struct {
+	name     string
+	synopsis string // what follows "cairnq NAME" in the usage line
+	summary  string // one line for the command list
+	details  string // what -h prints above the flags
+	run      func(ctx context.Context, e *env, args []string) error
+}
 
-commands:
-  demo     submit sample tasks to a fresh SQLite file and run a worker on them
-  stats    task counts per queue and status
-  list     list tasks, newest first
-  get      show one task
-  submit   submit a task (payload as JSON)
-  cancel   cancel a task
-  retry    re-queue a failed or canceled task
-  purge    delete finished tasks past a cutoff
-  watch    print the counts whenever they may have changed
+// commands is the command table, in the order the usage lists them.
+func commands() []*command {
+	return []*command{
+		{name: "demo", synopsis: "[--db cairnq-demo.db] [--n 300] [--concurrency 8]",
+			summary: "submit sample tasks to a fresh SQLite file and run a worker on them",
+			details: demoHelp, run: cmdDemo},
+		{name: "stats", synopsis: "[flags]", summary: "task counts per queue and status",
+			details: statsHelp, run: cmdStats},
+		{name: "list", synopsis: "[flags]", summary: "list tasks, newest first",
+			details: listHelp, run: cmdList},
+		{name: "get", synopsis: "[flags] ID", summary: "show one task",
+			details: getHelp, run: cmdGet},
+		{name: "submit", synopsis: "[flags] NAME [JSON]", summary: "submit a task (payload as JSON)",
+			details: submitHelp, run: cmdSubmit},
+		{name: "cancel", synopsis: "[flags] ID", summary: "cancel a queued or running task",
+			details: cancelHelp, run: cmdCancel},
+		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",
+			details: retryHelp, run: cmdRetry},
+		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
+			details: purgeHelp, run: cmdPurge},
+		{name: "watch", synopsis: "[flags]", summary: "print the counts whenever they may have changed",
+			details: watchHelp, run: cmdWatch},
+		{name: "migrate", synopsis: "[--check] [flags]", summary: "apply the migrations, or check whether any are needed",
+			details: migrateHelp, run: cmdMigrate},
+		{name: "doctor", synopsis: "[flags]", summary: "one screen of health; exit 4 when something needs attention",
+			details: doctorHelp, run: cmdDoctor},
+		{name: "ui", synopsis: "[--addr 127.0.0.1:8080] [--allow-writes] [flags]", summary: "serve the web console",
+			details: uiHelp, run: cmdUI},
+	}
+}
 
-Run 'cairnq <command> -h' for a command's flags.
+func usage(w io.Writer) {
+	fmt.Fprint(w, "usage: cairnq <command> [flags] [args]\n\ncommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, usageTail)
+}
+
+const usageTail = `
+Every command but demo takes:
+  --db DB        a SQLite file, or a Postgres URL (postgres://...) or DSN
+                 (host=... dbname=...); default $CAIRNQ_DB, else $DATABASE_URL
+                 when it is a Postgres URL, else ./tasks.db
+  --schema NAME  the Postgres schema cairnq lives in (default: search_path)
+Read commands (stats, list, get, watch, doctor, migrate --check) take --json
+and never create or change anything; only migrate creates a database.
+
+exit status: 0 ok, 1 error, 2 usage, 3 not found (task or database),
+4 doctor or migrate --check found something needing attention.
+
+Run 'cairnq help <command>' or 'cairnq <command> -h' for a command's flags.
 `
 
-func run(ctx context.Context, args []string, out, errOut io.Writer) error {
+// run runs the command line args (without the program name).
+func run(ctx context.Context, args []string, e *env) error {
+	if e.getenv == nil {
+		e.getenv = func(string) string { return "" }
+	}
 	if len(args) == 0 {
-		fmt.Fprint(errOut, usage)
-		return errUsage
+		usage(e.errOut)
+		return fmt.Errorf("%w: no command given", errUsage)
 	}
-	cmds := map[string]func(context.Context, []string, io.Writer) error{
-		"demo":   cmdDemo,
-		"stats":  cmdStats,
-		"list":   cmdList,
-		"get":    cmdGet,
-		"submit": cmdSubmit,
-		"cancel": cmdCancel,
-		"retry":  cmdRetry,
-		"purge":  cmdPurge,
-		"watch":  cmdWatch,
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(e.out)
+		return nil
+	case "help":
+		if len(args) == 1 {
+			usage(e.out)
+			return nil
+		}
+		c := lookup(args[1])
+		if c == nil {
+			usage(e.errOut)
+			return fmt.Errorf("%w: unknown command %q", errUsage, args[1])
+		}
+		e.cmd = c
+		// The command defines its flags as it starts, then sees -h.
+		err := c.run(ctx, e, []string{"-h"})
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
 	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprint(errOut, usage)
+	c := lookup(args[0])
+	if c == nil {
+		usage(e.errOut)
 		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
-	return cmd(ctx, args[1:], out)
+	e.cmd = c
+	err := c.run(ctx, e, args[1:])
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
 }
 
-// newFlags makes a command's flag set; parse errors are returned, not fatal.
-func newFlags(name string, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// flags makes the running command's flag set. Parse errors and -h are
+// handled by parse, which prints the command's usage itself.
+func (e *env) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet(e.cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
+}
+
+// parse parses args into fs: -h prints the command's usage on stdout
+// (errHelp, exit 0), a bad flag prints it on stderr (a usage error).
+func (e *env) parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		e.usage(e.out, fs)
+		return errHelp
+	}
+	e.usage(e.errOut, fs)
+	return fmt.Errorf("%w: %s: %v", errUsage, e.cmd.name, err)
+}
+
+// usage prints the running command's usage with fs's flags.
+func (e *env) usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: cairnq %s %s\n\n%s\n", e.cmd.name, e.cmd.synopsis, strings.TrimSpace(e.cmd.details))
+	fmt.Fprint(w, "\nflags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// usageError reports arguments the running command cannot take.
+func (e *env) usageError(format string, a ...any) error {
+	return fmt.Errorf("%w: %s: %s (see 'cairnq %s -h')", errUsage, e.cmd.name, fmt.Sprintf(format, a...), e.cmd.name)
+}
+
+// args checks the number of positional arguments.
+func (e *env) args(fs *flag.FlagSet, min, max int, what string) error {
+	if n := fs.NArg(); n < min || n > max {
+		if what == "" {
+			return e.usageError("takes no arguments, got %q", fs.Args())
+		}
+		return e.usageError("takes %s", what)
+	}
+	return nil
 }

@@ -39,10 +39,3 @@ type ConsoleMinute struct {
 	Succeeded int       `json:"succeeded"`
 	Failed    int       `json:"failed"`
 }
-
-// ConsoleFailing is a task name that failed for good recently.
-type ConsoleFailing struct {
-	Name     string    `json:"name"`
-	Failures int       `json:"failures"`
-	Last     time.Time `json:"last"`
-}

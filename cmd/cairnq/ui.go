@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairnq/cairnq-go/console"
+)
+
+const uiHelp = `Serves the web console (package console) until interrupted: the overview,
+the task list and each task, live as tasks move, and a JSON API under /api/.
+It opens the database without creating or migrating anything.
+
+It listens on 127.0.0.1:8080 unless --addr names another address; it is
+read-only unless --allow-writes (cancel, retry, bulk actions, submit a
+copy), and every write is a POST refused from another origin.
+--basic-auth NAME requires HTTP basic authentication on every request,
+with the "user:password" held by the environment variable NAME (never on
+the command line, where other users can read it). --hide-payloads keeps
+payloads, results and metadata off every page.`
+
+// uiShutdown bounds how long an interrupted ui waits for open requests
+// (the live-update streams end with the server's context at once).
+const uiShutdown = 5 * time.Second
+
+func cmdUI(ctx context.Context, e *env, args []string) error {
+	fs := e.flags()
+	f := addDBFlags(fs)
+	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
+	writes := fs.Bool("allow-writes", false, "allow cancel, retry and submitting copies")
+	hide := fs.Bool("hide-payloads", false, "show no payload, result or metadata")
+	authVar := fs.String("basic-auth", "", "require basic auth with the user:password in this environment `variable`")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := e.args(fs, 0, 0, ""); err != nil {
+		return err
+	}
+	if f.json {
+		return e.usageError("--json is for the read commands")
+	}
+	var user, pass string
+	if *authVar != "" {
+		var ok bool
+		user, pass, ok = strings.Cut(e.getenv(*authVar), ":")
+		if !ok || user == "" || pass == "" {
+			return e.usageError("--basic-auth %s: the variable must hold user:password", *authVar)
+		}
+	}
+	d, c, err := openClient(ctx, e, f)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+
+	h := console.Handler(c, &console.Options{AllowWrites: *writes, HidePayloads: *hide})
+	if user != "" {
+		h = basicAuth(h, user, pass)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	mode := "read-only"
+	if *writes {
+		mode = "writes allowed"
+	}
+	fmt.Fprintf(e.out, "cairnq console on http://%s (%s, %s); interrupt to stop\n", ln.Addr(), d.t, mode)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), uiShutdown)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// basicAuth requires user and pass on every request, answering 401 with a
+// challenge so that a browser asks for them.
+func basicAuth(h http.Handler, user, pass string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 ||
+			subtle.ConstantTimeCompare([]byte(p), []byte(pass)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="cairnq", charset="UTF-8"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
