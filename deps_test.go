@@ -44,7 +44,7 @@ func TestModuleGraphIsLean(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	forbidden := []string{"gorm.io", "uptrace/bun", "jmoiron/sqlx", "testcontainers", "docker", "moby", "go.opentelemetry.io"}
+	forbidden := []string{"gorm.io", "uptrace/bun", "jmoiron/sqlx", "testcontainers", "docker", "moby", "go.opentelemetry.io", "chromedp"}
 	cmd := exec.Command("go", "list", "-m", "all")
 	cmd.Env = append(os.Environ(), "GOWORK=off") // this module's graph alone, not the workspace's
 	out, err := cmd.CombinedOutput()

@@ -44,7 +44,8 @@
 //	POST /api/tasks/bulk                body {"action": "cancel"|"retry", "ids": [...]}
 //	                                    {"changed": [id], "unchanged": [id]}
 //	GET  /events                        text/event-stream: an event "change" (data {"reason",
-//	                                    "queue", "task_id"}) whenever tasks may have changed
+//	                                    "queue", "task_id"}) whenever tasks may have changed,
+//	                                    and one (reason "connected") as the stream opens
 //
 // A task is the protocol's wire shape (snake_case, epoch milliseconds) plus
 // "key" on a single task's read; list rows carry no payload, result or

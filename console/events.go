@@ -18,19 +18,10 @@ const keepAlive = 15 * time.Second
 // when the client goes away or the server shuts the request down.
 func (k *console) events(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// Tell the browser how long to wait before reconnecting, and make the
-	// stream's start visible at once.
-	fmt.Fprintf(w, "retry: 2000\n: cairnq console\n\n")
-	if err := rc.Flush(); err != nil {
-		return // the writer cannot stream
-	}
-
 	ctx := r.Context()
+	// Subscribe before the stream opens: the page's EventSource counts as
+	// connected once the first bytes arrive, so a change landing before
+	// the watch listened would show only at the next poll.
 	signals := make(chan cairnq.Signal, 1)
 	stop := k.c.Watch(ctx, &cairnq.WatchOptions{PollInterval: k.opts.PollInterval}, func(s cairnq.Signal) {
 		select {
@@ -39,6 +30,19 @@ func (k *console) events(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	defer stop()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	// Tell the browser how long to wait before reconnecting, and open with
+	// a change: what moved between the page's render (or a dropped
+	// stream) and this subscription is re-read now.
+	fmt.Fprintf(w, "retry: 2000\n: cairnq console\n\nevent: change\ndata: {\"reason\":\"connected\"}\n\n")
+	if err := rc.Flush(); err != nil {
+		return // the writer cannot stream
+	}
 
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()

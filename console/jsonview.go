@@ -77,9 +77,9 @@ func renderValue(b *strings.Builder, dec *json.Decoder, src []byte, depth int) e
 			return nil
 		}
 		size := int(dec.InputOffset() - start)
-		what := strconv.Itoa(n) + " keys"
+		what := plural(n, "key")
 		if v == '[' {
-			what = strconv.Itoa(n) + " items"
+			what = plural(n, "item")
 		}
 		open := " open"
 		if size > foldBytes && depth > 0 || size > 8*foldBytes {
@@ -117,4 +117,12 @@ func sizeOf(n int) string {
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.Itoa(n) + " B"
+}
+
+// plural is "1 key", "2 keys".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

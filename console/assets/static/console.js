@@ -16,12 +16,17 @@
     return false;
   }
 
+  // The indicator turns on once the page holds what the stream's first
+  // event asked to re-read: from then on it is live.
+  var es = null;
+  function live() { if (es && es.readyState === 1) state.className = "live-state on"; }
+
   var pending = false, inflight = false, last = 0;
   function refresh() {
     if (inflight) { pending = true; return; }
     var wait = 1000 - (Date.now() - last);
     if (wait > 0) { if (!pending) { pending = true; setTimeout(function () { pending = false; refresh(); }, wait); } return; }
-    if (busy()) return;
+    if (busy()) { live(); return; }
     inflight = true; last = Date.now();
     fetch(location.href, { headers: { "X-Cairnq-Fragment": "1" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
@@ -36,7 +41,7 @@
         }
       })
       .catch(function () {})
-      .finally(function () { inflight = false; if (pending) { pending = false; refresh(); } });
+      .finally(function () { inflight = false; live(); if (pending) { pending = false; refresh(); } });
   }
 
   function wire(root) {
@@ -55,8 +60,7 @@
   });
 
   if (window.EventSource && body.getAttribute("data-page") !== "error") {
-    var es = new EventSource(base + "/events");
-    es.addEventListener("open", function () { state.className = "live-state on"; });
+    es = new EventSource(base + "/events");
     es.addEventListener("error", function () { state.className = "live-state"; });
     es.addEventListener("change", refresh);
   }
