@@ -1,7 +1,6 @@
 package cairnq_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
 )
 
 // A handler returning a typed nil *TaskError, or an error whose methods
@@ -273,28 +273,14 @@ func TestNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 	}
 	c.Close()
 	execSQL(t, path, "UPDATE cairnq_meta SET value = '99' WHERE key = 'schema_version'")
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	var buf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
 	c, err = cairnq.Open(context.Background(), path, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: log}})
 	if err != nil {
 		t.Fatalf("opening a newer schema of the same protocol: %v", err)
 	}
 	c.Close()
-	mu.Lock()
-	defer mu.Unlock()
 	if !strings.Contains(buf.String(), "schema_version=99") {
 		t.Errorf("log %q, want a warning naming schema_version 99", buf.String())
 	}
-}
-
-type lockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

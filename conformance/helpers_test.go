@@ -5,9 +5,7 @@ package conformance_test
 // own, running a worker, waiting for a task, and a log buffer.
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,22 +83,4 @@ func pgWaitTask(t *testing.T, c *cairnq.Client, id string) *cairnq.Task {
 		t.Fatal(err)
 	}
 	return task
-}
-
-// lockedBuffer is a bytes.Buffer a logger may write from any goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

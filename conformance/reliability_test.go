@@ -15,6 +15,7 @@ import (
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
 	"github.com/cairnq/cairnq-go/store"
 )
@@ -211,7 +212,7 @@ func TestPostgresNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	pgClient(t, dsn, "").Close()
 	adminExec(t, dsn, "UPDATE cairnq_meta SET value = '99' WHERE key = 'schema_version'")
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	ctx := context.Background()
 	ex, err := cairnqpgx.Open(ctx, dsn, nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/dirsnap"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -323,14 +324,14 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	before := snapshot(t, dir)
+	before := dirsnap.Take(t, dir)
 	if _, err := OpenSQLite(ctx, foreign, SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrNoDatabase) {
 		t.Fatalf("OpenExisting on another application's file: %v, want ErrNoDatabase", err)
 	}
 	if st, err := InspectSQLite(ctx, foreign); err != nil || st.State != SchemaAbsent {
 		t.Fatalf("InspectSQLite on another application's file = %+v, %v", st, err)
 	}
-	sameDir(t, dir, before)
+	dirsnap.Same(t, dir, before)
 
 	// Not a database at all.
 	junk := filepath.Join(dir, "junk.db")
@@ -354,7 +355,7 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	before = snapshot(t, dir)
+	before = dirsnap.Take(t, dir)
 	s, err = OpenSQLite(ctx, path, SQLiteOptions{OpenExisting: true})
 	if err != nil {
 		t.Fatal(err)
@@ -383,46 +384,7 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sameDir(t, dir, before)
-}
-
-// snapshot is every file of dir and its bytes.
-func snapshot(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			out[e.Name()+"/"] = nil
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = b
-	}
-	return out
-}
-
-func sameDir(t *testing.T, dir string, before map[string][]byte) {
-	t.Helper()
-	after := snapshot(t, dir)
-	for name, b := range after {
-		if old, ok := before[name]; !ok {
-			t.Errorf("%s appeared", name)
-		} else if !bytes.Equal(old, b) {
-			t.Errorf("%s changed", name)
-		}
-	}
-	for name := range before {
-		if _, ok := after[name]; !ok {
-			t.Errorf("%s disappeared", name)
-		}
-	}
+	dirsnap.Same(t, dir, before)
 }
 
 // Postgres: a named schema that does not exist is ErrNoDatabase and is not

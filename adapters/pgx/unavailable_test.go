@@ -1,7 +1,6 @@
 package cairnqpgx_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
 )
 
 // fakeServer speaks just enough of the wire protocol for pgx to connect and
@@ -124,24 +124,6 @@ func (s *fakeServer) serve(c net.Conn, n int) {
 // silent, as an answer's code, leaves the query unanswered.
 const silent = "silent"
 
-// syncBuffer is a log sink safe for the listener goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func fakePool(t *testing.T, dsn string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), dsn) // lazy: no connection yet
@@ -199,7 +181,7 @@ func TestListenStopsRetryingWhenRefused(t *testing.T) {
 		}
 		return "0A000", false
 	})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	var reconnects atomic.Int32
 	e := cairnqpgx.New(fakePool(t, dsn), &cairnqpgx.Options{
 		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

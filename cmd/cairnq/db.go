@@ -191,14 +191,20 @@ func (d *database) close() {
 	}
 }
 
+// connect resolves the target of f and connects to it, opening nothing
+// yet. Close the database when done.
+func (f *dbFlags) connect(ctx context.Context, e *env) (*database, error) {
+	t, err := f.target(e)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, t)
+}
+
 // openClient resolves the target of f and opens a client on it with
 // OpenExisting. Close the database when done.
 func openClient(ctx context.Context, e *env, f *dbFlags) (*database, *cairnq.Client, error) {
-	t, err := f.target(e)
-	if err != nil {
-		return nil, nil, err
-	}
-	d, err := connect(ctx, t)
+	d, err := f.connect(ctx, e)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -107,15 +107,12 @@ func cmdDoctor(ctx context.Context, e *env, args []string) error {
 	if *maxWait <= 0 || *window <= 0 || *maxFailures < 0 {
 		return e.usageError("--max-wait and --window must be > 0, --max-failures >= 0")
 	}
-	t, err := f.target(e)
-	if err != nil {
-		return err
-	}
-	d, err := connect(ctx, t)
+	d, err := f.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer d.close()
+	t := d.t
 	r := &doctorReport{
 		OK: true, Backend: "sqlite", Database: t.String(),
 		Checks: []doctorCheck{}, ExpiredLeases: []leaseEntry{}, Queues: []cairnq.QueueAge{}, Failures: []cairnq.FailureCount{},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,28 +20,11 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/conformance"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
 func TestMain(m *testing.M) { conformance.PostgresMain(m) }
-
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // result is what one run of the CLI left: its output, its error and the
 // exit status main would have used.
@@ -61,7 +42,7 @@ func (r result) String() string {
 // others), in-process, as main would.
 func cliEnv(t *testing.T, vars map[string]string, args ...string) result {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	err := run(t.Context(), args, &env{out: &out, errOut: &errOut, getenv: func(k string) string { return vars[k] }})
 	if err != nil {
 		reportError(&errOut, err)
@@ -483,7 +464,7 @@ func TestWatch(t *testing.T) {
 		ok(t, "migrate", "--db", b.db)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		done := make(chan error, 1)
 		go func() {
 			done <- run(ctx, []string{"watch", "--db", b.db, "--json", "--poll", "20ms"}, &env{out: &out, errOut: &errOut, getenv: func(string) string { return "" }})
@@ -576,7 +557,7 @@ func TestUI(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		done := make(chan error, 1)
 		vars := map[string]string{"CAIRNQ_UI_AUTH": "ops:s3cret"}
 		go func() {

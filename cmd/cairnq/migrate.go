@@ -44,15 +44,12 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 	if err := e.args(fs, 0, 0, ""); err != nil {
 		return err
 	}
-	t, err := f.target(e)
-	if err != nil {
-		return err
-	}
-	d, err := connect(ctx, t)
+	d, err := f.connect(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer d.close()
+	t := d.t
 	before, err := d.inspect(ctx)
 	if err != nil {
 		return err

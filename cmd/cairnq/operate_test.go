@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/dirsnap"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -75,7 +75,7 @@ func TestNoDatabaseCreatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Close()
-		before := snapshot(t, dir)
+		before := dirsnap.Take(t, dir)
 		for _, args := range noDatabaseCommands(id) {
 			args = withDB(args, "--db", app)
 			r := cli(t, args...)
@@ -84,7 +84,7 @@ func TestNoDatabaseCreatesNothing(t *testing.T) {
 				t.Errorf("cairnq %s: no clear message\n%s", strings.Join(args, " "), r)
 			}
 		}
-		sameDir(t, dir, before)
+		dirsnap.Same(t, dir, before)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		b := postgresBackend(t)
@@ -144,7 +144,7 @@ func fingerprint(t *testing.T, b backend) string {
 	if b.dialect == protocol.Postgres {
 		return pgFingerprint(t, b)
 	}
-	files := snapshot(t, filepath.Dir(b.db))
+	files := dirsnap.Take(t, filepath.Dir(b.db))
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
@@ -185,45 +185,6 @@ func pgFingerprint(t *testing.T, b backend) string {
 			b.text(t, q(`SELECT coalesce(string_agg(id || ':' || status || ':' || updated_at_ms, ',' ORDER BY id), '') FROM S.cairnq_tasks`)))
 	}
 	return strings.Join(out, " | ")
-}
-
-// snapshot is every file of dir and its bytes.
-func snapshot(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			out[e.Name()+"/"] = nil
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = b
-	}
-	return out
-}
-
-func sameDir(t *testing.T, dir string, before map[string][]byte) {
-	t.Helper()
-	after := snapshot(t, dir)
-	for name, b := range after {
-		if old, ok := before[name]; !ok {
-			t.Errorf("%s appeared", name)
-		} else if !bytes.Equal(old, b) {
-			t.Errorf("%s changed", name)
-		}
-	}
-	for name := range before {
-		if _, ok := after[name]; !ok {
-			t.Errorf("%s disappeared", name)
-		}
-	}
 }
 
 // migrate --check reports every state and exits by it; the read commands

@@ -1,7 +1,6 @@
 package browsertest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/console"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -215,7 +215,7 @@ func newBrowser(t *testing.T) *browser {
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root in its sandbox
 	}
-	var output syncBuffer
+	var output syncbuf.Buffer
 	opts = append(opts, chromedp.CombinedOutput(&output))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -469,22 +469,4 @@ func (tb *tab) screenshot(name string) {
 		tb.t.Fatal(err)
 	}
 	tb.t.Logf("wrote %s (%d bytes)", p, len(png))
-}
-
-// syncBuffer collects the browser's output, written from its own goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
