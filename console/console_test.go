@@ -83,23 +83,29 @@ func TestFilters(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := mount(c, nil)
+		// Lists go newest first by id: ids made in the same millisecond
+		// order by their random part, not by submit order.
+		newest := func(ids ...string) []string {
+			slices.SortFunc(ids, func(x, y string) int { return strings.Compare(y, x) })
+			return ids
+		}
 		cases := []struct {
 			query string
 			want  []string
 		}{
-			{"", []string{d.ID, b.ID, a.ID}},
+			{"", newest(d.ID, b.ID, a.ID)},
 			{"status=canceled", []string{d.ID}},
-			{"status=queued", []string{b.ID, a.ID}},
+			{"status=queued", newest(b.ID, a.ID)},
 			{"queue=q2", []string{b.ID}},
-			{"name=beta", []string{d.ID, b.ID}},
+			{"name=beta", newest(d.ID, b.ID)},
 			{"name=beta&queue=default", []string{d.ID}},
 			{"key=k-a", []string{a.ID}},
 			{"key=nope", nil},
 			{"correlation_id=corr-1", []string{a.ID}},
-			{"parent_id=" + a.ID, []string{d.ID, b.ID}},
-			{"root_id=" + a.ID, []string{b.ID, a.ID}},
+			{"parent_id=" + a.ID, newest(d.ID, b.ID)},
+			{"root_id=" + a.ID, newest(b.ID, a.ID)},
 			{"id_prefix=" + b.ID[:len(b.ID)-2], []string{b.ID}},
-			{"id_prefix=task_", []string{d.ID, b.ID, a.ID}},
+			{"id_prefix=task_", newest(d.ID, b.ID, a.ID)},
 		}
 		for _, tc := range cases {
 			var l apiList
@@ -248,10 +254,15 @@ func TestAPIOverview(t *testing.T) {
 		if o.Queues["default"]["succeeded"].(float64) != 1 || o.Queues["q2"]["running"].(float64) != 1 {
 			t.Fatalf("queues: %+v", o.Queues)
 		}
-		// The progress the handler reported is on the task's page.
-		r := get(t, h, "/cairnq/tasks/"+slow.ID)
-		if !strings.Contains(r.Body, `value="0.25"`) || !strings.Contains(r.Body, "a quarter") || !strings.Contains(r.Body, "worker-test-1") {
-			t.Fatalf("task page of a running task:\n%s", r.Body)
+		// The progress the handler reported is on the task's page. The
+		// handler reports after its task is running, so poll for it.
+		var body string
+		waitFor(t, "the reported progress on the task page", func() bool {
+			body = get(t, h, "/cairnq/tasks/"+slow.ID).Body
+			return strings.Contains(body, `value="0.25"`)
+		})
+		if !strings.Contains(body, "a quarter") || !strings.Contains(body, "worker-test-1") {
+			t.Fatalf("task page of a running task:\n%s", body)
 		}
 		// A queued task waiting shows its age on the overview.
 		submit(t, c, "nobody-handles-this", nil, &cairnq.SubmitOptions{Queue: "q3"})
