@@ -2,7 +2,9 @@ package cairnq
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +33,9 @@ type Options struct {
 	// Retention, when set, purges finished tasks in the background while
 	// the client is open.
 	Retention *RetentionOptions
+
+	// SubmitHooks wrap every submit, the first outermost; see SubmitHook.
+	SubmitHooks []SubmitHook
 
 	// OpenExisting opens only a database cairnq is already installed in,
 	// and changes nothing about its schema: Open creates no file or
@@ -92,6 +97,7 @@ type Client struct {
 	log     *slog.Logger
 	gate    *depthGate
 	sweeper *sweeper
+	hooks   []SubmitHook
 
 	closeOnce sync.Once
 	closeErr  error
@@ -151,7 +157,12 @@ func ownClient(st *store.Store, opts *Options) (*Client, error) {
 }
 
 func newClient(st *store.Store, opts *Options) (*Client, error) {
-	c := &Client{store: st, ops: opsOf(st), log: opts.Logger}
+	c := &Client{store: st, ops: opsOf(st), log: opts.Logger, hooks: slices.Clone(opts.SubmitHooks)}
+	for i, h := range c.hooks {
+		if h == nil {
+			return nil, &ArgumentError{Op: "open", Arg: "SubmitHooks", Reason: fmt.Sprintf("hook %d is nil", i)}
+		}
+	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -235,7 +246,20 @@ func (c *Client) Submit(ctx context.Context, name string, payload any, opts *Sub
 	if err := checkCtx(ctx, "submit"); err != nil {
 		return nil, err
 	}
-	p := opts.params(name, payload)
+	return c.submitThrough(ctx, newSubmission(name, payload, opts, false), c.insert)
+}
+
+func newSubmission(name string, payload any, opts *SubmitOptions, inTx bool) *Submission {
+	s := &Submission{Name: name, Payload: payload, InTx: inTx}
+	if opts != nil {
+		s.Options = *opts
+	}
+	return s
+}
+
+// insert is Submit past the hooks.
+func (c *Client) insert(ctx context.Context, s *Submission) (*Task, error) {
+	p := s.Options.params(s.Name, s.Payload)
 	if c.gate != nil {
 		if err := c.ops.ValidateSubmit(p); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package cairnq
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -66,6 +67,7 @@ func (tc *TaskContext) LostLease() bool { return tc.lost.Load() }
 func (tc *TaskContext) markLost() {
 	if tc.lost.CompareAndSwap(false, true) {
 		tc.cancel(&store.LostLeaseError{ID: tc.task.ID})
+		tc.w.logTask(context.Background(), slog.LevelWarn, logLeaseLost, tc.task)
 	}
 }
 
@@ -160,10 +162,7 @@ func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
 // is retryable), failed for good otherwise. Settling twice is a no-op.
 func (tc *TaskContext) Fail(ctx context.Context, err error) error {
 	env, retryable := envelopeOf(err)
-	return tc.settle(func() error {
-		_, err := tc.w.st.Fail(ctx, tc.task.ID, tc.w.id, env, retryable, tc.w.failDelay(tc.task.Attempt, retryable))
-		return err
-	})
+	return tc.settle(func() error { return tc.w.recordFailure(ctx, tc, env, retryable) })
 }
 
 func (tc *TaskContext) settle(write func() error) error {

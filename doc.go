@@ -81,6 +81,46 @@
 // contexts; a handler that ignores its context is reported and left to its
 // lease, so a deployment's stop never hangs on one handler.
 //
+// # Middleware and hooks
+//
+// WorkerOptions.Middleware wraps every handler call, single and batch:
+// a [Middleware] receives the [Call] (its TaskContexts) and a next
+// function that runs the rest of the chain and then the handler, and
+// returns what the worker settles the tasks with, so it may time a call,
+// put values in the handler's context, refuse to run it, or change its
+// outcome. Options.SubmitHooks wrap every submit of a Client the same
+// way: a [SubmitHook] may add metadata ([Submission.SetMetadata]), refuse
+// the submit, or observe the stored task. Both run in declared order, the
+// first outermost. [EnvelopeOf] names an error the way the worker will
+// record it. Package cairnqotel (module .../otel) builds tracing and
+// metrics on these two seams.
+//
+// # Logging
+//
+// The client and its workers log through log/slog (Options.Logger and
+// WorkerOptions.Logger, by default slog.Default()). Messages are fixed
+// strings, so a pipeline can match them; task events carry task_id,
+// task_name, queue, attempt and worker_id as attributes:
+//
+//   - info "cairnq: worker started" (queues, concurrency, names) and
+//     "cairnq: worker stopped";
+//   - warn "cairnq: task attempt failed; will retry" (error_type,
+//     error_code, error, max_attempts, retry_in);
+//   - warn "cairnq: task failed": the last attempt, or a non-retryable
+//     error (the same attributes but retry_in);
+//   - warn "cairnq: task lease lost": the lease expired, or the attempt
+//     was abandoned at MaxRun or at shutdown;
+//   - error "cairnq: worker error": what the worker survives, through the
+//     default WorkerOptions.OnError (phase, err);
+//   - info "cairnq: listening for notifications" the first time LISTEN is
+//     in effect (debug when it restarts after an idle linger), info
+//     "cairnq: LISTEN unavailable; waiting by polling", and the adapters'
+//     "LISTEN connection lost; reconnecting" (warn) and "LISTEN
+//     connection restored" (info);
+//   - debug "cairnq: database busy; backing off" (phase, backoff).
+//
+// A task that succeeds logs nothing at info or above.
+//
 // # Waiting and watching
 //
 // [Client.Wait] returns when a task ends: the task if it succeeded,

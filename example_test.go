@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -217,4 +218,80 @@ func ExampleTaskError() {
 		fmt.Println(failed.Envelope.Code, failed.Task.Attempt, failed.Task.MaxAttempts)
 	}
 	// Output: card_declined 1 3
+}
+
+// A middleware runs around every handler call; this one turns a quota
+// error into a non-retryable failure and counts the calls it saw.
+func ExampleMiddleware() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	errQuota := errors.New("over quota")
+	var calls atomic.Int32
+	permanentQuota := func(ctx context.Context, call *cairnq.Call, next func(context.Context) (any, error)) (any, error) {
+		calls.Add(1)
+		res, err := next(ctx)
+		if errors.Is(err, errQuota) {
+			return nil, cairnq.Permanent(err)
+		}
+		return res, err
+	}
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Middleware: []cairnq.Middleware{permanentQuota}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Handle("upload", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return nil, errQuota
+	}, nil)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+
+	_, err = c.Call(ctx, "upload", nil, &cairnq.CallOptions{SubmitOptions: cairnq.SubmitOptions{MaxAttempts: 5}})
+	var failed *cairnq.TaskFailedError
+	if errors.As(err, &failed) {
+		fmt.Println(failed.Envelope.Code, failed.Envelope.Retryable, calls.Load())
+	}
+	stop()
+	<-done
+	// Output: handler_error false 1
+}
+
+// A submit hook sees every submit before it is written: it may add
+// metadata or refuse the submit.
+func ExampleSubmitHook() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	stamp := func(ctx context.Context, s *cairnq.Submission, next func(context.Context) (*cairnq.Task, error)) (*cairnq.Task, error) {
+		if s.Options.Queue == "frozen" {
+			return nil, fmt.Errorf("queue %q takes no new tasks", s.Options.Queue)
+		}
+		if err := s.SetMetadata("submitted_by", "billing-api"); err != nil {
+			return nil, err
+		}
+		return next(ctx)
+	}
+	c, err := cairnq.Open(ctx, path, &cairnq.SQLiteOptions{Options: cairnq.Options{SubmitHooks: []cairnq.SubmitHook{stamp}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	t, err := c.Submit(ctx, "invoice", nil, &cairnq.SubmitOptions{Metadata: map[string]any{"customer": 7}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(t.Metadata))
+	_, err = c.Submit(ctx, "invoice", nil, &cairnq.SubmitOptions{Queue: "frozen"})
+	fmt.Println(err)
+	// Output:
+	// {"customer":7,"submitted_by":"billing-api"}
+	// queue "frozen" takes no new tasks
 }

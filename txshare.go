@@ -12,7 +12,10 @@ import (
 // the task only once the application commits; a rollback leaves no task.
 // Postgres only: on SQLite it returns ErrUnsupported.
 func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name string, payload any, opts *SubmitOptions) (*Task, error) {
-	return c.store.SubmitTx(ctx, sess, opts.params(name, payload))
+	s := newSubmission(name, payload, opts, true)
+	return c.submitThrough(ctx, s, func(ctx context.Context, s *Submission) (*Task, error) {
+		return c.store.SubmitTx(ctx, sess, s.Options.params(s.Name, s.Payload))
+	})
 }
 
 // SucceedIn settles the task in a transaction cairnq opens: fn writes the

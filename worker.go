@@ -92,9 +92,15 @@ type WorkerOptions struct {
 	// (HandlerOptions.Resource): {"gpu": 1} runs one gpu call at a time.
 	Resources map[string]int
 	// OnError receives what the worker survives: a failed claim, a failed
-	// settlement or heartbeat. Default: logged through Logger.
+	// settlement or heartbeat. Default: logged through Logger at error.
 	OnError func(err error, phase ErrorPhase, taskID string)
-	// Logger is the default OnError's logger. Default slog.Default().
+	// Middleware wraps every handler call, the first outermost; see
+	// Middleware.
+	Middleware []Middleware
+	// Logger receives the worker's events (see the package documentation's
+	// "Logging") and, through the default OnError, what it survives.
+	// Default: the Client's Options.Logger, itself slog.Default() unless
+	// set.
 	Logger *slog.Logger
 }
 
@@ -102,6 +108,7 @@ type WorkerOptions struct {
 // Register handlers with Handle / HandleBatch, then call Run.
 type Worker struct {
 	client *Client
+	log    *slog.Logger
 	st     *store.Store
 	ops    storeOps
 	id     string
@@ -195,13 +202,13 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if w.opts.ShutdownTimeout == 0 {
 		w.opts.ShutdownTimeout = 30 * time.Second
 	}
+	w.log = o.Logger
+	if w.log == nil {
+		w.log = c.log
+	}
 	if w.opts.OnError == nil {
-		log := o.Logger
-		if log == nil {
-			log = slog.Default()
-		}
 		w.opts.OnError = func(err error, phase ErrorPhase, taskID string) {
-			log.Error("cairnq: worker error", "err", err, "phase", string(phase), "task_id", taskID, "worker_id", w.id)
+			w.log.Error(logWorkerError, "err", err, "phase", string(phase), "task_id", taskID, "worker_id", w.id)
 		}
 	}
 	return w, nil
@@ -259,6 +266,11 @@ func (o *WorkerOptions) validate(ops storeOps) error {
 	for _, q := range o.Queues {
 		if err := ops.ValidateName("worker", "queue", q); err != nil {
 			return err
+		}
+	}
+	for i, mw := range o.Middleware {
+		if mw == nil {
+			return bad("Middleware", "entry %d is nil", i)
 		}
 	}
 	for name, n := range o.Resources {

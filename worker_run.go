@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime/debug"
 	"slices"
@@ -103,6 +104,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.heartbeatLoop(beatCtx)
 	}()
 
+	w.log.LogAttrs(ctx, slog.LevelInfo, logWorkerStarted, slog.String("worker_id", w.id),
+		slog.Any("queues", w.queues), slog.Int("concurrency", w.conc), slog.Any("names", w.order))
+	defer func() {
+		w.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, logWorkerStopped, slog.String("worker_id", w.id))
+	}()
 	runErr := w.loop(loopCtx, handlerCtx)
 	stopLoop()
 	watchWG.Wait()
@@ -228,7 +234,12 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			if errors.Is(err, store.ErrClosed) {
 				return fmt.Errorf("cairnq: worker %s: %w", w.id, err)
 			}
-			w.report(err, PhaseClaim, "")
+			if errors.Is(err, ErrBusy) {
+				w.log.LogAttrs(ctx, slog.LevelDebug, logBusyBackoff, slog.String("worker_id", w.id),
+					slog.String("phase", string(PhaseClaim)), slog.Duration("backoff", claimErrorBackoff))
+			} else {
+				w.report(err, PhaseClaim, "")
+			}
 			sleepCtx(ctx, claimErrorBackoff)
 			continue
 		}
@@ -479,10 +490,27 @@ func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskCont
 			}
 			done <- o
 		}()
-		if reg.batch > 0 {
-			o.results, o.err = reg.batchFn(ctx, tcs)
-		} else {
-			o.result, o.err = reg.fn(ctx, tcs[0])
+		if len(w.opts.Middleware) == 0 {
+			if reg.batch > 0 {
+				o.results, o.err = reg.batchFn(ctx, tcs)
+			} else {
+				o.result, o.err = reg.fn(ctx, tcs[0])
+			}
+			return
+		}
+		call := &Call{Tasks: tcs, Batch: reg.batch > 0}
+		handler := func(ctx context.Context) (any, error) {
+			if reg.batch > 0 {
+				return reg.batchFn(ctx, tcs)
+			}
+			return reg.fn(ctx, tcs[0])
+		}
+		result, err := chainMiddleware(w.opts.Middleware, call, handler)(ctx)
+		o.err = err
+		if reg.batch == 0 {
+			o.result = result
+		} else if m, ok := result.(map[string]any); ok {
+			o.results = m
 		}
 	}()
 	var timeout <-chan time.Time
@@ -592,11 +620,7 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
 
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
 	env.Retryable = retryable
-	delay := w.failDelay(tc.task.Attempt, retryable)
-	err := w.retrySettle(ctx, func() error {
-		_, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, delay)
-		return err
-	})
+	err := w.retrySettle(ctx, func() error { return w.recordFailure(ctx, tc, env, retryable) })
 	switch {
 	case err == nil:
 		tc.markSettled()
@@ -605,6 +629,17 @@ func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, r
 	default:
 		w.report(err, PhaseExecute, tc.task.ID)
 	}
+}
+
+// recordFailure writes one failed attempt, the retry's delay chosen here,
+// and logs what the store made of it.
+func (w *Worker) recordFailure(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) error {
+	delay := w.failDelay(tc.task.Attempt, retryable)
+	settled, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, delay)
+	if err == nil {
+		w.logSettledFailure(ctx, tc, settled, env, delay)
+	}
+	return err
 }
 
 // retrySettle runs a settlement again while it fails for a reason that
@@ -620,6 +655,10 @@ func (w *Worker) retrySettle(ctx context.Context, settle func() error) error {
 		err := settle()
 		if !transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
+		}
+		if errors.Is(err, ErrBusy) {
+			w.log.LogAttrs(ctx, slog.LevelDebug, logBusyBackoff, slog.String("worker_id", w.id),
+				slog.String("phase", string(PhaseExecute)), slog.Duration("backoff", backoff))
 		}
 		sleepCtx(ctx, backoff)
 		backoff = min(backoff*2, time.Second)

@@ -40,16 +40,17 @@ type demandListener struct {
 	log     *slog.Logger
 	linger  time.Duration
 
-	mu       sync.Mutex
-	users    int
-	stop     func()         // set while listening
-	starting chan struct{}  // set while a LISTEN is being set up; closed when that ends
-	idle     *time.Timer    // stops the listener listenLinger after the last user left
-	gen      uint64         // bumped by every acquire, so a stale idle stop does nothing
-	armedGen uint64         // gen when the idle timer was last armed
-	failedAt time.Time      // the last failed LISTEN, for listenRetry
-	stopping sync.WaitGroup // an idle stop in progress, which close waits for
-	off      bool           // the executor refuses LISTEN for good, or the store closed
+	mu        sync.Mutex
+	users     int
+	stop      func()         // set while listening
+	starting  chan struct{}  // set while a LISTEN is being set up; closed when that ends
+	idle      *time.Timer    // stops the listener listenLinger after the last user left
+	gen       uint64         // bumped by every acquire, so a stale idle stop does nothing
+	armedGen  uint64         // gen when the idle timer was last armed
+	failedAt  time.Time      // the last failed LISTEN, for listenRetry
+	stopping  sync.WaitGroup // an idle stop in progress, which close waits for
+	off       bool           // the executor refuses LISTEN for good, or the store closed
+	connected bool           // LISTEN has succeeded once, so later starts log at debug
 }
 
 func newDemandListener(l executor.Listener, channel string, deliver func(string), log *slog.Logger) *demandListener {
@@ -111,8 +112,16 @@ func (d *demandListener) acquire(ctx context.Context) {
 		d.stop = stop
 		d.failedAt = time.Time{}
 		d.scheduleIdleStop()
+		// Listening starts again after every idle linger: only the first
+		// time is news.
+		level := slog.LevelDebug
+		if !d.connected {
+			d.connected, level = true, slog.LevelInfo
+		}
+		d.log.Log(ctx, level, "cairnq: listening for notifications", "channel", d.channel)
 	case errors.Is(err, executor.ErrListenUnavailable):
 		d.off = true
+		d.log.Info("cairnq: LISTEN unavailable; waiting by polling", "channel", d.channel, "err", err)
 	case ctx.Err() != nil: // the subscriber gave up; the next one tries again
 	default:
 		d.failedAt = time.Now()

@@ -248,7 +248,7 @@ func (l *Listener) run(ctx, firstCtx context.Context, ready chan<- error) {
 				break
 			}
 			if errors.Is(err, executor.ErrListenUnavailable) {
-				l.Logger.ErrorContext(ctx, l.LogPrefix+": LISTEN refused; notifications stop, polling continues", "channels", l.channels, "err", err)
+				l.Logger.InfoContext(ctx, l.LogPrefix+": LISTEN refused; notifications stop, polling continues", "channels", l.channels, "err", err)
 				return
 			}
 			l.Logger.DebugContext(ctx, l.LogPrefix+": LISTEN reconnect failed", "attempt", attempt, "err", err)

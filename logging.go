@@ -1,0 +1,51 @@
+package cairnq
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// The worker's log events. Each message is a constant, so a log pipeline
+// can match on it; the task's identity is in attributes (attrTask), never
+// in the message. The package documentation's "Logging" lists them.
+const (
+	logWorkerStarted = "cairnq: worker started"
+	logWorkerStopped = "cairnq: worker stopped"
+	logAttemptFailed = "cairnq: task attempt failed; will retry"
+	logTaskFailed    = "cairnq: task failed"
+	logLeaseLost     = "cairnq: task lease lost"
+	logBusyBackoff   = "cairnq: database busy; backing off"
+	logWorkerError   = "cairnq: worker error"
+)
+
+// attrTask is the attribute group every task event carries.
+func attrTask(t *Task) []slog.Attr {
+	return []slog.Attr{
+		slog.String("task_id", t.ID), slog.String("task_name", t.Name),
+		slog.String("queue", t.Queue), slog.Int("attempt", t.Attempt),
+	}
+}
+
+// logTask logs one task event with the task's and the worker's attributes.
+func (w *Worker) logTask(ctx context.Context, level slog.Level, msg string, t *Task, attrs ...slog.Attr) {
+	if !w.log.Enabled(ctx, level) {
+		return
+	}
+	all := append(attrTask(t), slog.String("worker_id", w.id))
+	w.log.LogAttrs(ctx, level, msg, append(all, attrs...)...)
+}
+
+// logSettledFailure logs a failure the store recorded: a retry when the
+// task went back to the queue, a final failure otherwise.
+func (w *Worker) logSettledFailure(ctx context.Context, tc *TaskContext, settled *Task, env ErrorEnvelope, delay time.Duration) {
+	errAttrs := []slog.Attr{
+		slog.String("error_type", env.Type), slog.String("error_code", env.Code),
+		slog.String("error", env.Message), slog.Int("max_attempts", tc.task.MaxAttempts),
+	}
+	if settled != nil && settled.Status == StatusQueued {
+		w.logTask(ctx, slog.LevelWarn, logAttemptFailed, tc.task, append(errAttrs, slog.Duration("retry_in", delay))...)
+		return
+	}
+	w.logTask(ctx, slog.LevelWarn, logTaskFailed, tc.task, errAttrs...)
+}
