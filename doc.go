@@ -74,7 +74,9 @@
 // its handler's context and the task ends canceled whatever it returns.
 // [Worker.HandleBatch] delivers several tasks of one name per call.
 // Per-name and shared capacities ([HandlerOptions], WorkerOptions.Resources)
-// bound what runs at once.
+// bound what runs at once; a per-name [RateLimit] bounds how fast tasks
+// start, in this process. [Worker.Pause] and [Worker.Resume] stop and
+// restart claiming on queues of a running worker.
 //
 // When Run's context ends it stops claiming and waits
 // WorkerOptions.ShutdownTimeout for running calls, then cancels their

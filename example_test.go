@@ -295,3 +295,90 @@ func ExampleSubmitHook() {
 	// {"customer":7,"submitted_by":"billing-api"}
 	// queue "frozen" takes no new tasks
 }
+
+// A rate limit makes a worker start at most Rate tasks of a name per
+// second; what it may not start yet stays queued, unleased.
+func ExampleRateLimit() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = w.Handle("send-email", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return "sent", nil
+	}, &cairnq.HandlerOptions{RateLimit: &cairnq.RateLimit{Rate: 50, Burst: 5}}) // 50/s, 5 at once
+	fmt.Println(err)
+	err = w.Handle("bad", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil },
+		&cairnq.HandlerOptions{RateLimit: &cairnq.RateLimit{Rate: 0}})
+	fmt.Println(errors.Is(err, cairnq.ErrInvalidArgument))
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	t, err := c.Call(ctx, "send-email", nil, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(t.Result))
+	stop()
+	<-done
+	// Output:
+	// <nil>
+	// true
+	// "sent"
+}
+
+// Pause stops a running worker claiming from a queue; calls in flight
+// finish as usual, and Resume starts claiming again.
+func ExampleWorker_Pause() {
+	path, cleanup := tempDB()
+	defer cleanup()
+	ctx := context.Background()
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Queues: []string{"reports"}, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Handle("report", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "done", nil }, nil)
+	if err := w.Pause("reports"); err != nil { // e.g. while the reporting database is migrated
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+
+	t, err := c.Submit(ctx, "report", nil, &cairnq.SubmitOptions{Queue: "reports"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Wait(ctx, t.ID, &cairnq.WaitOptions{Timeout: 100 * time.Millisecond})
+	var timeout *cairnq.TaskTimeoutError
+	fmt.Println(w.Paused(), errors.As(err, &timeout))
+
+	if err := w.Resume("reports"); err != nil {
+		log.Fatal(err)
+	}
+	t, err = c.Wait(ctx, t.ID, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(t.Status)
+	stop()
+	<-done
+	// Output:
+	// [reports] true
+	// succeeded
+}

@@ -34,6 +34,9 @@ type HandlerOptions struct {
 	// Resource joins a capacity declared in WorkerOptions.Resources that
 	// several names share, e.g. one GPU.
 	Resource string
+	// RateLimit bounds how fast this worker starts tasks of this name
+	// (nil: no bound). See RateLimit for why it is per process.
+	RateLimit *RateLimit
 }
 
 // ErrorPhase says where an error the worker survived came from.
@@ -135,6 +138,12 @@ type Worker struct {
 	calls     sync.WaitGroup // handler calls and their goroutines
 	cursor    int
 
+	// claimMu is held across a claim and the start of what it drew, so
+	// Pause can wait out a claim in progress; it guards paused.
+	claimMu sync.Mutex
+	paused  map[string]bool
+	resumed chan struct{} // wakes a loop idle because every queue is paused
+
 	mu           sync.Mutex // guards the counters below and live
 	running      int        // handler calls running
 	settling     int        // calls whose handler returned, settling
@@ -170,7 +179,7 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 		client: c, st: c.store, ops: c.ops, id: o.ID, queues: o.Queues, conc: o.Concurrency,
 		lease: o.LeaseDuration, beat: o.HeartbeatInterval, poll: o.PollInterval, opts: o,
 		backoff: o.RetryBackoff, backoffMax: o.RetryBackoffMax,
-		regs: map[string]*registration{},
+		regs: map[string]*registration{}, paused: map[string]bool{}, resumed: make(chan struct{}, 1),
 	}
 	if w.id == "" {
 		w.id = "worker_" + NewTaskID()[5:]
@@ -312,19 +321,25 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 	if err := w.ops.ValidateName("handle", "name", r.name); err != nil {
 		return err
 	}
-	switch {
-	case r.opts.Concurrency < 0:
+	if r.opts.Concurrency < 0 {
 		return &ArgumentError{Op: "handle", Arg: "concurrency", Reason: fmt.Sprintf("for %q must be >= 0, got %d", r.name, r.opts.Concurrency)}
-	case r.opts.Resource != "":
+	}
+	if r.opts.Resource != "" {
 		if _, ok := w.opts.Resources[r.opts.Resource]; !ok {
 			return &ArgumentError{Op: "handle", Arg: "resource", Reason: fmt.Sprintf(
 				"%q joins resource %q, which WorkerOptions.Resources does not declare", r.name, r.opts.Resource)}
 		}
 	}
+	if rl := r.opts.RateLimit; rl != nil {
+		if err := rl.validate(r.name); err != nil {
+			return err
+		}
+		r.opts.RateLimit = &RateLimit{Rate: rl.Rate, Burst: rl.Burst} // a copy: the caller's may change
+	}
 	r.resource = r.opts.Resource
 	// A name that limits itself needs its own quota in the claim; every
 	// other name shares one draw where a task is a call.
-	r.ownDraw = r.batch > 0 || r.opts.Concurrency > 0 || r.resource != ""
+	r.ownDraw = r.batch > 0 || r.opts.Concurrency > 0 || r.resource != "" || r.opts.RateLimit != nil
 	w.regMu.Lock()
 	defer w.regMu.Unlock()
 	if w.started.Load() {

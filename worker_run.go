@@ -22,6 +22,7 @@ type source struct {
 	batch    int // tasks per call
 	ownConc  int // this name's own cap on calls (0: none)
 	resource string
+	limiter  *tokenBucket // the name's RateLimit, nil when it has none
 }
 
 const claimErrorBackoff = 250 * time.Millisecond
@@ -37,7 +38,11 @@ func (w *Worker) schedule() (sources []source, names []string) {
 		r := w.regs[name]
 		names = append(names, name)
 		if r.ownDraw {
-			sources = append(sources, source{names: []string{name}, batch: max(r.batch, 1), ownConc: r.opts.Concurrency, resource: r.resource})
+			src := source{names: []string{name}, batch: max(r.batch, 1), ownConc: r.opts.Concurrency, resource: r.resource}
+			if r.opts.RateLimit != nil {
+				src.limiter = newTokenBucket(*r.opts.RateLimit)
+			}
+			sources = append(sources, src)
 		} else {
 			shared = append(shared, name)
 		}
@@ -197,6 +202,16 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			continue
 		}
+		w.claimMu.Lock() // until what this poll draws has started
+		queues := w.activeQueues()
+		if len(queues) == 0 {
+			w.claimMu.Unlock()
+			select {
+			case <-w.resumed:
+			case <-ctx.Done():
+			}
+			continue
+		}
 		// Rotate the first draw so one name's backlog cannot starve the rest.
 		start := w.cursor % len(sources)
 		w.cursor = start + 1
@@ -206,7 +221,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		wake, unsubscribe := w.ops.SubscribeQueued(ctx, w.queues)
 		var drawn []dispatch
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
-		params := store.ClaimParams{Queues: w.queues, Names: names, WorkerID: w.id, Lease: w.lease}
+		params := store.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
 		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover}
 		var err error
 		recovered := false // leases recovered, or the probe saw none expired
@@ -227,6 +242,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			recovered = !skipRecover
 		}
 		if err != nil {
+			w.claimMu.Unlock()
 			unsubscribe()
 			if ctx.Err() != nil {
 				return nil
@@ -248,13 +264,16 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		}
 		busy = len(drawn) > 0
 		if !busy {
+			w.claimMu.Unlock()
 			// Idle until something may be claimable: a submit here, a call
-			// finishing (its name's or resource's limit may have bound), or
-			// the poll timer, which also drives lease recovery.
-			timer := time.NewTimer(w.poll)
+			// finishing (its name's or resource's limit may have bound), a
+			// rate limit's next start, a resumed queue, or the poll timer,
+			// which also drives lease recovery.
+			timer := time.NewTimer(w.idleWait(sources))
 			select {
 			case <-wake:
 			case <-w.slotFreed:
+			case <-w.resumed:
 			case <-timer.C:
 			case <-ctx.Done():
 			}
@@ -263,11 +282,31 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			continue
 		}
 		unsubscribe()
+		now := time.Now()
 		for _, d := range drawn {
+			if d.src.limiter != nil {
+				d.src.limiter.take(now, len(d.tasks))
+			}
 			w.start(handlerCtx, d)
 		}
+		w.claimMu.Unlock()
 	}
 	return nil
+}
+
+// idleWait is how long an idle loop sleeps: the poll interval, or less
+// when a rate-limited name may start a task sooner.
+func (w *Worker) idleWait(sources []source) time.Duration {
+	wait := w.poll
+	now := time.Now()
+	for _, src := range sources {
+		if src.limiter != nil {
+			if d := src.limiter.next(now); d > 0 {
+				wait = min(wait, d)
+			}
+		}
+	}
+	return wait
 }
 
 // dispatch is one handler call a draw produced.
@@ -293,7 +332,15 @@ func (w *Worker) plan(draw drawFunc, order []source, free int, out *[]dispatch) 
 		if quota <= 0 {
 			continue
 		}
-		rows, err := draw(src.names, src.batch*quota)
+		limit := src.batch * quota
+		if src.limiter != nil {
+			// Spent after the claim commits (loop): a transaction retried
+			// from the start must not pay twice.
+			if limit = min(limit, src.limiter.available(time.Now())); limit <= 0 {
+				continue
+			}
+		}
+		rows, err := draw(src.names, limit)
 		if err != nil {
 			return err
 		}

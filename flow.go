@@ -1,0 +1,152 @@
+package cairnq
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// RateLimit bounds how fast a worker starts tasks of one name: Rate tasks
+// per second sustained, at most Burst at once after an idle spell. The
+// worker claims only what the limit lets it start now, so no task waits
+// in this process holding a lease for its turn; the rest stay queued for
+// this worker's next claim or for another worker.
+//
+// The limit is per Worker, in this process: N workers with the same limit
+// start up to N times Rate. A limit shared across processes needs state
+// every claim reads and updates (a bucket row per name, or a count of
+// recent starts the claim could filter on); protocol v1's claim statement
+// has neither, and the other SDKs' workers would not honour one, so
+// cairnq does not pretend to offer it.
+type RateLimit struct {
+	// Rate is the sustained rate in tasks per second; > 0. 0.5 is one task
+	// every two seconds.
+	Rate float64
+	// Burst is how many tasks may start at once when the limit has been
+	// idle; the claim takes up to this many in one statement. Default 1.
+	Burst int
+}
+
+func (r *RateLimit) validate(name string) error {
+	bad := func(arg, format string, a ...any) error {
+		return &ArgumentError{Op: "handle", Arg: arg, Reason: fmt.Sprintf("for %q ", name) + fmt.Sprintf(format, a...)}
+	}
+	if !(r.Rate > 0) || math.IsInf(r.Rate, 1) {
+		return bad("RateLimit.Rate", "must be a finite number of tasks per second > 0, got %v", r.Rate)
+	}
+	if r.Burst < 0 {
+		return bad("RateLimit.Burst", "must be >= 0 (0 for 1), got %d", r.Burst)
+	}
+	return nil
+}
+
+// tokenBucket is a RateLimit's state. Only the claim loop's goroutine
+// uses it, so it has no lock.
+type tokenBucket struct {
+	rate   float64 // tokens per second
+	burst  float64
+	tokens float64
+	at     time.Time // when tokens was last brought up to date
+}
+
+func newTokenBucket(r RateLimit) *tokenBucket {
+	burst := float64(max(r.Burst, 1))
+	return &tokenBucket{rate: r.Rate, burst: burst, tokens: burst}
+}
+
+// available returns how many tasks may start at now.
+func (b *tokenBucket) available(now time.Time) int {
+	b.refill(now)
+	return int(b.tokens)
+}
+
+// take spends n tokens, for tasks claimed at now.
+func (b *tokenBucket) take(now time.Time, n int) {
+	b.refill(now)
+	b.tokens -= float64(n)
+}
+
+// next returns how long until one more task may start; 0 if one may now.
+func (b *tokenBucket) next(now time.Time) time.Duration {
+	b.refill(now)
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration(math.Ceil((1 - b.tokens) / b.rate * float64(time.Second)))
+}
+
+func (b *tokenBucket) refill(now time.Time) {
+	if !b.at.IsZero() && now.After(b.at) {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.rate)
+	}
+	b.at = now
+}
+
+// Pause stops the worker claiming tasks from queues (every queue it
+// claims from when none are given), leaving calls in flight alone: they
+// run and settle as usual. When Pause returns, no claim on those queues
+// is in progress and no task of theirs starts until Resume. A paused
+// queue's expired leases are not recovered by this worker meanwhile
+// (another worker's claim recovers them). Pausing a paused queue does
+// nothing; a queue the worker does not claim from is an *ArgumentError.
+// Pause may be called before Run.
+func (w *Worker) Pause(queues ...string) error {
+	return w.setPaused("pause", queues, true)
+}
+
+// Resume restarts claiming on queues (every queue when none are given)
+// that Pause stopped. Resuming a queue that is not paused does nothing; a
+// queue the worker does not claim from is an *ArgumentError.
+func (w *Worker) Resume(queues ...string) error {
+	return w.setPaused("resume", queues, false)
+}
+
+// Paused returns the queues Pause stopped, in the worker's queue order.
+func (w *Worker) Paused() []string {
+	w.claimMu.Lock()
+	defer w.claimMu.Unlock()
+	var out []string
+	for _, q := range w.queues {
+		if w.paused[q] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func (w *Worker) setPaused(op string, queues []string, paused bool) error {
+	if len(queues) == 0 {
+		queues = w.queues
+	}
+	for _, q := range queues {
+		if !slices.Contains(w.queues, q) {
+			return &ArgumentError{Op: op, Arg: "queue", Reason: fmt.Sprintf("%q is not one of the worker's queues %q", q, w.queues)}
+		}
+	}
+	// claimMu is held by the loop across a claim and the start of what it
+	// drew, so taking it waits out a claim in progress.
+	w.claimMu.Lock()
+	for _, q := range queues {
+		w.paused[q] = paused
+	}
+	w.claimMu.Unlock()
+	if !paused {
+		select { // wake an idle loop
+		case w.resumed <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// activeQueues returns the queues not paused. Called with claimMu held.
+func (w *Worker) activeQueues() []string {
+	active := make([]string, 0, len(w.queues))
+	for _, q := range w.queues {
+		if !w.paused[q] {
+			active = append(active, q)
+		}
+	}
+	return active
+}
