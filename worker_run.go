@@ -212,35 +212,14 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			continue
 		}
-		// Rotate the first draw so one name's backlog cannot starve the rest.
-		start := w.cursor % len(sources)
-		w.cursor = start + 1
-		order := append(append([]source(nil), sources[start:]...), sources[:start]...)
 		// Subscribe before the probe, so a submit landing between an empty
 		// probe and the idle sleep still ends the sleep.
 		wake, unsubscribe := w.ops.SubscribeQueued(ctx, w.queues)
-		var drawn []dispatch
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
-		params := store.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
 		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover}
-		var err error
-		recovered := false // leases recovered, or the probe saw none expired
-		if len(sources) == 1 {
-			// One draw: Claim, which on Postgres is a single statement
-			// rather than a transaction around one.
-			err = w.plan(func(names []string, limit int) ([]*store.Task, error) {
-				p := params
-				p.Names, p.Limit = names, limit
-				recovered = !skipRecover
-				return w.ops.Claim(ctx, p, hints)
-			}, order, free, &drawn)
-		} else {
-			_, err = w.ops.ClaimSession(ctx, params, hints, func(draw drawFunc) error {
-				drawn = drawn[:0] // a retried transaction starts over
-				return w.plan(draw, order, free, &drawn)
-			})
-			recovered = !skipRecover
-		}
+		drawn, ran, err := w.claim(ctx, sources, names, queues, free, hints)
+		// Leases were recovered, or the probe saw none expired.
+		recovered := ran && !skipRecover
 		if err != nil {
 			w.claimMu.Unlock()
 			unsubscribe()
@@ -282,16 +261,50 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			continue
 		}
 		unsubscribe()
-		now := time.Now()
 		for _, d := range drawn {
-			if d.src.limiter != nil {
-				d.src.limiter.take(now, len(d.tasks))
-			}
 			w.start(handlerCtx, d)
 		}
 		w.claimMu.Unlock()
 	}
 	return nil
+}
+
+// claim makes one poll's claim on queues, spending at most free call
+// slots: the draws in schedule order, rotated at every poll so one name's
+// backlog cannot starve the rest. ran reports whether a claim statement
+// ran (a draw every limit skipped runs none). The rate limits are charged
+// for what it returns.
+func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints storeaccess.ClaimHints) (drawn []dispatch, ran bool, err error) {
+	start := w.cursor % len(sources)
+	w.cursor = start + 1
+	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
+	params := store.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
+	if len(sources) == 1 {
+		// One draw: Claim, which on Postgres is a single statement rather
+		// than a transaction around one.
+		err = w.plan(func(names []string, limit int) ([]*store.Task, error) {
+			p := params
+			p.Names, p.Limit = names, limit
+			ran = true
+			return w.ops.Claim(ctx, p, hints)
+		}, order, free, &drawn)
+	} else {
+		ran = true
+		_, err = w.ops.ClaimSession(ctx, params, hints, func(draw drawFunc) error {
+			drawn = drawn[:0] // a retried transaction starts over
+			return w.plan(draw, order, free, &drawn)
+		})
+	}
+	if err != nil {
+		return nil, ran, err
+	}
+	now := time.Now()
+	for _, d := range drawn {
+		if d.src.limiter != nil {
+			d.src.limiter.take(now, len(d.tasks))
+		}
+	}
+	return drawn, ran, nil
 }
 
 // idleWait is how long an idle loop sleeps: the poll interval, or less

@@ -1,0 +1,154 @@
+package cairnq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/internal/workeraccess"
+	"github.com/cairnq/cairnq-go/store"
+)
+
+func init() {
+	workeraccess.WorkOne = func(ctx context.Context, w any) ([]*store.Task, error) {
+		return w.(*Worker).workOne(ctx)
+	}
+}
+
+// rereadTimeout bounds the read of a call's tasks after it settled, which
+// runs even when the caller's context has ended, to report what the call
+// left behind.
+const rereadTimeout = 10 * time.Second
+
+// workOne claims at most one handler call's tasks, with the claim Run
+// makes (same registrations, queues and per-name limits, free slots
+// counted as one), and runs that call in the caller's goroutine through
+// runCall: TaskContext, middleware, MaxRun, settlement. Every lease it
+// holds is renewed by the heartbeat while the call runs. It returns the
+// call's tasks read back after settlement, or none when nothing was
+// claimable. It serves package cairnqtest (through internal/workeraccess).
+//
+// A worker runs one workOne at a time and never during Run: both hold
+// the started flag, so a Run (or another workOne) meanwhile fails with
+// ErrWorkerStarted, as does Handle. Unlike Run, workOne clears the flag
+// when it returns.
+//
+// When ctx ends while the handler runs, the call is abandoned at once, as
+// Run abandons a call past its shutdown deadline: the contexts are
+// flagged lease-lost and canceled, nothing more is settled, and the task
+// is left running to its lease. workOne waits up to maxShutdownGrace for
+// the handler to return, then returns the tasks as they stand with ctx's
+// error.
+func (w *Worker) workOne(ctx context.Context) ([]*Task, error) {
+	if err := checkCtx(ctx, "worker work"); err != nil {
+		return nil, err
+	}
+	w.regMu.Lock()
+	if w.started.Load() {
+		w.regMu.Unlock()
+		return nil, fmt.Errorf("%w: it is running, or working another call", ErrWorkerStarted)
+	}
+	if len(w.regs) == 0 {
+		w.regMu.Unlock()
+		return nil, &ArgumentError{Op: "worker", Arg: "handlers", Reason: "none registered"}
+	}
+	w.started.Store(true)
+	w.regMu.Unlock()
+	defer func() {
+		w.regMu.Lock()
+		w.started.Store(false)
+		w.regMu.Unlock()
+	}()
+
+	w.mu.Lock()
+	w.live = map[string]*TaskContext{}
+	w.mu.Unlock()
+	w.giveUp = make(chan struct{})
+
+	d, ok, err := w.claimOne(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: worker %s: claim: %w", w.id, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+
+	handlerCtx, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abandon(nil)
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() {
+		defer bg.Done()
+		w.heartbeatLoop(beatCtx)
+	}()
+	callDone := make(chan struct{})
+	go func() { // abandons the call when ctx ends first
+		defer bg.Done()
+		select {
+		case <-callDone:
+			return
+		case <-ctx.Done():
+		}
+		w.mu.Lock()
+		for _, tc := range w.live {
+			tc.markLost()
+		}
+		w.mu.Unlock()
+		abandon(fmt.Errorf("cairnq: work call abandoned: %w", context.Cause(ctx)))
+		grace := time.NewTimer(min(w.opts.ShutdownTimeout, maxShutdownGrace))
+		defer grace.Stop()
+		select {
+		case <-callDone:
+		case <-grace.C:
+			close(w.giveUp) // runCall stops waiting for the handler
+		}
+	}()
+	w.runCall(handlerCtx, d, func() {})
+	close(callDone)
+	stopBeat()
+	bg.Wait()
+
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
+	defer cancel()
+	out := make([]*Task, 0, len(d.tasks))
+	var readErr error
+	for _, t := range d.tasks {
+		got, err := w.st.Get(rctx, t.ID)
+		if err != nil {
+			// Deleted meanwhile (a purge), or unreadable: the claimed
+			// snapshot is all there is.
+			if !errIsNotFound(err) {
+				readErr = errors.Join(readErr, fmt.Errorf("cairnq: reading task %s after its call: %w", t.ID, err))
+			}
+			got = t
+		}
+		out = append(out, got)
+	}
+	if ctx.Err() != nil {
+		return out, fmt.Errorf("cairnq: worker %s: call on %s abandoned: %w", w.id, d.tasks[0].ID, context.Cause(ctx))
+	}
+	return out, readErr
+}
+
+// claimOne makes the claim of one loop iteration with one free slot, on
+// the queues not paused, rotated as loop rotates its draws, so repeated
+// calls share out the names as Run would. It probes first and recovers
+// expired leases.
+func (w *Worker) claimOne(ctx context.Context) (dispatch, bool, error) {
+	sources, names := w.schedule()
+	w.claimMu.Lock()
+	defer w.claimMu.Unlock()
+	queues := w.activeQueues()
+	if len(queues) == 0 {
+		return dispatch{}, false, nil
+	}
+	drawn, _, err := w.claim(ctx, sources, names, queues, 1, storeaccess.ClaimHints{})
+	if err != nil || len(drawn) == 0 {
+		return dispatch{}, false, err
+	}
+	return drawn[0], true, nil
+}
