@@ -94,7 +94,7 @@
 // way: a [SubmitHook] may add metadata ([Submission.SetMetadata]), refuse
 // the submit, or observe the stored task. Both run in declared order, the
 // first outermost. [EnvelopeOf] names an error the way the worker will
-// record it. Package cairnqotel (module .../otel) builds tracing and
+// record it. Package otelcairnq (module .../otelcairnq) builds tracing and
 // metrics on these two seams.
 //
 // # Logging
