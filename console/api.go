@@ -100,13 +100,21 @@ func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
 	for i, f := range o.Failing {
 		fails[i] = failing{f.Name, f.Count, ms(f.LastFailedAt)}
 	}
+	var countedAt, countMs *int64
+	if n := o.Counted; n != nil {
+		at, took := ms(n.At), n.Took.Milliseconds()
+		countedAt, countMs = &at, &took
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"now_ms":  ms(o.Now),
-		"queues":  queues,
-		"settled": settled,
-		"running": k.apiList(o.Running),
-		"workers": apiWorkers(o.Workers),
-		"failing": fails,
+		"counted_at_ms": countedAt,
+		"count_ms":      countMs,
+		"counting":      o.Counting || o.Counted == nil,
+		"now_ms":        ms(o.Now),
+		"queues":        queues,
+		"settled":       settled,
+		"running":       k.apiList(o.Running),
+		"workers":       apiWorkers(o.Workers),
+		"failing":       fails,
 	})
 }
 
@@ -139,20 +147,25 @@ func (k *console) apiTasks(w http.ResponseWriter, r *http.Request) {
 		"tasks": k.apiList(p.Tasks),
 		"next":  optional(p.Next),
 		"prev":  optional(p.Prev),
+		// Set when the page stopped at the scan bound: the last id
+		// examined, and how many tasks were.
+		"scanned_to": optional(p.ScannedTo),
+		"scanned":    p.Scanned,
 	})
 }
 
 func (k *console) apiTask(w http.ResponseWriter, r *http.Request) {
-	d, err := k.taskDetail(r.Context(), r.PathValue("id"))
+	d, err := k.taskDetail(r.Context(), r.PathValue("id"), r.URL.Query().Get("key") == "1")
 	if err != nil {
 		k.jsonFail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"task":       k.taskJSON(d.Task, &d.Key),
-		"children":   k.apiList(d.Children),
-		"correlated": k.apiList(d.Correlated),
-		"now_ms":     ms(d.Now),
+		"task":        k.taskJSON(d.Task, &d.Key),
+		"children":    k.apiList(d.Children),
+		"correlated":  k.apiList(d.Correlated),
+		"key_skipped": d.KeySkipped,
+		"now_ms":      ms(d.Now),
 	})
 }
 

@@ -16,11 +16,19 @@
 //     oldest due queued task has waited; tasks settled per minute over the
 //     last hour, succeeded against failed; the running tasks with their lease
 //     owner and time left; the workers holding leases; the names with the
-//     most tasks failed for good in the last day.
+//     most tasks failed for good in the last day. The counts, ages, chart
+//     and failing names read every task they count (no index of protocol v1
+//     holds a count), so they come from a background count, shown with its
+//     age ("counted 3s ago") and never waited on beyond Options.CountWait;
+//     the running tasks and workers are read on each request.
 //   - /tasks (Tasks): filters by status, queue, name, key, correlation id,
 //     parent id, root id and id prefix; pages newest first by keyset on the
 //     task id (a time-ordered ULID) through the primary key index, never by
 //     OFFSET, so tasks arriving while one pages neither repeat nor vanish.
+//     No index orders a filtered list by id: a filter value its index finds
+//     fewer than Options.ScanLimit times is read through it; a commoner one
+//     is looked for among ScanLimit tasks from the cursor, and a page that
+//     finds too few there says where it stopped and continues from there.
 //   - /tasks/{id} (Task): payload, result and metadata as indented JSON with
 //     large values folded, the error envelope, progress, attempts, every
 //     timestamp absolute and relative, the lease, the key, the task's children
@@ -32,10 +40,17 @@
 // The pages' data is also served as JSON (Content-Type application/json),
 // for scripts. Errors are {"error": "..."} with a 4xx or 5xx status.
 //
-//	GET  /api/overview                  {"now", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due"}}, "settled": [{"minute", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last"}]}
+//	GET  /api/overview                  {"now_ms", "counted_at_ms", "count_ms", "counting", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due_ms"}}, "settled": [{"minute_ms", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last_ms"}]}
+//	                                    counted_at_ms: when the background count that queues,
+//	                                    settled and failing come from began (null: none yet);
+//	                                    count_ms: how long it took; counting: one is under way
 //	GET  /api/tasks?status=&queue=&name=&key=&correlation_id=&parent_id=&root_id=&id_prefix=&before=&after=&limit=
-//	                                    {"tasks": [task], "next": cursor or null, "prev": cursor or null}
-//	GET  /api/tasks/{id}                {"task": task, "children": [task], "correlated": [task], "now"}
+//	                                    {"tasks": [task], "next": cursor or null, "prev": cursor or null,
+//	                                    "scanned_to": id or null, "scanned": n}; scanned_to: the page
+//	                                    stopped at the scan bound after n tasks, at that id (next, or
+//	                                    prev for after=, continues from it)
+//	GET  /api/tasks/{id}[?key=1]        {"task": task, "children": [task], "correlated": [task], "key_skipped", "now_ms"}
+//	                                    key_skipped: the key table was too large to scan (key=1 does)
 //	GET  /api/workers                   {"workers": [{"id", "running", "lease_until"}], "now"}
 //	POST /api/tasks/{id}/cancel         {"task": task}; 409 if it is neither queued nor running
 //	POST /api/tasks/{id}/retry          {"task": task}; 409 if it is neither failed nor canceled
@@ -43,9 +58,11 @@
 //	                                    metadata, priority, attempts, correlation id; no key)
 //	POST /api/tasks/bulk                body {"action": "cancel"|"retry", "ids": [...]}
 //	                                    {"changed": [id], "unchanged": [id]}
-//	GET  /events                        text/event-stream: an event "change" (data {"reason",
+//	GET  /favicon.ico                   the console's icon (SVG)
+//	GET  /events[?counts=1]             text/event-stream: an event "change" (data {"reason",
 //	                                    "queue", "task_id"}) whenever tasks may have changed,
-//	                                    and one (reason "connected") as the stream opens
+//	                                    and one (reason "connected") as the stream opens; with
+//	                                    counts=1 also (reason "counted") when a count found new numbers
 //
 // A task is the protocol's wire shape (snake_case, epoch milliseconds) plus
 // "key" on a single task's read; list rows carry no payload, result or
@@ -111,6 +128,23 @@ type Options struct {
 	// Logger receives errors the console answered 500 to. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// ScanLimit bounds the rows a filtered task list reads where no index
+	// of protocol v1 serves the filter in id order (status, queue, name,
+	// parent, root, correlation id): a value its index finds fewer than
+	// ScanLimit times is read through that index, exactly; a commoner one
+	// is looked for among ScanLimit tasks in id order from the cursor, and
+	// a page that finds too few there says so and continues from where it
+	// stopped. It also bounds the key lookup of the task page. Default
+	// 5000; negative: no bound (every match is read and sorted).
+	ScanLimit int
+	// CountWait is how long an overview request waits for a fresh count
+	// of tasks per queue and status: a count that reads every row runs in
+	// the background and the page shows the last one with its age. A
+	// request waits only for the first count, or when counts are quick
+	// (five of the last one fit in CountWait); otherwise it shows the last
+	// count at once, or "counting" before the first. Default 100ms;
+	// negative: never wait.
+	CountWait time.Duration
 }
 
 //go:embed assets
@@ -122,20 +156,21 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 type console struct {
-	c     *cairnq.Client
-	st    queries
-	opts  Options
-	pages *pages
+	c       *cairnq.Client
+	st      queries
+	opts    Options
+	pages   *pages
+	counter *counter
 }
 
 // queries are the console's reads that a Client does not offer, run by
 // package store and handed over through internal/storeaccess, so that
 // they are not part of a Store's documented surface.
 type queries interface {
-	ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery) ([]*store.Task, error)
+	ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan int) (tasks []*store.Task, scannedTo string, err error)
 	ConsoleChildren(ctx context.Context, t *store.Task, limit int) ([]*store.Task, error)
 	ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*store.Task, error)
-	ConsoleTaskKey(ctx context.Context, id string) (string, error)
+	ConsoleTaskKey(ctx context.Context, id string, scan int) (key string, looked bool, err error)
 	ConsoleRunning(ctx context.Context, limit int) ([]*store.Task, error)
 	ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, error)
 	ConsoleNow(ctx context.Context) (time.Time, error)
@@ -145,6 +180,11 @@ type queries interface {
 // Handler returns the console over c. Mount it under a prefix with
 // http.StripPrefix; see the package documentation for its routes and
 // security model. It panics if c is nil.
+//
+// The overview's counts come from a goroutine of the handler (see
+// Options.CountWait): it starts with the first overview request and stops a
+// minute after the last one, when c is closed, or when the handler's Close
+// is called: the handler returned is also an io.Closer.
 func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	if c == nil {
 		panic("console: nil *cairnq.Client")
@@ -165,14 +205,30 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	switch {
+	case o.ScanLimit == 0:
+		o.ScanLimit = defaultScanLimit
+	case o.ScanLimit < 0:
+		o.ScanLimit = 0
+	}
+	if o.CountWait == 0 {
+		o.CountWait = defaultCountWait
+	}
 	o.BasePath = strings.TrimSuffix(o.BasePath, "/")
 	k := &console{c: c, st: storeaccess.Ops(storeaccess.ClientStore(c)).(queries), opts: o, pages: newPages()}
+	k.counter = newCounter(k)
 
 	static, _ := fs.Sub(assets, "assets/static") // a constant path of the embed
 	files := http.StripPrefix("/static/", http.FileServerFS(static))
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", cacheFor(files, time.Hour))
+	mux.Handle("GET /favicon.ico", cacheFor(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/static/favicon.svg"
+		w.Header().Set("Content-Type", "image/svg+xml")
+		files.ServeHTTP(w, r2)
+	}), 24*time.Hour))
 	mux.HandleFunc("GET /{$}", k.overviewPage)
 	mux.HandleFunc("GET /tasks", k.tasksPage)
 	mux.HandleFunc("GET /tasks/{id}", k.taskPage)
@@ -194,7 +250,29 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	o.CrossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 	}))
-	return k.secure(o.CrossOrigin.Handler(mux))
+	return &handler{Handler: k.secure(o.CrossOrigin.Handler(mux)), k: k}
+}
+
+// Defaults of Options.
+const (
+	defaultScanLimit = 5000
+	defaultCountWait = 100 * time.Millisecond
+)
+
+// handler is what Handler returns: the console, and Close.
+type handler struct {
+	http.Handler
+	k *console
+}
+
+// Close stops the goroutine counting tasks for the overview and waits for
+// it; requests served after Close still work and count nothing new. The
+// goroutine also stops a minute after the last overview request and when
+// the Client is closed, so Close is only needed to stop it at once (in
+// tests, or when unmounting the console).
+func (h *handler) Close() error {
+	h.k.counter.close()
+	return nil
 }
 
 // secure sets the security headers and runs Authorize.

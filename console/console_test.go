@@ -20,9 +20,13 @@ func TestPagesRender(t *testing.T) {
 		c := open(t)
 		parent := submit(t, c, "render", map[string]any{"page": 1}, &cairnq.SubmitOptions{Key: "doc:1", CorrelationID: "batch-7"})
 		submit(t, c, "email", map[string]any{"to": "a@example.com"}, &cairnq.SubmitOptions{Queue: "q2", CorrelationID: "batch-7"})
-		h := mount(c, nil)
+		h := mount(t, c, nil)
 
-		r := get(t, h, "/cairnq/")
+		var r response
+		waitFor(t, "the overview's count", func() bool {
+			r = get(t, h, "/cairnq/")
+			return r.Status != 200 || strings.Contains(r.Body, ">q2<")
+		})
 		if r.Status != 200 || !strings.Contains(r.Body, "Overview") || !strings.Contains(r.Body, ">q2<") {
 			t.Fatalf("overview: %d\n%s", r.Status, r.Body)
 		}
@@ -55,7 +59,7 @@ func TestPagesRender(t *testing.T) {
 
 func TestSecurityHeadersAndAssets(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
-		h := mount(open(t), nil)
+		h := mount(t, open(t), nil)
 		r := get(t, h, "/cairnq/")
 		csp := r.Header.Get("Content-Security-Policy")
 		if csp == "" || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "script-src 'self'") {
@@ -82,7 +86,7 @@ func TestFilters(t *testing.T) {
 		if _, err := c.Cancel(ctx(t), d.ID); err != nil {
 			t.Fatal(err)
 		}
-		h := mount(c, nil)
+		h := mount(t, c, nil)
 		// Lists go newest first by id: ids made in the same millisecond
 		// order by their random part, not by submit order.
 		newest := func(ids ...string) []string {
@@ -146,7 +150,7 @@ func TestKeysetPaginationWhileTasksArrive(t *testing.T) {
 		}
 		slices.Sort(want) // id order: creation order to the millisecond
 		slices.Reverse(want)
-		h := mount(c, nil)
+		h := mount(t, c, nil)
 		var got []string
 		cursor := ""
 		for pages := 0; ; pages++ {
@@ -210,7 +214,7 @@ func TestAPIOverview(t *testing.T) {
 		for _, id := range []string{ok.ID, bad.ID} {
 			c.Wait(ctx(t), id, nil)
 		}
-		h := mount(c, nil)
+		h := mount(t, c, nil)
 		var o struct {
 			NowMs   int64                     `json:"now_ms"`
 			Queues  map[string]map[string]any `json:"queues"`
@@ -230,9 +234,10 @@ func TestAPIOverview(t *testing.T) {
 				Failures int    `json:"failures"`
 			} `json:"failing"`
 		}
-		waitFor(t, "slow to run", func() bool {
+		waitFor(t, "slow to run, and a count to see it", func() bool {
 			getJSON(t, h, "/cairnq/api/overview", &o)
-			return len(o.Running) == 1
+			n, _ := o.Queues["q2"]["running"].(float64)
+			return len(o.Running) == 1 && n == 1
 		})
 		if o.Running[0].ID != slow.ID || o.Running[0].WorkerID != "worker-test-1" {
 			t.Fatalf("running: %+v", o.Running)
@@ -264,12 +269,13 @@ func TestAPIOverview(t *testing.T) {
 		if !strings.Contains(body, "a quarter") || !strings.Contains(body, "worker-test-1") {
 			t.Fatalf("task page of a running task:\n%s", body)
 		}
-		// A queued task waiting shows its age on the overview.
+		// A queued task waiting shows its age on the overview, once a
+		// background count has seen it.
 		submit(t, c, "nobody-handles-this", nil, &cairnq.SubmitOptions{Queue: "q3"})
-		getJSON(t, h, "/cairnq/api/overview", &o)
-		if o.Queues["q3"]["oldest_due_ms"] == nil {
-			t.Fatalf("no oldest due for q3: %+v", o.Queues["q3"])
-		}
+		waitFor(t, "the oldest due task of q3 on the overview", func() bool {
+			getJSON(t, h, "/cairnq/api/overview", &o)
+			return o.Queues["q3"]["oldest_due_ms"] != nil
+		})
 		var ws struct {
 			Workers []map[string]any `json:"workers"`
 		}
@@ -287,7 +293,7 @@ func TestWritesDisabled(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		c := open(t)
 		task := submit(t, c, "x", nil, nil)
-		h := mount(c, nil)
+		h := mount(t, c, nil)
 		if r := get(t, h, "/cairnq/tasks/"+task.ID); strings.Contains(r.Body, "/cancel") || strings.Contains(r.Body, "<button type=\"submit\">Cancel") {
 			t.Fatalf("read-only page offers cancel:\n%s", r.Body)
 		}
@@ -316,7 +322,7 @@ func TestWritesEnabled(t *testing.T) {
 		a := submit(t, c, "x", map[string]int{"n": 1}, &cairnq.SubmitOptions{Priority: 3, Metadata: map[string]string{"m": "v"}, Key: "kk"})
 		b := submit(t, c, "x", nil, nil)
 		d := submit(t, c, "x", nil, nil)
-		h := mount(c, &console.Options{AllowWrites: true})
+		h := mount(t, c, &console.Options{AllowWrites: true})
 		if r := get(t, h, "/cairnq/tasks/"+a.ID); !strings.Contains(r.Body, "/cancel") {
 			t.Fatal("no cancel button with writes allowed")
 		}
@@ -382,7 +388,7 @@ func TestCrossOriginRefused(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		c := open(t)
 		task := submit(t, c, "x", nil, nil)
-		h := mount(c, &console.Options{AllowWrites: true})
+		h := mount(t, c, &console.Options{AllowWrites: true})
 		for _, hdr := range []map[string]string{
 			{"Sec-Fetch-Site": "cross-site"},
 			{"Origin": "https://evil.example"},
@@ -401,7 +407,7 @@ func TestCrossOriginRefused(t *testing.T) {
 
 func TestAuthorize(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
-		h := mount(open(t), &console.Options{Authorize: func(r *http.Request) error {
+		h := mount(t, open(t), &console.Options{Authorize: func(r *http.Request) error {
 			if r.Header.Get("X-Role") != "admin" {
 				return errors.New("no")
 			}
@@ -447,7 +453,7 @@ func TestXSSRendersInert(t *testing.T) {
 		if st, _ := c.GetStatus(ctx(t), task.ID); st.Status != cairnq.StatusFailed {
 			t.Fatalf("status %s", st.Status)
 		}
-		h := mount(c, &console.Options{AllowWrites: true})
+		h := mount(t, c, &console.Options{AllowWrites: true})
 		for _, p := range []string{
 			"/cairnq/", "/cairnq/tasks", "/cairnq/tasks/" + task.ID,
 			"/cairnq/tasks?name=" + url.QueryEscape(evil) + "&key=" + url.QueryEscape(evil),
@@ -483,7 +489,7 @@ func TestHidePayloads(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		c := open(t)
 		task := submit(t, c, "x", map[string]string{"card": "4111-SECRET"}, &cairnq.SubmitOptions{Metadata: map[string]string{"m": "META-SECRET"}})
-		h := mount(c, &console.Options{HidePayloads: true})
+		h := mount(t, c, &console.Options{HidePayloads: true})
 		for _, p := range []string{"/cairnq/tasks/" + task.ID, "/cairnq/api/tasks/" + task.ID, "/cairnq/tasks", "/cairnq/api/tasks"} {
 			r := get(t, h, p)
 			if r.Status != 200 || strings.Contains(r.Body, "SECRET") {
@@ -497,7 +503,7 @@ func TestHidePayloads(t *testing.T) {
 		if d.Task["redacted"] != true || d.Task["payload"] != nil {
 			t.Fatalf("api task: %+v", d.Task)
 		}
-		if r := get(t, mount(c, nil), "/cairnq/tasks/"+task.ID); !strings.Contains(r.Body, "4111-SECRET") {
+		if r := get(t, mount(t, c, nil), "/cairnq/tasks/"+task.ID); !strings.Contains(r.Body, "4111-SECRET") {
 			t.Fatal("payload not shown without HidePayloads")
 		}
 	})

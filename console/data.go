@@ -6,9 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -55,32 +53,27 @@ type overview struct {
 	Running []*store.Task
 	Workers []storeaccess.ConsoleWorker
 	Failing []store.FailureCount
+	// Counted is the background count Queues, Settled and Failing come
+	// from; nil while the first one runs. Counting: a newer one is under way.
+	Counted  *counts
+	Counting bool
 }
 
+// overview reads the running tasks and the workers (through the lease
+// index: as many rows as tasks run) and takes the rest from the last
+// background count.
 func (k *console) overview(ctx context.Context) (*overview, error) {
+	n, counting, err := k.counter.get(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now, err := k.st.ConsoleNow(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stats, err := k.c.Stats(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	ages, err := k.c.QueueAges(ctx)
-	if err != nil {
-		return nil, err
-	}
-	due := make(map[string]time.Time, len(ages))
-	for _, a := range ages {
-		due[a.Queue] = a.OldestRunAt
-	}
-	o := &overview{Now: now}
-	for q, c := range stats {
-		o.Queues = append(o.Queues, queueRow{Queue: q, StatusCounts: c, OldestDue: due[q]})
-	}
-	slices.SortFunc(o.Queues, func(a, b queueRow) int { return strings.Compare(a.Queue, b.Queue) })
-	if o.Settled, err = k.st.ConsoleSettled(ctx, now.Add(-settledWindow), now); err != nil {
-		return nil, err
+	o := &overview{Now: now, Counted: n, Counting: counting}
+	if n != nil {
+		o.Queues, o.Settled, o.Failing = n.Queues, n.Settled, n.Failing
 	}
 	if o.Running, err = k.st.ConsoleRunning(ctx, runningShown); err != nil {
 		return nil, err
@@ -88,10 +81,6 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 	if o.Workers, err = k.st.ConsoleWorkers(ctx); err != nil {
 		return nil, err
 	}
-	if o.Failing, err = k.c.RecentFailures(ctx, failingWindow); err != nil {
-		return nil, err
-	}
-	o.Failing = o.Failing[:min(len(o.Failing), failingShown)]
 	return o, nil
 }
 
@@ -137,6 +126,11 @@ type taskPage struct {
 	// Next is the cursor of the older page, Prev of the newer one; empty
 	// when there is none.
 	Next, Prev string
+	// ScannedTo is set when a filtered page stopped at the scan bound
+	// (Options.ScanLimit) with too few matches: the last task id examined.
+	// The page continues from it: Next (older) or Prev (newer) is it.
+	ScannedTo string
+	Scanned   int
 }
 
 // listTasks reads one page, and one more row to know whether another page
@@ -144,11 +138,29 @@ type taskPage struct {
 func (k *console) listTasks(ctx context.Context, q storeaccess.ConsoleQuery) (*taskPage, error) {
 	limit := q.Limit
 	q.Limit = limit + 1
-	tasks, err := k.st.ConsoleTasks(ctx, q)
+	tasks, scannedTo, err := k.st.ConsoleTasks(ctx, q, k.opts.ScanLimit)
 	if err != nil {
 		return nil, err
 	}
-	p := &taskPage{}
+	p := &taskPage{ScannedTo: scannedTo}
+	if scannedTo != "" {
+		// The scan bound, not the last match, ends the page: continue
+		// from the last task examined, in the direction of travel.
+		p.Scanned = k.opts.ScanLimit
+		p.Tasks = tasks
+		if q.After != "" {
+			p.Prev = scannedTo
+			if len(tasks) > 0 {
+				p.Next = tasks[len(tasks)-1].ID
+			}
+		} else {
+			p.Next = scannedTo
+			if len(tasks) > 0 && q.Before != "" {
+				p.Prev = tasks[0].ID
+			}
+		}
+		return p, nil
+	}
 	more := len(tasks) > limit
 	if more {
 		if q.After != "" {
@@ -182,14 +194,17 @@ func (k *console) listTasks(ctx context.Context, q storeaccess.ConsoleQuery) (*t
 }
 
 type taskDetail struct {
-	Task       *store.Task
-	Key        string
+	Task *store.Task
+	Key  string
+	// KeySkipped: the key table holds ScanLimit keys or more and has no
+	// index on task id, so the key was not looked up (?key=1 does).
+	KeySkipped bool
 	Children   []*store.Task
 	Correlated []*store.Task
 	Now        time.Time
 }
 
-func (k *console) taskDetail(ctx context.Context, id string) (*taskDetail, error) {
+func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*taskDetail, error) {
 	t, err := k.c.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -198,9 +213,15 @@ func (k *console) taskDetail(ctx context.Context, id string) (*taskDetail, error
 	if d.Now, err = k.st.ConsoleNow(ctx); err != nil {
 		return nil, err
 	}
-	if d.Key, err = k.st.ConsoleTaskKey(ctx, id); err != nil {
+	scan := k.opts.ScanLimit
+	if findKey {
+		scan = 0
+	}
+	var looked bool
+	if d.Key, looked, err = k.st.ConsoleTaskKey(ctx, id, scan); err != nil {
 		return nil, err
 	}
+	d.KeySkipped = !looked
 	if d.Children, err = k.st.ConsoleChildren(ctx, t, relatedShown); err != nil {
 		return nil, err
 	}

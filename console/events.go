@@ -44,12 +44,24 @@ func (k *console) events(w http.ResponseWriter, r *http.Request) {
 		return // the writer cannot stream
 	}
 
+	// The overview's stream also says when a background count found other
+	// numbers (?counts=1). It only listens: the count runs for requests.
+	var counted <-chan struct{}
+	if r.URL.Query().Get("counts") == "1" {
+		counted = k.counter.changes()
+	}
+
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-counted:
+			counted = k.counter.changes()
+			if _, err := fmt.Fprint(w, "event: change\ndata: {\"reason\":\"counted\"}\n\n"); err != nil {
+				return
+			}
 		case <-tick.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return

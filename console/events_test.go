@@ -78,7 +78,7 @@ func next(t *testing.T, evs <-chan event, ok func(event) bool) event {
 // serve mounts the console over c on a real server, and reports when each
 // request's handler has returned.
 func serve(t *testing.T, c *cairnq.Client, o *console.Options) (*httptest.Server, <-chan struct{}) {
-	h := mount(c, o)
+	h := mount(t, c, o)
 	returned := make(chan struct{}, 16)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { returned <- struct{}{} }()
@@ -147,7 +147,7 @@ func TestProgressMovesLive(t *testing.T) {
 			}
 			return nil, nil
 		}})
-		h := mount(c, nil)
+		h := mount(t, c, nil)
 		frag := map[string]string{"X-Cairnq-Fragment": "1"}
 		for _, f := range []float64{0.1, 0.6} {
 			step <- f

@@ -61,10 +61,12 @@ func ctx(t *testing.T) context.Context {
 }
 
 // mount serves the console under /cairnq/ in a mux of its own, as an
-// application would.
-func mount(c *cairnq.Client, o *console.Options) http.Handler {
+// application would, and closes it (its counting goroutine) when t ends.
+func mount(t testing.TB, c *cairnq.Client, o *console.Options) http.Handler {
+	h := console.Handler(c, o)
+	t.Cleanup(func() { h.(io.Closer).Close() })
 	mux := http.NewServeMux()
-	mux.Handle("/cairnq/", http.StripPrefix("/cairnq", console.Handler(c, o)))
+	mux.Handle("/cairnq/", http.StripPrefix("/cairnq", h))
 	return mux
 }
 

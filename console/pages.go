@@ -24,6 +24,7 @@ var funcs = template.FuncMap{
 	"abs":      absTime,
 	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"rel":      relTime,
+	"dur":      short,
 	"left":     timeLeft,
 	"path":     url.PathEscape,
 	"json":     jsonHTML,
@@ -181,7 +182,7 @@ func (k *console) tasksPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (k *console) taskPage(w http.ResponseWriter, r *http.Request) {
-	d, err := k.taskDetail(r.Context(), r.PathValue("id"))
+	d, err := k.taskDetail(r.Context(), r.PathValue("id"), r.URL.Query().Get("key") == "1")
 	if err != nil {
 		k.pageFail(w, r, err)
 		return

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,14 +33,26 @@ const consoleColumns = `id, name, queue, status, error, progress, message, attem
 // and the cursor, with no OFFSET. Tasks arriving between two pages never
 // shift a page: they sort before the first one. The tasks carry neither
 // payload, result nor metadata (Get reads them).
-func (o ops) ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery) ([]*Task, error) {
+//
+// No protocol v1 index orders a status, queue, name, parent, root or
+// correlation filter by id, so a page filtered by one reads at most about
+// scan rows (scan <= 0: no bound, every match is sorted). When the
+// filter's own index holds fewer than scan entries for its value, the page
+// is read through that index and sorted: exact. Otherwise the value is
+// common, and the page is looked for among the scan tasks next to the
+// cursor in id order (the newest, without one). When those hold too few
+// matches, scannedTo is the last task id examined: the page is complete up
+// to it, and a page continuing from it (Before or After it, in the same
+// direction) goes on where this one stopped. scannedTo is "" when the page
+// is exact.
+func (o ops) ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan int) (tasks []*Task, scannedTo string, err error) {
 	s := o.s
 	const op = "console tasks"
 	if q.Before != "" && q.After != "" {
-		return nil, argError(op, "cursor", "before and after are exclusive")
+		return nil, "", argError(op, "cursor", "before and after are exclusive")
 	}
 	if q.Status != "" && !Status(q.Status).Valid() {
-		return nil, argError(op, "status", "unknown status %q", q.Status)
+		return nil, "", argError(op, "status", "unknown status %q", q.Status)
 	}
 	limit := q.Limit
 	switch {
@@ -48,11 +61,12 @@ func (o ops) ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery) ([]*T
 	case limit > 1000:
 		limit = 1000
 	}
-	var where []string
 	a := protocol.Args{"limit": int64(limit)}
+	// span is the id range: cursor and prefix, which the primary key serves.
+	var span, filters []string
 	eq := func(col, param, v string) {
 		if v != "" {
-			where = append(where, col+" = :"+param)
+			filters = append(filters, col+" = :"+param)
 			a[param] = v
 		}
 	}
@@ -63,47 +77,101 @@ func (o ops) ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery) ([]*T
 	eq("root_id", "root_id", q.RootID)
 	eq("parent_id", "parent_id", q.ParentID)
 	if q.Key != "" {
-		where = append(where, "id = (SELECT task_id FROM cairnq_task_keys WHERE key = :key)")
+		// At most one task: the key's primary key finds it.
+		span = append(span, "id = (SELECT task_id FROM cairnq_task_keys WHERE key = :key)")
 		a["key"] = q.Key
 	}
 	if q.IDPrefix != "" {
 		if s.dialect == protocol.SQLite {
 			// A range on the primary key; SQLite compares text bytewise.
-			where = append(where, "id >= :id_lo AND id < :id_hi")
+			span = append(span, "id >= :id_lo AND id < :id_hi")
 			a["id_lo"] = q.IDPrefix
 			a["id_hi"] = q.IDPrefix + "\U0010FFFF"
 		} else {
 			// starts_with, not a range: the column's collation need not
 			// be bytewise.
-			where = append(where, "starts_with(id, :id_prefix)")
+			span = append(span, "starts_with(id, :id_prefix)")
 			a["id_prefix"] = q.IDPrefix
 		}
 	}
 	order := "DESC"
 	switch {
 	case q.Before != "":
-		where = append(where, "id < :cursor")
+		span = append(span, "id < :cursor")
 		a["cursor"] = q.Before
 	case q.After != "":
-		where = append(where, "id > :cursor")
+		span = append(span, "id > :cursor")
 		a["cursor"] = q.After
 		order = "ASC"
 	}
-	src := "SELECT " + consoleColumns + " FROM cairnq_tasks"
-	if len(where) > 0 {
-		src += " WHERE " + strings.Join(where, " AND ")
+	defer func() {
+		if order == "ASC" { // the page before the cursor, shown newest first
+			slices.Reverse(tasks)
+		}
+	}()
+	where := func(conds ...[]string) string {
+		all := slices.Concat(conds...)
+		if len(all) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(all, " AND ")
 	}
-	src += " ORDER BY id " + order + " LIMIT :limit"
-	tasks, err := s.consoleTasks(ctx, "console_tasks", src, a)
-	if err != nil {
-		return nil, err
+	exact := func(from string) ([]*Task, string, error) {
+		src := "SELECT " + consoleColumns + " FROM " + from + where(span, filters) + " ORDER BY id " + order + " LIMIT :limit"
+		tasks, err := s.consoleTasks(ctx, "console_tasks", src, a)
+		return tasks, "", err
 	}
-	if order == "ASC" { // the page before the cursor, shown newest first
-		for i, j := 0, len(tasks)-1; i < j; i, j = i+1, j-1 {
-			tasks[i], tasks[j] = tasks[j], tasks[i]
+	if len(filters) == 0 || q.Key != "" || scan <= 0 {
+		return exact("cairnq_tasks")
+	}
+
+	// The rarest value an index finds, counted up to scan.
+	best, bestN := "", int64(-1)
+	for _, c := range s.consoleProbes(q) {
+		pa := protocol.Args{"scan": int64(scan)}
+		for _, p := range c.params {
+			pa[p] = a[p]
+		}
+		n, err := s.consoleCount(ctx, "console_probe",
+			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_tasks"+where(c.conds)+" LIMIT :scan) AS probe", pa)
+		if err != nil {
+			return nil, "", err
+		}
+		if bestN < 0 || n < bestN {
+			best, bestN = c.index, n
 		}
 	}
-	return tasks, nil
+	if bestN >= 0 && bestN < int64(scan) {
+		if s.dialect == protocol.SQLite {
+			// Without statistics SQLite may walk the id order and filter
+			// instead: name the index the probe found selective.
+			return exact("cairnq_tasks INDEXED BY " + best)
+		}
+		// Postgres plans the filters alone, in a fence: its sort then
+		// reads fewer than scan rows.
+		tasks, err := s.consoleTasks(ctx, "console_tasks_indexed",
+			"WITH m AS MATERIALIZED (SELECT "+consoleColumns+" FROM cairnq_tasks"+where(span, filters)+
+				") SELECT * FROM m ORDER BY id "+order+" LIMIT :limit", a)
+		return tasks, "", err
+	}
+
+	// A common value: look among the scan tasks next to the cursor.
+	a["scan"] = int64(scan)
+	window := "SELECT " + consoleColumns + " FROM cairnq_tasks" + where(span) + " ORDER BY id " + order + " LIMIT :scan"
+	tasks, err = s.consoleTasks(ctx, "console_tasks_window",
+		"SELECT * FROM ("+window+") AS w"+where(filters)+" ORDER BY id "+order+" LIMIT :limit", a)
+	if err != nil || len(tasks) >= limit {
+		return tasks, "", err
+	}
+	// The window's last task, and whether any lies beyond it.
+	a["last"] = int64(scan - 1)
+	rows, err := s.consoleQuery(ctx, "console_tasks_window_end",
+		"SELECT id FROM cairnq_tasks"+where(span)+" ORDER BY id "+order+" LIMIT 2 OFFSET :last", a)
+	if err != nil || len(rows) < 2 { // the window held every task left: the page is exact
+		return tasks, "", err
+	}
+	scannedTo, _, err = asString("id", rows[0]["id"])
+	return tasks, scannedTo, err
 }
 
 // ConsoleChildren returns up to limit tasks naming t as their parent within
@@ -118,8 +186,7 @@ func (o ops) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Task, 
 	if root == "" {
 		root = t.ID
 	}
-	return s.consoleTasks(ctx, "console_children",
-		"SELECT "+consoleColumns+" FROM cairnq_tasks WHERE root_id = :root_id AND parent_id = :parent_id ORDER BY id DESC LIMIT :limit",
+	return s.consoleNewest(ctx, "console_children", "root_id = :root_id AND parent_id = :parent_id",
 		protocol.Args{"root_id": root, "parent_id": t.ID, "limit": int64(max(limit, 1))})
 }
 
@@ -127,23 +194,66 @@ func (o ops) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Task, 
 // first, through the correlation index.
 func (o ops) ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*Task, error) {
 	s := o.s
-	return s.consoleTasks(ctx, "console_correlated",
-		"SELECT "+consoleColumns+" FROM cairnq_tasks WHERE correlation_id = :correlation_id ORDER BY id DESC LIMIT :limit",
+	return s.consoleNewest(ctx, "console_correlated", "correlation_id = :correlation_id",
 		protocol.Args{"correlation_id": correlationID, "limit": int64(max(limit, 1))})
+}
+
+// consoleNewestScan bounds what consoleNewest reads on Postgres.
+const consoleNewestScan = 5000
+
+// consoleNewest reads the newest limit tasks matching cond, whose index
+// (root, correlation) finds them in no id order. SQLite's index entries
+// end in the rowid, the order rows were inserted in, so the index hands
+// over the last inserted ones without reading a whole group: those are
+// the newest but for tasks submitted in the same instant by different
+// processes, and they are shown by id. Postgres's entries are in no such
+// order: a group of fewer than consoleNewestScan tasks is read through
+// the index and sorted; a larger one is looked for among the newest
+// consoleNewestScan tasks (the list, filtered, pages through all of it).
+func (s *Store) consoleNewest(ctx context.Context, name, cond string, a protocol.Args) ([]*Task, error) {
+	var src string
+	if s.dialect == protocol.SQLite {
+		src = "SELECT " + consoleColumns + " FROM cairnq_tasks WHERE " + cond + " ORDER BY rowid DESC LIMIT :limit"
+	} else {
+		a["scan"] = int64(consoleNewestScan)
+		n, err := s.consoleCount(ctx, name+"_probe",
+			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_tasks WHERE "+cond+" LIMIT :scan) AS probe", a)
+		if err != nil {
+			return nil, err
+		}
+		if n < consoleNewestScan {
+			src = "WITH m AS MATERIALIZED (SELECT " + consoleColumns + " FROM cairnq_tasks WHERE " + cond +
+				") SELECT * FROM m ORDER BY id DESC LIMIT :limit"
+		} else {
+			src = "SELECT * FROM (SELECT " + consoleColumns + " FROM cairnq_tasks ORDER BY id DESC LIMIT :scan) AS w WHERE " +
+				cond + " ORDER BY id DESC LIMIT :limit"
+		}
+	}
+	tasks, err := s.consoleTasks(ctx, name, src, a)
+	slices.SortFunc(tasks, func(x, y *Task) int { return strings.Compare(y.ID, x.ID) })
+	return tasks, err
 }
 
 // ConsoleTaskKey returns the key that points at task id now, or "" if
 // none does. The key table has no index on task_id, so this reads the key
-// table: one scan per call, meant for a single task's page.
-func (o ops) ConsoleTaskKey(ctx context.Context, id string) (string, error) {
+// table. With scan > 0 it first counts the keys up to scan and, when there
+// are that many, reads nothing and returns looked false.
+func (o ops) ConsoleTaskKey(ctx context.Context, id string, scan int) (key string, looked bool, err error) {
 	s := o.s
+	if scan > 0 {
+		n, err := s.consoleCount(ctx, "console_key_probe",
+			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_task_keys LIMIT :scan) AS probe", protocol.Args{"scan": int64(scan)})
+		if err != nil || n >= int64(scan) {
+			return "", false, err
+		}
+	}
 	rows, err := s.consoleQuery(ctx, "console_task_key",
 		"SELECT key FROM cairnq_task_keys WHERE task_id = :id LIMIT 1", protocol.Args{"id": id})
 	if err != nil || len(rows) == 0 {
-		return "", err
+		return "", err == nil, err
 	}
 	k, _, err := asString("key", rows[0]["key"])
-	return k, err
+	return k, err == nil, err
 }
 
 // ConsoleRunning returns up to limit running tasks, the soonest lease

@@ -60,7 +60,8 @@
   });
 
   if (window.EventSource && body.getAttribute("data-page") !== "error") {
-    es = new EventSource(base + "/events");
+    // The overview also hears when its background count ends.
+    es = new EventSource(base + "/events" + (body.getAttribute("data-page") === "overview" ? "?counts=1" : ""));
     es.addEventListener("error", function () { state.className = "live-state"; });
     es.addEventListener("change", refresh);
   }
