@@ -119,6 +119,8 @@
 //     "cairnq: LISTEN unavailable; waiting by polling", and the adapters'
 //     "LISTEN connection lost; reconnecting" (warn) and "LISTEN
 //     connection restored" (info);
+//   - debug "cairnq: task snoozed" (snooze, run_at_ms), for a handler's
+//     [Snooze];
 //   - debug "cairnq: database busy; backing off" (phase, backoff).
 //
 // A task that succeeds logs nothing at info or above.

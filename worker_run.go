@@ -623,6 +623,10 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 		w.complete(ctx, tc, result)
 		return
 	}
+	if d, ok := snoozeOf(callErr); ok {
+		w.snooze(ctx, tc, d)
+		return
+	}
 	if env, retryable, record := w.failureOf(tc, callErr); record {
 		w.fail(ctx, tc, env, retryable)
 	}

@@ -42,6 +42,7 @@ var sqliteParams = map[string][]string{
 	StmtExpiredLeases:   {"now_ms", "limit"},
 	StmtQueueAges:       {"now_ms"},
 	StmtRecentFailures:  {"before_ms"},
+	StmtSnooze:          {"id", "worker_id", "now_ms", "delay_ms"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -70,6 +71,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	StmtExpiredLeases:        {sqliteOnly: []string{"now_ms"}},
 	StmtQueueAges:            {sqliteOnly: []string{"now_ms"}},
 	StmtRecentFailures:       {[]string{"before_ms"}, []string{"older_than_ms"}},
+	StmtSnooze:               {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
 }
 
 var allStatementNames = []string{
@@ -78,7 +80,7 @@ var allStatementNames = []string{
 	StmtGetStatus, StmtGetStatusByKey, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
 	StmtList, StmtLockKey, StmtProgress, StmtProtocolVersion, StmtPurge, StmtQueueDepth,
 	StmtRecoverLeases, StmtRetry, StmtStats, StmtSucceed, StmtUpsertKey,
-	StmtExpiredLeases, StmtQueueAges, StmtRecentFailures,
+	StmtExpiredLeases, StmtQueueAges, StmtRecentFailures, StmtSnooze,
 }
 
 func sorted(s []string) []string {

@@ -66,6 +66,10 @@ const (
 	StmtExpiredLeases  = "expired_leases"
 	StmtQueueAges      = "queue_ages"
 	StmtRecentFailures = "recent_failures"
+
+	// StmtSnooze hands a running task back to the queue with its attempt
+	// given back (both dialects), ours, beside the protocol's.
+	StmtSnooze = "snooze"
 )
 
 //go:embed sql/sqlite/*.sql sql/postgres/*.sql migrations/sqlite/*.sql migrations/postgres/*.sql

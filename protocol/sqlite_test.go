@@ -47,6 +47,7 @@ var resultColumns = map[string][]string{
 	StmtRetry:                taskColumns,
 	StmtStats:                {"queue", "status", "count"},
 	StmtSucceed:              taskColumns,
+	StmtSnooze:               taskColumns,
 	StmtUpsertKey:            nil,
 	StmtExpiredLeases:        taskColumns,
 	StmtQueueAges:            {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
