@@ -15,6 +15,7 @@ const (
 	logAttemptFailed = "cairnq: task attempt failed; will retry"
 	logTaskFailed    = "cairnq: task failed"
 	logLeaseLost     = "cairnq: task lease lost"
+	logTaskSnoozed   = "cairnq: task snoozed"
 	logBusyBackoff   = "cairnq: database busy; backing off"
 	logWorkerError   = "cairnq: worker error"
 )

@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// logTaskSnoozed is the worker's debug event for a task put back in the
-// queue by a snooze.
-const logTaskSnoozed = "cairnq: task snoozed"
-
 // SnoozeError is what Snooze returns: a handler's way of saying "not yet".
 // The worker puts the task back in the queue, due again Delay from now,
 // and gives back the attempt the claim counted, so the snooze spends none
