@@ -114,10 +114,11 @@
 //     was abandoned at MaxRun or at shutdown;
 //   - error "cairnq: worker error": what the worker survives, through the
 //     default WorkerOptions.OnError (phase, err);
-//   - info "cairnq: listening for notifications" the first time LISTEN is
-//     in effect (debug when it restarts after an idle linger), info
-//     "cairnq: LISTEN unavailable; waiting by polling", and the adapters'
-//     "LISTEN connection lost; reconnecting" (warn) and "LISTEN
+//   - info "cairnq: listening for notifications" the first time
+//     notifications are in effect (LISTEN on Postgres, the watch of the WAL
+//     file on SQLite; debug when they restart after an idle linger), info
+//     "cairnq: notifications unavailable; waiting by polling", and the
+//     adapters' "LISTEN connection lost; reconnecting" (warn) and "LISTEN
 //     connection restored" (info);
 //   - debug "cairnq: task snoozed" (snooze, run_at_ms), for a handler's
 //     [Snooze];
@@ -132,8 +133,10 @@
 // [*TaskCanceledError] if it was canceled, [*TaskTimeoutError] (the task
 // keeps running) if it did not end in time. [Client.Call] submits and
 // waits. [Client.Watch] calls a function whenever tasks may have changed,
-// for dashboards and streams. On Postgres a notification ends a wait at
-// once; polling is always behind it.
+// for dashboards and streams. A notification ends a wait at once (LISTEN
+// on Postgres; on a SQLite file, the filesystem's change notifications on
+// its WAL, for commits made by other processes); polling is always behind
+// it.
 //
 // # Errors
 //

@@ -121,11 +121,11 @@ func (d *demandListener) acquire(ctx context.Context) {
 		d.log.Log(ctx, level, "cairnq: listening for notifications", "channel", d.channel)
 	case errors.Is(err, executor.ErrListenUnavailable):
 		d.off = true
-		d.log.Info("cairnq: LISTEN unavailable; waiting by polling", "channel", d.channel, "err", err)
+		d.log.Info("cairnq: notifications unavailable; waiting by polling", "channel", d.channel, "err", err)
 	case ctx.Err() != nil: // the subscriber gave up; the next one tries again
 	default:
 		d.failedAt = time.Now()
-		d.log.Warn("cairnq: LISTEN failed; waiting by polling", "channel", d.channel, "err", err)
+		d.log.Warn("cairnq: notifications failed; waiting by polling", "channel", d.channel, "err", err)
 	}
 	d.mu.Unlock()
 }

@@ -95,6 +95,11 @@ type sqliteBackend struct {
 	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
 
 	commits atomic.Int64 // transactions committed by the writer
+
+	// The cross-process watch (sqlite_notify.go): nil for an in-memory
+	// database or with CAIRNQ_SQLITE_NOTIFY=0.
+	wal    *walNotifier
+	notify *demandListener
 }
 
 // writeReq is one caller's unit of work for the writer.
@@ -712,7 +717,7 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 			c.exec("RELEASE cairnq_req")
 		}
 	}
-	if err := c.exec("COMMIT"); err != nil {
+	if err := b.commit(c); err != nil {
 		if !c.c.GetAutocommit() {
 			c.exec("ROLLBACK")
 		}
@@ -809,6 +814,7 @@ func (b *sqliteBackend) closeReaders() {
 func (b *sqliteBackend) close() error {
 	var err error
 	b.once.Do(func() {
+		b.notify.close()
 		close(b.quit)
 		<-b.done
 		if b.w != nil {

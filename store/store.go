@@ -32,7 +32,8 @@ type Store struct {
 	hub     *hub
 	now     func() time.Time
 	// On Postgres with a Listener: LISTEN per channel while this process
-	// has subscribers for it. nil otherwise (in-process wakeups only).
+	// has subscribers for it. On a SQLite file: both are the one watch of
+	// its WAL (sqlite_notify.go). nil otherwise (in-process wakeups only).
 	queuedListen, doneListen *demandListener
 }
 
@@ -44,13 +45,17 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		dialect: protocol.SQLite,
 		stmts:   protocol.Statements(protocol.SQLite),
 		be:      be,
 		hub:     newHub(),
 		now:     time.Now,
-	}, nil
+	}
+	// One watch of the file for both: a commit elsewhere may mean either.
+	s.queuedListen = be.startSQLiteNotify(s.hub)
+	s.doneListen = s.queuedListen
+	return s, nil
 }
 
 // Dialect reports which SQL dialect the store speaks.
