@@ -83,6 +83,15 @@
 // contexts; a handler that ignores its context is reported and left to its
 // lease, so a deployment's stop never hangs on one handler.
 //
+// # Time and flow control
+//
+// A handler that returns [Snooze](d) puts its task back in the queue to
+// run after d, with the attempt it used given back: not a failure. A
+// [Scheduler] submits tasks on cron specs from any number of processes,
+// with no leader: each slot's task has a key derived from the entry and
+// the slot ([SlotKey]), so only one submit per slot can win. Per-name
+// [RateLimit]s and [Worker.Pause] are under Workers above.
+//
 // # Middleware and hooks
 //
 // WorkerOptions.Middleware wraps every handler call, single and batch:
@@ -122,7 +131,13 @@
 //     connection restored" (info);
 //   - debug "cairnq: task snoozed" (snooze, run_at_ms), for a handler's
 //     [Snooze];
-//   - debug "cairnq: database busy; backing off" (phase, backoff).
+//   - debug "cairnq: database busy; backing off" (phase, backoff);
+//   - the [Scheduler]'s, with entry, name and slot attributes: debug
+//     "cairnq: periodic task submitted", info "cairnq: periodic slots
+//     missed while no scheduler ran", debug "cairnq: periodic entry has no
+//     earlier slot in the database; nothing counted as missed", warn
+//     "cairnq: scheduler error; retrying" and "cairnq: reading the
+//     database clock failed; retrying".
 //
 // A task that succeeds logs nothing at info or above.
 //

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The worker's log events. Each message is a constant, so a log pipeline
+// The worker's and the scheduler's log events. Each message is a constant, so a log pipeline
 // can match on it; the task's identity is in attributes (attrTask), never
 // in the message. The package documentation's "Logging" lists them.
 const (
@@ -18,6 +18,13 @@ const (
 	logTaskSnoozed   = "cairnq: task snoozed"
 	logBusyBackoff   = "cairnq: database busy; backing off"
 	logWorkerError   = "cairnq: worker error"
+
+	// The scheduler's; the entry's identity is in attributes.
+	logSchedSubmitted = "cairnq: periodic task submitted"
+	logSchedCaughtUp  = "cairnq: periodic slots missed while no scheduler ran"
+	logSchedNoHistory = "cairnq: periodic entry has no earlier slot in the database; nothing counted as missed"
+	logSchedError     = "cairnq: scheduler error; retrying"
+	logSchedClock     = "cairnq: reading the database clock failed; retrying"
 )
 
 // attrTask is the attribute group every task event carries.
