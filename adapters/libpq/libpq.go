@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/lib/pq"
@@ -125,6 +126,14 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	}
 	// lib/pq applies it to dialing and, as a deadline, to the whole startup.
 	cfg.ConnectTimeout = connectTimeout(o.ConnectTimeout, cfg.ConnectTimeout)
+	// A pool cairnq opens is cairnq's to configure: binary_parameters sends
+	// a statement with arguments as one round trip (Parse, Bind, Execute)
+	// instead of two (a Parse answered before the Bind). cairnq passes no
+	// []byte argument, the only kind it sends in binary. A DSN that names
+	// the setting keeps its own choice.
+	if !strings.Contains(dsn, "binary_parameters") {
+		cfg.BinaryParameters = true
+	}
 	if o.Schema != "" {
 		cfg = cfg.Clone()
 		// Quoted, because search_path folds an unquoted name to lower case

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,12 +14,16 @@ import (
 // (BEGIN and COMMIT) around the statements run on its session.
 type callCounts struct {
 	queries, txs, txQueries atomic.Int64
+	// claims and settles count the claim and complete_many statements,
+	// claimRows and settleRows the rows they returned: the groups' widths.
+	claims, claimRows, settles, settleRows atomic.Int64
 	// queryNs and txNs add up the wall time of the calls.
 	queryNs, txNs atomic.Int64
 }
 
 func (c *callCounts) snapshot() callDelta {
 	return callDelta{queries: c.queries.Load(), txs: c.txs.Load(), txQueries: c.txQueries.Load(),
+		claims: c.claims.Load(), claimRows: c.claimRows.Load(), settles: c.settles.Load(), settleRows: c.settleRows.Load(),
 		queryTime: time.Duration(c.queryNs.Load()), txTime: time.Duration(c.txNs.Load())}
 }
 
@@ -49,7 +54,21 @@ func withCounting(ex executor.Executor, c *callCounts) executor.Executor {
 func (e countingExec) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
 	e.c.queries.Add(1)
 	defer e.c.timeQuery(time.Now())
-	return e.Executor.Query(ctx, sql, args...)
+	rows, err := e.Executor.Query(ctx, sql, args...)
+	e.c.kind(sql, len(rows))
+	return rows, err
+}
+
+// kind counts a claim or complete_many statement and the rows it returned.
+func (c *callCounts) kind(sql string, rows int) {
+	switch {
+	case strings.Contains(sql, "attempt + 1") && strings.Contains(sql, "SKIP LOCKED"):
+		c.claims.Add(1)
+		c.claimRows.Add(int64(rows))
+	case strings.Contains(sql, "unnest(") && strings.Contains(sql, "'succeeded'"):
+		c.settles.Add(1)
+		c.settleRows.Add(int64(rows))
+	}
 }
 
 func (e countingExec) Exec(ctx context.Context, script string) error {
@@ -72,7 +91,9 @@ type countingSession struct {
 
 func (s countingSession) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
 	s.c.txQueries.Add(1)
-	return s.Session.Query(ctx, sql, args...)
+	rows, err := s.Session.Query(ctx, sql, args...)
+	s.c.kind(sql, len(rows))
+	return rows, err
 }
 
 func (s countingSession) Exec(ctx context.Context, script string) error {

@@ -11,12 +11,15 @@ import (
 )
 
 type callDelta struct {
-	queries, txs, txQueries int64
-	queryTime, txTime       time.Duration
+	queries, txs, txQueries                int64
+	claims, claimRows, settles, settleRows int64
+	queryTime, txTime                      time.Duration
 }
 
 func (c callDelta) sub(o callDelta) callDelta {
-	return callDelta{c.queries - o.queries, c.txs - o.txs, c.txQueries - o.txQueries, c.queryTime - o.queryTime, c.txTime - o.txTime}
+	return callDelta{queries: c.queries - o.queries, txs: c.txs - o.txs, txQueries: c.txQueries - o.txQueries,
+		claims: c.claims - o.claims, claimRows: c.claimRows - o.claimRows, settles: c.settles - o.settles, settleRows: c.settleRows - o.settleRows,
+		queryTime: c.queryTime - o.queryTime, txTime: c.txTime - o.txTime}
 }
 
 type burnResult struct {
@@ -100,6 +103,8 @@ func (rp *report) addBurn(r burnResult, system string, run int, err error) {
 		line += fmt.Sprintf("\n      seam calls per task: %.3f statements outside tx (mean %s), %.3f tx (mean %s, %.2f statements each) = ~%.2f round trips/task",
 			float64(c.queries)/float64(r.n), ms(meanDur(c.queryTime, c.queries)), float64(c.txs)/float64(r.n), ms(meanDur(c.txTime, c.txs)),
 			float64(c.txQueries)/float64(max(c.txs, 1)), rt)
+		line += fmt.Sprintf("\n      claims: %d statements, %.1f tasks each; complete_many: %d statements, %.1f tasks each",
+			c.claims, float64(c.claimRows)/float64(max(c.claims, 1)), c.settles, float64(c.settleRows)/float64(max(c.settles, 1)))
 	}
 	fmt.Println(line)
 	if len(r.waits) > 0 {
