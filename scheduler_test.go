@@ -420,7 +420,7 @@ func TestSchedulerRestartDoesNotRepeatASlot(t *testing.T) {
 			for round := range 12 {
 				rc := openSched(t, db)
 				s := cairnq.NewScheduler(rc, nil)
-				if _, err := s.Add("* * * * * *", name, nil, &cairnq.ScheduleOptions{ID: id, Missed: cairnq.MissedRunOnce}); err != nil {
+				if _, err := s.Add("* * * * * *", name, nil, &cairnq.ScheduleOptions{ID: id, Missed: cairnq.MissedCatchUp, CatchUp: 100}); err != nil {
 					t.Fatal(err)
 				}
 				started := time.Now().Truncate(time.Second)

@@ -454,6 +454,13 @@ func TestXSSRendersInert(t *testing.T) {
 			t.Fatalf("status %s", st.Status)
 		}
 		h := mount(t, c, &console.Options{AllowWrites: true})
+		// The overview shows the failing names once a background count
+		// has ended, which a loaded machine may take past CountWait.
+		waitFor(t, "a background count", func() bool {
+			var o apiOverview
+			getJSON(t, h, "/cairnq/api/overview", &o)
+			return o.CountedAtMs != nil
+		})
 		for _, p := range []string{
 			"/cairnq/", "/cairnq/tasks", "/cairnq/tasks/" + task.ID,
 			"/cairnq/tasks?name=" + url.QueryEscape(evil) + "&key=" + url.QueryEscape(evil),
