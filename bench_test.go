@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/store"
@@ -14,6 +15,12 @@ import (
 
 func reportRate(b *testing.B, unit string) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+}
+
+// reportCPU reports cpu (processCPU's difference across the measured
+// part) spent on n tasks as milliseconds per 1,000 tasks.
+func reportCPU(b *testing.B, cpu time.Duration, n int) {
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-ms/1k")
 }
 
 func BenchmarkSubmit(b *testing.B) {

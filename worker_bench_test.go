@@ -2,7 +2,12 @@ package cairnq_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -11,6 +16,8 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/protocol"
+	"github.com/ncruces/go-sqlite3"
 )
 
 // submitMany fills the default queue with n "noop" tasks from several
@@ -38,17 +45,61 @@ func submitMany(b *testing.B, c *cairnq.Client, n int) {
 	wg.Wait()
 }
 
+// burnDownTasks is the backlog the burn-down benchmarks drain.
+const burnDownTasks = 10_000
+
+// backlog returns the path of a database file holding n queued "noop"
+// tasks in the default queue, submitted once (setup, not measured); each
+// run drains a copy of it (openBacklog).
+func backlog(b *testing.B, n int) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "backlog.db")
+	c, err := cairnq.Open(context.Background(), path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	submitMany(b, c, n)
+	if err := c.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// copyBacklog copies the backlog database at path (and its WAL, if one is
+// left) to a fresh directory and returns the copy's path.
+func copyBacklog(b *testing.B, path string) string {
+	b.Helper()
+	dst := filepath.Join(b.TempDir(), "tasks.db")
+	for _, suffix := range []string{"", "-wal"} {
+		data, err := os.ReadFile(path + suffix)
+		if errors.Is(err, fs.ErrNotExist) && suffix != "" {
+			continue
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(dst+suffix, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dst
+}
+
 // BenchmarkBurnDown drains 10,000 no-op tasks with one worker at several
-// concurrencies, on a file database.
+// concurrencies, on a file database. cpu-ms/1k is the whole process's CPU
+// time per 1,000 tasks while it drains.
 func BenchmarkBurnDown(b *testing.B) {
-	const tasks = 10_000
+	const tasks = burnDownTasks
+	template := backlog(b, tasks)
 	for _, conc := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
-			var total time.Duration
+			var total, cpu time.Duration
 			for range b.N {
 				b.StopTimer()
-				c := openTemp(b, nil)
-				submitMany(b, c, tasks)
+				c, err := cairnq.Open(context.Background(), copyBacklog(b, template), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
 				w := newWorker(b, c, &cairnq.WorkerOptions{Concurrency: conc})
 				var ran atomic.Int64
 				w.Handle("noop", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
@@ -58,7 +109,7 @@ func BenchmarkBurnDown(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				runDone := make(chan error, 1)
 				b.StartTimer()
-				start := time.Now()
+				start, cpu0 := time.Now(), processCPU()
 				go func() { runDone <- w.Run(ctx) }()
 				// Counting rows is itself costly on a 10k table, so poll the
 				// handler count first and the database only at the end.
@@ -76,6 +127,7 @@ func BenchmarkBurnDown(b *testing.B) {
 					time.Sleep(time.Millisecond)
 				}
 				total += time.Since(start)
+				cpu += processCPU() - cpu0
 				b.StopTimer()
 				cancel()
 				<-runDone
@@ -83,6 +135,7 @@ func BenchmarkBurnDown(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
+			reportCPU(b, cpu, tasks*b.N)
 		})
 	}
 }
@@ -112,4 +165,161 @@ func BenchmarkCallLatency(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
+}
+
+// BenchmarkSQLiteFloor drains the burn-down's backlog with the worker's
+// statements alone, on one ncruces connection configured as the store
+// configures its writer, in the worker's shape: claims of at most 64 tasks
+// (claim_one_queue_one_name, each its own transaction, as the worker's
+// claims are durable), and the settlements of four claims' worth in one
+// transaction (settlingCap). No handler, goroutine, row decoding or
+// write queue: what is left is what SQLite spends on the protocol's
+// statements and commits, the floor the worker's cost is measured
+// against. settle=each settles a task per complete statement (the
+// protocol's), settle=many all of them with one complete_many.
+func BenchmarkSQLiteFloor(b *testing.B) {
+	const tasks = burnDownTasks
+	template := backlog(b, tasks)
+	for _, settle := range []string{"each", "many"} {
+		b.Run("settle="+settle, func(b *testing.B) {
+			var total, cpu time.Duration
+			for range b.N {
+				b.StopTimer()
+				f := openFloor(b, copyBacklog(b, template))
+				b.StartTimer()
+				start, cpu0 := time.Now(), processCPU()
+				n := f.drain(b, settle == "many")
+				total += time.Since(start)
+				cpu += processCPU() - cpu0
+				b.StopTimer()
+				f.close()
+				if n != tasks {
+					b.Fatalf("settled %d tasks, want %d", n, tasks)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
+			reportCPU(b, cpu, tasks*b.N)
+		})
+	}
+}
+
+// floorConn is BenchmarkSQLiteFloor's connection and statements.
+type floorConn struct {
+	c                      *sqlite3.Conn
+	begin, commit          *sqlite3.Stmt
+	claim, one, many       *sqlite3.Stmt
+	claimSt, oneSt, manySt *protocol.Statement
+}
+
+func openFloor(b *testing.B, path string) *floorConn {
+	b.Helper()
+	c, err := sqlite3.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// What the store sets on its connections (store/sqlite.go, openConn).
+	if err := c.Exec("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA synchronous = NORMAL"); err != nil {
+		b.Fatal(err)
+	}
+	set := protocol.Statements(protocol.SQLite)
+	f := &floorConn{c: c, claimSt: set.Get(protocol.StmtClaimOneQueueOneName),
+		oneSt: set.Get(protocol.StmtComplete), manySt: set.Get(protocol.StmtCompleteMany)}
+	prep := func(sql string) *sqlite3.Stmt {
+		st, _, err := c.Prepare(sql)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st
+	}
+	f.begin, f.commit = prep("BEGIN IMMEDIATE"), prep("COMMIT")
+	f.claim, f.one, f.many = prep(f.claimSt.SQL), prep(f.oneSt.SQL), prep(f.manySt.SQL)
+	return f
+}
+
+func (f *floorConn) close() {
+	for _, st := range []*sqlite3.Stmt{f.begin, f.commit, f.claim, f.one, f.many} {
+		st.Close()
+	}
+	f.c.Close()
+}
+
+// run binds st's arguments (compiled from a) to s, steps it to the end and
+// returns the first column of each row (claim: the ids).
+func (f *floorConn) run(b *testing.B, s *sqlite3.Stmt, st *protocol.Statement, a protocol.Args, out []string) []string {
+	args, err := st.Bind(a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, v := range args {
+		switch v := v.(type) {
+		case nil:
+			err = s.BindNull(i + 1)
+		case string:
+			err = s.BindText(i+1, v)
+		case int64:
+			err = s.BindInt64(i+1, v)
+		default:
+			b.Fatalf("cannot bind %T", v)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for s.Step() {
+		out = append(out, s.ColumnText(0))
+	}
+	if err := s.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Reset(); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+func (f *floorConn) exec(b *testing.B, s *sqlite3.Stmt) {
+	if err := s.Exec(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// drain claims and settles until nothing is left; it returns how many
+// tasks settled.
+func (f *floorConn) drain(b *testing.B, many bool) int {
+	const worker = "floor"
+	settled := 0
+	var claimed, got []string
+	for claims := 1; ; claims++ {
+		now := time.Now().UnixMilli()
+		f.exec(b, f.begin)
+		before := len(claimed)
+		claimed = f.run(b, f.claim, f.claimSt, protocol.Args{"queue": "default", "name": "noop",
+			"worker_id": worker, "now_ms": now, "lease_until_ms": now + 30_000, "limit": int64(64)}, claimed)
+		f.exec(b, f.commit)
+		empty := len(claimed) == before
+		if len(claimed) > 0 && (claims%4 == 0 || empty) {
+			now = time.Now().UnixMilli()
+			f.exec(b, f.begin)
+			got = got[:0]
+			if many {
+				done := make([][3]any, len(claimed))
+				for i, id := range claimed {
+					done[i] = [3]any{id, worker, nil}
+				}
+				text, _ := json.Marshal(done)
+				got = f.run(b, f.many, f.manySt, protocol.Args{"done": string(text), "now_ms": now}, got)
+			} else {
+				for _, id := range claimed {
+					got = f.run(b, f.one, f.oneSt, protocol.Args{"id": id, "worker_id": worker, "result": nil, "now_ms": now}, got)
+				}
+			}
+			f.exec(b, f.commit)
+			settled += len(got)
+			claimed = claimed[:0]
+		}
+		if empty {
+			return settled
+		}
+	}
 }

@@ -22,8 +22,9 @@
 // Both dialects ship the same statements, except installations, which exists
 // on Postgres only. Migration ordinals are shared: 0003 (the notify trigger)
 // exists on Postgres only. Beside the protocol's statements are a few of this
-// SDK's own, which move no version: complete_many and insert_many (Postgres
-// only; grouped settlements and submits), expired_leases, queue_ages and
+// SDK's own, which move no version: complete_many (both; grouped
+// settlements, taking the group in each dialect's list form), insert_many
+// (Postgres only; grouped submits), expired_leases, queue_ages and
 // recent_failures (both; read-only, for operators: cairnq doctor), and
 // snooze (both; a worker write, ownership-checked like fail, that puts a
 // running task back to queued with its attempt given back).

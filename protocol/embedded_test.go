@@ -94,13 +94,19 @@ func without(s, drop []string) []string {
 }
 
 func TestEmbeddedStatementSets(t *testing.T) {
-	want := sorted(allStatementNames)
+	want := sorted(append(slices.Clone(allStatementNames), StmtCompleteMany))
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
 	wantPG := sorted(append(slices.Clone(allStatementNames), StmtInstallations, StmtCompleteMany, StmtInsertMany))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
+	}
+	// complete_many takes its group in each dialect's own list form: one
+	// JSON array of [id, worker_id, result] triples on SQLite, parallel
+	// text[] on Postgres.
+	if got := sorted(Statements(SQLite).Get(StmtCompleteMany).Params); !slices.Equal(got, []string{"done", "now_ms"}) {
+		t.Errorf("sqlite complete_many params = %q", got)
 	}
 	if Statements(SQLite).Get(StmtInstallations) != nil {
 		t.Error("installations is Postgres only")

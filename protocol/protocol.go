@@ -38,7 +38,7 @@ const (
 	StmtClaimOneQueueOneName = "claim_one_queue_one_name"
 	StmtClaimableProbe       = "claimable_probe"
 	StmtComplete             = "complete"
-	StmtCompleteMany         = "complete_many" // Postgres only; ours, beside the protocol's
+	StmtCompleteMany         = "complete_many" // ours, beside the protocol's
 	StmtFail                 = "fail"
 	StmtGet                  = "get"
 	StmtGetByKey             = "get_by_key"

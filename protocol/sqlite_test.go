@@ -28,6 +28,7 @@ var resultColumns = map[string][]string{
 	StmtClaimOneQueueOneName: taskColumns,
 	StmtClaimableProbe:       {"has_work"},
 	StmtComplete:             taskColumns,
+	StmtCompleteMany:         {"id", "status"},
 	StmtFail:                 taskColumns,
 	StmtGet:                  taskColumns,
 	StmtGetByKey:             taskColumns,

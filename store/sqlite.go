@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +92,8 @@ type sqliteBackend struct {
 	allowOther  bool
 	existing    bool // OpenExisting: create, migrate and maintain nothing
 	memoryLimit int64
-	sync        string      // the synchronous pragma every connection gets
+	sync        string // the synchronous pragma every connection gets
+	settler     sqliteSettler
 	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
 
 	commits atomic.Int64 // transactions committed by the writer
@@ -111,9 +113,31 @@ type writeReq struct {
 	// failed statement by itself, leaving the transaction intact, so such
 	// a request needs no savepoint of its own inside a shared transaction.
 	single bool
+	// completion marks a Complete (fn runs it alone). The completions of
+	// one transaction run together, as one complete_many statement.
+	completion *sqliteCompletion
 	// state settles the race between a caller giving up and the writer
 	// starting the request: whoever moves it from reqQueued first decides.
 	state atomic.Int32
+}
+
+// sqliteCompletion is one Complete waiting for the writer, and, once its
+// transaction commits, its outcome.
+type sqliteCompletion struct {
+	id, workerID string
+	result       any // JSON text, or nil to store none
+	status       Status
+	err          error // a *LostLeaseError when the lease was gone
+}
+
+// sqliteSettler runs completions on the writer's connection: the Store,
+// which owns the statements and the clock.
+type sqliteSettler interface {
+	// completeMany settles cs, whose ids are distinct, with one
+	// statement, setting each one's status or err. An error means the
+	// statement failed as a whole and took no effect (or SQLite tore the
+	// transaction down).
+	completeMany(q querier, cs []*sqliteCompletion) error
 }
 
 const (
@@ -563,14 +587,24 @@ func (b *sqliteBackend) writeSingle(ctx context.Context, fn func(q querier) erro
 	return b.submit(ctx, fn, true)
 }
 
+// complete settles one finished attempt through the writer. The writer
+// runs the completions that share a transaction as one statement; a lone
+// one is complete.sql, as fn runs it.
+func (b *sqliteBackend) complete(ctx context.Context, c *sqliteCompletion, fn func(q querier) error) error {
+	return b.enqueue(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: true, completion: c})
+}
+
 func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error, single bool) error {
+	return b.enqueue(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: single})
+}
+
+func (b *sqliteBackend) enqueue(ctx context.Context, req *writeReq) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: single}
 	select {
 	case b.reqs <- req:
 	case <-b.quit:
@@ -606,6 +640,8 @@ func (b *sqliteBackend) writer() {
 	ticker := time.NewTicker(statsRefreshInterval)
 	defer ticker.Stop()
 	batch := make([]*writeReq, 0, b.maxBatch)
+	var lastEnd time.Time
+	lastSize := 0
 	for {
 		select {
 		case <-b.quit:
@@ -622,11 +658,61 @@ func (b *sqliteBackend) writer() {
 		case req := <-b.reqs:
 			batch = append(batch[:0], req)
 		}
-		batch = gather(b.reqs, batch, b.maxBatch, nil, 0)
+		// A request arriving within busyWindow of a commit shared by
+		// several callers is part of a stream of concurrent writes, whose
+		// next arrival is worth waiting burstGap for. One after a pause,
+		// or after a commit of one request (a caller writing sequentially
+		// waits for each of its writes), goes at once.
+		busy := lastSize > 1 && time.Since(lastEnd) < busyWindow
+		batch = gatherBurst(b.reqs, batch, b.maxBatch, busy)
 		b.runBatch(batch)
+		lastEnd, lastSize = time.Now(), len(batch)
 		clear(batch)
 	}
 }
+
+// gatherBurst adds to batch what is waiting on ch and, when requests
+// are arriving together, what arrives while they keep coming: the
+// completions of one claim's calls arrive a few microseconds apart, and
+// sharing one commit costs each of them a fraction of one (a commit
+// writes every page it dirtied, ~30 of them here, whether one task or a
+// hundred changed). A request that finds nothing else waiting, unless
+// busy, goes at once, as the writer always did: a caller writing
+// sequentially never waits here. Otherwise the batch grows until
+// burstGap passes without an arrival, burstMax after it began, or max
+// requests.
+func gatherBurst[T any](ch chan T, batch []T, max int, busy bool) []T {
+	n := len(batch)
+	if batch = gather(ch, batch, max, nil, 0); !busy && len(batch) == n {
+		return batch
+	}
+	start := time.Now()
+	last := start
+	for len(batch) < max {
+		runtime.Gosched()
+		n := len(batch)
+		batch = gather(ch, batch, max, nil, 0)
+		now := time.Now()
+		if len(batch) > n {
+			last = now
+		} else if now.Sub(last) >= burstGap {
+			break
+		}
+		if now.Sub(start) >= burstMax {
+			break
+		}
+	}
+	return batch
+}
+
+// The bounds of a burst gatherBurst waits out. A goroutine's settlement
+// takes a few microseconds of Go code to reach the writer, and two
+// arrivals of one burst come well inside burstGap of each other.
+const (
+	burstGap   = 20 * time.Microsecond
+	burstMax   = 500 * time.Microsecond
+	busyWindow = time.Millisecond
+)
 
 func (b *sqliteBackend) drainClosed() {
 	for {
@@ -684,8 +770,18 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 			return
 		}
 	} else {
+		grouped := false
+		if b.settler != nil && countCompletions(live) > 1 {
+			if !b.runCompletions(c, live, results) {
+				return // the batch was failed as a whole
+			}
+			grouped = true
+		}
 		for i, r := range live {
 			var panicked bool
+			if grouped && r.completion != nil {
+				continue
+			}
 			if r.single {
 				results[i], panicked = runReq(r, q)
 				if panicked {
@@ -735,6 +831,92 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	}
 }
 
+func countCompletions(live []*writeReq) int {
+	n := 0
+	for _, r := range live {
+		if r.completion != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// runCompletions runs the completions of live, the writer's open batch,
+// as few statements as it can (sqliteSettler.completeMany), and puts each
+// one's outcome in results. A group holds distinct ids (a repeated one
+// starts the next group, so it runs after the first as it would alone)
+// and at most maxCompletionBytes of results. When a group's statement
+// fails as a whole, SQLite has undone it, and each of its completions then
+// runs alone, so a row SQLite refuses fails only its own caller. It
+// returns false when it failed the whole batch instead: the transaction
+// was torn down, or the connection panicked.
+func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results []error) bool {
+	q := sqliteQuerier{c}
+	var group []*sqliteCompletion
+	var at []int
+	ids := map[string]bool{}
+	size := 0
+	flush := func() bool {
+		if len(group) == 0 {
+			return true
+		}
+		defer func() {
+			group, at, size = group[:0], at[:0], 0
+			clear(ids)
+		}()
+		err, panicked := runGuarded(func() error { return b.settler.completeMany(q, group) })
+		if panicked {
+			b.resetWriter(live, err)
+			return false
+		}
+		if c.c.GetAutocommit() {
+			b.abortBatch(live, err)
+			return false
+		}
+		if err == nil {
+			for k, i := range at {
+				results[i] = group[k].err
+			}
+			return true
+		}
+		for _, i := range at {
+			results[i], panicked = runReq(live[i], q)
+			if panicked {
+				b.resetWriter(live, results[i])
+				return false
+			}
+			if c.c.GetAutocommit() {
+				b.abortBatch(live, results[i])
+				return false
+			}
+		}
+		return true
+	}
+	for i, r := range live {
+		cp := r.completion
+		if cp == nil {
+			continue
+		}
+		n := 0
+		if text, ok := cp.result.(string); ok {
+			n = len(text)
+		}
+		if ids[cp.id] || (len(group) > 0 && size+n > maxCompletionBytes) {
+			if !flush() {
+				return false
+			}
+		}
+		group, at = append(group, cp), append(at, i)
+		ids[cp.id] = true
+		size += n
+	}
+	return flush()
+}
+
+// maxCompletionBytes bounds the results one complete_many statement
+// carries: its argument is built whole, and SQLite holds it in memory.
+const maxCompletionBytes = 8 << 20
+
 // abortBatch fails every request of a batch whose transaction SQLite tore
 // down (an I/O error, a full disk): nothing of it survived.
 func (b *sqliteBackend) abortBatch(live []*writeReq, cause error) {
@@ -750,12 +932,17 @@ func (b *sqliteBackend) abortBatch(live []*writeReq, cause error) {
 // runReq runs one request's function, turning a panic into an error so one
 // caller's bug cannot take the writer (and every other caller) down.
 func runReq(r *writeReq, q querier) (err error, panicked bool) {
+	return runGuarded(func() error { return r.fn(q) })
+}
+
+// runGuarded runs fn, turning a panic into an error.
+func runGuarded(fn func() error) (err error, panicked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			err, panicked = panicError("write", p), true
 		}
 	}()
-	return r.fn(q), false
+	return fn(), false
 }
 
 // resetWriter fails every request of a batch during which the write

@@ -52,6 +52,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 		hub:     newHub(),
 		now:     time.Now,
 	}
+	be.settler = s
 	// One watch of the file for both: a commit elsewhere may mean either.
 	s.queuedListen = be.startSQLiteNotify(s.hub)
 	s.doneListen = s.queuedListen

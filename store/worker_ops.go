@@ -242,6 +242,10 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 		if err = s.be.writeSingle(ctx, recoverLeases); err == nil {
 			err = s.be.writeSingle(ctx, draws)
 		}
+	} else if single && h.SkipRecover {
+		// One statement (SQLite): it needs no savepoint of its own in
+		// the writer's shared transaction.
+		err = s.be.writeSingle(ctx, draws)
 	} else {
 		err = s.be.write(ctx, func(q querier) error {
 			if err := recoverLeases(q); err != nil {
@@ -370,6 +374,8 @@ func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (
 func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref TaskRef, err error) {
 	if be, ok := s.be.(*pgBackend); ok {
 		ref, err = be.completeGrouped(ctx, id, workerID, res)
+	} else if be, ok := s.be.(*sqliteBackend); ok {
+		ref, err = s.completeSQLite(ctx, be, id, workerID, res)
 	} else {
 		var t *Task
 		if t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {

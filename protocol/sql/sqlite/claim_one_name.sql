@@ -14,6 +14,10 @@ WHERE id IN (
       AND name = :name
       AND run_at_ms <= :now_ms
     ORDER BY priority DESC, run_at_ms ASC, id ASC
-    LIMIT :limit
+    -- ":limit + 0", not ":limit": SQLite reads a bare bound LIMIT while
+    -- planning and then recompiles the statement whenever the value
+    -- changes, which for a worker's claims (sized by its free slots) is
+    -- most of them. The sum is evaluated when the statement runs.
+    LIMIT :limit + 0
 )
 RETURNING *;
