@@ -5,10 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/bench/internal/pgdsn"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -55,7 +54,7 @@ func (s *server) freshDatabase(ctx context.Context, label string) (*database, er
 	if err := s.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	dsn, err := withDatabase(s.adminDSN, name)
+	dsn, err := pgdsn.WithDatabase(s.adminDSN, name)
 	if err != nil {
 		return nil, err
 	}
@@ -66,24 +65,4 @@ func (d *database) drop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = d.srv.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.name}.Sanitize()+" WITH (FORCE)")
-}
-
-// withDatabase returns dsn with its database replaced by name (URL or
-// keyword/value form).
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse DSN URL: %w", err)
-		}
-		u.Path = "/" + name
-		u.RawPath = ""
-		q := u.Query()
-		if q.Has("dbname") {
-			q.Set("dbname", name)
-			u.RawQuery = q.Encode()
-		}
-		return u.String(), nil
-	}
-	return strings.TrimSpace(dsn) + " dbname='" + name + "'", nil
 }

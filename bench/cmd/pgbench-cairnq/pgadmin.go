@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/bench/internal/pgdsn"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -85,7 +86,7 @@ func (s *server) freshDatabase(ctx context.Context, label string) (*database, er
 	if err != nil {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	dsn, err := withDatabase(s.adminDSN, name)
+	dsn, err := pgdsn.WithDatabase(s.adminDSN, name)
 	if err != nil {
 		return nil, err
 	}
@@ -140,26 +141,6 @@ func (c counters) delta(before counters) counters {
 		return counters{}
 	}
 	return counters{commits: c.commits - before.commits, walBytes: c.walBytes - before.walBytes, walSyncs: c.walSyncs - before.walSyncs, ok: true}
-}
-
-// withDatabase returns dsn with its database replaced by name (URL or
-// keyword/value form).
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse DSN URL: %w", err)
-		}
-		u.Path = "/" + name
-		u.RawPath = ""
-		q := u.Query()
-		if q.Has("dbname") {
-			q.Set("dbname", name)
-			u.RawQuery = q.Encode()
-		}
-		return u.String(), nil
-	}
-	return strings.TrimSpace(dsn) + " dbname='" + name + "'", nil
 }
 
 func redact(dsn string) string {
