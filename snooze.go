@@ -92,13 +92,7 @@ func (w *Worker) snooze(ctx context.Context, tc *TaskContext, d time.Duration) {
 		w.fail(ctx, tc, negativeSnooze(d).Envelope(), false)
 		return
 	}
-	err := w.retrySettle(ctx, func() error { return w.recordSnooze(ctx, tc, d) })
-	switch {
-	case err == nil:
-		tc.markSettled()
-	case errIsLostLease(err):
-		tc.markLost()
-	default:
+	if err := w.settleTask(ctx, tc, func() error { return w.recordSnooze(ctx, tc, d) }); err != nil {
 		w.report(err, PhaseExecute, tc.task.ID)
 	}
 }

@@ -683,16 +683,13 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 }
 
 func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
-	err := w.retrySettle(ctx, func() error {
+	err := w.settleTask(ctx, tc, func() error {
 		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
 		return err
 	})
 	var se *store.SerializationError
 	switch {
 	case err == nil:
-		tc.markSettled()
-	case errIsLostLease(err):
-		tc.markLost()
 	case errors.As(err, &se):
 		// Deterministic: every attempt would fail the same way, so the task
 		// fails for good instead of being redelivered.
@@ -707,15 +704,26 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
 
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
 	env.Retryable = retryable
-	err := w.retrySettle(ctx, func() error { return w.recordFailure(ctx, tc, env, retryable) })
+	if err := w.settleTask(ctx, tc, func() error { return w.recordFailure(ctx, tc, env, retryable) }); err != nil {
+		w.report(err, PhaseExecute, tc.task.ID)
+	}
+}
+
+// settleTask writes a settlement of tc on the worker's authority,
+// retrying while the failure may pass (retrySettle), and marks tc settled
+// or lease-lost by the outcome. Any other error is returned for the caller
+// to handle.
+func (w *Worker) settleTask(ctx context.Context, tc *TaskContext, write func() error) error {
+	err := w.retrySettle(ctx, write)
 	switch {
 	case err == nil:
 		tc.markSettled()
 	case errIsLostLease(err):
 		tc.markLost()
 	default:
-		w.report(err, PhaseExecute, tc.task.ID)
+		return err
 	}
+	return nil
 }
 
 // recordFailure writes one failed attempt, the retry's delay chosen here,
