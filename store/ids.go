@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/rand"
+	"sync"
 	"time"
 )
 
@@ -9,19 +10,37 @@ import (
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // NewTaskID returns "task_" and a 26-character ULID: 48 bits of epoch
-// milliseconds then 80 random bits, so ids sort by creation time.
+// milliseconds then 80 random bits, so ids sort by creation time. Ids a
+// process makes within one millisecond are monotonic, as the ULID spec's
+// monotonic generator makes them: each is the previous one plus one.
+// Claims break ties of priority and due time by id, so the tasks one
+// process submits within a millisecond are claimed in the order they were
+// submitted.
 func NewTaskID() string { return newTaskID(time.Now()) }
+
+// lastID is the newest id's millisecond and random part.
+var lastID struct {
+	sync.Mutex
+	ms   uint64
+	rand [10]byte
+}
 
 func newTaskID(now time.Time) string {
 	var b [16]byte
-	ms := uint64(now.UnixMilli())
+	ms := uint64(max(now.UnixMilli(), 0))
+	lastID.Lock()
+	if ms != lastID.ms || !increment(lastID.rand[:]) {
+		lastID.ms = ms
+		rand.Read(lastID.rand[:]) // never fails (crypto/rand documents it)
+	}
+	copy(b[6:], lastID.rand[:])
+	lastID.Unlock()
 	b[0] = byte(ms >> 40)
 	b[1] = byte(ms >> 32)
 	b[2] = byte(ms >> 24)
 	b[3] = byte(ms >> 16)
 	b[4] = byte(ms >> 8)
 	b[5] = byte(ms)
-	rand.Read(b[6:]) // never fails (crypto/rand documents it)
 
 	var out [5 + 26]byte
 	copy(out[:], "task_")
@@ -55,4 +74,16 @@ func validTaskID(id string) bool {
 		}
 	}
 	return true
+}
+
+// increment adds one to the big-endian number in b, reporting false when
+// it wrapped around (2^80 ids in one millisecond: never in practice).
+func increment(b []byte) bool {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i]++
+		if b[i] != 0 {
+			return true
+		}
+	}
+	return false
 }

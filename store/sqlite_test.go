@@ -250,6 +250,22 @@ func TestTaskIDShape(t *testing.T) {
 	}
 }
 
+// Ids made within one millisecond sort in the order they were made, so a
+// process's submits of one millisecond are claimed in that order. Not
+// parallel: another test's id of another millisecond would start a new
+// sequence in between.
+func TestTaskIDsMonotonicWithinAMillisecond(t *testing.T) {
+	at := time.UnixMilli(1795992839448)
+	prev := newTaskID(at)
+	for range 1000 {
+		id := newTaskID(at)
+		if id <= prev || id[:15] != prev[:15] {
+			t.Fatalf("%s after %s: not the next id of the same millisecond", id, prev)
+		}
+		prev = id
+	}
+}
+
 // Complete answers with the status the task took: succeeded, or canceled
 // when a cancel was requested while it ran.
 func TestCompleteAnswersTheStatus(t *testing.T) {
