@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,6 +154,39 @@ func TestPauseAndResumeQueues(t *testing.T) {
 		}
 		if got := w.Paused(); len(got) != 0 {
 			t.Errorf("Paused() after Resume = %q", got)
+		}
+	})
+}
+
+// A call that finishes while the worker cannot claim (here its running
+// payloads fill MaxInFlightBytes) settles without waiting for the next
+// claim: on SQLite a busy worker's completions otherwise ride on it.
+func TestFinishedCallSettlesWhileClaimingWaits(t *testing.T) {
+	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
+		ctx := context.Background()
+		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 2, MaxInFlightBytes: 64})
+		release := make(chan struct{})
+		w.Handle("job", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			if len(tc.Payload()) > 64 {
+				<-release
+			}
+			return "done", nil
+		}, nil)
+		big, err := c.Submit(ctx, "job", strings.Repeat("x", 100), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		small, err := c.Submit(ctx, "job", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer close(release)
+		startWorker(t, w) // one claim draws both: the loop is then full
+		if got := waitTask(t, c, small.ID); got.Status != cairnq.StatusSucceeded {
+			t.Fatalf("the small task: %s", got.Status)
+		}
+		if got, err := c.Get(ctx, big.ID); err != nil || got.Status != cairnq.StatusRunning {
+			t.Fatalf("the big task: %v %v, want still running", got.Status, err)
 		}
 	})
 }

@@ -25,6 +25,8 @@ type storeOps interface {
 	SubscribeDone(ctx context.Context, id string) (<-chan struct{}, func())
 	Subscribe(ctx context.Context) (<-chan store.Signal, func())
 	DoneWaiters() int
+	SettleCompletions(ctx context.Context, cs []*storeaccess.Completion) error
+	EncodeResult(v any) (any, error)
 	CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*store.Task, error)
 	ValidateName(op, arg, s string) error
 	ValidateSubmit(p store.SubmitParams) error

@@ -151,6 +151,11 @@ type Worker struct {
 	perResource  map[string]int
 	inFlightSize int64
 	live         map[string]*TaskContext
+	// Completions waiting for the loop's next claim (settle_claim.go),
+	// accepted while riding (during Run's loop, on SQLite) and burst (its
+	// last claim drew several tasks) are true.
+	riding, burst bool
+	pending       []*pendingCompletion
 }
 
 type registration struct {

@@ -184,7 +184,10 @@ const settlingCap = 4
 // the store is closed under it, which no retry can mend.
 func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	sources, names := w.schedule()
-	busy := false // the last poll claimed something
+	w.rideStart()
+	defer w.rideEnd()
+	busy := false  // the last poll claimed something
+	burst := false // it claimed several tasks
 	// When leases were last recovered. A busy worker claims many times a
 	// second; recovering once a poll interval is as often as an idle one.
 	var recoveredAt time.Time
@@ -197,21 +200,28 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		full := (w.running > 0 && (free <= 0 || over)) || w.settling >= settlingCap*w.conc
 		w.mu.Unlock()
 		if full {
+			if w.hasPending() {
+				w.settlePending(ctx) // no claim to carry them soon
+				continue
+			}
 			select {
 			case <-w.slotFreed:
 			case <-ctx.Done():
 			}
 			continue
 		}
-		if busy && free < w.conc {
+		if burst && free < w.conc {
+			// A lone call's settlement or successor does not wait.
 			free = w.gatherSlots(free)
 		}
 		w.claimMu.Lock() // until what this poll draws has started
 		queues := w.activeQueues()
 		if len(queues) == 0 {
 			w.claimMu.Unlock()
+			w.settlePending(ctx)
 			select {
 			case <-w.resumed:
+			case <-w.slotFreed: // a call finished: its completion waits
 			case <-ctx.Done():
 			}
 			continue
@@ -220,8 +230,10 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		// probe and the idle sleep still ends the sleep.
 		wake, unsubscribe := w.ops.SubscribeQueued(ctx, w.queues)
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
-		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover}
+		taken := w.takePending()
+		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: completions(taken)}
 		drawn, ran, err := w.claim(ctx, sources, names, queues, free, hints)
+		answer(taken, err)
 		// Leases were recovered, or the probe saw none expired.
 		recovered := ran && !skipRecover
 		if err != nil {
@@ -245,7 +257,8 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		if recovered {
 			recoveredAt = time.Now()
 		}
-		busy = len(drawn) > 0
+		busy, burst = len(drawn) > 0, len(drawn) > 1
+		w.rideBurst(burst)
 		if !busy {
 			w.claimMu.Unlock()
 			// Idle until something may be claimable: a submit here, a call
@@ -273,24 +286,40 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	return nil
 }
 
-// gatherSlots yields the processor while calls keep returning, a few
-// times at most, and returns the slots then free. The calls of one draw
-// tend to finish together; those already runnable return first, and the
-// next draw takes all their slots in one statement instead of the first
-// few. With nothing else runnable a yield returns at once.
+// gatherSlots waits, yielding the processor, while calls keep returning,
+// and returns the slots then free. The calls of one draw tend to finish
+// together, and the next draw then takes all their slots in one statement
+// instead of the first few: a claim costs its statement and its commit
+// whatever it draws. It waits until every slot is free, or until
+// gatherGap passes without one freeing, or gatherMax in all; calls that
+// run for longer than that lose at most gatherGap to it.
 func (w *Worker) gatherSlots(free int) int {
-	for range 4 {
+	start := time.Now()
+	last := start
+	for free < w.conc {
 		runtime.Gosched()
 		w.mu.Lock()
 		now := w.conc - w.running
 		w.mu.Unlock()
-		if now <= free {
+		t := time.Now()
+		switch {
+		case now > free:
+			free, last = now, t
+		case t.Sub(last) >= gatherGap:
 			return free
 		}
-		free = now
+		if t.Sub(start) >= gatherMax {
+			break
+		}
 	}
 	return free
 }
+
+// The bounds of gatherSlots' wait.
+const (
+	gatherGap = 100 * time.Microsecond
+	gatherMax = time.Millisecond
+)
 
 // claim makes one poll's claim on queues, spending at most free call
 // slots: the draws in schedule order, rotated at every poll so one name's
@@ -311,6 +340,10 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			ran = true
 			return w.ops.Claim(ctx, p, hints)
 		}, order, free, &drawn)
+		if err == nil && !ran && len(hints.Settle) > 0 {
+			// Every limit skipped the draw: the settlements go alone.
+			err = w.ops.SettleCompletions(ctx, hints.Settle)
+		}
 	} else {
 		ran = true
 		_, err = w.ops.ClaimSession(ctx, params, hints, func(draw drawFunc) error {
@@ -683,6 +716,9 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 }
 
 func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
+	if w.completeByClaim(tc, result) {
+		return
+	}
 	err := w.settleTask(ctx, tc, func() error {
 		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
 		return err

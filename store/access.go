@@ -44,3 +44,9 @@ func (o ops) ValidatePurge(p PurgeParams) error { return validatePurge(p) }
 func (o ops) CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
 	return o.s.completeWith(ctx, id, workerID, fn)
 }
+
+func (o ops) SettleCompletions(ctx context.Context, cs []*storeaccess.Completion) error {
+	return o.s.settleCompletions(ctx, cs)
+}
+
+func (o ops) EncodeResult(v any) (any, error) { return encodeResult(v) }

@@ -172,9 +172,11 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 	if p.Names != nil && len(p.Names) == 0 {
 		// Nothing can be claimed; only lease recovery could be owed, and
 		// every other poll of a worker with names does that.
-		return false, nil
+		return false, s.settleCompletions(ctx, h.Settle) // no claim ran, and no recovery
 	}
-	if !h.SkipProbe {
+	// The probe spares an idle worker's poll its write; one with
+	// settlements to write writes anyway.
+	if !h.SkipProbe && len(h.Settle) == 0 {
 		rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
 		if err != nil {
 			return false, err
@@ -185,6 +187,10 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 		if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
 			return false, err
 		}
+	}
+	var settle *settlement
+	if len(h.Settle) > 0 {
+		settle = &settlement{cs: h.Settle}
 	}
 	var recovered []*Task
 	recoverLeases := func(q querier) error {
@@ -234,7 +240,8 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 			return rowsToTasks(rows)
 		})
 	}
-	if s.dialect == protocol.Postgres && single {
+	switch {
+	case s.dialect == protocol.Postgres && single && settle == nil:
 		// Each statement on its own: Postgres makes one atomic by itself,
 		// and recovery stands whether or not the draw after it succeeds. The
 		// draw's snapshot is taken after recovery committed, so it sees the
@@ -242,12 +249,18 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 		if err = s.be.writeSingle(ctx, recoverLeases); err == nil {
 			err = s.be.writeSingle(ctx, draws)
 		}
-	} else if single && h.SkipRecover {
+	case single && h.SkipRecover && settle == nil:
 		// One statement (SQLite): it needs no savepoint of its own in
 		// the writer's shared transaction.
 		err = s.be.writeSingle(ctx, draws)
-	} else {
+	default:
 		err = s.be.write(ctx, func(q querier) error {
+			if settle != nil {
+				// The settlements first, in the claim's transaction.
+				if err := s.settleIn(q, settle); err != nil {
+					return err
+				}
+			}
 			if err := recoverLeases(q); err != nil {
 				return err
 			}
@@ -257,6 +270,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 	if err != nil {
 		return true, err
 	}
+	settle.announce(s)
 	for _, t := range recovered {
 		s.settled(t)
 		s.requeued(t)

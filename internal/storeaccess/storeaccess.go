@@ -24,6 +24,23 @@ type ClaimHints struct {
 	// sets it between recoveries: it claims many times a second, and
 	// leases run for seconds at least.
 	SkipRecover bool
+	// Settle are finished attempts the claim settles before it draws, each
+	// as Store.Complete would, in the claim's transaction: on SQLite a busy
+	// worker's settlements ride on its next claim, one request and one
+	// commit for both. The claim sets each one's outcome when it returns
+	// without an error; with one, none of them was settled by it (as
+	// uncertainly as any write whose reply was lost).
+	Settle []*Completion
+}
+
+// Completion is one finished attempt a claim settles (ClaimHints.Settle).
+type Completion struct {
+	ID, WorkerID string
+	Result       any // the result's JSON text, or nil to store none
+	// Set by the claim: the status the task took, or Err, the store's
+	// *LostLeaseError, when its lease was gone.
+	Status string
+	Err    error
 }
 
 // Ops returns the machinery of a *store.Store: a value whose methods the
