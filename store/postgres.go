@@ -171,10 +171,12 @@ const createLedgerPostgres = "CREATE TABLE IF NOT EXISTS cairnq_migrations (name
 func (s *Store) migratePostgres(ctx context.Context) error {
 	be := s.be.(*pgBackend)
 	// Concurrent CREATE TABLE IF NOT EXISTS can still collide in the
-	// catalog; the loser retries and finds the table.
+	// catalog, on the table's name (42P07, or 23505 from pg_class's index)
+	// or on its row type's (42710, or 23505 from pg_type's); the loser
+	// retries and finds the table.
 	var err error
 	for range 5 {
-		if err = be.ex.Exec(ctx, createLedgerPostgres); err == nil || !isSQLState(err, "23505", "42P07") {
+		if err = be.ex.Exec(ctx, createLedgerPostgres); err == nil || !isSQLState(err, "23505", "42P07", "42710") {
 			break
 		}
 	}
