@@ -51,6 +51,9 @@ var errRideEnded = errors.New("cairnq: the claim loop ended")
 // loop runs, the result is large or not JSON) or the write that carried
 // it failed: the caller then settles tc on its own, which retries.
 func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
+	if !w.rideOpen() {
+		return false // before encoding: the caller's path encodes anyway
+	}
 	enc, err := w.ops.EncodeResult(result)
 	if err != nil {
 		return false
@@ -150,6 +153,13 @@ func (w *Worker) rideStart() {
 	w.mu.Lock()
 	w.riding = w.st.Dialect() == protocol.SQLite
 	w.mu.Unlock()
+}
+
+// rideOpen reports whether a completion may ride on the next claim now.
+func (w *Worker) rideOpen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.riding && w.burst
 }
 
 // rideBurst records whether the loop's last claim drew several tasks.
