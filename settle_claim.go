@@ -51,7 +51,7 @@ var errRideEnded = errors.New("cairnq: the claim loop ended")
 // loop runs, the result is large or not JSON) or the write that carried
 // it failed: the caller then settles tc on its own, which retries.
 func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
-	if !w.rideOpen() {
+	if !w.rideOpen.Load() {
 		return false // before encoding: the caller's path encodes anyway
 	}
 	enc, err := w.ops.EncodeResult(result)
@@ -66,7 +66,7 @@ func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
 		done: make(chan error, 1),
 	}
 	w.mu.Lock()
-	if !w.riding || !w.burst {
+	if !w.riding { // the loop has ended since
 		w.mu.Unlock()
 		return false
 	}
@@ -155,23 +155,17 @@ func (w *Worker) rideStart() {
 	w.mu.Unlock()
 }
 
-// rideOpen reports whether a completion may ride on the next claim now.
-func (w *Worker) rideOpen() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.riding && w.burst
-}
-
 // rideBurst records whether the loop's last claim drew several tasks.
 func (w *Worker) rideBurst(burst bool) {
 	w.mu.Lock()
-	w.burst = burst
+	w.rideOpen.Store(w.riding && burst)
 	w.mu.Unlock()
 }
 
 func (w *Worker) rideEnd() {
 	w.mu.Lock()
 	w.riding = false
+	w.rideOpen.Store(false)
 	left := w.pending
 	w.pending = nil
 	w.mu.Unlock()

@@ -152,10 +152,12 @@ type Worker struct {
 	inFlightSize int64
 	live         map[string]*TaskContext
 	// Completions waiting for the loop's next claim (settle_claim.go),
-	// accepted while riding (during Run's loop, on SQLite) and burst (its
-	// last claim drew several tasks) are true.
-	riding, burst bool
-	pending       []*pendingCompletion
+	// accepted while riding (during Run's loop, on SQLite). rideOpen adds
+	// that the loop's last claim drew several tasks, read without the
+	// lock: completions on Postgres never take it.
+	riding   bool
+	rideOpen atomic.Bool
+	pending  []*pendingCompletion
 }
 
 type registration struct {
