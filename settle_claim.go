@@ -162,6 +162,7 @@ func (w *Worker) rideBurst(burst bool) {
 	w.mu.Unlock()
 }
 
+// rideEnd: see rideStart.
 func (w *Worker) rideEnd() {
 	w.mu.Lock()
 	w.riding = false
