@@ -109,13 +109,6 @@ func (w *Worker) takePending() []*pendingCompletion {
 	return taken
 }
 
-// hasPending reports whether completions wait for the loop.
-func (w *Worker) hasPending() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.pending) > 0
-}
-
 // completions lists the completions of taken for a claim.
 func completions(taken []*pendingCompletion) []*storeaccess.Completion {
 	if len(taken) == 0 {
@@ -135,14 +128,16 @@ func answer(taken []*pendingCompletion, err error) {
 	}
 }
 
-// settlePending settles the completions waiting without a claim: the loop
-// cannot claim now.
-func (w *Worker) settlePending(ctx context.Context) {
+// settlePending settles the completions waiting without a claim, the
+// loop being unable to claim now, and reports whether there were any.
+func (w *Worker) settlePending(ctx context.Context) bool {
+	settled := false
 	for {
 		taken := w.takePending()
 		if len(taken) == 0 {
-			return
+			return settled
 		}
+		settled = true
 		answer(taken, w.ops.SettleCompletions(ctx, completions(taken)))
 	}
 }

@@ -201,8 +201,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		full := (w.running > 0 && (free <= 0 || over)) || w.settling >= settlingCap*w.conc
 		w.mu.Unlock()
 		if full {
-			if w.hasPending() {
-				w.settlePending(ctx) // no claim to carry them soon
+			if w.settlePending(ctx) { // no claim to carry them soon
 				continue
 			}
 			select {

@@ -13,76 +13,57 @@ import (
 // writer, that makes a worker's cycle one request and one commit where
 // it was one per finished call plus the claim's.
 
-// settlement is the completions one claim settles.
-type settlement struct {
-	cs []*storeaccess.Completion
-}
-
-// settleIn settles st's completions on q, inside the caller's
-// transaction, and records each one's outcome. A completion SQLite's
-// complete_many cannot take as JSON text runs alone, as the writer's
-// grouped completions do. It may run again when the transaction is
-// retried; each run sets every outcome afresh.
-func (s *Store) settleIn(q querier, st *settlement) error {
-	status := map[string]Status{}
+// settleIn settles cs on q, inside the caller's transaction, and records
+// each one's outcome. A completion SQLite's complete_many cannot take as
+// JSON text runs alone, as the writer's grouped completions do. It may
+// run again when the transaction is retried; each run sets every outcome
+// afresh.
+func (s *Store) settleIn(q querier, cs []*storeaccess.Completion) error {
 	if s.dialect == protocol.Postgres {
-		ids := make([]string, len(st.cs))
-		workers := make([]string, len(st.cs))
-		results := make([]any, len(st.cs))
-		for i, c := range st.cs {
-			ids[i], workers[i], results[i] = c.ID, c.WorkerID, c.Result
+		group := make([]completion, len(cs))
+		for i, c := range cs {
+			group[i] = completion{id: c.ID, workerID: c.WorkerID, result: c.Result}
 		}
-		rows, err := s.exec(context.Background(), q, protocol.StmtCompleteMany,
-			protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			ref, err := rowToRef(r)
-			if err != nil {
-				return err
+		for i, res := range s.completeManyPG(context.Background(), q, group) {
+			if res.err != nil {
+				return res.err
 			}
-			status[ref.ID] = ref.Status
-		}
-	} else {
-		cs := make([]*sqliteCompletion, len(st.cs))
-		for i, c := range st.cs {
-			cs[i] = &sqliteCompletion{id: c.ID, workerID: c.WorkerID, result: c.Result}
-		}
-		err := s.completeMany(q, cs)
-		if err == errNotJSONText {
-			for _, c := range cs {
-				if err := s.completeOne(q, c); err != nil {
+			cs[i].Status, cs[i].Err = "", &LostLeaseError{ID: cs[i].ID}
+			if res.row != nil {
+				ref, err := rowToRef(res.row)
+				if err != nil {
 					return err
 				}
-			}
-			err = nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, c := range cs {
-			if c.err == nil {
-				status[c.id] = c.status
+				cs[i].Status, cs[i].Err = string(ref.Status), nil
 			}
 		}
+		return nil
 	}
-	for _, c := range st.cs {
-		if got, ok := status[c.ID]; ok {
-			c.Status, c.Err = string(got), nil
-		} else {
-			c.Status, c.Err = "", &LostLeaseError{ID: c.ID}
+	group := make([]*sqliteCompletion, len(cs))
+	for i, c := range cs {
+		group[i] = &sqliteCompletion{id: c.ID, workerID: c.WorkerID, result: c.Result}
+	}
+	err := s.completeMany(q, group)
+	if err == errNotJSONText {
+		for _, c := range group {
+			if err := s.completeOne(q, c); err != nil {
+				return err
+			}
 		}
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	for i, c := range group {
+		cs[i].Status, cs[i].Err = string(c.status), c.err
 	}
 	return nil
 }
 
-// announce tells this process's waiters about the settled tasks.
-func (st *settlement) announce(s *Store) {
-	if st == nil {
-		return
-	}
-	for _, c := range st.cs {
+// announce tells this process's waiters about the settled tasks of cs.
+func (s *Store) announce(cs []*storeaccess.Completion) {
+	for _, c := range cs {
 		if c.Err == nil {
 			s.settledRef(TaskRef{ID: c.ID, Status: Status(c.Status)})
 		}
@@ -95,10 +76,9 @@ func (s *Store) settleCompletions(ctx context.Context, cs []*storeaccess.Complet
 	if len(cs) == 0 {
 		return nil
 	}
-	st := &settlement{cs: cs}
-	err := s.be.write(ctx, func(q querier) error { return s.settleIn(q, st) })
+	err := s.be.write(ctx, func(q querier) error { return s.settleIn(q, cs) })
 	if err == nil {
-		st.announce(s)
+		s.announce(cs)
 	}
 	return err
 }

@@ -12,12 +12,7 @@ import (
 // refused to that completion alone), before the claim draws; waiters hear
 // of them.
 func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
-	bothInspectDBs(t, func(t *testing.T, db inspectDB) {
-		s, err := db.open(t, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+	bothStores(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		ids := claimed(t, s, 3) // done, canceled, gone: running as "w"
 		next, err := s.Submit(ctx, SubmitParams{Name: "job"})
@@ -75,12 +70,7 @@ func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
 // A claim that draws nothing (no names it may run) still settles what it
 // carries.
 func TestClaimWithoutNamesStillSettles(t *testing.T) {
-	bothInspectDBs(t, func(t *testing.T, db inspectDB) {
-		s, err := db.open(t, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+	bothStores(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		ids := claimed(t, s, 1)
 		cs := []*storeaccess.Completion{{ID: ids[0], WorkerID: "w"}}

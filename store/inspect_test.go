@@ -121,6 +121,18 @@ func bothInspectDBs(t *testing.T, fn func(t *testing.T, db inspectDB)) {
 	t.Run("postgres", func(t *testing.T) { fn(t, postgresInspectDB(t)) })
 }
 
+// bothStores runs fn on a migrated store of each dialect, closed after it.
+func bothStores(t *testing.T, fn func(t *testing.T, s *Store)) {
+	bothInspectDBs(t, func(t *testing.T, db inspectDB) {
+		s, err := db.open(t, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		fn(t, s)
+	})
+}
+
 // A store opened with OpenExisting on a database without cairnq creates
 // nothing and says so; inspecting it reports it absent.
 func TestOpenExistingRefusesAnEmptyDatabase(t *testing.T) {

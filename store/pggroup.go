@@ -258,16 +258,23 @@ type completion struct {
 
 func newCompleter(s *Store, ex executor.Executor) *grouper[completion] {
 	return newGrouper(func(ctx context.Context, cs []completion) []groupResult {
-		ids := make([]string, len(cs))
-		workers := make([]string, len(cs))
-		results := make([]any, len(cs))
-		for i, c := range cs {
-			ids[i], workers[i], results[i] = c.id, c.workerID, c.result
-		}
-		rows, err := s.exec(ctx, pgQuerier{ex}, protocol.StmtCompleteMany,
-			protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
-		return byID(ids, rows, err)
+		return s.completeManyPG(ctx, pgQuerier{ex}, cs)
 	}, nil)
+}
+
+// completeManyPG settles cs with one complete_many on q and returns one
+// result per completion, in order: its row (id, status), nil when its
+// lease was gone, or the statement's error.
+func (s *Store) completeManyPG(ctx context.Context, q querier, cs []completion) []groupResult {
+	ids := make([]string, len(cs))
+	workers := make([]string, len(cs))
+	results := make([]any, len(cs))
+	for i, c := range cs {
+		ids[i], workers[i], results[i] = c.id, c.workerID, c.result
+	}
+	rows, err := s.exec(ctx, q, protocol.StmtCompleteMany,
+		protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
+	return byID(ids, rows, err)
 }
 
 // completeGrouped settles one task through the backend's completion

@@ -188,12 +188,7 @@ func TestSnoozeRefusals(t *testing.T) {
 // A cancel requested while the attempt ran wins over the snooze, as over
 // every other exit from running: canceled for good, history kept.
 func TestSnoozeCancelWins(t *testing.T) {
-	bothInspectDBs(t, func(t *testing.T, db inspectDB) {
-		s, err := db.open(t, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+	bothStores(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		if _, err := s.Submit(ctx, SubmitParams{Name: "poll"}); err != nil {
 			t.Fatal(err)

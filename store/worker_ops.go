@@ -188,10 +188,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 			return false, err
 		}
 	}
-	var settle *settlement
-	if len(h.Settle) > 0 {
-		settle = &settlement{cs: h.Settle}
-	}
+	settle := len(h.Settle) > 0
 	var recovered []*Task
 	recoverLeases := func(q querier) error {
 		recovered = nil
@@ -241,7 +238,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 		})
 	}
 	switch {
-	case s.dialect == protocol.Postgres && single && settle == nil:
+	case s.dialect == protocol.Postgres && single && !settle:
 		// Each statement on its own: Postgres makes one atomic by itself,
 		// and recovery stands whether or not the draw after it succeeds. The
 		// draw's snapshot is taken after recovery committed, so it sees the
@@ -249,15 +246,15 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 		if err = s.be.writeSingle(ctx, recoverLeases); err == nil {
 			err = s.be.writeSingle(ctx, draws)
 		}
-	case single && h.SkipRecover && settle == nil:
+	case single && h.SkipRecover && !settle:
 		// One statement (SQLite): it needs no savepoint of its own in
 		// the writer's shared transaction.
 		err = s.be.writeSingle(ctx, draws)
 	default:
 		err = s.be.write(ctx, func(q querier) error {
-			if settle != nil {
+			if settle {
 				// The settlements first, in the claim's transaction.
-				if err := s.settleIn(q, settle); err != nil {
+				if err := s.settleIn(q, h.Settle); err != nil {
 					return err
 				}
 			}
@@ -270,7 +267,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 	if err != nil {
 		return true, err
 	}
-	settle.announce(s)
+	s.announce(h.Settle)
 	for _, t := range recovered {
 		s.settled(t)
 		s.requeued(t)
