@@ -180,7 +180,7 @@ func BenchmarkCallLatency(b *testing.B) {
 func BenchmarkSQLiteFloor(b *testing.B) {
 	const tasks = burnDownTasks
 	template := backlog(b, tasks)
-	for _, settle := range []string{"each", "many"} {
+	for _, settle := range []string{"each", "many", "ride"} {
 		b.Run("settle="+settle, func(b *testing.B) {
 			var total, cpu time.Duration
 			for range b.N {
@@ -188,7 +188,12 @@ func BenchmarkSQLiteFloor(b *testing.B) {
 				f := openFloor(b, copyBacklog(b, template))
 				b.StartTimer()
 				start, cpu0 := time.Now(), processCPU()
-				n := f.drain(b, settle == "many")
+				var n int
+				if settle == "ride" {
+					n = f.drainRide(b)
+				} else {
+					n = f.drain(b, settle == "many")
+				}
 				total += time.Since(start)
 				cpu += processCPU() - cpu0
 				b.StopTimer()
@@ -281,6 +286,37 @@ func (f *floorConn) run(b *testing.B, s *sqlite3.Stmt, st *protocol.Statement, a
 func (f *floorConn) exec(b *testing.B, s *sqlite3.Stmt) {
 	if err := s.Exec(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// drainRide claims and settles until nothing is left the way the worker
+// does on SQLite while its claims draw several tasks: each transaction
+// settles the previous claim's tasks with one complete_many, then claims
+// up to 64 more. It returns how many tasks settled.
+func (f *floorConn) drainRide(b *testing.B) int {
+	const worker = "floor"
+	settled := 0
+	var claimed, next, got []string
+	var done [][3]any
+	for {
+		now := time.Now().UnixMilli()
+		f.exec(b, f.begin)
+		if len(claimed) > 0 {
+			done = done[:0]
+			for _, id := range claimed {
+				done = append(done, [3]any{id, worker, nil})
+			}
+			text, _ := json.Marshal(done)
+			got = f.run(b, f.many, f.manySt, protocol.Args{"done": string(text), "now_ms": now}, got[:0])
+			settled += len(got)
+		}
+		next = f.run(b, f.claim, f.claimSt, protocol.Args{"queue": "default", "name": "noop",
+			"worker_id": worker, "now_ms": now, "lease_until_ms": now + 30_000, "limit": int64(64)}, next[:0])
+		f.exec(b, f.commit)
+		if len(claimed) == 0 && len(next) == 0 {
+			return settled
+		}
+		claimed, next = next, claimed
 	}
 }
 

@@ -96,7 +96,8 @@ type sqliteBackend struct {
 	settler     sqliteSettler
 	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
 
-	commits atomic.Int64 // transactions committed by the writer
+	commits atomic.Int64  // transactions committed by the writer
+	ckpt    *checkpointer // nil for an in-memory database
 
 	// The cross-process watch (sqlite_notify.go): nil for an in-memory
 	// database or with CAIRNQ_SQLITE_NOTIFY=0.
@@ -247,6 +248,10 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 			b.readers <- r
 		}
 	}
+	if !b.memory {
+		b.ckpt = newCheckpointer(b)
+		w.c.WALHook(b.ckpt.walHook)
+	}
 	go b.writer()
 	return b, nil
 }
@@ -277,6 +282,15 @@ func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
 		return fail(err)
 	}
 	return conn, nil
+}
+
+// openWriter opens a connection to replace the writer's.
+func (b *sqliteBackend) openWriter() (*sqliteConn, error) {
+	w, err := b.openConn(context.Background())
+	if err == nil && b.ckpt != nil {
+		w.c.WALHook(b.ckpt.walHook)
+	}
+	return w, err
 }
 
 func (b *sqliteBackend) openError(err error) error { return sqliteOpenError(b.path, b.busy, err) }
@@ -738,7 +752,7 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 		return
 	}
 	if b.w == nil { // a reset could not reopen the connection: try again
-		w, err := b.openConn(context.Background())
+		w, err := b.openWriter()
 		if err != nil {
 			for _, r := range live {
 				r.done <- err
@@ -955,7 +969,7 @@ func runGuarded(fn func() error) (err error, panicked bool) {
 func (b *sqliteBackend) resetWriter(live []*writeReq, cause error) {
 	b.w.closeAfterPanic()
 	b.w = nil
-	if w, err := b.openConn(context.Background()); err == nil {
+	if w, err := b.openWriter(); err == nil {
 		b.w = w
 	} else {
 		b.log.Warn("cairnq: reopening the SQLite write connection after a fault", "err", err)
@@ -1004,6 +1018,9 @@ func (b *sqliteBackend) close() error {
 		b.notify.close()
 		close(b.quit)
 		<-b.done
+		if b.ckpt != nil {
+			b.ckpt.stop()
+		}
 		if b.w != nil {
 			err = b.w.close()
 		}
