@@ -277,6 +277,11 @@ func (q pgQuerier) query(ctx context.Context, sql string, args []any) ([]executo
 	return q.s.Query(ctx, sql, args...)
 }
 
+func (q pgQuerier) scan(ctx context.Context, sql string, args []any) (rowSet, error) {
+	rows, err := q.s.Query(ctx, sql, args...)
+	return mapRows(rows), err
+}
+
 func (b *pgBackend) read(ctx context.Context, fn func(q querier) error) error {
 	return b.run(ctx, func() error { return fn(pgQuerier{b.ex}) })
 }

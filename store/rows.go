@@ -13,11 +13,54 @@ import (
 // reconfigure its driver is what keeps an application's own type mapping
 // untouched.
 
+// rowSet is a statement's rows as the store reads them: each column's
+// value by name, in the forms the executor package defines. Maps from the
+// executor seam are one; a SQLite statement's rows are read by position
+// (table), which spares every row a map of its own on the paths that run
+// once per task.
+type rowSet interface {
+	len() int
+	value(i int, col string) any
+}
+
+// mapRows is the rows of the executor seam.
+type mapRows []executor.Row
+
+func (m mapRows) len() int                    { return len(m) }
+func (m mapRows) value(i int, col string) any { return m[i][col] }
+
+// table is a SQLite statement's rows: every row's values in one slice, in
+// the statement's column order, and the statement's (shared) position of
+// each column name.
+type table struct {
+	index map[string]int
+	width int
+	vals  []any
+}
+
+func (t *table) len() int {
+	if t.width == 0 {
+		return 0
+	}
+	return len(t.vals) / t.width
+}
+
+func (t *table) value(i int, col string) any {
+	j, ok := t.index[col]
+	if !ok {
+		return nil // as a map row answers for a column it lacks
+	}
+	return t.vals[i*t.width+j]
+}
+
 // rowToTask turns a row of cairnq_tasks into a Task.
-func rowToTask(r executor.Row) (*Task, error) {
+func rowToTask(r executor.Row) (*Task, error) { return taskAt(mapRows{r}, 0) }
+
+// taskAt turns row i of rs, a row of cairnq_tasks, into a Task.
+func taskAt(rs rowSet, i int) (*Task, error) {
 	var t Task
 	var err error
-	get := func(col string) any { return r[col] }
+	get := func(col string) any { return rs.value(i, col) }
 	str := func(col string) string {
 		if err != nil {
 			return ""
@@ -95,10 +138,14 @@ func rowToTask(r executor.Row) (*Task, error) {
 	return &t, nil
 }
 
-func rowsToTasks(rows []executor.Row) ([]*Task, error) {
-	out := make([]*Task, 0, len(rows))
-	for _, r := range rows {
-		t, err := rowToTask(r)
+func rowsToTasks(rows []executor.Row) ([]*Task, error) { return tasksOf(mapRows(rows)) }
+
+// tasksOf turns every row of rs, rows of cairnq_tasks, into a Task.
+func tasksOf(rs rowSet) ([]*Task, error) {
+	n := rs.len()
+	out := make([]*Task, 0, n)
+	for i := range n {
+		t, err := taskAt(rs, i)
 		if err != nil {
 			return nil, err
 		}
@@ -107,12 +154,15 @@ func rowsToTasks(rows []executor.Row) ([]*Task, error) {
 	return out, nil
 }
 
-func rowToRef(r executor.Row) (TaskRef, error) {
-	id, _, err := asString("id", r["id"])
+func rowToRef(r executor.Row) (TaskRef, error) { return refAt(mapRows{r}, 0) }
+
+// refAt reads row i of rs, an id and a status, as a TaskRef.
+func refAt(rs rowSet, i int) (TaskRef, error) {
+	id, _, err := asString("id", rs.value(i, "id"))
 	if err != nil {
 		return TaskRef{}, err
 	}
-	st, _, err := asString("status", r["status"])
+	st, _, err := asString("status", rs.value(i, "status"))
 	return TaskRef{ID: id, Status: Status(st)}, err
 }
 

@@ -151,12 +151,23 @@ const (
 // connection or transaction.
 type querier interface {
 	query(ctx context.Context, sql string, args []any) ([]executor.Row, error)
+	// scan is query for the statements that run once per task: the same
+	// rows, read by position where the connection allows it.
+	scan(ctx context.Context, sql string, args []any) (rowSet, error)
 }
 
 type sqliteQuerier struct{ c *sqliteConn }
 
 func (q sqliteQuerier) query(_ context.Context, sql string, args []any) ([]executor.Row, error) {
 	return q.c.query(sql, args)
+}
+
+func (q sqliteQuerier) scan(_ context.Context, sql string, args []any) (rowSet, error) {
+	t, err := q.c.scan(sql, args)
+	if err != nil {
+		return nil, err // not a nil *table in a non-nil rowSet
+	}
+	return t, nil
 }
 
 func isMemoryPath(path string) bool {

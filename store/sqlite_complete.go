@@ -50,13 +50,13 @@ func (s *Store) completeMany(q querier, cs []*sqliteCompletion) error {
 	if !ok {
 		return errNotJSONText
 	}
-	rows, err := s.exec(context.Background(), q, protocol.StmtCompleteMany, protocol.Args{"done": done})
+	rows, err := s.execRows(context.Background(), q, protocol.StmtCompleteMany, protocol.Args{"done": done})
 	if err != nil {
 		return err
 	}
-	status := make(map[string]Status, len(rows))
-	for _, r := range rows {
-		ref, err := rowToRef(r)
+	status := make(map[string]Status, rows.len())
+	for i := range rows.len() {
+		ref, err := refAt(rows, i)
 		if err != nil {
 			return err
 		}

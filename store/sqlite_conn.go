@@ -17,8 +17,9 @@ type sqliteConn struct {
 }
 
 type preparedStmt struct {
-	s    *sqlite3.Stmt
-	cols []string
+	s     *sqlite3.Stmt
+	cols  []string
+	index map[string]int // each column's position in cols (the first, for a repeated name)
 }
 
 func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
@@ -34,8 +35,12 @@ func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
 		return nil, fmt.Errorf("cairnq: statement has trailing text %q", tail)
 	}
 	p := &preparedStmt{s: s, cols: make([]string, s.ColumnCount())}
+	p.index = make(map[string]int, len(p.cols))
 	for i := range p.cols {
 		p.cols[i] = s.ColumnName(i)
+		if _, dup := p.index[p.cols[i]]; !dup {
+			p.index[p.cols[i]] = i
+		}
 	}
 	c.stmts[sql] = p
 	return p, nil
@@ -43,6 +48,38 @@ func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
 
 // query runs one statement with positional arguments and returns its rows.
 func (c *sqliteConn) query(sql string, args []any) ([]executor.Row, error) {
+	var rows []executor.Row
+	_, err := c.run(sql, args, func(p *preparedStmt) {
+		r := make(executor.Row, len(p.cols))
+		for i, name := range p.cols {
+			r[name] = columnValue(p.s, i)
+		}
+		rows = append(rows, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// scan is query with the rows read by position, into one slice.
+func (c *sqliteConn) scan(sql string, args []any) (*table, error) {
+	var t table
+	p, err := c.run(sql, args, func(p *preparedStmt) {
+		for i := range p.cols {
+			t.vals = append(t.vals, columnValue(p.s, i))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.index, t.width = p.index, len(p.cols)
+	return &t, nil
+}
+
+// run binds args to the statement sql, steps it to the end, calling row
+// after each step, and resets it.
+func (c *sqliteConn) run(sql string, args []any, row func(p *preparedStmt)) (*preparedStmt, error) {
 	p, err := c.prepare(sql)
 	if err != nil {
 		return nil, err
@@ -54,24 +91,8 @@ func (c *sqliteConn) query(sql string, args []any) ([]executor.Row, error) {
 			return nil, err
 		}
 	}
-	var rows []executor.Row
 	for s.Step() {
-		r := make(executor.Row, len(p.cols))
-		for i, name := range p.cols {
-			switch s.ColumnType(i) {
-			case sqlite3.INTEGER:
-				r[name] = s.ColumnInt64(i)
-			case sqlite3.FLOAT:
-				r[name] = s.ColumnFloat(i)
-			case sqlite3.TEXT:
-				r[name] = s.ColumnText(i)
-			case sqlite3.BLOB:
-				r[name] = s.ColumnBlob(i, nil)
-			default:
-				r[name] = nil
-			}
-		}
-		rows = append(rows, r)
+		row(p)
 	}
 	err = s.Err()
 	if rerr := s.Reset(); err == nil {
@@ -80,7 +101,23 @@ func (c *sqliteConn) query(sql string, args []any) ([]executor.Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rows, nil
+	return p, nil
+}
+
+// columnValue reads column i of the row s stands on, in its storage
+// class's Go form.
+func columnValue(s *sqlite3.Stmt, i int) any {
+	switch s.ColumnType(i) {
+	case sqlite3.INTEGER:
+		return s.ColumnInt64(i)
+	case sqlite3.FLOAT:
+		return s.ColumnFloat(i)
+	case sqlite3.TEXT:
+		return s.ColumnText(i)
+	case sqlite3.BLOB:
+		return s.ColumnBlob(i, nil)
+	}
+	return nil
 }
 
 // exec runs a parameterless statement through the statement cache.

@@ -68,13 +68,28 @@ func (s *Store) Close() error { return s.be.close() }
 
 // exec runs one named protocol statement through q.
 func (s *Store) exec(ctx context.Context, q querier, name string, a protocol.Args) ([]executor.Row, error) {
-	st := s.stmts.Get(name).Specialize(a)
-	s.bindClock(a)
-	args, err := st.Bind(a)
+	sql, args, err := s.compile(name, a)
 	if err != nil {
 		return nil, err
 	}
-	return q.query(ctx, st.SQL, args)
+	return q.query(ctx, sql, args)
+}
+
+// execRows is exec for the statements that run once per task (querier.scan).
+func (s *Store) execRows(ctx context.Context, q querier, name string, a protocol.Args) (rowSet, error) {
+	sql, args, err := s.compile(name, a)
+	if err != nil {
+		return nil, err
+	}
+	return q.scan(ctx, sql, args)
+}
+
+// compile gives the named statement's text for a and its arguments.
+func (s *Store) compile(name string, a protocol.Args) (string, []any, error) {
+	st := s.stmts.Get(name).Specialize(a)
+	s.bindClock(a)
+	args, err := st.Bind(a)
+	return st.SQL, args, err
 }
 
 // readOne runs one read statement.

@@ -230,11 +230,11 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 			default:
 				statement = protocol.StmtClaim
 			}
-			rows, err := s.exec(ctx, q, statement, a)
+			rows, err := s.execRows(ctx, q, statement, a)
 			if err != nil {
 				return nil, err
 			}
-			return rowsToTasks(rows)
+			return tasksOf(rows)
 		})
 	}
 	switch {
