@@ -227,8 +227,18 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			continue
 		}
 		// Subscribe before the probe, so a submit landing between an empty
-		// probe and the idle sleep still ends the sleep.
-		wake, unsubscribe := w.ops.SubscribeQueued(ctx, w.queues)
+		// probe and the idle sleep still ends the sleep. A poll after a
+		// claim does not: it expects to claim again, and subscribing would
+		// keep the cross-process watch reading this worker's own commits
+		// (on SQLite a burn-down measured ~7% for it). When it claims
+		// nothing, the next poll subscribes and probes again before
+		// sleeping.
+		subscribed := !busy
+		var wake <-chan struct{}
+		unsubscribe := func() {}
+		if subscribed {
+			wake, unsubscribe = w.ops.SubscribeQueued(ctx, w.queues)
+		}
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
 		taken := w.takePending()
 		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: completions(taken)}
@@ -259,6 +269,10 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		}
 		busy, burst = len(drawn) > 0, len(drawn) > 1
 		w.rideBurst(burst)
+		if !busy && !subscribed {
+			w.claimMu.Unlock()
+			continue // not subscribed: subscribe and probe, then sleep
+		}
 		if !busy {
 			w.claimMu.Unlock()
 			// Idle until something may be claimable: a submit here, a call

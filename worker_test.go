@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -713,5 +714,59 @@ func TestMaxInFlightBytesBoundsRunningPayloads(t *testing.T) {
 	}
 	if p := peak.Load(); p != 1 {
 		t.Errorf("%d calls with 120-byte payloads ran at once under a 100-byte budget, want 1", p)
+	}
+}
+
+// A worker whose last claim drew tasks claims again without subscribing
+// to wakeups; when that claim comes back empty it must subscribe before
+// it sleeps, or a submit then would wait for its poll (a minute here).
+// The first claim's handlers hold their slots meanwhile, so no call
+// finishing wakes the worker instead.
+func TestWorkerWakesAfterBusyPollWithoutPolling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// A second client on the file has a store of its own: only the watch
+	// of the database's WAL carries its submits to the worker.
+	other, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	const held = 4
+	for range held {
+		if _, err := c.Submit(ctx, "hold", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newWorker(t, c, &cairnq.WorkerOptions{PollInterval: time.Minute, Concurrency: 8})
+	release := make(chan struct{})
+	var holding atomic.Int64
+	if err := w.Handle("hold", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		holding.Add(1)
+		<-release
+		return nil, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("quick", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	defer close(release)
+	waitFor(t, "the held calls to start", func() bool { return holding.Load() == held })
+	for _, from := range []struct {
+		name string
+		c    *cairnq.Client
+	}{{"this client", c}, {"another client", other}} {
+		got, err := from.c.Call(ctx, "quick", nil, &cairnq.CallOptions{WaitOptions: cairnq.WaitOptions{Timeout: 20 * time.Second}})
+		if err != nil || got.Status != cairnq.StatusSucceeded {
+			t.Fatalf("call from %s: %+v %v", from.name, got, err)
+		}
 	}
 }

@@ -61,6 +61,12 @@ const envSQLiteNotify = "CAIRNQ_SQLITE_NOTIFY"
 const channelWAL = "sqlite_wal"
 
 const (
+	// walLinger is how long the watch runs on after its last subscriber
+	// left. Starting it again costs a few system calls, not a connection
+	// as LISTEN does, and while it runs it wakes for this process's own
+	// commits too: a worker busy claiming subscribes to nothing, and the
+	// watch should not outlast its last idle poll by much.
+	walLinger = 100 * time.Millisecond
 	// walFireGap spaces wakeups during a burst of foreign commits (at most
 	// 5,000 a second): the first one wakes at once, the ones within the
 	// gap after it wake once, at its end.
@@ -124,6 +130,7 @@ func (b *sqliteBackend) startSQLiteNotify(h *hub) *demandListener {
 	}
 	b.wal = n
 	b.notify = newDemandListener(n, channelWAL, func(string) { h.wakeAll() }, b.log)
+	b.notify.linger = walLinger
 	return b.notify
 }
 
