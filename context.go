@@ -20,6 +20,7 @@ type TaskContext struct {
 	w    *Worker
 
 	cancel   context.CancelCauseFunc // the handler's context
+	endCall  context.CancelCauseFunc // the call's context, a batch's too (endCalls)
 	lost     atomic.Bool
 	canceled atomic.Bool
 	mu       sync.Mutex // serializes settlement

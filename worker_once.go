@@ -93,12 +93,7 @@ func (w *Worker) workOne(ctx context.Context) ([]*Task, error) {
 			return
 		case <-ctx.Done():
 		}
-		w.mu.Lock()
-		for _, tc := range w.live {
-			tc.markLost()
-		}
-		w.mu.Unlock()
-		abandon(fmt.Errorf("cairnq: work call abandoned: %w", context.Cause(ctx)))
+		w.abandonCalls(abandon, fmt.Errorf("cairnq: work call abandoned: %w", context.Cause(ctx)))
 		grace := time.NewTimer(min(w.opts.ShutdownTimeout, maxShutdownGrace))
 		defer grace.Stop()
 		select {

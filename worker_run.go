@@ -130,12 +130,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-timer.C:
-		w.mu.Lock()
-		for _, tc := range w.live {
-			tc.markLost()
-		}
-		w.mu.Unlock()
-		abandon(errors.New("cairnq: worker shut down past its deadline"))
+		w.abandonCalls(abandon, errors.New("cairnq: worker shut down past its deadline"))
 		// Handlers that honour their context return now. One that ignores
 		// it would hold Run (and the deployment's stop) forever: after a
 		// grace, the calls stop waiting for such handlers and return.
@@ -553,6 +548,29 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 	}()
 }
 
+// abandonCalls gives up on the calls in flight: abandon cancels the
+// context of their settlements with cause, and every live call is
+// flagged lease-lost (its writes through the TaskContext are refused) and
+// its context canceled (endCalls). abandon goes first, so a call that is
+// not live yet finds handlerCtx done once it is (runCall).
+func (w *Worker) abandonCalls(abandon context.CancelCauseFunc, cause error) {
+	abandon(cause)
+	w.mu.Lock()
+	live := slices.Collect(maps.Values(w.live))
+	w.mu.Unlock()
+	endCalls(live, cause)
+}
+
+// endCalls flags tcs lease-lost and cancels their calls' contexts with
+// cause (a single task's context already canceled by markLost keeps the
+// lost lease as its cause).
+func endCalls(tcs []*TaskContext, cause error) {
+	for _, tc := range tcs {
+		tc.markLost()
+		tc.endCall(cause)
+	}
+}
+
 // signalSlot wakes the claim loop if it waits for a free slot.
 func (w *Worker) signalSlot() {
 	select {
@@ -575,11 +593,15 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		}
 		return
 	}
-	callCtx, cancelCall := context.WithCancelCause(handlerCtx)
+	// Not a child of handlerCtx: every call registering with the one
+	// parent at once serialized them on its lock, a quarter of a no-op
+	// call's own CPU in a burn-down. A shutdown past its deadline ends the
+	// calls' contexts through their TaskContexts instead (endCalls).
+	callCtx, cancelCall := context.WithCancelCause(context.WithoutCancel(handlerCtx))
 	defer cancelCall(nil)
 	tcs := make([]*TaskContext, len(d.tasks))
 	for i, t := range d.tasks {
-		tc := &TaskContext{task: t, w: w, cancel: func(error) {}}
+		tc := &TaskContext{task: t, w: w, cancel: func(error) {}, endCall: cancelCall}
 		if d.reg.batch == 0 {
 			// A single task owns the call's context: losing its lease or a
 			// cancel request ends the handler's work.
@@ -589,6 +611,9 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 	}
 	w.track(tcs, true)
 	defer w.track(tcs, false)
+	if handlerCtx.Err() != nil { // the shutdown's pass over the live calls missed this one
+		endCalls(tcs, context.Cause(handlerCtx))
+	}
 
 	result, results, err := w.attempt(callCtx, d.reg, tcs)
 	release()

@@ -484,6 +484,40 @@ func TestShutdownPastDeadlineCancelsHandlers(t *testing.T) {
 	}
 }
 
+// A batch's tasks share one call context, which no task's cancel owns:
+// a shutdown past its deadline must still end it, with its cause.
+func TestShutdownPastDeadlineCancelsBatchHandlers(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	w := newWorker(t, c, &cairnq.WorkerOptions{ShutdownTimeout: 30 * time.Millisecond})
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	if err := w.HandleBatch("stubborn", 2, func(ctx context.Context, tcs []*cairnq.TaskContext) (map[string]any, error) {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := c.Submit(context.Background(), "stubborn", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := startWorker(t, w)
+	<-started
+	stop()
+	select {
+	case err := <-cause:
+		if err == nil || !strings.Contains(err.Error(), "shut down past its deadline") {
+			t.Errorf("the batch's context ended with %v", err)
+		}
+	default:
+		t.Fatal("the batch handler's context was not canceled by the shutdown")
+	}
+}
+
 func TestPanicIsRecordedAndWorkerContinues(t *testing.T) {
 	t.Parallel()
 	c := openTemp(t, nil)
