@@ -35,6 +35,7 @@ func TestBrokenExecutorsFail(t *testing.T) {
 		{"decodes_jsonb", func(ex executor.Executor) executor.Executor { return decodesJSONB{passThrough{ex}} }, "jsonb_normalized"},
 		{"flattens_errors", func(ex executor.Executor) executor.Executor { return flattensErrors{passThrough{ex}} }, "sqlstate_errors"},
 		{"closes_app_pool", func(ex executor.Executor) executor.Executor { return closesAppPool{passThrough{ex}} }, "store_close_keeps_app_pool"},
+		{"rows_by_position_misplaced", func(ex executor.Executor) executor.Executor { return misplacesRows{passThrough{ex}} }, "rows_by_position"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -214,6 +215,23 @@ func (e leaksTx) Tx(ctx context.Context, fn func(ctx context.Context, s executor
 	return e.Executor.Tx(ctx, func(ctx context.Context, _ executor.Session) error {
 		return fn(ctx, e.Executor)
 	})
+}
+
+// misplacesRows returns its rows by position one column off, the last
+// value of each row first.
+type misplacesRows struct{ passThrough }
+
+func (e misplacesRows) QueryRows(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
+	rows, err := e.Executor.(executor.RowsQuerier).QueryRows(ctx, sql, args...)
+	if err != nil || len(rows.Columns) == 0 {
+		return rows, err
+	}
+	for _, row := range rows.Values {
+		last := row[len(row)-1]
+		copy(row[1:], row[:len(row)-1])
+		row[0] = last
+	}
+	return rows, nil
 }
 
 // decodesJSONB decodes json and jsonb columns into Go values, scalars

@@ -179,6 +179,7 @@ type check struct {
 func checks() []check {
 	return []check{
 		{"int8_normalized", (*suite).int8Normalized},
+		{"rows_by_position", (*suite).rowsByPosition},
 		{"jsonb_normalized", (*suite).jsonbNormalized},
 		{"null_params", (*suite).nullParams},
 		{"params_bind", (*suite).paramsBind},

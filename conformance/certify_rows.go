@@ -6,9 +6,11 @@ package conformance
 // Also the helpers that read a row's values as the store does.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -320,4 +322,67 @@ func (s *suite) paramsBind(r reporter) {
 	if err != nil || len(rows) != 0 {
 		r.Errorf("a statement yielding no rows returned %d rows, %v; want none and no error", len(rows), err)
 	}
+}
+
+// rowsByPosition checks executor.RowsQuerier where the executor, or the
+// session of its transactions, has it: the store reads a claim's rows
+// through it, so it must return exactly what Query returns, by position.
+func (s *suite) rowsByPosition(r reporter) {
+	e := s.setup(r)
+	const fix = "Fix: build QueryRows and Query from the same decoding, Columns in the statement's order and Values row after row"
+	const sql = "SELECT x AS n, 'text ' || x AS t, NULL::int8 AS absent, x % 2 = 0 AS even, " +
+		"jsonb_build_object('x', x) AS doc, 1.5::float8 AS f, x AS n FROM generate_series(1, 3) AS g(x) ORDER BY x"
+	compare := func(where string, sess executor.Session) {
+		rq, ok := sess.(executor.RowsQuerier)
+		if !ok {
+			return
+		}
+		maps, err := sess.Query(e.ctx, sql)
+		if err != nil {
+			r.Fatalf("%s: Query: %v", where, err)
+		}
+		rows, err := rq.QueryRows(e.ctx, sql)
+		if err != nil {
+			r.Fatalf("%s: QueryRows: %v. %s", where, err, fix)
+		}
+		want := []string{"n", "t", "absent", "even", "doc", "f", "n"}
+		if !slices.Equal(rows.Columns, want) {
+			r.Fatalf("%s: QueryRows named the columns %q, want %q. %s", where, rows.Columns, want, fix)
+		}
+		if len(rows.Values) != len(maps) {
+			r.Fatalf("%s: QueryRows returned %d rows, Query %d. %s", where, len(rows.Values), len(maps), fix)
+		}
+		for i, m := range maps {
+			if len(rows.Values[i]) != len(want) {
+				r.Fatalf("%s: QueryRows returned %d values in row %d for %d columns. %s", where, len(rows.Values[i]), i, len(want), fix)
+			}
+			for j, col := range want { // n, named twice, holds one value
+				got, q := rows.Values[i][j], m[col]
+				if !sameValue(got, q) {
+					r.Errorf("%s: row %d column %s: QueryRows gave %s, Query %s. %s", where, i, col, describe(got), describe(q), fix)
+				}
+			}
+		}
+	}
+	compare("the executor", e.ex)
+	if err := e.ex.Tx(e.ctx, func(ctx context.Context, sess executor.Session) error {
+		compare("a transaction's session", sess)
+		return nil
+	}); err != nil {
+		r.Fatalf("Tx: %v", err)
+	}
+}
+
+// sameValue reports whether two values of one column are the same value
+// in the same form (JSON text compared as text).
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && string(x) == string(y)
+	case json.RawMessage:
+		y, ok := b.(json.RawMessage)
+		return ok && string(x) == string(y)
+	}
+	return reflect.DeepEqual(a, b)
 }

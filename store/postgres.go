@@ -278,6 +278,13 @@ func (q pgQuerier) query(ctx context.Context, sql string, args []any) ([]executo
 }
 
 func (q pgQuerier) scan(ctx context.Context, sql string, args []any) (rowSet, error) {
+	if rq, ok := q.s.(executor.RowsQuerier); ok {
+		rows, err := rq.QueryRows(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return tableOf(rows)
+	}
 	rows, err := q.s.Query(ctx, sql, args...)
 	return mapRows(rows), err
 }

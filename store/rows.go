@@ -29,28 +29,43 @@ type mapRows []executor.Row
 func (m mapRows) len() int                    { return len(m) }
 func (m mapRows) value(i int, col string) any { return m[i][col] }
 
-// table is a SQLite statement's rows: every row's values in one slice, in
-// the statement's column order, and the statement's (shared) position of
+// table is a statement's rows read by position: each row's values in the
+// statement's column order, and the statement's (shared) position of
 // each column name.
 type table struct {
 	index map[string]int
-	width int
-	vals  []any
+	rows  [][]any
 }
 
-func (t *table) len() int {
-	if t.width == 0 {
-		return 0
-	}
-	return len(t.vals) / t.width
-}
+func (t *table) len() int { return len(t.rows) }
 
 func (t *table) value(i int, col string) any {
 	j, ok := t.index[col]
 	if !ok {
 		return nil // as a map row answers for a column it lacks
 	}
-	return t.vals[i*t.width+j]
+	return t.rows[i][j]
+}
+
+// tableOf reads an executor's rows by position as a table, refusing a
+// row whose values do not match the columns.
+func tableOf(r *executor.Rows) (*table, error) {
+	for i, row := range r.Values {
+		if len(row) != len(r.Columns) {
+			return nil, fmt.Errorf("cairnq: the executor returned %d values in row %d for %d columns", len(row), i, len(r.Columns))
+		}
+	}
+	return &table{index: columnIndex(r.Columns), rows: r.Values}, nil
+}
+
+// columnIndex maps each column name to its position: the last one for a
+// name repeated, whose value a map row keeps.
+func columnIndex(cols []string) map[string]int {
+	index := make(map[string]int, len(cols))
+	for i, c := range cols {
+		index[c] = i
+	}
+	return index
 }
 
 // rowToTask turns a row of cairnq_tasks into a Task.

@@ -19,7 +19,7 @@ type sqliteConn struct {
 type preparedStmt struct {
 	s     *sqlite3.Stmt
 	cols  []string
-	index map[string]int // each column's position in cols (the first, for a repeated name)
+	index map[string]int // each column's position in cols (columnIndex)
 }
 
 func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
@@ -35,13 +35,10 @@ func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
 		return nil, fmt.Errorf("cairnq: statement has trailing text %q", tail)
 	}
 	p := &preparedStmt{s: s, cols: make([]string, s.ColumnCount())}
-	p.index = make(map[string]int, len(p.cols))
 	for i := range p.cols {
 		p.cols[i] = s.ColumnName(i)
-		if _, dup := p.index[p.cols[i]]; !dup {
-			p.index[p.cols[i]] = i
-		}
 	}
+	p.index = columnIndex(p.cols)
 	c.stmts[sql] = p
 	return p, nil
 }
@@ -62,18 +59,20 @@ func (c *sqliteConn) query(sql string, args []any) ([]executor.Row, error) {
 	return rows, nil
 }
 
-// scan is query with the rows read by position, into one slice.
+// scan is query with the rows read by position.
 func (c *sqliteConn) scan(sql string, args []any) (*table, error) {
 	var t table
 	p, err := c.run(sql, args, func(p *preparedStmt) {
-		for i := range p.cols {
-			t.vals = append(t.vals, columnValue(p.s, i))
+		row := make([]any, len(p.cols))
+		for i := range row {
+			row[i] = columnValue(p.s, i)
 		}
+		t.rows = append(t.rows, row)
 	})
 	if err != nil {
 		return nil, err
 	}
-	t.index, t.width = p.index, len(p.cols)
+	t.index = p.index
 	return &t, nil
 }
 

@@ -19,7 +19,7 @@ func TestScanReadsWhatQueryReads(t *testing.T) {
 	if _, err := s.Submit(ctx, SubmitParams{Name: "scan2"}); err != nil {
 		t.Fatal(err)
 	}
-	const sql = "SELECT *, NULL AS absent FROM cairnq_tasks ORDER BY id"
+	const sql = "SELECT *, NULL AS absent, 1 AS twice, 2 AS twice FROM cairnq_tasks ORDER BY id"
 	err := s.be.read(ctx, func(q querier) error {
 		maps, err := q.query(ctx, sql, nil)
 		if err != nil {

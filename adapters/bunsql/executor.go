@@ -97,6 +97,12 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	return runQuery(ctx, e.db.DB, query, args)
 }
 
+// QueryRows is Query with the rows by position; see
+// [executor.RowsQuerier].
+func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return runQueryPositional(ctx, e.db.DB, query, args)
+}
+
 // Exec runs a parameterless, possibly multi-statement script on one pooled
 // connection; see [executor.Session.Exec]. Without arguments both pgx's
 // stdlib and pgdriver send it over the simple query protocol, which accepts
@@ -202,6 +208,15 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 // runQuery runs query on r and collects its rows.
 func runQuery(ctx context.Context, r sqlexec.Runner, query string, args []any) ([]executor.Row, error) {
 	out, err := sqlexec.QueryRows(ctx, r, query, args)
+	if err != nil {
+		return nil, wrapErr("query", err)
+	}
+	return out, nil
+}
+
+// runQueryPositional runs query on r and collects its rows by position.
+func runQueryPositional(ctx context.Context, r sqlexec.Runner, query string, args []any) (*executor.Rows, error) {
+	out, err := sqlexec.QueryPositional(ctx, r, query, args)
 	if err != nil {
 		return nil, wrapErr("query", err)
 	}

@@ -92,6 +92,14 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) ([]execu
 	return runQuery(ctx, s.run, query, args)
 }
 
+// QueryRows is Query with the rows by position; see
+// [executor.RowsQuerier].
+func (s *Session) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return runQueryPositional(ctx, s.run, query, args)
+}
+
 // Exec runs a parameterless, possibly multi-statement script in the
 // session.
 func (s *Session) Exec(ctx context.Context, script string) error {

@@ -99,6 +99,12 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	return runQuery(ctx, connPool(e.db), query, args)
 }
 
+// QueryRows is Query with the rows by position; see
+// [executor.RowsQuerier].
+func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return runQueryPositional(ctx, connPool(e.db), query, args)
+}
+
 // Exec runs a parameterless, possibly multi-statement script on one pooled
 // connection; see [executor.Session.Exec]. It is sent without arguments and
 // unprepared (gorm's PrepareStmt cache is bypassed), so pgx's stdlib uses the
@@ -195,6 +201,15 @@ func inTransaction(db *gorm.DB) bool {
 // runQuery runs query on the connection pool p and collects its rows.
 func runQuery(ctx context.Context, p gorm.ConnPool, query string, args []any) ([]executor.Row, error) {
 	out, err := sqlexec.QueryRows(ctx, p, query, args)
+	if err != nil {
+		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
+	}
+	return out, nil
+}
+
+// runQueryPositional runs query on p and collects its rows by position.
+func runQueryPositional(ctx context.Context, p gorm.ConnPool, query string, args []any) (*executor.Rows, error) {
+	out, err := sqlexec.QueryPositional(ctx, p, query, args)
 	if err != nil {
 		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
 	}

@@ -256,6 +256,12 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	return e.sql.Query(ctx, query, args...)
 }
 
+// QueryRows is Query with the rows by position; see
+// [executor.RowsQuerier].
+func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return e.sql.QueryRows(ctx, query, args...)
+}
+
 // Exec runs a parameterless, possibly multi-statement script on one pooled
 // connection; lib/pq sends a statement without arguments over the simple
 // query protocol.

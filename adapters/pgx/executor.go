@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -251,6 +252,11 @@ func (e *Executor) Query(ctx context.Context, sql string, args ...any) ([]execut
 	return query(ctx, e.pool, e.mode, sql, args)
 }
 
+// QueryRows is Query with the rows by position; see executor.RowsQuerier.
+func (e *Executor) QueryRows(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
+	return queryRows(ctx, e.pool, e.mode, sql, args)
+}
+
 // Exec runs a parameterless script, possibly several statements, on a
 // pooled connection with the simple protocol. Without an explicit
 // transaction in the script, Postgres runs it as one implicit transaction.
@@ -325,6 +331,40 @@ type querier interface {
 
 // query runs sql on q in mode (0: q's default) and collects every row.
 func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any) ([]executor.Row, error) {
+	out := []executor.Row{}
+	_, err := eachRow(ctx, q, mode, sql, args, func(fields []pgconn.FieldDescription, vals []any) {
+		row := make(executor.Row, len(fields))
+		for i := range fields {
+			row[fields[i].Name] = vals[i]
+		}
+		out = append(out, row)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// queryRows is query with the rows by position.
+func queryRows(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any) (*executor.Rows, error) {
+	out := &executor.Rows{}
+	fields, err := eachRow(ctx, q, mode, sql, args, func(_ []pgconn.FieldDescription, vals []any) {
+		out.Values = append(out.Values, slices.Clone(vals))
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Columns = make([]string, len(fields))
+	for i := range fields {
+		out.Columns[i] = fields[i].Name
+	}
+	return out, nil
+}
+
+// eachRow runs sql on q in mode (0: q's default) and hands each row's
+// decoded values to row, in column order, in a slice row must not keep.
+// It returns the result's fields.
+func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any, row func(fields []pgconn.FieldDescription, vals []any)) ([]pgconn.FieldDescription, error) {
 	if mode != 0 {
 		args = append([]any{mode}, args...)
 	}
@@ -340,23 +380,22 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 	} else { // Rows that wrap pgx's may have no connection to ask
 		types = pgtype.NewMap()
 	}
-	out := []executor.Row{}
+	vals := make([]any, len(fields))
 	for rows.Next() {
 		raw := rows.RawValues()
-		row := make(executor.Row, len(fields))
 		for i := range fields {
 			v, err := decodeColumn(types, &fields[i], raw[i])
 			if err != nil {
 				return nil, fmt.Errorf("cairnq/pgx: query: column %s: %w", fields[i].Name, err)
 			}
-			row[fields[i].Name] = v
+			vals[i] = v
 		}
-		out = append(out, row)
+		row(fields, vals)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
 	}
-	return out, nil
+	return fields, nil
 }
 
 // decodeColumn turns one column into the value rows.Values would give it,

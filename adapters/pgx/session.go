@@ -88,6 +88,13 @@ func (s *Session) Query(ctx context.Context, sql string, args ...any) ([]executo
 	return query(ctx, s.querier(), s.mode, sql, args)
 }
 
+// QueryRows is Query with the rows by position; see executor.RowsQuerier.
+func (s *Session) QueryRows(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return queryRows(ctx, s.querier(), s.mode, sql, args)
+}
+
 // Exec runs a parameterless script, possibly several statements, in the
 // session with the simple protocol.
 func (s *Session) Exec(ctx context.Context, script string) error {

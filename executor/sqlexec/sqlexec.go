@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/cairnq/cairnq-go/executor"
 )
@@ -85,6 +86,12 @@ func (e *Executor) Native() any { return e.db }
 // error type (a *pq.Error, a *pgconn.PgError) is reachable with errors.As.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	return runQuery(ctx, e.db, query, args)
+}
+
+// QueryRows is Query with the rows by position; see
+// [executor.RowsQuerier].
+func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return runQueryPositional(ctx, e.db, query, args)
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled
@@ -184,6 +191,11 @@ func (s *txSession) Query(ctx context.Context, query string, args ...any) ([]exe
 	return runQuery(ctx, s.tx, query, args)
 }
 
+// QueryRows runs one statement in the transaction, its rows by position.
+func (s *txSession) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return runQueryPositional(ctx, s.tx, query, args)
+}
+
 // Exec runs a parameterless script in the transaction.
 func (s *txSession) Exec(ctx context.Context, script string) error {
 	return runExec(ctx, s.tx, script)
@@ -201,6 +213,11 @@ type connSession struct{ conn *sql.Conn }
 // Query runs one statement on the connection.
 func (s *connSession) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	return runQuery(ctx, s.conn, query, args)
+}
+
+// QueryRows runs one statement on the connection, its rows by position.
+func (s *connSession) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return runQueryPositional(ctx, s.conn, query, args)
 }
 
 // Exec runs a parameterless script on the connection.
@@ -230,6 +247,15 @@ func runQuery(ctx context.Context, r Runner, query string, args []any) ([]execut
 	return out, nil
 }
 
+// runQueryPositional runs query on r and collects its rows by position.
+func runQueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
+	out, err := QueryPositional(ctx, r, query, args)
+	if err != nil {
+		return nil, fmt.Errorf("cairnq: query: %w", err)
+	}
+	return out, nil
+}
+
 // QueryRows runs query on r and reads its rows with CollectRows. Errors come
 // back as the driver gave them, for the caller to label: the gorm and bun
 // adapters run their statements through it too.
@@ -241,10 +267,51 @@ func QueryRows(ctx context.Context, r Runner, query string, args []any) ([]execu
 	return CollectRows(rows)
 }
 
+// QueryPositional is QueryRows with the rows by position
+// ([executor.RowsQuerier]), read with CollectPositional.
+func QueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
+	rows, err := r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return CollectPositional(rows)
+}
+
 // CollectRows reads every row of rows into executor.Rows, each value as the
 // driver produced it (database/sql already copies []byte for an any), and
 // closes rows; of two columns with one name, the later wins.
 func CollectRows(rows *sql.Rows) ([]executor.Row, error) {
+	out := []executor.Row{}
+	_, err := eachRow(rows, func(cols []string, vals []any) {
+		row := make(executor.Row, len(cols))
+		for i, c := range cols {
+			row[c] = vals[i]
+		}
+		out = append(out, row)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CollectPositional is CollectRows with the rows by position.
+func CollectPositional(rows *sql.Rows) (*executor.Rows, error) {
+	out := &executor.Rows{}
+	cols, err := eachRow(rows, func(_ []string, vals []any) {
+		out.Values = append(out.Values, slices.Clone(vals))
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Columns = cols
+	return out, nil
+}
+
+// eachRow scans every row of rows and hands its values, in column order,
+// to row, in a slice row must not keep; it closes rows and returns the
+// columns' names.
+func eachRow(rows *sql.Rows, row func(cols []string, vals []any)) ([]string, error) {
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
@@ -255,21 +322,13 @@ func CollectRows(rows *sql.Rows) ([]executor.Row, error) {
 	for i := range vals {
 		dest[i] = &vals[i]
 	}
-	out := []executor.Row{}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("scan: %w", err)
 		}
-		row := make(executor.Row, len(cols))
-		for i, c := range cols {
-			row[c] = vals[i]
-		}
-		out = append(out, row)
+		row(cols, vals)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return cols, rows.Err()
 }
 
 // runExec runs a parameterless script. Passing no arguments is what keeps
