@@ -5,7 +5,7 @@ package conformance
 // the list of checks. The checks live by family:
 //
 //	certify_rows.go        values in and out: int8_normalized, jsonb_normalized,
-//	                       null_params, params_bind
+//	                       rows_by_position, null_params, params_bind
 //	certify_statements.go  multi_statement_exec, sqlstate_errors
 //	certify_tx.go          tx_commits, tx_rolls_back_on_*, tx_is_one_connection
 //	certify_listen.go      listen_channels, listen_stop, listen_unavailable
@@ -71,6 +71,9 @@ type Factory struct {
 //
 //	int8_normalized, jsonb_normalized   rows in a form the store reads, and
 //	                                    round trips through the store
+//	rows_by_position                    QueryRows returns what Query does
+//	                                    (executor.RowsQuerier; skipped
+//	                                    without it)
 //	null_params, params_bind            nil binds NULL; string, int64,
 //	                                    float64, bool, text[] and JSON text bind
 //	multi_statement_exec                Exec runs whole multi-statement scripts
