@@ -108,7 +108,7 @@ func TestFilters(t *testing.T) {
 			{"correlation_id=corr-1", []string{a.ID}},
 			{"parent_id=" + a.ID, newest(d.ID, b.ID)},
 			{"root_id=" + a.ID, newest(b.ID, a.ID)},
-			{"id_prefix=" + b.ID[:len(b.ID)-2], []string{b.ID}},
+			{"id_prefix=" + uniquePrefix(b.ID, a.ID, d.ID), []string{b.ID}},
 			{"id_prefix=task_", newest(d.ID, b.ID, a.ID)},
 		}
 		for _, tc := range cases {
@@ -514,4 +514,17 @@ func TestHidePayloads(t *testing.T) {
 			t.Fatal("payload not shown without HidePayloads")
 		}
 	})
+}
+
+// uniquePrefix returns the shortest prefix of id that none of others
+// has. Ids made within one millisecond differ only in their last
+// characters (they count up), so a fixed cut would not do.
+func uniquePrefix(id string, others ...string) string {
+	n := 1
+	for _, o := range others {
+		for n < len(id) && strings.HasPrefix(o, id[:n]) {
+			n++
+		}
+	}
+	return id[:n]
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cairnq/cairnq-go/executor"
 )
@@ -313,9 +314,15 @@ func CollectPositional(rows *sql.Rows) (*executor.Rows, error) {
 // columns' names.
 func eachRow(rows *sql.Rows, row func(cols []string, vals []any)) ([]string, error) {
 	defer rows.Close()
-	cols, err := rows.Columns()
+	names, err := rows.Columns()
 	if err != nil {
 		return nil, fmt.Errorf("columns: %w", err)
+	}
+	// A driver may hand out names that alias a buffer it reuses once rows
+	// close (bun's pgdriver does), and the rows' keys outlive that.
+	cols := make([]string, len(names))
+	for i, n := range names {
+		cols[i] = strings.Clone(n)
 	}
 	vals := make([]any, len(cols))
 	dest := make([]any, len(cols))
