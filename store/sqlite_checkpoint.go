@@ -109,8 +109,18 @@ func (k *checkpointer) run() {
 			}
 		}
 		if c != nil {
-			_, n, err := c.c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
+			var n int
+			// The driver panics where SQLite runs out of memory; the
+			// connection is then discarded, as the writer's would be.
+			err, panicked := runGuarded(func() (err error) {
+				_, n, err = c.c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
+				return err
+			})
 			switch {
+			case panicked:
+				c.closeAfterPanic()
+				c = nil
+				k.fail("checkpointing the WAL", err)
 			case err == nil:
 				k.backfilled.Store(int64(n))
 				k.passes.Add(1)
