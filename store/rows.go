@@ -29,6 +29,14 @@ type mapRows []executor.Row
 func (m mapRows) len() int                    { return len(m) }
 func (m mapRows) value(i int, col string) any { return m[i][col] }
 
+// mapRow is one row of the executor seam as a rowSet: a map fits in an
+// interface as it is, where a one-row mapRows would be allocated on
+// every submit's read-back.
+type mapRow executor.Row
+
+func (m mapRow) len() int                    { return 1 }
+func (m mapRow) value(_ int, col string) any { return m[col] }
+
 // table is a statement's rows read by position: each row's values in the
 // statement's column order, and the statement's (shared) position of
 // each column name.
@@ -69,7 +77,7 @@ func columnIndex(cols []string) map[string]int {
 }
 
 // rowToTask turns a row of cairnq_tasks into a Task.
-func rowToTask(r executor.Row) (*Task, error) { return taskAt(mapRows{r}, 0) }
+func rowToTask(r executor.Row) (*Task, error) { return taskAt(mapRow(r), 0) }
 
 // taskAt turns row i of rs, a row of cairnq_tasks, into a Task.
 func taskAt(rs rowSet, i int) (*Task, error) {
@@ -169,7 +177,7 @@ func tasksOf(rs rowSet) ([]*Task, error) {
 	return out, nil
 }
 
-func rowToRef(r executor.Row) (TaskRef, error) { return refAt(mapRows{r}, 0) }
+func rowToRef(r executor.Row) (TaskRef, error) { return refAt(mapRow(r), 0) }
 
 // refAt reads row i of rs, an id and a status, as a TaskRef.
 func refAt(rs rowSet, i int) (TaskRef, error) {
