@@ -221,8 +221,8 @@ func (e leaksTx) Tx(ctx context.Context, fn func(ctx context.Context, s executor
 // value of each row first.
 type misplacesRows struct{ passThrough }
 
-func (e misplacesRows) QueryRows(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
-	rows, err := e.Executor.(executor.RowsQuerier).QueryRows(ctx, sql, args...)
+func (e misplacesRows) QueryPositional(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
+	rows, err := e.Executor.(executor.PositionalQuerier).QueryPositional(ctx, sql, args...)
 	if err != nil || len(rows.Columns) == 0 {
 		return rows, err
 	}

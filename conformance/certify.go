@@ -71,8 +71,8 @@ type Factory struct {
 //
 //	int8_normalized, jsonb_normalized   rows in a form the store reads, and
 //	                                    round trips through the store
-//	rows_by_position                    QueryRows returns what Query does
-//	                                    (executor.RowsQuerier; skipped
+//	rows_by_position                    QueryPositional returns what Query does
+//	                                    (executor.PositionalQuerier; skipped
 //	                                    without it)
 //	null_params, params_bind            nil binds NULL; string, int64,
 //	                                    float64, bool, text[] and JSON text bind

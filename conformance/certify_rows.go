@@ -324,16 +324,16 @@ func (s *suite) paramsBind(r reporter) {
 	}
 }
 
-// rowsByPosition checks executor.RowsQuerier where the executor, or the
+// rowsByPosition checks executor.PositionalQuerier where the executor, or the
 // session of its transactions, has it: the store reads a claim's rows
 // through it, so it must return exactly what Query returns, by position.
 func (s *suite) rowsByPosition(r reporter) {
 	e := s.setup(r)
-	const fix = "Fix: build QueryRows and Query from the same decoding, Columns in the statement's order and Values row after row"
+	const fix = "Fix: build QueryPositional and Query from the same decoding, Columns in the statement's order and Values row after row"
 	const sql = "SELECT x AS n, 'text ' || x AS t, NULL::int8 AS absent, x % 2 = 0 AS even, " +
 		"jsonb_build_object('x', x) AS doc, 1.5::float8 AS f, x AS n FROM generate_series(1, 3) AS g(x) ORDER BY x"
 	compare := func(where string, sess executor.Session) {
-		rq, ok := sess.(executor.RowsQuerier)
+		rq, ok := sess.(executor.PositionalQuerier)
 		if !ok {
 			return
 		}
@@ -341,25 +341,25 @@ func (s *suite) rowsByPosition(r reporter) {
 		if err != nil {
 			r.Fatalf("%s: Query: %v", where, err)
 		}
-		rows, err := rq.QueryRows(e.ctx, sql)
+		rows, err := rq.QueryPositional(e.ctx, sql)
 		if err != nil {
-			r.Fatalf("%s: QueryRows: %v. %s", where, err, fix)
+			r.Fatalf("%s: QueryPositional: %v. %s", where, err, fix)
 		}
 		want := []string{"n", "t", "absent", "even", "doc", "f", "n"}
 		if !slices.Equal(rows.Columns, want) {
-			r.Fatalf("%s: QueryRows named the columns %q, want %q. %s", where, rows.Columns, want, fix)
+			r.Fatalf("%s: QueryPositional named the columns %q, want %q. %s", where, rows.Columns, want, fix)
 		}
 		if len(rows.Values) != len(maps) {
-			r.Fatalf("%s: QueryRows returned %d rows, Query %d. %s", where, len(rows.Values), len(maps), fix)
+			r.Fatalf("%s: QueryPositional returned %d rows, Query %d. %s", where, len(rows.Values), len(maps), fix)
 		}
 		for i, m := range maps {
 			if len(rows.Values[i]) != len(want) {
-				r.Fatalf("%s: QueryRows returned %d values in row %d for %d columns. %s", where, len(rows.Values[i]), i, len(want), fix)
+				r.Fatalf("%s: QueryPositional returned %d values in row %d for %d columns. %s", where, len(rows.Values[i]), i, len(want), fix)
 			}
 			for j, col := range want { // n, named twice, holds one value
 				got, q := rows.Values[i][j], m[col]
 				if !sameValue(got, q) {
-					r.Errorf("%s: row %d column %s: QueryRows gave %s, Query %s. %s", where, i, col, describe(got), describe(q), fix)
+					r.Errorf("%s: row %d column %s: QueryPositional gave %s, Query %s. %s", where, i, col, describe(got), describe(q), fix)
 				}
 			}
 		}

@@ -26,7 +26,7 @@ import (
 // certifies executors against them.
 type Row map[string]any
 
-// Rows is a statement's rows by position, the result of RowsQuerier:
+// Rows is a statement's rows by position, the result of PositionalQuerier:
 // Columns names the result's columns in order, and Values holds one slice
 // per row, its values in column order, each in a form a Row's value may
 // take (the same readers define them).
@@ -35,14 +35,14 @@ type Rows struct {
 	Values  [][]any
 }
 
-// RowsQuerier is the optional capability of a Session (or an Executor)
+// PositionalQuerier is the optional capability of a Session (or an Executor)
 // to return a statement's rows by position rather than as a Row map
 // each. The store uses it, where the session has it, for the statements
 // it runs once per task, such as a claim's rows, sparing each row a map;
 // the conformance suite certifies that it returns what Query returns.
 // Query stays required.
-type RowsQuerier interface {
-	QueryRows(ctx context.Context, sql string, args ...any) (*Rows, error)
+type PositionalQuerier interface {
+	QueryPositional(ctx context.Context, sql string, args ...any) (*Rows, error)
 }
 
 // Session runs statements on a pool or on one transaction's connection.

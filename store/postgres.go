@@ -278,8 +278,8 @@ func (q pgQuerier) query(ctx context.Context, sql string, args []any) ([]executo
 }
 
 func (q pgQuerier) scan(ctx context.Context, sql string, args []any) (rowSet, error) {
-	if rq, ok := q.s.(executor.RowsQuerier); ok {
-		rows, err := rq.QueryRows(ctx, sql, args...)
+	if rq, ok := q.s.(executor.PositionalQuerier); ok {
+		rows, err := rq.QueryPositional(ctx, sql, args...)
 		if err != nil {
 			return nil, err
 		}

@@ -99,9 +99,9 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	return runQuery(ctx, connPool(e.db), query, args)
 }
 
-// QueryRows is Query with the rows by position; see
-// [executor.RowsQuerier].
-func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+// QueryPositional is Query with the rows by position; see
+// [executor.PositionalQuerier].
+func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	return runQueryPositional(ctx, connPool(e.db), query, args)
 }
 

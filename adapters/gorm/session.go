@@ -69,9 +69,9 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) ([]execu
 	return runQuery(ctx, s.pool, query, args)
 }
 
-// QueryRows is Query with the rows by position; see
-// [executor.RowsQuerier].
-func (s *Session) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+// QueryPositional is Query with the rows by position; see
+// [executor.PositionalQuerier].
+func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return runQueryPositional(ctx, s.pool, query, args)

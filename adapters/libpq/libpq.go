@@ -256,10 +256,10 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	return e.sql.Query(ctx, query, args...)
 }
 
-// QueryRows is Query with the rows by position; see
-// [executor.RowsQuerier].
-func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return e.sql.QueryRows(ctx, query, args...)
+// QueryPositional is Query with the rows by position; see
+// [executor.PositionalQuerier].
+func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	return e.sql.QueryPositional(ctx, query, args...)
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled

@@ -252,8 +252,8 @@ func (e *Executor) Query(ctx context.Context, sql string, args ...any) ([]execut
 	return query(ctx, e.pool, e.mode, sql, args)
 }
 
-// QueryRows is Query with the rows by position; see executor.RowsQuerier.
-func (e *Executor) QueryRows(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
+// QueryPositional is Query with the rows by position; see executor.PositionalQuerier.
+func (e *Executor) QueryPositional(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
 	return queryRows(ctx, e.pool, e.mode, sql, args)
 }
 

@@ -88,8 +88,8 @@ func (s *Session) Query(ctx context.Context, sql string, args ...any) ([]executo
 	return query(ctx, s.querier(), s.mode, sql, args)
 }
 
-// QueryRows is Query with the rows by position; see executor.RowsQuerier.
-func (s *Session) QueryRows(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
+// QueryPositional is Query with the rows by position; see executor.PositionalQuerier.
+func (s *Session) QueryPositional(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return queryRows(ctx, s.querier(), s.mode, sql, args)

@@ -89,9 +89,9 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	return runQuery(ctx, e.db, query, args)
 }
 
-// QueryRows is Query with the rows by position; see
-// [executor.RowsQuerier].
-func (e *Executor) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+// QueryPositional is Query with the rows by position; see
+// [executor.PositionalQuerier].
+func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	return runQueryPositional(ctx, e.db, query, args)
 }
 
@@ -192,8 +192,8 @@ func (s *txSession) Query(ctx context.Context, query string, args ...any) ([]exe
 	return runQuery(ctx, s.tx, query, args)
 }
 
-// QueryRows runs one statement in the transaction, its rows by position.
-func (s *txSession) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+// QueryPositional runs one statement in the transaction, its rows by position.
+func (s *txSession) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	return runQueryPositional(ctx, s.tx, query, args)
 }
 
@@ -216,8 +216,8 @@ func (s *connSession) Query(ctx context.Context, query string, args ...any) ([]e
 	return runQuery(ctx, s.conn, query, args)
 }
 
-// QueryRows runs one statement on the connection, its rows by position.
-func (s *connSession) QueryRows(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+// QueryPositional runs one statement on the connection, its rows by position.
+func (s *connSession) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	return runQueryPositional(ctx, s.conn, query, args)
 }
 
@@ -269,7 +269,7 @@ func QueryRows(ctx context.Context, r Runner, query string, args []any) ([]execu
 }
 
 // QueryPositional is QueryRows with the rows by position
-// ([executor.RowsQuerier]), read with CollectPositional.
+// ([executor.PositionalQuerier]), read with CollectPositional.
 func QueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
 	rows, err := r.QueryContext(ctx, query, args...)
 	if err != nil {
