@@ -34,13 +34,19 @@ func (c *sqliteConn) prepare(sql string) (*preparedStmt, error) {
 		s.Close()
 		return nil, fmt.Errorf("cairnq: statement has trailing text %q", tail)
 	}
-	p := &preparedStmt{s: s, cols: make([]string, s.ColumnCount())}
-	for i := range p.cols {
-		p.cols[i] = s.ColumnName(i)
-	}
-	p.index = columnIndex(p.cols)
+	p := &preparedStmt{s: s}
+	p.describe()
 	c.stmts[sql] = p
 	return p, nil
+}
+
+// describe reads the statement's result columns.
+func (p *preparedStmt) describe() {
+	p.cols = make([]string, p.s.ColumnCount())
+	for i := range p.cols {
+		p.cols[i] = p.s.ColumnName(i)
+	}
+	p.index = columnIndex(p.cols)
 }
 
 // query runs one statement with positional arguments and returns its rows.
@@ -90,7 +96,12 @@ func (c *sqliteConn) run(sql string, args []any, row func(p *preparedStmt)) (*pr
 			return nil, err
 		}
 	}
-	for s.Step() {
+	for first := true; s.Step(); first = false {
+		if first && s.ColumnCount() != len(p.cols) {
+			// SQLite re-prepared the statement after a schema change (a
+			// SELECT * over a table that gained a column).
+			p.describe()
+		}
 		row(p)
 	}
 	err = s.Err()

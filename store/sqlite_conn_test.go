@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
+
+	"github.com/cairnq/cairnq-go/executor"
 )
 
 // scan is query by position: both must read the same values, and a
@@ -57,5 +59,99 @@ func TestScanReadsWhatQueryReads(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every storage class reads as its Go form through both paths, and a
+// row's BLOB is its own: the next row must not overwrite it.
+func TestRowsReadEachStorageClass(t *testing.T) {
+	t.Parallel()
+	s, _ := openTestStore(t, SQLiteOptions{})
+	ctx := context.Background()
+	const sql = "SELECT 7 AS i, 1.5 AS f, 'x' AS t, '' AS et, x'0102' AS b, x'' AS eb, NULL AS n " +
+		"UNION ALL SELECT 8, 2.5, 'y', '', x'0304', x'', NULL"
+	want := [][]any{
+		{int64(7), 1.5, "x", "", []byte{1, 2}, []byte(nil), nil},
+		{int64(8), 2.5, "y", "", []byte{3, 4}, []byte(nil), nil},
+	}
+	cols := []string{"i", "f", "t", "et", "b", "eb", "n"}
+	err := s.be.read(ctx, func(q querier) error {
+		maps, err := q.query(ctx, sql, nil)
+		if err != nil {
+			return err
+		}
+		rows, err := q.scan(ctx, sql, nil)
+		if err != nil {
+			return err
+		}
+		if len(maps) != len(want) || rows.len() != len(want) {
+			t.Fatalf("query read %d rows, scan %d, want %d", len(maps), rows.len(), len(want))
+		}
+		for i, w := range want {
+			for j, col := range cols {
+				if got := maps[i][col]; !reflect.DeepEqual(got, w[j]) {
+					t.Errorf("query row %d column %s: %#v, want %#v", i, col, got, w[j])
+				}
+				if got := rows.value(i, col); !reflect.DeepEqual(got, w[j]) {
+					t.Errorf("scan row %d column %s: %#v, want %#v", i, col, got, w[j])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A cached SELECT * keeps reading every column after its table gains
+// one (SQLite re-prepares the statement under the cache).
+func TestCachedStatementFollowsSchemaChange(t *testing.T) {
+	t.Parallel()
+	s, _ := openTestStore(t, SQLiteOptions{})
+	ctx := context.Background()
+	exec := func(sql string) {
+		t.Helper()
+		if err := s.be.write(ctx, func(q querier) error {
+			_, err := q.query(ctx, sql, nil)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("CREATE TABLE scratch (a INTEGER)")
+	exec("INSERT INTO scratch VALUES (1)")
+	const sql = "SELECT * FROM scratch"
+	read := func() (executor.Row, []any) {
+		t.Helper()
+		var m executor.Row
+		var byPos []any
+		if err := s.be.write(ctx, func(q querier) error {
+			maps, err := q.query(ctx, sql, nil)
+			if err != nil {
+				return err
+			}
+			rows, err := q.scan(ctx, sql, nil)
+			if err != nil {
+				return err
+			}
+			m = maps[0]
+			byPos = []any{rows.value(0, "a"), rows.value(0, "b")}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return m, byPos
+	}
+	if m, _ := read(); len(m) != 1 {
+		t.Fatalf("before: %v", m)
+	}
+	exec("ALTER TABLE scratch ADD COLUMN b TEXT DEFAULT 'new'")
+	m, byPos := read()
+	if len(m) != 2 || m["a"] != int64(1) || m["b"] != "new" {
+		t.Errorf("query after the change: %v", m)
+	}
+	if !reflect.DeepEqual(byPos, []any{int64(1), "new"}) {
+		t.Errorf("scan after the change: %v", byPos)
 	}
 }
