@@ -29,8 +29,8 @@ func (s *Store) settleIn(q querier, cs []*storeaccess.Completion) error {
 				return res.err
 			}
 			cs[i].Status, cs[i].Err = "", &LostLeaseError{ID: cs[i].ID}
-			if res.row != nil {
-				ref, err := rowToRef(res.row)
+			if res.rows != nil {
+				ref, err := refAt(res.rows, res.i)
 				if err != nil {
 					return err
 				}

@@ -42,11 +42,15 @@ type groupReq[In any] struct {
 	state atomic.Int32 // reqQueued, reqStarted or reqAbandoned, as for SQLite writes
 }
 
-// groupResult is one request's share of a flush: its row (nil when the
-// statement left it out) or the error that stopped it.
+// groupResult is one request's share of a flush: its row, row i of rows
+// (rows nil when the statement left it out), or the error that stopped
+// it. The rows of a flush are shared by its requests, read by position
+// where the executor allows it, so a group of settlements builds no map
+// per row.
 type groupResult struct {
-	row executor.Row
-	err error
+	rows rowSet
+	i    int
+	err  error
 }
 
 // Bounds of one group: requests, and bytes of arguments when the grouper
@@ -73,20 +77,20 @@ func newGrouper[In any](flush func(ctx context.Context, ins []In) []groupResult,
 // group's statement is canceled when every caller in it has given up, so
 // a lone request ends with its caller's context as a statement of its own
 // would.
-func (g *grouper[In]) do(ctx context.Context, in In) (executor.Row, error) {
+func (g *grouper[In]) do(ctx context.Context, in In) (groupResult, error) {
 	if err := checkCtx(ctx); err != nil {
-		return nil, err
+		return groupResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return groupResult{}, err
 	}
 	req := &groupReq[In]{ctx: ctx, in: in, reply: make(chan groupResult, 1)}
 	select {
 	case g.reqs <- req:
 	case <-g.quit:
-		return nil, ErrClosed
+		return groupResult{}, ErrClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return groupResult{}, ctx.Err()
 	}
 	var res groupResult
 	select {
@@ -95,15 +99,15 @@ func (g *grouper[In]) do(ctx context.Context, in In) (executor.Row, error) {
 		select {
 		case res = <-req.reply:
 		default:
-			return nil, ErrClosed
+			return groupResult{}, ErrClosed
 		}
 	case <-ctx.Done():
 		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return nil, ctx.Err()
+			return groupResult{}, ctx.Err()
 		}
 		res = <-req.reply // already sent to the database: its outcome is the truth
 	}
-	return res.row, res.err
+	return res, res.err
 }
 
 func (g *grouper[In]) run() {
@@ -233,17 +237,26 @@ func (g *grouper[In]) close() {
 const groupCloseGrace = 5 * time.Second
 
 // byID pairs each id with its row among rows (matched on the "id"
-// column); an id with no row gets none, and every id gets err.
-func byID(ids []string, rows []executor.Row, err error) []groupResult {
-	found := make(map[string]executor.Row, len(rows))
-	for _, row := range rows {
-		if id, ok, _ := asString("id", row["id"]); ok {
-			found[id] = row
+// column); an id with no row gets none. When err is set, every id gets
+// it and no row.
+func byID(ids []string, rows rowSet, err error) []groupResult {
+	out := make([]groupResult, len(ids))
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	at := make(map[string]int, rows.len())
+	for i := range rows.len() {
+		if id, ok, _ := asString("id", rows.value(i, "id")); ok {
+			at[id] = i
 		}
 	}
-	out := make([]groupResult, len(ids))
 	for i, id := range ids {
-		out[i] = groupResult{row: found[id], err: err}
+		if r, ok := at[id]; ok {
+			out[i].rows, out[i].i = rows, r
+		}
 	}
 	return out
 }
@@ -272,7 +285,7 @@ func (s *Store) completeManyPG(ctx context.Context, q querier, cs []completion) 
 	for i, c := range cs {
 		ids[i], workers[i], results[i] = c.id, c.workerID, c.result
 	}
-	rows, err := s.exec(ctx, q, protocol.StmtCompleteMany,
+	rows, err := s.execRows(ctx, q, protocol.StmtCompleteMany,
 		protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
 	return byID(ids, rows, err)
 }
@@ -280,14 +293,14 @@ func (s *Store) completeManyPG(ctx context.Context, q querier, cs []completion) 
 // completeGrouped settles one task through the backend's completion
 // groups. A row the statement did not return is a lease that was gone.
 func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
-	row, err := b.completer.do(ctx, completion{id: id, workerID: workerID, result: result})
+	res, err := b.completer.do(ctx, completion{id: id, workerID: workerID, result: result})
 	if err != nil {
 		return TaskRef{}, err
 	}
-	if row == nil {
+	if res.rows == nil {
 		return TaskRef{}, &LostLeaseError{ID: id}
 	}
-	st, _, err := asString("status", row["status"])
+	st, _, err := asString("status", res.rows.value(res.i, "status"))
 	if err != nil {
 		return TaskRef{}, err
 	}
@@ -299,11 +312,11 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 // insertGrouped stores one unkeyed submit (insertArgs) through the
 // backend's insert groups.
 func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task, error) {
-	row, err := b.inserter.do(ctx, ins)
+	res, err := b.inserter.do(ctx, ins)
 	if err != nil {
 		return nil, err
 	}
-	return rowToTask(row)
+	return taskAt(res.rows, res.i)
 }
 
 // newInserter groups unkeyed submits (insertArgs) into insert_many. A lone
@@ -314,14 +327,14 @@ func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task
 // whose outcome is then as uncertain as a lone statement's would be.
 func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *grouper[protocol.Args] {
 	one := func(ctx context.Context, ins protocol.Args) groupResult {
-		rows, err := s.exec(ctx, pgQuerier{ex}, protocol.StmtInsertTask, ins)
-		if err == nil && len(rows) == 0 {
+		rows, err := s.execRows(ctx, pgQuerier{ex}, protocol.StmtInsertTask, ins)
+		if err == nil && rows.len() == 0 {
 			err = errors.New("cairnq: insert returned no row")
 		}
 		if err != nil {
 			return groupResult{err: err}
 		}
-		return groupResult{row: rows[0]}
+		return groupResult{rows: rows}
 	}
 	flush := func(ctx context.Context, all []protocol.Args) []groupResult {
 		if len(all) == 1 {
@@ -341,7 +354,7 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *grouper[prot
 		for i, ins := range all {
 			ids[i], _ = ins["id"].(string)
 		}
-		rows, err := s.exec(ctx, pgQuerier{ex}, protocol.StmtInsertMany, args)
+		rows, err := s.execRows(ctx, pgQuerier{ex}, protocol.StmtInsertMany, args)
 		if rowsRefused(err) {
 			out := make([]groupResult, len(all))
 			refused := 0
@@ -361,7 +374,7 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *grouper[prot
 		}
 		out := byID(ids, rows, err)
 		for i := range out {
-			if out[i].row == nil && out[i].err == nil {
+			if out[i].rows == nil && out[i].err == nil {
 				out[i].err = errors.New("cairnq: insert_many returned no row for " + ids[i])
 			}
 		}
