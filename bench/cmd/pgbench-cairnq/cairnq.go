@@ -247,6 +247,7 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	}
 	srvBefore := cfg.srv.serverCPU(ctx)
 	cliBefore := clientCPU()
+	allocB0, allocN0 := heapAllocs()
 	runCtx, stop := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	start := time.Now()
@@ -282,6 +283,7 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	elapsed := time.Since(start)
 	stopProfile()
 	cliCPU := clientCPU() - cliBefore
+	allocB1, allocN1 := heapAllocs()
 	var waitShares []waitShare
 	if waits != nil {
 		waitShares = waits.finish()
@@ -290,7 +292,8 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	if err := stopRun(); err != nil {
 		return burnResult{}, fmt.Errorf("%s: worker Run: %w", a.name, err)
 	}
-	res := burnResult{system: a.name, run: run, n: n, elapsed: elapsed, handlersDone: handlersDone, clientCPU: cliCPU, serverCPU: srvCPU, waits: waitShares}
+	res := burnResult{system: a.name, run: run, n: n, elapsed: elapsed, handlersDone: handlersDone, clientCPU: cliCPU, serverCPU: srvCPU, waits: waitShares,
+		allocBytes: allocB1 - allocB0, allocObjects: allocN1 - allocN0}
 	if counts != nil {
 		d := counts.snapshot().sub(calls0)
 		res.calls = &d

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,16 @@ func clientCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapAllocs is what this process has allocated on the Go heap so far:
+// bytes and objects (runtime/metrics, read without stopping the world).
+// Both cairnq and River run in this process, so the difference across a
+// timed window is what the system under test allocated in it.
+func heapAllocs() (bytes, objects uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // cpuSnapshot is the CPU time of every server process, by pid.

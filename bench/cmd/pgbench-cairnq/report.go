@@ -32,8 +32,11 @@ type burnResult struct {
 	// clientCPU and serverCPU are the CPU time this process and the
 	// server's processes spent in the timed window (serverCPU -1: unknown).
 	clientCPU, serverCPU time.Duration
-	statements           []stmtStat
-	waits                []waitShare
+	// allocBytes and allocObjects are what this process allocated on the
+	// Go heap in the timed window (heapAllocs).
+	allocBytes, allocObjects uint64
+	statements               []stmtStat
+	waits                    []waitShare
 }
 
 func (r burnResult) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -96,6 +99,9 @@ func (rp *report) addBurn(r burnResult, system string, run int, err error) {
 		if r.serverCPU >= 0 {
 			line += fmt.Sprintf(", server %.0f", cpuPer1k(r.serverCPU, r.n))
 		}
+	}
+	if r.allocBytes > 0 {
+		line += fmt.Sprintf("  heap alloc/task: %.0f B, %.1f objects", float64(r.allocBytes)/float64(r.n), float64(r.allocObjects)/float64(r.n))
 	}
 	if r.calls != nil {
 		c := r.calls

@@ -134,6 +134,7 @@ func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error
 	}
 	srvBefore := cfg.srv.serverCPU(ctx)
 	cliBefore := clientCPU()
+	allocB0, allocN0 := heapAllocs()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return burnResult{}, err
@@ -167,6 +168,7 @@ func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error
 	}
 	elapsed := time.Since(start)
 	cliCPU := clientCPU() - cliBefore
+	allocB1, allocN1 := heapAllocs()
 	var waitShares []waitShare
 	if waits != nil {
 		waitShares = waits.finish()
@@ -179,6 +181,7 @@ func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error
 	res := burnResult{
 		system: "river", run: run, n: n, elapsed: elapsed, handlersDone: handlersDone,
 		server: after.delta(before), clientCPU: cliCPU, serverCPU: srvCPU, waits: waitShares,
+		allocBytes: allocB1 - allocB0, allocObjects: allocN1 - allocN0,
 	}
 	if cfg.statements {
 		res.statements, _ = db.topStatements(ctx, 12)
