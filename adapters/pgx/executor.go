@@ -381,14 +381,20 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 		types = pgtype.NewMap()
 	}
 	vals := make([]any, len(fields))
+	last := lastValues{raw: make([][]byte, len(fields)), vals: make([]any, len(fields))}
 	for rows.Next() {
 		raw := rows.RawValues()
 		for i := range fields {
+			if v, ok := last.same(i, raw[i]); ok {
+				vals[i] = v
+				continue
+			}
 			v, err := decodeColumn(types, &fields[i], raw[i])
 			if err != nil {
 				return nil, fmt.Errorf("cairnq/pgx: query: column %s: %w", fields[i].Name, err)
 			}
 			vals[i] = v
+			last.keep(i, raw[i], v)
 		}
 		row(fields, vals)
 	}
@@ -396,6 +402,42 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
 	}
 	return fields, nil
+}
+
+// lastValues remembers each column's last short immutable value and its
+// bytes, so that a row repeating it reuses the decoded value instead of
+// allocating it again: the rows a claim returns share their queue, name,
+// status, worker and lease, and a group's settlements their status (a
+// third of a burn-down's allocations were these decodes).
+type lastValues struct {
+	raw  [][]byte // a copy of each column's last kept bytes
+	vals []any
+}
+
+// maxSharedBytes bounds the values lastValues keeps: repeated values are
+// short, and a long one would only be copied for nothing.
+const maxSharedBytes = 64
+
+// same returns column i's last kept value when raw holds the same bytes.
+func (l *lastValues) same(i int, raw []byte) (any, bool) {
+	if raw == nil || l.vals[i] == nil || !bytes.Equal(l.raw[i], raw) {
+		return nil, false
+	}
+	return l.vals[i], true
+}
+
+// keep records v, decoded from raw, as column i's last value when v cannot
+// be changed through one row's copy: strings, numbers, booleans, times.
+func (l *lastValues) keep(i int, raw []byte, v any) {
+	switch v.(type) {
+	case string, int64, int32, int16, float64, float32, bool, time.Time:
+	default:
+		return
+	}
+	if len(raw) > maxSharedBytes {
+		return
+	}
+	l.raw[i], l.vals[i] = append(l.raw[i][:0], raw...), v
 }
 
 // decodeColumn turns one column into the value rows.Values would give it,

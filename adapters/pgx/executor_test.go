@@ -695,3 +695,53 @@ func TestListenWithAppNotificationHandler(t *testing.T) {
 		t.Fatalf("pool has %d connections; the listener's should not be one of them", pool.Stat().TotalConns())
 	}
 }
+
+// Rows that repeat a column's value share its decoded form (the claim's
+// rows repeat their queue, name, status and lease): every row must still
+// read what it holds, a change between rows included, and a mutable value
+// (JSON text, bytea) must stay each row's own.
+func TestRepeatedValuesReadAsTheirRows(t *testing.T) {
+	t.Parallel()
+	e, _ := newExecutor(t, nil)
+	const sql = `SELECT * FROM (VALUES
+		(1::bigint, 'a'::text, 2::int, 1.5::float8, true, '{"k":1}'::jsonb, '\x01'::bytea, NULL::text),
+		(1::bigint, 'a'::text, 2::int, 1.5::float8, true, '{"k":1}'::jsonb, '\x01'::bytea, 'x'::text),
+		(7::bigint, 'b'::text, 3::int, 2.5::float8, false, '{"k":2}'::jsonb, '\x02'::bytea, 'x'::text),
+		(1::bigint, 'b'::text, 3::int, 2.5::float8, false, '{"k":2}'::jsonb, '\x02'::bytea, NULL::text)
+	) AS v(i8, t, i4, f8, b, j, by, n) ORDER BY 1 = 7, 2, 8 NULLS FIRST`
+	want := [][]any{
+		{int64(1), "a", int32(2), 1.5, true, json.RawMessage(`{"k": 1}`), []byte{1}, nil},
+		{int64(1), "a", int32(2), 1.5, true, json.RawMessage(`{"k": 1}`), []byte{1}, "x"},
+		{int64(1), "b", int32(3), 2.5, false, json.RawMessage(`{"k": 2}`), []byte{2}, nil},
+		{int64(7), "b", int32(3), 2.5, false, json.RawMessage(`{"k": 2}`), []byte{2}, "x"},
+	}
+	cols := []string{"i8", "t", "i4", "f8", "b", "j", "by", "n"}
+	ctx := adaptertest.Ctx(t)
+	maps := adaptertest.Query(t, e, sql)
+	rows, err := e.QueryPositional(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(maps) != len(want) || len(rows.Values) != len(want) {
+		t.Fatalf("Query gave %d rows, QueryPositional %d, want %d", len(maps), len(rows.Values), len(want))
+	}
+	for i, w := range want {
+		for j, col := range cols {
+			if got := maps[i][col]; !reflect.DeepEqual(got, w[j]) {
+				t.Errorf("Query row %d %s = %#v, want %#v", i, col, got, w[j])
+			}
+			if got := rows.Values[i][j]; !reflect.DeepEqual(got, w[j]) {
+				t.Errorf("QueryPositional row %d %s = %#v, want %#v", i, col, got, w[j])
+			}
+		}
+	}
+	// Writing into the first row's JSON and bytes leaves the second row's.
+	maps[0]["j"].(json.RawMessage)[0] = 'X'
+	maps[0]["by"].([]byte)[0] = 9
+	rows.Values[0][5].(json.RawMessage)[0] = 'X'
+	rows.Values[0][6].([]byte)[0] = 9
+	if !reflect.DeepEqual(maps[1]["j"], want[1][5]) || !reflect.DeepEqual(maps[1]["by"], want[1][6]) ||
+		!reflect.DeepEqual(rows.Values[1][5], want[1][5]) || !reflect.DeepEqual(rows.Values[1][6], want[1][6]) {
+		t.Errorf("rows share a mutable value: %#v %#v / %#v %#v", maps[1]["j"], maps[1]["by"], rows.Values[1][5], rows.Values[1][6])
+	}
+}
