@@ -153,8 +153,9 @@ type Worker struct {
 	live         map[string]*TaskContext
 	// Completions waiting for the loop's next claim (settle_claim.go),
 	// accepted while riding (during Run's loop, on SQLite). rideOpen adds
-	// that the loop's last claim drew several tasks, read without the
-	// lock: completions on Postgres never take it.
+	// that the loop's last claim drew several tasks or left other calls
+	// running (rideAfterClaim), read without the lock: completions on
+	// Postgres never take it.
 	riding   bool
 	rideOpen atomic.Bool
 	pending  []*pendingCompletion

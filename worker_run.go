@@ -205,8 +205,11 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			continue
 		}
-		if burst && free < w.conc {
-			// A lone call's settlement or successor does not wait.
+		if busy && free < w.conc {
+			// After a poll that claimed, while calls run, let the ones
+			// about to return free their slots first. A lone call's
+			// settlement or successor does not wait, nor does the
+			// first claim after an idle wait.
 			free = w.gatherSlots(free)
 		}
 		w.claimMu.Lock() // until what this poll draws has started
@@ -263,7 +266,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			recoveredAt = time.Now()
 		}
 		busy, burst = len(drawn) > 0, len(drawn) > 1
-		w.rideBurst(burst)
+		w.rideAfterClaim(burst)
 		if !busy && !subscribed {
 			w.claimMu.Unlock()
 			continue // not subscribed: subscribe and probe, then sleep
