@@ -348,23 +348,23 @@ func query(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, a
 // queryRows is query with the rows by position.
 func queryRows(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any) (*executor.Rows, error) {
 	out := &executor.Rows{}
-	fields, err := eachRow(ctx, q, mode, sql, args, func(_ []pgconn.FieldDescription, vals []any) {
+	names, err := eachRow(ctx, q, mode, sql, args, func(_ []pgconn.FieldDescription, vals []any) {
 		out.Values = append(out.Values, slices.Clone(vals))
 	})
 	if err != nil {
 		return nil, err
 	}
-	out.Columns = make([]string, len(fields))
-	for i := range fields {
-		out.Columns[i] = fields[i].Name
-	}
+	out.Columns = names
 	return out, nil
 }
 
 // eachRow runs sql on q in mode (0: q's default) and hands each row's
-// decoded values to row, in column order, in a slice row must not keep.
-// It returns the result's fields.
-func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any, row func(fields []pgconn.FieldDescription, vals []any)) ([]pgconn.FieldDescription, error) {
+// decoded values to row, in column order, in a slice row must not keep,
+// with the result's fields, which row must not keep either. It returns
+// the columns' names, read while the rows were open: the fields belong to
+// the connection, whose next statement rewrites them once it is back in
+// the pool.
+func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string, args []any, row func(fields []pgconn.FieldDescription, vals []any)) ([]string, error) {
 	if mode != 0 {
 		args = append([]any{mode}, args...)
 	}
@@ -374,6 +374,10 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 	}
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
+	names := make([]string, len(fields))
+	for i := range fields {
+		names[i] = fields[i].Name
+	}
 	var types *pgtype.Map
 	if c := rows.Conn(); c != nil {
 		types = c.TypeMap()
@@ -401,7 +405,7 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
 	}
-	return fields, nil
+	return names, nil
 }
 
 // lastValues remembers each column's last short immutable value and its
