@@ -302,14 +302,15 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 // one draw tend to finish together, and the next draw then takes all
 // their slots in one statement instead of the first few: on SQLite a
 // claim is a commit in the one writer, whatever it draws, and on
-// Postgres a statement and a commit of the server's two cores.
+// Postgres a statement and a commit that cost the server CPU.
 //
 // The loop waits, yielding the processor and then blocking, until every
 // slot is free, or until gatherGap passes without one freeing, or
-// gatherMax in all. (On Postgres, session 7 measured a wait that only
-// yielded slower than none: its spinning took CPU the client and the
-// server share. Blocking after gatherSpin costs none: claims of ~49
-// tasks became ~60, and the burn-down gained ~4%.)
+// gatherMax in all. The blocking matters on Postgres, where client and
+// server often share the cores: a wait that only yielded measured slower
+// than none, its spinning taking CPU the server needed, while this one
+// widened claims from ~49 tasks to ~60 and the burn-down by ~4%
+// (docs/benchmarks.md).
 func (w *Worker) gatherSlots(free int) int {
 	freeNow := func() int {
 		w.mu.Lock()
