@@ -95,49 +95,62 @@ func BenchmarkBurnDown(b *testing.B) {
 		b.Run(fmt.Sprintf("concurrency=%d", conc), func(b *testing.B) {
 			var total, cpu time.Duration
 			for range b.N {
-				b.StopTimer()
-				c, err := cairnq.Open(context.Background(), copyBacklog(b, template), nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				w := newWorker(b, c, &cairnq.WorkerOptions{Concurrency: conc})
-				var ran atomic.Int64
-				w.Handle("noop", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-					ran.Add(1)
-					return nil, nil
-				}, nil)
-				ctx, cancel := context.WithCancel(context.Background())
-				runDone := make(chan error, 1)
-				b.StartTimer()
-				start, cpu0 := time.Now(), processCPU()
-				go func() { runDone <- w.Run(ctx) }()
-				// Counting rows is itself costly on a 10k table, so poll the
-				// handler count first and the database only at the end.
-				for ran.Load() < tasks {
-					time.Sleep(time.Millisecond)
-				}
-				for {
-					stats, err := c.Stats(context.Background(), "default")
-					if err != nil {
-						b.Fatal(err)
-					}
-					if stats["default"].Succeeded == tasks {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
-				total += time.Since(start)
-				cpu += processCPU() - cpu0
-				b.StopTimer()
-				cancel()
-				<-runDone
-				c.Close()
-				b.StartTimer()
+				elapsed, used := drainWorker(b, template, tasks, conc)
+				total += elapsed
+				cpu += used
 			}
 			b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
 			reportCPU(b, cpu, tasks*b.N)
 		})
 	}
+}
+
+// drainWorker drains a copy of the backlog at template, tasks no-op tasks,
+// with one worker at concurrency conc, and returns the time and the
+// process CPU from the worker's start until the database shows every task
+// succeeded. Opening and closing are left out of both, and of b's timer.
+func drainWorker(b *testing.B, template string, tasks, conc int) (elapsed, cpu time.Duration) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	c, err := cairnq.Open(context.Background(), copyBacklog(b, template), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	w := newWorker(b, c, &cairnq.WorkerOptions{Concurrency: conc})
+	var ran atomic.Int64
+	w.Handle("noop", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		ran.Add(1)
+		return nil, nil
+	}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	defer func() {
+		cancel()
+		<-runDone
+	}()
+	b.StartTimer()
+	start, cpu0 := time.Now(), processCPU()
+	go func() { runDone <- w.Run(ctx) }()
+	// Counting rows is itself costly on a 10k table, so poll the handler
+	// count first and the database only at the end.
+	for ran.Load() < int64(tasks) {
+		time.Sleep(time.Millisecond)
+	}
+	for {
+		stats, err := c.Stats(context.Background(), "default")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if stats["default"].Succeeded == tasks {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed, cpu = time.Since(start), processCPU()-cpu0
+	b.StopTimer()
+	return elapsed, cpu
 }
 
 // BenchmarkCallLatency measures Call round trips (submit, a worker in this
@@ -176,7 +189,9 @@ func BenchmarkCallLatency(b *testing.B) {
 // write queue: what is left is what SQLite spends on the protocol's
 // statements and commits, the floor the worker's cost is measured
 // against. settle=each settles a task per complete statement (the
-// protocol's), settle=many all of them with one complete_many.
+// protocol's), settle=many all of them with one complete_many, and
+// settle=ride each claim's tasks with one complete_many in the next
+// claim's transaction, the worker's own shape on SQLite.
 func BenchmarkSQLiteFloor(b *testing.B) {
 	const tasks = burnDownTasks
 	template := backlog(b, tasks)
@@ -184,29 +199,75 @@ func BenchmarkSQLiteFloor(b *testing.B) {
 		b.Run("settle="+settle, func(b *testing.B) {
 			var total, cpu time.Duration
 			for range b.N {
-				b.StopTimer()
-				f := openFloor(b, copyBacklog(b, template))
-				b.StartTimer()
-				start, cpu0 := time.Now(), processCPU()
-				var n int
-				if settle == "ride" {
-					n = f.drainRide(b)
-				} else {
-					n = f.drain(b, settle == "many")
-				}
-				total += time.Since(start)
-				cpu += processCPU() - cpu0
-				b.StopTimer()
-				f.close()
-				if n != tasks {
-					b.Fatalf("settled %d tasks, want %d", n, tasks)
-				}
-				b.StartTimer()
+				elapsed, used := drainFloor(b, template, tasks, settle)
+				total += elapsed
+				cpu += used
 			}
 			b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
 			reportCPU(b, cpu, tasks*b.N)
 		})
 	}
+}
+
+// drainFloor drains a copy of the backlog at template, tasks tasks, with
+// the floor's statements settled as settle says ("each", "many" or
+// "ride"), and returns the time and the process CPU the drain took;
+// opening and closing are left out of both, and of b's timer.
+func drainFloor(b *testing.B, template string, tasks int, settle string) (elapsed, cpu time.Duration) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	f := openFloor(b, copyBacklog(b, template))
+	defer f.close()
+	b.StartTimer()
+	start, cpu0 := time.Now(), processCPU()
+	var n int
+	if settle == "ride" {
+		n = f.drainRide(b)
+	} else {
+		n = f.drain(b, settle == "many")
+	}
+	elapsed, cpu = time.Since(start), processCPU()-cpu0
+	b.StopTimer()
+	if n != tasks {
+		b.Fatalf("settled %d tasks, want %d", n, tasks)
+	}
+	return elapsed, cpu
+}
+
+// BenchmarkSQLiteWorkerVsFloor measures issue 16's SQLite target, the
+// worker at concurrency 64 against the floor, as one figure: each round
+// drains a copy of the backlog with the worker and then one with each
+// floor, back to back in this process, and the benchmark reports the
+// median of the rounds' rate ratios. The rates themselves move by 10-30%
+// between windows on a shared machine; a ratio taken within one round
+// moves much less. Run it with -benchtime Nx for N rounds.
+func BenchmarkSQLiteWorkerVsFloor(b *testing.B) {
+	const tasks = burnDownTasks
+	template := backlog(b, tasks)
+	var many, ride []float64
+	for range b.N {
+		worker, _ := drainWorker(b, template, tasks, 64)
+		m, _ := drainFloor(b, template, tasks, "many")
+		r, _ := drainFloor(b, template, tasks, "ride")
+		// The rates are tasks over time: worker/floor is floor time over
+		// worker time.
+		many = append(many, m.Seconds()/worker.Seconds())
+		ride = append(ride, r.Seconds()/worker.Seconds())
+	}
+	b.ReportMetric(median(many), "worker/many")
+	b.ReportMetric(median(ride), "worker/ride")
+}
+
+// median is the middle of xs (the mean of the middle two for an even
+// count); it sorts xs.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // floorConn is BenchmarkSQLiteFloor's connection and statements.
