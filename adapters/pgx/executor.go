@@ -416,6 +416,11 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 type lastValues struct {
 	raw  [][]byte // a copy of each column's last kept bytes
 	vals []any
+	// buf is where a column's first copy goes: one allocation for the
+	// columns of a row rather than one each, since most statements
+	// return a single row, for which nothing is ever reused. A column
+	// later keeps its slot while its values fit.
+	buf []byte
 }
 
 // maxSharedBytes bounds the values lastValues keeps: repeated values are
@@ -440,6 +445,14 @@ func (l *lastValues) keep(i int, raw []byte, v any) {
 	}
 	if len(raw) > maxSharedBytes {
 		return
+	}
+	if cap(l.raw[i]) < len(raw) {
+		if cap(l.buf)-len(l.buf) < maxSharedBytes {
+			l.buf = make([]byte, 0, 16*maxSharedBytes)
+		}
+		n := len(l.buf)
+		l.buf = l.buf[:n+maxSharedBytes]
+		l.raw[i] = l.buf[n : n : n+maxSharedBytes]
 	}
 	l.raw[i], l.vals[i] = append(l.raw[i][:0], raw...), v
 }
