@@ -124,8 +124,23 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// workerGoroutines returns the stacks of goroutines running worker code.
+// workerGoroutines returns the stacks of goroutines running worker code
+// that are still there after up to two seconds. Run returns once its
+// goroutines signalled Done, which each does from its last deferred call,
+// so one may still be on its way out for a moment; a leaked one stays.
 func workerGoroutines(w *cairnq.Worker) string {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		left := workerStacks(w)
+		if left == "" || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// workerStacks returns the stacks of goroutines running w's code now.
+func workerStacks(w *cairnq.Worker) string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string

@@ -71,9 +71,10 @@ func TestOverviewBackgroundCount(t *testing.T) {
 			t.Fatal("no counting goroutine while the overview is in use")
 		}
 		ch.(io.Closer).Close()
-		if n := counters(); n != 0 {
-			t.Fatalf("%d counting goroutines after Close", n)
-		}
+		// Close waits for the goroutine's Done, which it signals from its
+		// last deferred call: the goroutine may still be on the stack for a
+		// moment, and is polled away; one that lives on fails the wait.
+		waitFor(t, "the counting goroutine to end after Close", func() bool { return counters() == 0 })
 		// A closed handler still answers, from its last count.
 		getJSON(t, h, "/cairnq/api/overview", &o)
 		if o.Queues["default"]["queued"] != 3 || counters() != 0 {
