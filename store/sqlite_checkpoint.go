@@ -48,6 +48,10 @@ type checkpointer struct {
 	// running is set by the writer when it kicks a pass and cleared by the
 	// pass when it ends: the writer never checkpoints during one.
 	running atomic.Bool
+	// ended gets a token when a pass ends (capacity 1; the writer empties
+	// it as it kicks the next), for a writer that must wait for the pass:
+	// the WAL has passed ckptForceFrames during it.
+	ended chan struct{}
 	// backfilled is how many frames of the WAL the last pass left copied;
 	// the writer resets it when the WAL starts over.
 	backfilled atomic.Int64
@@ -59,7 +63,8 @@ type checkpointer struct {
 }
 
 func newCheckpointer(b *sqliteBackend) *checkpointer {
-	k := &checkpointer{b: b, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	k := &checkpointer{b: b, kick: make(chan struct{}, 1), ended: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
 	go k.run()
 	return k
 }
@@ -73,7 +78,13 @@ func (k *checkpointer) walHook(db *sqlite3.Conn, schema string, frames int) erro
 		return nil
 	}
 	if k.running.Load() {
-		return nil
+		if frames < ckptForceFrames {
+			return nil
+		}
+		// The background pass cannot keep up (a slow disk): wait for it
+		// and finish here, so the WAL stays bounded as SQLite's own
+		// checkpoint would keep it, rather than growing while it runs.
+		<-k.ended
 	}
 	left := int64(frames) - k.backfilled.Load()
 	if k.failed.Load() || left <= ckptFinishFrames || frames >= ckptForceFrames {
@@ -82,6 +93,10 @@ func (k *checkpointer) walHook(db *sqlite3.Conn, schema string, frames int) erro
 		_, _, _ = db.WALCheckpoint(schema, sqlite3.CHECKPOINT_PASSIVE)
 		k.backfilled.Store(0)
 		return nil
+	}
+	select {
+	case <-k.ended: // the last pass's token, unclaimed
+	default:
 	}
 	k.running.Store(true)
 	k.kick <- struct{}{} // never blocks: no pass runs, so the slot is empty
@@ -130,6 +145,7 @@ func (k *checkpointer) run() {
 			}
 		}
 		k.running.Store(false)
+		k.ended <- struct{}{} // never blocks: the writer emptied it at the kick
 	}
 }
 
