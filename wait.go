@@ -25,6 +25,9 @@ type WaitOptions struct {
 	// Timeout is how long to wait before *TaskTimeoutError. Default 30s.
 	Timeout time.Duration
 	// PollInterval is the first interval between status reads. Default 100ms.
+	// From 100ms up, a read runs on a 25ms grid of the wall clock, up to
+	// 25ms before its interval ends, so that concurrent waits read their
+	// statuses together, in one statement.
 	PollInterval time.Duration
 	// MaxPollInterval caps the growing interval. Default 500ms.
 	MaxPollInterval time.Duration
@@ -61,6 +64,21 @@ func (o *WaitOptions) resolved() (timeout, poll, maxPoll time.Duration, err erro
 // nextPoll grows an interval by 1.5x (at least 1ms) up to maxPoll.
 func nextPoll(cur, maxPoll time.Duration) time.Duration {
 	return min(maxPoll, max(cur+time.Millisecond, cur*3/2))
+}
+
+// pollGrid aligns the polls of concurrent waits: a poll due interval from
+// now runs at the last multiple of pollGrid (on the wall clock) before
+// that, never after it, so the waits whose polls fall in one slot read
+// their statuses together, in one statement (Store.GetStatus groups
+// concurrent reads). Intervals under four slots are kept exact.
+const pollGrid = 25 * time.Millisecond
+
+// pollDelay is how long to sleep before a poll due interval after now.
+func pollDelay(now time.Time, interval time.Duration) time.Duration {
+	if interval < 4*pollGrid {
+		return interval
+	}
+	return now.Add(interval).Truncate(pollGrid).Sub(now)
 }
 
 // TaskTimeoutError reports a wait that ended before the task finished. The
@@ -185,7 +203,7 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 			id = ref.ID
 			continue
 		}
-		timer := time.NewTimer(min(interval, time.Until(deadline)))
+		timer := time.NewTimer(min(pollDelay(time.Now(), interval), time.Until(deadline)))
 		select {
 		case <-wake:
 		case <-timer.C:

@@ -25,7 +25,9 @@
 // SDK's own, which move no version: complete_many (both; grouped
 // settlements, taking the group in each dialect's list form), insert_many
 // (Postgres only; grouped submits), expired_leases, queue_ages and
-// recent_failures (both; read-only, for operators: cairnq doctor), and
+// recent_failures (both; read-only, for operators: cairnq doctor),
+// get_status_many (both; read-only, the status of many tasks at once for
+// waits polling together), and
 // snooze (both; a worker write, ownership-checked like fail, that puts a
 // running task back to queued with its attempt given back).
 //

@@ -24,6 +24,7 @@ var sqliteParams = map[string][]string{
 	StmtGetKey:               {"key"},
 	StmtGetStatus:            {"id"},
 	StmtGetStatusByKey:       {"key"},
+	StmtGetStatusMany:        {"ids"},
 	StmtHeartbeat:            {"id", "worker_id", "now_ms", "lease_until_ms"},
 	StmtHeartbeatBatch:       {"ids", "worker_id", "now_ms", "lease_until_ms"},
 	StmtInsertTask: {"id", "name", "queue", "payload", "metadata", "max_attempts", "priority",
@@ -77,7 +78,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 var allStatementNames = []string{
 	StmtCancel, StmtClaim, StmtClaimOneName, StmtClaimOneQueue, StmtClaimOneQueueOneName,
 	StmtClaimableProbe, StmtComplete, StmtFail, StmtGet, StmtGetByKey, StmtGetKey,
-	StmtGetStatus, StmtGetStatusByKey, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
+	StmtGetStatus, StmtGetStatusByKey, StmtGetStatusMany, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
 	StmtList, StmtLockKey, StmtProgress, StmtProtocolVersion, StmtPurge, StmtQueueDepth,
 	StmtRecoverLeases, StmtRetry, StmtStats, StmtSucceed, StmtUpsertKey,
 	StmtExpiredLeases, StmtQueueAges, StmtRecentFailures, StmtSnooze,
@@ -196,7 +197,7 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		StmtClaimableProbe, StmtGet, StmtGetByKey, StmtGetKey, StmtGetStatus, StmtGetStatusByKey,
-		StmtInstallations, StmtList, StmtLockKey, StmtProtocolVersion, StmtQueueDepth, StmtStats,
+		StmtGetStatusMany, StmtInstallations, StmtList, StmtLockKey, StmtProtocolVersion, StmtQueueDepth, StmtStats,
 		StmtExpiredLeases, StmtQueueAges, StmtRecentFailures,
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {

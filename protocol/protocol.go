@@ -45,6 +45,7 @@ const (
 	StmtGetKey               = "get_key"
 	StmtGetStatus            = "get_status"
 	StmtGetStatusByKey       = "get_status_by_key"
+	StmtGetStatusMany        = "get_status_many" // ours, beside the protocol's
 	StmtHeartbeat            = "heartbeat"
 	StmtHeartbeatBatch       = "heartbeat_batch"
 	StmtInsertMany           = "insert_many" // Postgres only; ours, beside the protocol's

@@ -35,6 +35,7 @@ var resultColumns = map[string][]string{
 	StmtGetKey:               {"task_id"},
 	StmtGetStatus:            {"id", "status"},
 	StmtGetStatusByKey:       {"id", "status"},
+	StmtGetStatusMany:        {"id", "status"},
 	StmtHeartbeat:            taskColumns,
 	StmtHeartbeatBatch:       {"id", "cancel_requested_at_ms"},
 	StmtInsertTask:           taskColumns,
@@ -454,6 +455,10 @@ func TestSQLiteLifecycle(t *testing.T) {
 	}
 	expect(one(call(StmtGet, Args{"id": "task_a"})), row{"status": "succeeded"})
 	expect(one(call(StmtGetStatus, Args{"id": "task_c"})), row{"id": "task_c", "status": "canceled"})
+	// Many at once: one row per task that exists, whatever the repeats.
+	if got := sorted(strings.Split(ids(call(StmtGetStatusMany, Args{"ids": `["task_c","nope","task_a","task_c"]`})), ",")); !slices.Equal(got, []string{"task_a", "task_c"}) {
+		t.Errorf("get_status_many = %q", got)
+	}
 	none(call(StmtGet, Args{"id": "nope"}))
 
 	// Retention: filtered and bounded, oldest first; the key goes with its task.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,19 +16,22 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// grouper runs the requests arriving together on Postgres as one group:
-// one statement, so one round trip and one commit for all of them, where a
-// statement each would pay both per request and, since every commit that
-// notifies holds Postgres's notify lock through its WAL flush, take turns
-// committing. A lone request is flushed at once, so grouping never adds
-// latency to it; requests arriving while a flush is in flight go into the
-// next one. Its goroutine is owned by the backend and stopped by close.
+// grouper runs the requests arriving together as one group: one
+// statement, so one round trip (and for a write one commit) for all of
+// them. On Postgres a write each would pay both per request and, since
+// every commit that notifies holds Postgres's notify lock through its WAL
+// flush, take turns committing; status reads group on both backends. A
+// lone request is flushed at once, so grouping never adds latency to it;
+// requests arriving while a flush is in flight go into the next one. Its
+// goroutine is owned by whoever made it (the backend, or the Store for
+// status reads) and stopped by close.
 type grouper[In any] struct {
-	reqs   chan *groupReq[In]
-	quit   chan struct{}
-	done   chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
+	reqs      chan *groupReq[In]
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	ctx       context.Context
+	cancel    context.CancelFunc
 	// flush runs one group and returns one result per input, in order.
 	flush func(ctx context.Context, ins []In) []groupResult
 	// weigh, when set, is an input's size in bytes of statement
@@ -222,15 +226,17 @@ next:
 // still running then (a server that stopped answering) is canceled, and
 // its callers get ErrClosed.
 func (g *grouper[In]) close() {
-	close(g.quit)
-	t := time.NewTimer(groupCloseGrace)
-	defer t.Stop()
-	select {
-	case <-g.done:
-	case <-t.C:
-	}
-	g.cancel()
-	<-g.done
+	g.closeOnce.Do(func() {
+		close(g.quit)
+		t := time.NewTimer(groupCloseGrace)
+		defer t.Stop()
+		select {
+		case <-g.done:
+		case <-t.C:
+		}
+		g.cancel()
+		<-g.done
+	})
 }
 
 // groupCloseGrace is how long close waits for a group in flight.

@@ -20,10 +20,11 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// gatedExecutor is a real executor whose insert statements (insert_task,
-// insert_many) wait at a gate the test opens, and are counted, so a test
-// can line requests up behind a flush in progress and see how they were
-// grouped. Everything else passes straight through.
+// gatedExecutor is a real executor whose gated statements (insert_task
+// and insert_many unless a test picks others) wait at a gate the test
+// opens, and are counted, so a test can line requests up behind a flush
+// in progress and see how they were grouped. Everything else passes
+// straight through.
 type gatedExecutor struct {
 	executor.Executor
 	single, many string // the two statements' SQL
@@ -54,6 +55,12 @@ func (g *gatedExecutor) count(sql string) int {
 // openGatedPG opens a Postgres store over a fresh database through
 // database/sql with pgx's stdlib, its inserts behind a gate.
 func openGatedPG(t *testing.T) (*Store, *gatedExecutor) {
+	return openGatedPGOn(t, protocol.StmtInsertTask, protocol.StmtInsertMany)
+}
+
+// openGatedPGOn is openGatedPG with the statements single and many (which
+// may be the same) behind the gate.
+func openGatedPGOn(t *testing.T, single, many string) (*Store, *gatedExecutor) {
 	t.Helper()
 	db, err := sql.Open("pgx", pgtest.DSN(t))
 	if err != nil {
@@ -63,8 +70,8 @@ func openGatedPG(t *testing.T) (*Store, *gatedExecutor) {
 	stmts := protocol.Statements(protocol.Postgres)
 	g := &gatedExecutor{
 		Executor: sqlexec.New(db, nil),
-		single:   stmts.Get(protocol.StmtInsertTask).SQL,
-		many:     stmts.Get(protocol.StmtInsertMany).SQL,
+		single:   stmts.Get(single).SQL,
+		many:     stmts.Get(many).SQL,
 		calls:    map[string]int{},
 		arrived:  make(chan struct{}, 16),
 		gateOpen: make(chan struct{}),

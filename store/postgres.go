@@ -102,6 +102,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 		s.doneListen = newDemandListener(l, channelDone, s.hub.done, o.Logger)
 		be.listeners = []*demandListener{s.queuedListen, s.doneListen}
 	}
+	s.statusReads = newStatusReader(s)
 	ok = true
 	return s, nil
 }

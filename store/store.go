@@ -35,6 +35,10 @@ type Store struct {
 	// has subscribers for it. On a SQLite file: both are the one watch of
 	// its WAL (sqlite_notify.go). nil otherwise (in-process wakeups only).
 	queuedListen, doneListen *demandListener
+	// statusReads groups the GetStatus calls that arrive together into one
+	// get_status_many: a thousand waits polling the same client read their
+	// statuses in a handful of statements instead of one each.
+	statusReads *grouper[string]
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the
@@ -56,6 +60,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	// One watch of the file for both: a commit elsewhere may mean either.
 	s.queuedListen = be.startSQLiteNotify(s.hub)
 	s.doneListen = s.queuedListen
+	s.statusReads = newStatusReader(s)
 	return s, nil
 }
 
@@ -64,7 +69,10 @@ func (s *Store) Dialect() protocol.Dialect { return s.dialect }
 
 // Close releases the store's connections. Operations after Close fail with
 // ErrClosed.
-func (s *Store) Close() error { return s.be.close() }
+func (s *Store) Close() error {
+	s.statusReads.close() // first, so that a read in flight finishes on open connections
+	return s.be.close()
+}
 
 // exec runs one named protocol statement through q.
 func (s *Store) exec(ctx context.Context, q querier, name string, a protocol.Args) ([]executor.Row, error) {
@@ -454,12 +462,37 @@ func found(rows []executor.Row, err error) (*Task, error) {
 
 // GetStatus returns the id and status of the task, or ErrNotFound. It
 // reads neither payload nor result, which is why waiting loops poll it.
+// Calls that arrive together share one read (statusReads); a lone call
+// reads at once.
 func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
 	if err := checkID("get status", id); err != nil {
 		return TaskRef{}, err
 	}
-	rows, err := s.readOne(ctx, protocol.StmtGetStatus, protocol.Args{"id": id})
-	return foundRef(rows, err)
+	res, err := s.statusReads.do(ctx, id)
+	if err != nil {
+		return TaskRef{}, err
+	}
+	if res.rows == nil {
+		return TaskRef{}, ErrNotFound
+	}
+	st, _, err := asString("status", res.rows.value(res.i, "status"))
+	if err != nil {
+		return TaskRef{}, err
+	}
+	return TaskRef{ID: id, Status: Status(st)}, nil
+}
+
+// newStatusReader starts the grouper of s's GetStatus calls. Its
+// goroutine is s's, stopped by Close.
+func newStatusReader(s *Store) *grouper[string] {
+	return newGrouper(func(ctx context.Context, ids []string) []groupResult {
+		var rows rowSet
+		err := s.be.read(ctx, func(q querier) (err error) {
+			rows, err = s.execRows(ctx, q, protocol.StmtGetStatusMany, protocol.Args{"ids": s.list(ids)})
+			return err
+		})
+		return byID(ids, rows, err)
+	}, nil)
 }
 
 // GetStatusByKey is GetStatus following a key, resolved on every call.
