@@ -19,6 +19,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/bench/internal/backlog"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -71,47 +72,13 @@ func fill(ctx context.Context, cfg *config, backend, target string, n int) error
 		return err
 	}
 	defer closeFn()
-	per, goroutines := 1, 64
-	if ex != nil {
-		per, goroutines = 500, 8
+	if ex == nil {
+		return backlog.Fill(n, 1, 64, func(int) error {
+			_, err := c.Submit(ctx, noopName, nil, nil)
+			return err
+		})
 	}
-	batches := (n + per - 1) / per
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				b := int(next.Add(1)) - 1
-				if b >= batches {
-					return
-				}
-				count := min(per, n-b*per)
-				var err error
-				if ex == nil {
-					_, err = c.Submit(ctx, noopName, nil, nil)
-				} else {
-					err = ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-						for range count {
-							if _, err := c.SubmitTx(ctx, s, noopName, nil, nil); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return backlog.Fill(n, 500, 8, func(count int) error { return backlog.InTx(ctx, c, ex, noopName, count) })
 }
 
 // snapshot is one reading of this process's memory.

@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
 )
 
 type config struct {
@@ -150,13 +152,13 @@ func runParent(ctx context.Context, cfg *config) error {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var srv *server
+	var srv *pgadmin.Server
 	for _, b := range cfg.backends {
 		if b == "postgres" {
 			if cfg.dsn == "" {
 				return fmt.Errorf("postgres needs --dsn or BENCH_PG_DSN (export BENCH_PG_DSN=$(bench/pg.sh))")
 			}
-			if srv, err = connectServer(ctx, cfg.dsn); err != nil {
+			if srv, err = pgadmin.Connect(ctx, cfg.dsn); err != nil {
 				return err
 			}
 		} else if b != "sqlite" {
@@ -165,7 +167,7 @@ func runParent(ctx context.Context, cfg *config) error {
 	}
 	fmt.Printf("memcairnq: concurrency %d, sampling every %v, Go heap from runtime/metrics, RSS from /proc/self/status\n", cfg.concurrency, cfg.sampleEvery)
 	if srv != nil {
-		fmt.Printf("postgres: %s\n", srv.version)
+		fmt.Printf("postgres: %s\n", srv.Version)
 	}
 	var results []result
 	for _, b := range cfg.backends {
@@ -190,7 +192,7 @@ func runParent(ctx context.Context, cfg *config) error {
 
 // measure prepares a fresh database (the backlog submitted from this
 // process, untimed), then runs the measurement in a child process.
-func measure(ctx context.Context, cfg *config, self, dir string, srv *server, backend, what string, n int) (result, error) {
+func measure(ctx context.Context, cfg *config, self, dir string, srv *pgadmin.Server, backend, what string, n int) (result, error) {
 	var target string
 	switch backend {
 	case "sqlite":
@@ -201,12 +203,12 @@ func measure(ctx context.Context, cfg *config, self, dir string, srv *server, ba
 			}
 		}()
 	case "postgres":
-		db, err := srv.freshDatabase(ctx, "mem_"+what)
+		db, err := srv.FreshDatabase(ctx, "mem_"+what)
 		if err != nil {
 			return result{}, err
 		}
-		defer db.drop()
-		target = db.dsn
+		defer db.Drop()
+		target = db.DSN
 	}
 	if what == "drain" {
 		start := time.Now()

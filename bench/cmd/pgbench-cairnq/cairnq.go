@@ -12,6 +12,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/bench/internal/backlog"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -66,43 +67,10 @@ func loadBacklog(ctx context.Context, cfg *config, a adapter, dsn string, n int)
 }
 
 // fill submits n no-op tasks for a burn-down (setup, not timed): SubmitTx
-// in transactions of up to 500 tasks from several goroutines, so that the
-// setup costs a few commits rather than one per task. The tasks are the
+// in transactions of up to 500 tasks from 8 goroutines. The tasks are the
 // same as those Submit makes.
 func fill(ctx context.Context, c *cairnq.Client, ex executor.Executor, n int) error {
-	const per = 500
-	batches := (n + per - 1) / per
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				b := int(next.Add(1)) - 1
-				if b >= batches {
-					return
-				}
-				count := min(per, n-b*per)
-				err := ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-					for range count {
-						if _, err := c.SubmitTx(ctx, s, noopName, nil, nil); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return backlog.Fill(n, 500, 8, func(count int) error { return backlog.InTx(ctx, c, ex, noopName, count) })
 }
 
 // submitLoop calls fn n times from g goroutines and returns the wall time.
@@ -168,23 +136,23 @@ func waitRan(ctx context.Context, done <-chan struct{}, ran *atomic.Int64, n int
 // reached n and Stats shows n succeeded.
 func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnResult, error) {
 	n := cfg.tasks
-	db, err := cfg.srv.freshDatabase(ctx, "cq_"+a.name)
+	db, err := cfg.srv.FreshDatabase(ctx, "cq_"+a.name)
 	if err != nil {
 		return burnResult{}, err
 	}
-	defer db.drop()
+	defer db.Drop()
 
-	if err := loadBacklog(ctx, cfg, a, db.dsn, n); err != nil {
+	if err := loadBacklog(ctx, cfg, a, db.DSN, n); err != nil {
 		return burnResult{}, fmt.Errorf("%s: %w", a.name, err)
 	}
 	settle()
-	before := db.readCounters(ctx)
+	before := readCounters(ctx, db)
 
 	var counts *callCounts
 	if cfg.countCalls {
 		counts = &callCounts{}
 	}
-	c, closeC, err := openClient(ctx, cfg, a, db.dsn, !cfg.burnNoListen, counts)
+	c, closeC, err := openClient(ctx, cfg, a, db.DSN, !cfg.burnNoListen, counts)
 	if err != nil {
 		return burnResult{}, err
 	}
@@ -234,7 +202,7 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	defer stopProfile()
 
 	if cfg.statements {
-		if err := db.enableStatements(ctx); err != nil {
+		if err := enableStatements(ctx, db); err != nil {
 			return burnResult{}, fmt.Errorf("pg_stat_statements: %w", err)
 		}
 	}
@@ -300,9 +268,9 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 	}
 	closeOnce()
 	settle()
-	res.server = db.readCounters(ctx).delta(before)
+	res.server = readCounters(ctx, db).delta(before)
 	if cfg.statements {
-		res.statements, _ = db.topStatements(ctx, 12)
+		res.statements, _ = topStatements(ctx, db, 12)
 	}
 	return res, nil
 }
@@ -310,12 +278,12 @@ func cairnqBurnDown(ctx context.Context, cfg *config, a adapter, run int) (burnR
 // cairnqSubmit measures Submit throughput: n submits of a no-op task from
 // g goroutines, on a fresh database, after a short warm-up.
 func cairnqSubmit(ctx context.Context, cfg *config, a adapter, g, run int) (rateResult, error) {
-	db, err := cfg.srv.freshDatabase(ctx, "cqsub_"+a.name)
+	db, err := cfg.srv.FreshDatabase(ctx, "cqsub_"+a.name)
 	if err != nil {
 		return rateResult{}, err
 	}
-	defer db.drop()
-	c, closeC, err := openClient(ctx, cfg, a, db.dsn, true, nil)
+	defer db.Drop()
+	c, closeC, err := openClient(ctx, cfg, a, db.DSN, true, nil)
 	if err != nil {
 		return rateResult{}, err
 	}
@@ -349,18 +317,18 @@ func cairnqLatency(ctx context.Context, cfg *config, a adapter, listen bool, run
 	if listen {
 		label = "on"
 	}
-	db, err := cfg.srv.freshDatabase(ctx, "cqlat_"+a.name+"_"+label)
+	db, err := cfg.srv.FreshDatabase(ctx, "cqlat_"+a.name+"_"+label)
 	if err != nil {
 		return latResult{}, err
 	}
-	defer db.drop()
-	wc, closeW, err := openClient(ctx, cfg, a, db.dsn, listen, nil)
+	defer db.Drop()
+	wc, closeW, err := openClient(ctx, cfg, a, db.DSN, listen, nil)
 	if err != nil {
 		return latResult{}, err
 	}
 	defer closeW()
 	// The submitting client never needs wakeups: no LISTEN of its own.
-	sc, closeS, err := openClient(ctx, cfg, a, db.dsn, false, nil)
+	sc, closeS, err := openClient(ctx, cfg, a, db.DSN, false, nil)
 	if err != nil {
 		return latResult{}, err
 	}

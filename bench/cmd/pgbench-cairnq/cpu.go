@@ -42,7 +42,7 @@ type cpuSnapshot map[int]time.Duration
 // checkpointer, autovacuum, ...) from /proc. It returns nil when the
 // server does not run on this machine (or /proc is not readable).
 func (s *server) serverCPU(ctx context.Context) cpuSnapshot {
-	conn, err := s.connect(ctx)
+	conn, err := s.Conn(ctx)
 	if err != nil {
 		return nil
 	}

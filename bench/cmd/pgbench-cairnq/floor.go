@@ -51,22 +51,22 @@ func floorBurnDown(ctx context.Context, cfg *config, lean bool, run int) (burnRe
 		sys = floorLeanSystem
 	}
 	n := cfg.tasks
-	db, err := cfg.srv.freshDatabase(ctx, "cq_"+strings.ReplaceAll(sys, "-", "_"))
+	db, err := cfg.srv.FreshDatabase(ctx, "cq_"+strings.ReplaceAll(sys, "-", "_"))
 	if err != nil {
 		return burnResult{}, err
 	}
-	defer db.drop()
+	defer db.Drop()
 
 	// The schema and the tasks come from cairnq itself, as in the burn-down.
 	a, err := findAdapter("pgx")
 	if err != nil {
 		return burnResult{}, err
 	}
-	if err := loadBacklog(ctx, cfg, a, db.dsn, n); err != nil {
+	if err := loadBacklog(ctx, cfg, a, db.DSN, n); err != nil {
 		return burnResult{}, fmt.Errorf("%s: %w", sys, err)
 	}
 
-	pool, err := pgxpool.New(ctx, db.dsn)
+	pool, err := pgxpool.New(ctx, db.DSN)
 	if err != nil {
 		return burnResult{}, err
 	}
@@ -79,7 +79,7 @@ func floorBurnDown(ctx context.Context, cfg *config, lean bool, run int) (burnRe
 		}
 	}
 	settle()
-	before := db.readCounters(ctx)
+	before := readCounters(ctx, db)
 
 	stmts := protocol.Statements(protocol.Postgres)
 	claim := stmts.Get(protocol.StmtClaimOneQueueOneName)
@@ -153,7 +153,7 @@ func floorBurnDown(ctx context.Context, cfg *config, lean bool, run int) (burnRe
 	pool.Close()
 	settle()
 	return burnResult{system: sys, run: run, n: n, elapsed: elapsed, handlersDone: elapsed,
-		clientCPU: cliCPU, serverCPU: srvCPU, server: db.readCounters(ctx).delta(before)}, nil
+		clientCPU: cliCPU, serverCPU: srvCPU, server: readCounters(ctx, db).delta(before)}, nil
 }
 
 // floorClaim runs one claim transaction as the worker does (asynchronous

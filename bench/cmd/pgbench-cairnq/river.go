@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -49,8 +50,8 @@ func riverPool(ctx context.Context, dsn string, conns int) (*pgxpool.Pool, error
 
 // riverSetup migrates a fresh database for River and inserts n no-op jobs
 // with InsertMany (not timed).
-func riverSetup(ctx context.Context, cfg *config, db *database, n int) error {
-	pool, err := riverPool(ctx, db.dsn, cfg.pool)
+func riverSetup(ctx context.Context, cfg *config, db *pgadmin.Database, n int) error {
+	pool, err := riverPool(ctx, db.DSN, cfg.pool)
 	if err != nil {
 		return err
 	}
@@ -89,18 +90,18 @@ func riverSetup(ctx context.Context, cfg *config, db *database, n int) error {
 // database shows n completed jobs.
 func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error) {
 	n := cfg.tasks
-	db, err := cfg.srv.freshDatabase(ctx, "river")
+	db, err := cfg.srv.FreshDatabase(ctx, "river")
 	if err != nil {
 		return burnResult{}, err
 	}
-	defer db.drop()
+	defer db.Drop()
 	if err := riverSetup(ctx, cfg, db, n); err != nil {
 		return burnResult{}, err
 	}
 	settle()
-	before := db.readCounters(ctx)
+	before := readCounters(ctx, db)
 
-	pool, err := riverPool(ctx, db.dsn, cfg.pool)
+	pool, err := riverPool(ctx, db.DSN, cfg.pool)
 	if err != nil {
 		return burnResult{}, err
 	}
@@ -121,7 +122,7 @@ func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error
 	}
 
 	if cfg.statements {
-		if err := db.enableStatements(ctx); err != nil {
+		if err := enableStatements(ctx, db); err != nil {
 			return burnResult{}, fmt.Errorf("pg_stat_statements: %w", err)
 		}
 	}
@@ -177,29 +178,29 @@ func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error
 	stopClient()
 	closePool()
 	settle()
-	after := db.readCounters(ctx)
+	after := readCounters(ctx, db)
 	res := burnResult{
 		system: "river", run: run, n: n, elapsed: elapsed, handlersDone: handlersDone,
 		server: after.delta(before), clientCPU: cliCPU, serverCPU: srvCPU, waits: waitShares,
 		allocBytes: allocB1 - allocB0, allocObjects: allocN1 - allocN0,
 	}
 	if cfg.statements {
-		res.statements, _ = db.topStatements(ctx, 12)
+		res.statements, _ = topStatements(ctx, db, 12)
 	}
 	return res, nil
 }
 
 // riverSubmit inserts n jobs one Insert call at a time from g goroutines.
 func riverSubmit(ctx context.Context, cfg *config, g, run int) (rateResult, error) {
-	db, err := cfg.srv.freshDatabase(ctx, "riversub")
+	db, err := cfg.srv.FreshDatabase(ctx, "riversub")
 	if err != nil {
 		return rateResult{}, err
 	}
-	defer db.drop()
+	defer db.Drop()
 	if err := riverSetup(ctx, cfg, db, 0); err != nil {
 		return rateResult{}, err
 	}
-	pool, err := riverPool(ctx, db.dsn, cfg.pool)
+	pool, err := riverPool(ctx, db.DSN, cfg.pool)
 	if err != nil {
 		return rateResult{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,8 +22,8 @@ type stmtStat struct {
 // resets its counters (cluster-wide). It needs the server started with
 // shared_preload_libraries = 'pg_stat_statements' (BENCH_PG_STATEMENTS=1
 // bench/pg.sh).
-func (d *database) enableStatements(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, d.dsn)
+func enableStatements(ctx context.Context, d *pgadmin.Database) error {
+	conn, err := pgx.Connect(ctx, d.DSN)
 	if err != nil {
 		return err
 	}
@@ -35,16 +36,16 @@ func (d *database) enableStatements(ctx context.Context) error {
 }
 
 // topStatements returns the database's statements by total execution time.
-func (d *database) topStatements(ctx context.Context, n int) ([]stmtStat, error) {
+func topStatements(ctx context.Context, d *pgadmin.Database, n int) ([]stmtStat, error) {
 	// The view lives where the extension was created: in this database.
-	conn, err := pgx.Connect(ctx, d.dsn)
+	conn, err := pgx.Connect(ctx, d.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT calls, total_exec_time, rows, query FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
-		ORDER BY total_exec_time DESC LIMIT $2`, d.name, n)
+		ORDER BY total_exec_time DESC LIMIT $2`, d.Name, n)
 	if err != nil {
 		return nil, err
 	}

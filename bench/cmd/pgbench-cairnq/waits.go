@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,8 +25,8 @@ type waitSampler struct {
 	done    chan struct{}
 }
 
-func startWaitSampler(ctx context.Context, d *database) (*waitSampler, error) {
-	conn, err := d.srv.connect(ctx)
+func startWaitSampler(ctx context.Context, d *pgadmin.Database) (*waitSampler, error) {
+	conn, err := d.Server.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +45,7 @@ func startWaitSampler(ctx context.Context, d *database) (*waitSampler, error) {
 			}
 			rows, err := conn.Query(ctx, `SELECT coalesce(state, '') AS state,
 				coalesce(wait_event_type || ':' || wait_event, 'CPU') AS wait
-				FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, d.name)
+				FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, d.Name)
 			if err != nil {
 				return
 			}
