@@ -57,10 +57,11 @@ func checkStatus(t *testing.T, c statusCase, ref TaskRef, err error) {
 	}
 }
 
-// Reads arriving while one is in flight go into one get_status_many, and
-// each caller gets its own task's status, or ErrNotFound.
+// A read with none other in flight runs get_status at once; reads
+// arriving while it runs go into get_status_many groups, and each caller
+// gets its own task's status, or ErrNotFound.
 func TestGetStatusGroupsConcurrentReads(t *testing.T) {
-	s, g := openGatedPGOn(t, protocol.StmtGetStatusMany, protocol.StmtGetStatusMany)
+	s, g := openGatedPGOn(t, protocol.StmtGetStatus, protocol.StmtGetStatusMany)
 	cases := statusCases(t, s)
 	ctx := t.Context()
 	refs := make([]TaskRef, len(cases))
@@ -74,18 +75,30 @@ func TestGetStatusGroupsConcurrentReads(t *testing.T) {
 		}()
 	}
 	read(0)
-	<-g.arrived
-	for i := 1; i < len(cases); i++ {
+	<-g.arrived // the lone read, at the gate in its own goroutine
+	read(1)
+	<-g.arrived // the first grouped read, alone in its group, at the gate
+	for i := 2; i < len(cases); i++ {
 		read(i)
 	}
-	waitFor(t, "every later read queued behind the first", func() bool { return len(s.statusReads.reqs) == len(cases)-1 })
+	waitFor(t, "every later read queued behind the group", func() bool { return len(s.statusReads.reqs) == len(cases)-2 })
 	close(g.gateOpen)
 	wg.Wait()
+	if n := g.count(g.single); n != 1 {
+		t.Errorf("get_status ran %d times, want 1 (the read that found none in flight)", n)
+	}
 	if n := g.count(g.many); n != 2 {
-		t.Errorf("get_status_many ran %d times, want 2 (the first read alone, then the %d queued)", n, len(cases)-1)
+		t.Errorf("get_status_many ran %d times, want 2 (one read alone, then the %d queued)", n, len(cases)-2)
 	}
 	for i, c := range cases {
 		checkStatus(t, c, refs[i], errs[i])
+	}
+	// With nothing in flight, the next read runs alone again.
+	if ref, err := s.GetStatus(ctx, cases[0].id); err != nil || ref.Status != cases[0].want {
+		t.Errorf("lone read after the groups: %+v, %v", ref, err)
+	}
+	if n := g.count(g.single); n != 2 {
+		t.Errorf("get_status ran %d times after a lone read, want 2", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
@@ -35,10 +36,13 @@ type Store struct {
 	// has subscribers for it. On a SQLite file: both are the one watch of
 	// its WAL (sqlite_notify.go). nil otherwise (in-process wakeups only).
 	queuedListen, doneListen *demandListener
-	// statusReads groups the GetStatus calls that arrive together into one
-	// get_status_many: a thousand waits polling the same client read their
-	// statuses in a handful of statements instead of one each.
-	statusReads *grouper[string]
+	// statusReads groups the GetStatus calls that arrive while another
+	// runs into one get_status_many: a thousand waits polling the same
+	// client read their statuses in a handful of statements instead of
+	// one each. statusReading is set while a lone read runs in its
+	// caller's goroutine, which spares it the grouper's two hand-offs.
+	statusReads   *grouper[string]
+	statusReading atomic.Bool
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the
@@ -462,11 +466,16 @@ func found(rows []executor.Row, err error) (*Task, error) {
 
 // GetStatus returns the id and status of the task, or ErrNotFound. It
 // reads neither payload nor result, which is why waiting loops poll it.
-// Calls that arrive together share one read (statusReads); a lone call
-// reads at once.
+// A call with no other in flight reads at once; calls arriving while one
+// runs share one read (statusReads).
 func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
 	if err := checkID("get status", id); err != nil {
 		return TaskRef{}, err
+	}
+	if s.statusReading.CompareAndSwap(false, true) {
+		defer s.statusReading.Store(false)
+		rows, err := s.readOne(ctx, protocol.StmtGetStatus, protocol.Args{"id": id})
+		return foundRef(rows, err)
 	}
 	res, err := s.statusReads.do(ctx, id)
 	if err != nil {
