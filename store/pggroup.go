@@ -306,11 +306,7 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 	if res.rows == nil {
 		return TaskRef{}, &LostLeaseError{ID: id}
 	}
-	st, _, err := asString("status", res.rows.value(res.i, "status"))
-	if err != nil {
-		return TaskRef{}, err
-	}
-	return TaskRef{ID: id, Status: Status(st)}, nil
+	return refAt(res.rows, res.i)
 }
 
 // ---------------------------------------------------------------- submits

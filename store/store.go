@@ -484,11 +484,7 @@ func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
 	if res.rows == nil {
 		return TaskRef{}, ErrNotFound
 	}
-	st, _, err := asString("status", res.rows.value(res.i, "status"))
-	if err != nil {
-		return TaskRef{}, err
-	}
-	return TaskRef{ID: id, Status: Status(st)}, nil
+	return refAt(res.rows, res.i)
 }
 
 // newStatusReader starts the grouper of s's GetStatus calls. Its
