@@ -198,8 +198,8 @@ func benchBurnDown(ctx context.Context, cfg *config, rep *report) {
 			rep.addBurn(r, "river", run, err)
 		}
 		if cfg.floor {
-			for _, sys := range []string{floorSystem, floorLeanSystem} {
-				r, err := floorBurnDown(ctx, cfg, sys == floorLeanSystem, run)
+			for _, sys := range floorSystems {
+				r, err := floorBurnDown(ctx, cfg, sys, run)
 				rep.addBurn(r, sys, run, err)
 			}
 		}

@@ -224,7 +224,7 @@ func (rp *report) print(w io.Writer) {
 			systems = append(systems, "river")
 		}
 		if cfg.floor {
-			systems = append(systems, floorSystem, floorLeanSystem)
+			systems = append(systems, floorSystems...)
 		}
 		for _, a := range cfg.adapters {
 			systems = append(systems, a.name)
@@ -235,7 +235,7 @@ func (rp *report) print(w io.Writer) {
 			switch sys {
 			case "river":
 				label = "River " + riverVersion
-			case floorSystem, floorLeanSystem:
+			case floorSystem, floorLeanSystem, floorWorkerSystem:
 				label = floorLabel(sys)
 			default:
 				label = "cairnq " + sys
@@ -277,8 +277,8 @@ func (rp *report) print(w io.Writer) {
 				median(commits), median(syncs), median(wal), median(ccpu), median(scpu))
 			switch sys {
 			case "river":
-			case floorSystem, floorLeanSystem:
-				line := fmt.Sprintf("%s (%d loops, %d tasks per claim, %d claims per complete_many): %.0f tasks/s (runs %s)", floorLabel(sys), cfg.floorStreams, cfg.floorBatch, cfg.floorSettle, med, joinRates(rates))
+			case floorSystem, floorLeanSystem, floorWorkerSystem:
+				line := fmt.Sprintf("%s (%s): %.0f tasks/s (runs %s)", floorLabel(sys), floorShape(cfg, sys), med, joinRates(rates))
 				if river > 0 {
 					line += fmt.Sprintf(", %.2fx River", med/river)
 				}
