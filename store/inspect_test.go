@@ -215,6 +215,36 @@ func TestOpenExistingVersionStates(t *testing.T) {
 	})
 }
 
+// QueueAges gives each queue one row on Postgres, whose statement reads
+// the database's clock (SQLite's now is a parameter). With the clock read
+// per row, a plan that rescanned the clock's side of the join put the rows
+// before and after a millisecond's turn in separate groups: with 301 due
+// tasks, in every run of this test, within its 50 reads.
+func TestQueueAgesReadsTheClockOnce(t *testing.T) {
+	db := postgresInspectDB(t)
+	ctx := t.Context()
+	s, err := db.open(t, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	task, err := s.Submit(ctx, SubmitParams{Name: "render", Queue: "gpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 300 copies of it, all due.
+	db.exec(t, `INSERT INTO cairnq_tasks
+SELECT (jsonb_populate_record(NULL::cairnq_tasks, to_jsonb(t) || jsonb_build_object('id', t.id || '-' || g))).*
+FROM cairnq_tasks AS t CROSS JOIN generate_series(1, 300) AS g
+WHERE t.id = '`+task.ID+`'`)
+	for range 50 {
+		ages, err := s.QueueAges(ctx)
+		if err != nil || len(ages) != 1 || ages[0].Queue != "gpu" || ages[0].Due != 301 {
+			t.Fatalf("QueueAges = %+v, %v; want one row for gpu with 301 due", ages, err)
+		}
+	}
+}
+
 // The health reads: expired leases, the age of due work per queue, and
 // recent failures by name.
 func TestHealthReads(t *testing.T) {
