@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 // The Docker path lives in a module of its own,
@@ -105,7 +107,7 @@ func dockerStarter(start func(context.Context) (DockerServer, error)) func(conte
 		}
 		srv := &server{source: sourceDocker, adminDSN: ds.AdminDSN, describe: ds.Describe, stop: ds.Stop}
 		if srv.describe == "" {
-			srv.describe = "docker container (" + redact(ds.AdminDSN) + ")"
+			srv.describe = "docker container (" + pgdsn.Redact(ds.AdminDSN) + ")"
 		}
 		if ds.AdminDSN == "" {
 			err = errors.New("the docker start func returned no DSN")

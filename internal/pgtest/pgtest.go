@@ -33,7 +33,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -43,6 +42,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 const (
@@ -243,14 +244,14 @@ type server struct {
 
 // databaseDSN is the DSN of database name on the server.
 func (s *server) databaseDSN(name string) (string, error) {
-	return withDatabase(s.adminDSN, name)
+	return pgdsn.WithDatabase(s.adminDSN, name)
 }
 
 // exec runs one statement on the maintenance database.
 func (s *server) exec(ctx context.Context, sql string) error {
 	conn, err := pgx.Connect(ctx, s.adminDSN)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(s.adminDSN), err)
+		return fmt.Errorf("connect to %s: %w", pgdsn.Redact(s.adminDSN), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	_, err = conn.Exec(ctx, sql)
@@ -291,10 +292,10 @@ func externalServer(ctx context.Context, dsn string) (*server, error) {
 	if _, err := pgx.ParseConfig(dsn); err != nil {
 		return nil, fmt.Errorf("%s does not parse: %w", EnvDSN, err)
 	}
-	if _, err := withDatabase(dsn, "x"); err != nil {
+	if _, err := pgdsn.WithDatabase(dsn, "x"); err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvDSN, err)
 	}
-	srv := &server{source: sourceEnv, adminDSN: dsn, describe: "server from " + EnvDSN + " (" + redact(dsn) + ")"}
+	srv := &server{source: sourceEnv, adminDSN: dsn, describe: "server from " + EnvDSN + " (" + pgdsn.Redact(dsn) + ")"}
 	ctx, cancel := context.WithTimeout(ctx, adminOpTimeout)
 	defer cancel()
 	if err := srv.exec(ctx, "SELECT 1"); err != nil {
@@ -303,50 +304,9 @@ func externalServer(ctx context.Context, dsn string) (*server, error) {
 	return srv, nil
 }
 
-// withDatabase returns dsn with its database replaced by name. It handles
-// URL DSNs (postgres://...) and keyword/value DSNs (host=... dbname=...).
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse DSN URL: %w", err)
-		}
-		u.Path = "/" + name
-		u.RawPath = ""
-		q := u.Query()
-		if q.Has("dbname") {
-			q.Set("dbname", name)
-			u.RawQuery = q.Encode()
-		}
-		return u.String(), nil
-	}
-	// In keyword/value form the last occurrence of a keyword wins.
-	return strings.TrimSpace(dsn) + " dbname=" + quoteKeywordValue(name), nil
-}
-
-// quoteKeywordValue quotes v for a keyword/value DSN.
-func quoteKeywordValue(v string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
-}
-
 // quoteLiteral quotes v as an SQL string literal.
 func quoteLiteral(v string) string {
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
-}
-
-// redact hides the password of a URL DSN.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-		return dsn
-	}
-	if strings.Contains(dsn, "password") {
-		return "(keyword/value DSN with a password)"
-	}
-	return dsn
 }
 
 // provisioner holds the one server of this test binary.

@@ -335,31 +335,6 @@ func TestEnvDSNUnreachableFailsEveryCaller(t *testing.T) {
 	}
 }
 
-func TestWithDatabase(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{"postgres://u:p@h:5432/postgres?sslmode=disable", "postgres://u:p@h:5432/newdb?sslmode=disable"},
-		{"postgresql://u@h", "postgresql://u@h/newdb"},
-		{"postgres://u@h/postgres?dbname=postgres", "postgres://u@h/newdb?dbname=newdb"},
-		{"host=h user=u dbname=postgres", "host=h user=u dbname=postgres dbname='newdb'"},
-	}
-	for _, c := range cases {
-		got, err := withDatabase(c.in, "newdb")
-		if err != nil {
-			t.Fatalf("%s: %v", c.in, err)
-		}
-		if got != c.want {
-			t.Errorf("withDatabase(%q) = %q, want %q", c.in, got, c.want)
-		}
-		cfg, err := pgx.ParseConfig(got)
-		if err != nil {
-			t.Fatalf("%s: %v", got, err)
-		}
-		if cfg.Database != "newdb" {
-			t.Errorf("%s parses to database %q", got, cfg.Database)
-		}
-	}
-}
-
 func TestDatabaseName(t *testing.T) {
 	long := strings.Repeat("TestSomething/with spaces & Ünïcode-", 5)
 	a, b := databaseName(long), databaseName(long)

@@ -30,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 type config struct {
@@ -166,7 +166,7 @@ func run() error {
 	}
 	rep := &report{cfg: &cfg}
 	fmt.Printf("pgbench-cairnq: PostgreSQL %s at %s; fsync=%s synchronous_commit=%s full_page_writes=%s shared_buffers=%s max_connections=%s\n",
-		cfg.srv.Version, pgadmin.Redact(*dsn), cfg.srv.settings["fsync"], cfg.srv.settings["synchronous_commit"],
+		cfg.srv.Version, pgdsn.Redact(*dsn), cfg.srv.settings["fsync"], cfg.srv.settings["synchronous_commit"],
 		cfg.srv.settings["full_page_writes"], cfg.srv.settings["shared_buffers"], cfg.srv.settings["max_connections"])
 	fmt.Printf("  GOMAXPROCS=%d NumCPU=%d %s/%s %s; runs=%d tasks=%d concurrency=%d pool=%d; River %s FetchCooldown=%v FetchPollInterval=%v\n\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(),

@@ -9,13 +9,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/cairnq/cairnq-go/bench/internal/pgdsn"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 // Server is the server named by BENCH_PG_DSN (or --dsn). Its role must be
@@ -44,7 +43,7 @@ func Connect(ctx context.Context, dsn string) (*Server, error) {
 func (s *Server) Conn(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, s.AdminDSN)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the server (BENCH_PG_DSN %s): %w", Redact(s.AdminDSN), err)
+		return nil, fmt.Errorf("connect to the server (BENCH_PG_DSN %s): %w", pgdsn.Redact(s.AdminDSN), err)
 	}
 	return conn, nil
 }
@@ -95,19 +94,4 @@ func (d *Database) Drop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = d.Server.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.Name}.Sanitize()+" WITH (FORCE)")
-}
-
-// Redact hides the password of a DSN for printing.
-func Redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-		return dsn
-	}
-	if strings.Contains(dsn, "password") {
-		return "(keyword/value DSN with a password)"
-	}
-	return dsn
 }
