@@ -18,8 +18,16 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // CAIRNQ_REQUIRE_PG).
 func openPostgres(t testing.TB, opts *cairnq.Options) *cairnq.Client {
 	t.Helper()
+	c, _ := openPostgresDSN(t, opts)
+	return c
+}
+
+// openPostgresDSN is openPostgres, also returning the database's DSN.
+func openPostgresDSN(t testing.TB, opts *cairnq.Options) (*cairnq.Client, string) {
+	t.Helper()
 	ctx := context.Background()
-	ex, err := cairnqpgx.Open(ctx, pgtest.DSN(t), nil)
+	dsn := pgtest.DSN(t)
+	ex, err := cairnqpgx.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +41,7 @@ func openPostgres(t testing.TB, opts *cairnq.Options) *cairnq.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c, dsn
 }
 
 // onBothBackends runs test once on a fresh SQLite file and once on a fresh

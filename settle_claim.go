@@ -28,14 +28,19 @@ import (
 // it fills stand idle, and the settlements, on a connection of their own
 // (the store's completion groups), run beside it on another core. Riding
 // on the claim lengthened that round trip, and the burn-down lost 15-20%
-// of its rate for 15% less server CPU per task.
+// of its rate for 15% less server CPU per task. There the worker's
+// settler (settler.go) groups them instead.
 
-// pendingCompletion is one completion waiting for the loop.
+// pendingCompletion is one completion waiting for the loop's next claim,
+// or on Postgres for the worker's settler (settler.go).
 type pendingCompletion struct {
 	c storeaccess.Completion
 	// done receives the error of the write that carried c, nil when it ran
-	// (c's Status or Err then says how c fared).
+	// (c's Status or Err then says how c fared). The loop's only.
 	done chan error
+	// tc is the settler's: the call ended when it handed c over, and the
+	// settler records the outcome on its context.
+	tc *TaskContext
 }
 
 // Bounds of what rides on one claim: a larger result settles on its own
@@ -57,11 +62,8 @@ func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
 	if !w.rideOpen.Load() {
 		return false // before encoding: the caller's path encodes anyway
 	}
-	enc, err := w.ops.EncodeResult(result)
-	if err != nil {
-		return false
-	}
-	if text, ok := enc.(string); ok && len(text) > maxRideResultBytes {
+	enc, ok := w.rideResult(result)
+	if !ok {
 		return false
 	}
 	p := &pendingCompletion{
@@ -92,14 +94,37 @@ func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
 	return false // not settled by the write: on its own, then
 }
 
+// rideResult encodes a handler's result for a completion that shares its
+// write with others. ok is false for a result that cannot (not JSON, or
+// larger than maxRideResultBytes): its task settles on its own, whose path
+// reports what is wrong with it.
+func (w *Worker) rideResult(result any) (enc any, ok bool) {
+	enc, err := w.ops.EncodeResult(result)
+	if err != nil {
+		return nil, false
+	}
+	if text, isText := enc.(string); isText && len(text) > maxRideResultBytes {
+		return nil, false
+	}
+	return enc, true
+}
+
 // takePending hands the loop the completions waiting, at most
 // maxRideBytes of results; the rest wait for the next claim.
 func (w *Worker) takePending() []*pendingCompletion {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var taken []*pendingCompletion
+	taken, w.pending = cutPending(w.pending)
+	return taken
+}
+
+// cutPending splits from pending the completions one write carries: at
+// least one, and past the first at most maxRideBytes of results.
+func cutPending(pending []*pendingCompletion) (taken, rest []*pendingCompletion) {
 	size, n := 0, 0
-	for n < len(w.pending) {
-		if text, ok := w.pending[n].c.Result.(string); ok {
+	for n < len(pending) {
+		if text, ok := pending[n].c.Result.(string); ok {
 			if n > 0 && size+len(text) > maxRideBytes {
 				break
 			}
@@ -107,9 +132,7 @@ func (w *Worker) takePending() []*pendingCompletion {
 		}
 		n++
 	}
-	taken := w.pending[:n:n]
-	w.pending = append([]*pendingCompletion(nil), w.pending[n:]...)
-	return taken
+	return pending[:n:n], append([]*pendingCompletion(nil), pending[n:]...)
 }
 
 // completions lists the completions of taken for a claim.

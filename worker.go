@@ -159,6 +159,9 @@ type Worker struct {
 	riding   bool
 	rideOpen atomic.Bool
 	pending  []*pendingCompletion
+	// settler writes the calls' completions on Postgres (settler.go); set
+	// by Run before its loop starts any call, nil on SQLite.
+	settler *settler
 }
 
 type registration struct {

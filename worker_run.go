@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/protocol"
 	"github.com/cairnq/cairnq-go/store"
 )
 
@@ -115,14 +116,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		w.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, logWorkerStopped, slog.String("worker_id", w.id))
 	}()
+	if w.st.Dialect() == protocol.Postgres {
+		w.settler = w.startSettler(handlerCtx)
+	}
 	runErr := w.loop(loopCtx, handlerCtx)
 	stopLoop()
 	watchWG.Wait()
 
-	// Drain: let running calls finish, then abandon what is left.
+	// Drain: let running calls finish and their settlements commit, then
+	// abandon what is left.
 	drained := make(chan struct{})
 	go func() {
 		w.calls.Wait()
+		if w.settler != nil {
+			w.settler.stop()
+		}
 		close(drained)
 	}()
 	timer := time.NewTimer(w.opts.ShutdownTimeout)
@@ -553,14 +561,18 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 				w.signalSlot()
 			})
 		}
+		handedOver := false
 		defer func() {
 			release()
+			if handedOver { // the settler ends its settling
+				return
+			}
 			w.mu.Lock()
 			w.settling--
 			w.mu.Unlock()
 			w.signalSlot()
 		}()
-		w.runCall(handlerCtx, d, release)
+		handedOver = w.runCall(handlerCtx, d, release)
 	}()
 }
 
@@ -598,8 +610,10 @@ func (w *Worker) signalSlot() {
 // errAttemptTimeout marks an attempt abandoned at MaxRun.
 var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
 
-// runCall runs one handler call and settles whatever it left unsettled.
-func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func()) {
+// runCall runs one handler call and settles whatever it left unsettled,
+// or hands a lone task's success to the settler, reporting handedOver:
+// its context then stays live until the settler has written it.
+func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func()) (handedOver bool) {
 	if d.reg == nil { // unreachable while claims are filtered by name
 		for _, t := range d.tasks {
 			env := ErrorEnvelope{Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}
@@ -607,7 +621,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 				w.report(err, PhaseExecute, t.ID)
 			}
 		}
-		return
+		return false
 	}
 	// Not a child of handlerCtx: every call registering with the one
 	// parent at once serialized them on its lock, a quarter of a no-op
@@ -626,13 +640,23 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		tcs[i] = tc
 	}
 	w.track(tcs, true)
-	defer w.track(tcs, false)
+	defer func() {
+		if !handedOver {
+			w.track(tcs, false)
+		}
+	}()
 	if handlerCtx.Err() != nil { // the shutdown's pass over the live calls missed this one
 		endCalls(tcs, context.Cause(handlerCtx))
 	}
 
 	result, results, err := w.attempt(callCtx, d.reg, tcs)
 	release()
+	if err == nil && d.reg.batch == 0 && w.settler != nil {
+		tc := tcs[0]
+		if !tc.isSettled() && !tc.LostLease() && w.settler.handOver(tc, result) {
+			return true
+		}
+	}
 
 	// Leftovers are settled on the worker's authority, so they bypass the
 	// contexts' short-circuit, except where a context already knows its
@@ -654,6 +678,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		}()
 	}
 	wg.Wait()
+	return false
 }
 
 // attempt runs the handler, recovering a panic, and bounded by MaxRun when

@@ -13,18 +13,18 @@ import (
 // writer, that makes a worker's cycle one request and one commit where
 // it was one per finished call plus the claim's.
 
-// settleIn settles cs on q, inside the caller's transaction, and records
-// each one's outcome. A completion SQLite's complete_many cannot take as
+// settleIn settles cs on q (in the caller's transaction, if any) and
+// records each one's outcome. A completion SQLite's complete_many cannot take as
 // JSON text runs alone, as the writer's grouped completions do. It may
 // run again when the transaction is retried; each run sets every outcome
 // afresh.
-func (s *Store) settleIn(q querier, cs []*storeaccess.Completion) error {
+func (s *Store) settleIn(ctx context.Context, q querier, cs []*storeaccess.Completion) error {
 	if s.dialect == protocol.Postgres {
 		group := make([]completion, len(cs))
 		for i, c := range cs {
 			group[i] = completion{id: c.ID, workerID: c.WorkerID, result: c.Result}
 		}
-		for i, res := range s.completeManyPG(context.Background(), q, group) {
+		for i, res := range s.completeManyPG(ctx, q, group) {
 			if res.err != nil {
 				return res.err
 			}
@@ -70,13 +70,18 @@ func (s *Store) announce(cs []*storeaccess.Completion) {
 	}
 }
 
-// settleCompletions settles cs in a transaction of their own: a worker's
-// completions its claim loop could not carry.
+// settleCompletions settles cs in a write of their own: on SQLite a
+// worker's completions its claim loop could not carry, on Postgres those
+// of its settler, there one statement outside any explicit transaction.
 func (s *Store) settleCompletions(ctx context.Context, cs []*storeaccess.Completion) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	err := s.be.write(ctx, func(q querier) error { return s.settleIn(q, cs) })
+	write := s.be.write
+	if be, ok := s.be.(*pgBackend); ok {
+		write = be.writeSingle
+	}
+	err := write(ctx, func(q querier) error { return s.settleIn(ctx, q, cs) })
 	if err == nil {
 		s.announce(cs)
 	}

@@ -254,7 +254,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 		err = s.be.write(ctx, func(q querier) error {
 			if settle {
 				// The settlements first, in the claim's transaction.
-				if err := s.settleIn(q, h.Settle); err != nil {
+				if err := s.settleIn(ctx, q, h.Settle); err != nil {
 					return err
 				}
 			}
