@@ -41,17 +41,20 @@ const (
 // writer's WAL hook starts them (walHook); the backend owns the goroutine
 // and stops it on close.
 type checkpointer struct {
-	b    *sqliteBackend
-	kick chan struct{}
+	b *sqliteBackend
+	// kick hands the goroutine a pass to run, as the channel it closes when
+	// the pass ends (capacity 1: the writer kicks only once the last pass
+	// has ended, so after the goroutine took it).
+	kick chan chan struct{}
 	quit chan struct{}
 	done chan struct{}
-	// running is set by the writer when it kicks a pass and cleared by the
-	// pass when it ends: the writer never checkpoints during one.
-	running atomic.Bool
-	// ended gets a token when a pass ends (capacity 1; the writer empties
-	// it as it kicks the next), for a writer that must wait for the pass:
-	// the WAL has passed ckptForceFrames during it.
-	ended chan struct{}
+	// pass is the last pass the writer kicked, closed once it has ended;
+	// nil before the first. The writer's alone: it never checkpoints
+	// during a pass, and past ckptForceFrames it waits for the pass to
+	// end. (A flag the pass cleared and a token it then sent lost the
+	// token to a kick between the two, and the next pass's end then
+	// blocked forever, with Close waiting on it.)
+	pass chan struct{}
 	// backfilled is how many frames of the WAL the last pass left copied;
 	// the writer resets it when the WAL starts over.
 	backfilled atomic.Int64
@@ -63,8 +66,7 @@ type checkpointer struct {
 }
 
 func newCheckpointer(b *sqliteBackend) *checkpointer {
-	k := &checkpointer{b: b, kick: make(chan struct{}, 1), ended: make(chan struct{}, 1),
-		quit: make(chan struct{}), done: make(chan struct{})}
+	k := &checkpointer{b: b, kick: make(chan chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go k.run()
 	return k
 }
@@ -77,14 +79,14 @@ func (k *checkpointer) walHook(db *sqlite3.Conn, schema string, frames int) erro
 		k.backfilled.Store(0) // the WAL started over
 		return nil
 	}
-	if k.running.Load() {
+	if k.passRunning() {
 		if frames < ckptForceFrames {
 			return nil
 		}
 		// The background pass cannot keep up (a slow disk): wait for it
 		// and finish here, so the WAL stays bounded as SQLite's own
 		// checkpoint would keep it, rather than growing while it runs.
-		<-k.ended
+		<-k.pass
 	}
 	left := int64(frames) - k.backfilled.Load()
 	if k.failed.Load() || left <= ckptFinishFrames || frames >= ckptForceFrames {
@@ -94,13 +96,23 @@ func (k *checkpointer) walHook(db *sqlite3.Conn, schema string, frames int) erro
 		k.backfilled.Store(0)
 		return nil
 	}
-	select {
-	case <-k.ended: // the last pass's token, unclaimed
-	default:
-	}
-	k.running.Store(true)
-	k.kick <- struct{}{} // never blocks: no pass runs, so the slot is empty
+	k.pass = make(chan struct{})
+	k.kick <- k.pass // never blocks: no pass runs, so the slot is empty
 	return nil
+}
+
+// passRunning reports whether the pass the writer kicked last is still
+// running.
+func (k *checkpointer) passRunning() bool {
+	if k.pass == nil {
+		return false
+	}
+	select {
+	case <-k.pass:
+		return false
+	default:
+		return true
+	}
 }
 
 func (k *checkpointer) run() {
@@ -112,10 +124,11 @@ func (k *checkpointer) run() {
 		}
 	}()
 	for {
+		var pass chan struct{}
 		select {
 		case <-k.quit:
 			return
-		case <-k.kick:
+		case pass = <-k.kick:
 		}
 		if c == nil && !k.failed.Load() {
 			var err error
@@ -144,8 +157,7 @@ func (k *checkpointer) run() {
 				k.fail("checkpointing the WAL", err)
 			}
 		}
-		k.running.Store(false)
-		k.ended <- struct{}{} // never blocks: the writer emptied it at the kick
+		close(pass)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 )
@@ -97,5 +98,35 @@ func TestCloseStopsTheCheckpointer(t *testing.T) {
 	case <-k.done:
 	default:
 		t.Fatal("the checkpointer still runs after Close")
+	}
+}
+
+// The writer may kick a pass the moment the last one ends, and Close may
+// come at any moment after: stopping the checkpointer must never wait on
+// a pass's end that nobody will take. Drives a checkpointer of its own on
+// a real database, kicking passes back to back as a writer whose WAL
+// stays past the threshold would, then stops it; repeated, since the
+// window is a pass's last instructions.
+func TestCheckpointerStopsWhilePassesAreKicked(t *testing.T) {
+	t.Parallel()
+	s, _ := openTestStore(t, SQLiteOptions{})
+	be := s.be.(*sqliteBackend)
+	for range 100 {
+		k := newCheckpointer(be)
+		for start := time.Now(); time.Since(start) < 5*time.Millisecond; {
+			// Past the threshold, little backfilled: a pass is kicked
+			// whenever none runs.
+			_ = k.walHook(nil, "main", ckptStartFrames)
+		}
+		stopped := make(chan struct{})
+		go func() {
+			k.stop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("stopping the checkpointer hung")
+		}
 	}
 }
