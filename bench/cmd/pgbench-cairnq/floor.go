@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -10,7 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
+	"github.com/cairnq/cairnq-go/store"
 )
 
 // The SQL floor: how fast could any client drain the burn-down through
@@ -34,14 +38,29 @@ import (
 // the next; up to settlingCap times the concurrency may wait for their
 // settlement, as in the worker. It is the rate a worker would reach if
 // its calls, their goroutines and its client-side work cost nothing.
+//
+// floorCalls and floorStore climb from there toward the worker, one layer
+// at a time, so that the gap between the worker and floorWorker can be
+// read layer by layer: floorCalls runs each claimed task through a no-op
+// call in a goroutine of its own, which hands the task to the settling
+// goroutine when it returns, and the loop claims again only once every
+// call of its draw has returned (the worker waits for its slots the same
+// way); floorStore does that through cairnq's store instead of raw
+// statements: the claim as the busy worker makes it (its rows decoded
+// into tasks) and the settlements as the worker's settler writes them.
+// What is left between floorStore and the worker is the worker's own
+// machinery: contexts, leases tracked for the heartbeat, limits, panics
+// recovered, the slots gathered.
 const (
 	floorSystem       = "floor"
 	floorLeanSystem   = "floor-lean"
 	floorWorkerSystem = "floor-worker"
+	floorCallsSystem  = "floor-calls"
+	floorStoreSystem  = "floor-store"
 )
 
 // floorSystems are the floor's variants, in the order a run measures them.
-var floorSystems = []string{floorSystem, floorLeanSystem, floorWorkerSystem}
+var floorSystems = []string{floorSystem, floorLeanSystem, floorWorkerSystem, floorCallsSystem, floorStoreSystem}
 
 // settlingCap mirrors the worker's bound (worker_run.go) on tasks whose
 // settlement has not yet committed, in multiples of the concurrency.
@@ -60,14 +79,26 @@ func floorLabel(sys string) string {
 		return "SQL floor, claim-path indexes only"
 	case floorWorkerSystem:
 		return "SQL floor, worker's shape"
+	case floorCallsSystem:
+		return "SQL floor, worker's shape + calls"
+	case floorStoreSystem:
+		return "SQL floor, worker's shape + calls + store"
 	}
 	return "SQL floor, protocol v1 schema"
 }
 
+// isFloor reports whether sys is one of the floor's variants.
+func isFloor(sys string) bool { return slices.Contains(floorSystems, sys) }
+
 // floorShape describes a floor variant's loops for the report.
 func floorShape(cfg *config, sys string) string {
-	if sys == floorWorkerSystem {
+	switch sys {
+	case floorWorkerSystem:
 		return fmt.Sprintf("1 loop, durable claims of at most %d tasks, settlements grouped behind them", cfg.concurrency)
+	case floorCallsSystem:
+		return "the worker's shape, each task through a no-op call in a goroutine of its own"
+	case floorStoreSystem:
+		return "the same, claims and settlements through cairnq's store as the worker makes them"
 	}
 	return fmt.Sprintf("%d loops, %d tasks per claim, %d claims per complete_many", cfg.floorStreams, cfg.floorBatch, cfg.floorSettle)
 }
@@ -106,23 +137,45 @@ func floorBurnDown(ctx context.Context, cfg *config, sys string, run int) (burnR
 	before := readCounters(ctx, db)
 
 	stmts := protocol.Statements(protocol.Postgres)
-	claim := stmts.Get(protocol.StmtClaimOneQueueOneName)
-	complete := stmts.Get(protocol.StmtCompleteMany)
+	claimStmt := stmts.Get(protocol.StmtClaimOneQueueOneName)
+	completeStmt := stmts.Get(protocol.StmtCompleteMany)
 	const worker = "floor"
+	claim := func(ctx context.Context, limit int, durable bool) ([]string, error) {
+		return floorClaim(ctx, pool, claimStmt, worker, limit, durable)
+	}
+	complete := func(ctx context.Context, ids []string) error {
+		return floorSettle(ctx, pool, completeStmt, worker, ids)
+	}
+	var st *store.Store
+	if sys == floorStoreSystem {
+		if claim, complete, st, err = storeFloor(ctx, cfg, db.DSN, worker); err != nil {
+			return burnResult{}, fmt.Errorf("%s: %w", sys, err)
+		}
+		defer st.Close()
+	}
 
 	srvBefore := cfg.srv.serverCPU(ctx)
 	cliBefore := clientCPU()
 	start := time.Now()
-	drain := floorDrainStreams
-	if sys == floorWorkerSystem {
-		drain = floorDrainWorkerShape
+	var drainErr error
+	switch sys {
+	case floorWorkerSystem, floorCallsSystem, floorStoreSystem:
+		drainErr = floorDrainWorkerShape(ctx, cfg, claim, complete, sys != floorWorkerSystem)
+	default:
+		drainErr = floorDrainStreams(ctx, cfg, claim, complete)
 	}
-	drainErr := drain(ctx, cfg, pool, claim, complete, worker)
 	elapsed := time.Since(start)
 	cliCPU := clientCPU() - cliBefore
 	srvCPU := cfg.srv.serverCPU(ctx).since(srvBefore)
 	if drainErr != nil {
 		return burnResult{}, fmt.Errorf("%s: %w", sys, drainErr)
+	}
+	if st != nil {
+		// Before the counters: a backend reports its commits when it
+		// disconnects, if not sooner.
+		if err := st.Close(); err != nil {
+			return burnResult{}, err
+		}
 	}
 	var succeeded int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM cairnq_tasks WHERE status = 'succeeded'").Scan(&succeeded); err != nil {
@@ -140,7 +193,7 @@ func floorBurnDown(ctx context.Context, cfg *config, sys string, run int) (burnR
 // floorDrainStreams drains the backlog through --floor-streams loops,
 // each running --floor-settle asynchronously committed claims and then
 // one complete_many on what they drew.
-func floorDrainStreams(ctx context.Context, cfg *config, pool *pgxpool.Pool, claim, complete *protocol.Statement, worker string) error {
+func floorDrainStreams(ctx context.Context, cfg *config, claim floorClaimFunc, complete floorSettleFunc) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.floorStreams)
 	for range cfg.floorStreams {
@@ -152,7 +205,7 @@ func floorDrainStreams(ctx context.Context, cfg *config, pool *pgxpool.Pool, cla
 				// of them, as the worker's settlements trail its claims.
 				var ids []string
 				for range cfg.floorSettle {
-					got, err := floorClaim(ctx, pool, claim, worker, cfg.floorBatch, false)
+					got, err := claim(ctx, cfg.floorBatch, false)
 					if err != nil {
 						errs <- err
 						return
@@ -165,7 +218,7 @@ func floorDrainStreams(ctx context.Context, cfg *config, pool *pgxpool.Pool, cla
 				if len(ids) == 0 {
 					return
 				}
-				if err := floorSettle(ctx, pool, complete, worker, ids); err != nil {
+				if err := complete(ctx, ids); err != nil {
 					errs <- err
 					return
 				}
@@ -177,14 +230,22 @@ func floorDrainStreams(ctx context.Context, cfg *config, pool *pgxpool.Pool, cla
 	return <-errs
 }
 
+// floorClaimFunc claims up to limit tasks and returns their ids, durably
+// or not; floorSettleFunc completes ids in one statement.
+type (
+	floorClaimFunc  func(ctx context.Context, limit int, durable bool) ([]string, error)
+	floorSettleFunc func(ctx context.Context, ids []string) error
+)
+
 // floorDrainWorkerShape drains the backlog in the worker's shape (see
-// floorWorkerSystem).
-func floorDrainWorkerShape(ctx context.Context, cfg *config, pool *pgxpool.Pool, claim, complete *protocol.Statement, worker string) error {
+// floorWorkerSystem), through calls when calls is set (floorCallsSystem).
+func floorDrainWorkerShape(ctx context.Context, cfg *config, claim floorClaimFunc, complete floorSettleFunc, calls bool) error {
 	var (
 		mu        sync.Mutex
 		room      = sync.NewCond(&mu)
-		pending   []string // drawn, not yet handed to a complete_many
+		pending   []string // drawn (and called), not yet handed to a complete_many
 		unsettled int      // drawn, not yet settled
+		running   int      // calls of the last draw not yet returned
 		drained   bool
 		failed    error
 	)
@@ -210,11 +271,11 @@ func floorDrainWorkerShape(ctx context.Context, cfg *config, pool *pgxpool.Pool,
 		defer close(settled)
 		for range handed {
 			mu.Lock()
-			ids, done := pending, drained
+			ids, done := pending, drained && running == 0
 			pending = nil
 			mu.Unlock()
 			if len(ids) > 0 {
-				if err := floorSettle(ctx, pool, complete, worker, ids); err != nil {
+				if err := complete(ctx, ids); err != nil {
 					fail(err)
 					return
 				}
@@ -230,9 +291,10 @@ func floorDrainWorkerShape(ctx context.Context, cfg *config, pool *pgxpool.Pool,
 			}
 		}
 	}()
+	noop := func(context.Context, string) error { return nil }
 	for {
 		mu.Lock()
-		for unsettled >= settlingCap*cfg.concurrency && !drained {
+		for (unsettled >= settlingCap*cfg.concurrency || running > 0) && !drained {
 			room.Wait()
 		}
 		stop := drained
@@ -240,20 +302,93 @@ func floorDrainWorkerShape(ctx context.Context, cfg *config, pool *pgxpool.Pool,
 		if stop {
 			break
 		}
-		ids, err := floorClaim(ctx, pool, claim, worker, cfg.concurrency, true)
+		ids, err := claim(ctx, cfg.concurrency, true)
 		if err != nil {
 			fail(err)
 			break
 		}
 		mu.Lock()
-		pending = append(pending, ids...)
 		unsettled += len(ids)
 		drained = drained || len(ids) == 0
+		if !calls {
+			pending = append(pending, ids...)
+		} else {
+			running += len(ids)
+			for _, id := range ids {
+				go func() {
+					err := noop(ctx, id)
+					mu.Lock()
+					if err == nil {
+						pending = append(pending, id)
+					}
+					if running--; running == 0 {
+						room.Broadcast()
+					}
+					mu.Unlock()
+					signal()
+				}()
+			}
+		}
 		mu.Unlock()
 		signal()
 	}
+	mu.Lock()
+	for running > 0 { // after a failure, the calls of the last draw
+		room.Wait()
+	}
+	mu.Unlock()
+	signal()
 	<-settled
 	return failed
+}
+
+// storeFloor returns the claims and settlements of floorStoreSystem, on a
+// store of its own over the pgx adapter, which the caller closes.
+func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClaimFunc, floorSettleFunc, *store.Store, error) {
+	ex, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{MaxConns: int32(cfg.pool)})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := store.OpenPostgres(ctx, ex, store.PostgresOptions{CloseExecutor: true})
+	if err != nil {
+		ex.Close()
+		return nil, nil, nil, err
+	}
+	ops := storeaccess.Ops(st).(storeOps)
+	// A busy worker's claims: no probe first, leases recovered elsewhere.
+	hints := storeaccess.ClaimHints{SkipProbe: true, SkipRecover: true}
+	claim := func(ctx context.Context, limit int, _ bool) ([]string, error) {
+		tasks, err := ops.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
+			WorkerID: worker, Lease: 30 * time.Second, Limit: limit}, hints)
+		ids := make([]string, len(tasks))
+		for i, t := range tasks {
+			ids[i] = t.ID
+		}
+		return ids, err
+	}
+	complete := func(ctx context.Context, ids []string) error {
+		cs := make([]*storeaccess.Completion, len(ids))
+		for i, id := range ids {
+			cs[i] = &storeaccess.Completion{ID: id, WorkerID: worker}
+		}
+		if err := ops.SettleCompletions(ctx, cs); err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.Err != nil {
+				return c.Err
+			}
+		}
+		return nil
+	}
+	return claim, complete, st, nil
+}
+
+// storeOps are the parts of a store's worker machinery (internal/storeaccess)
+// that storeFloor calls, as the worker itself calls them.
+type storeOps interface {
+	Claim(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints) ([]*store.Task, error)
+	SettleCompletions(ctx context.Context, cs []*storeaccess.Completion) error
 }
 
 // floorSettle completes ids in one complete_many, as the worker's

@@ -97,7 +97,7 @@ func run() error {
 	flag.DurationVar(&cfg.riverFetchCooldown, "river-fetch-cooldown", 1*time.Millisecond, "River FetchCooldown (its minimum is 1ms; default 100ms)")
 	flag.DurationVar(&cfg.riverFetchPoll, "river-fetch-poll", 10*time.Millisecond, "River FetchPollInterval (default 1s)")
 	flag.BoolVar(&cfg.burnNoListen, "burndown-no-listen", false, "burn-down: hide the executor's Listener, so the worker polls (measures what LISTEN costs)")
-	flag.BoolVar(&cfg.floor, "floor", false, "burn-down: also drain through cairnq's claim and complete_many SQL alone, with the protocol schema and with only the claim-path indexes (see floor.go)")
+	flag.BoolVar(&cfg.floor, "floor", false, "burn-down: also drain through cairnq's claim and complete_many SQL alone (with the protocol schema, with only the claim-path indexes, in the worker's shape), and in that shape with calls, then through cairnq's store (see floor.go)")
 	flag.IntVar(&cfg.floorStreams, "floor-streams", 2, "--floor: concurrent claim-then-complete loops")
 	flag.IntVar(&cfg.floorBatch, "floor-batch", 64, "--floor: tasks per claim")
 	flag.IntVar(&cfg.floorSettle, "floor-settle", 1, "--floor: claims whose tasks each complete_many settles")

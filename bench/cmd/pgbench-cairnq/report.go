@@ -232,10 +232,10 @@ func (rp *report) print(w io.Writer) {
 		var adapterParts []string
 		for _, sys := range systems {
 			label := sys
-			switch sys {
-			case "river":
+			switch {
+			case sys == "river":
 				label = "River " + riverVersion
-			case floorSystem, floorLeanSystem, floorWorkerSystem:
+			case isFloor(sys):
 				label = floorLabel(sys)
 			default:
 				label = "cairnq " + sys
@@ -275,15 +275,15 @@ func (rp *report) print(w io.Writer) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%.3f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", label, joinRates(rates), med, vsRiver, vsPgx,
 				median(commits), median(syncs), median(wal), median(ccpu), median(scpu))
-			switch sys {
-			case "river":
-			case floorSystem, floorLeanSystem, floorWorkerSystem:
+			switch {
+			case sys == "river":
+			case isFloor(sys):
 				line := fmt.Sprintf("%s (%s): %.0f tasks/s (runs %s)", floorLabel(sys), floorShape(cfg, sys), med, joinRates(rates))
 				if river > 0 {
 					line += fmt.Sprintf(", %.2fx River", med/river)
 				}
 				paste = append(paste, line+".")
-			case "pgx":
+			case sys == "pgx":
 				line := fmt.Sprintf("Burn-down, %d no-op tasks at concurrency %d (pool %d), Postgres via pgx: cairnq %.0f tasks/s (runs %s)",
 					cfg.tasks, cfg.concurrency, cfg.pool, med, joinRates(rates))
 				if river > 0 {
