@@ -156,7 +156,11 @@ func drainWorker(b *testing.B, template string, tasks, conc int) (elapsed, cpu t
 // BenchmarkCallLatency measures Call round trips (submit, a worker in this
 // process runs a no-op, the caller sees the result) with default settings.
 func BenchmarkCallLatency(b *testing.B) {
-	c := openTemp(b, nil)
+	b.Run("sqlite", func(b *testing.B) { benchCallLatency(b, openTemp(b, nil)) })
+	b.Run("postgres", func(b *testing.B) { benchCallLatency(b, openPostgres(b, nil)) })
+}
+
+func benchCallLatency(b *testing.B, c *cairnq.Client) {
 	w, err := cairnq.NewWorker(c, nil) // every default, including the 500ms idle poll
 	if err != nil {
 		b.Fatal(err)
