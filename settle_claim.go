@@ -26,10 +26,9 @@ import (
 //
 // Not on Postgres: there the claim is a round trip during which the slots
 // it fills stand idle, and the settlements, on a connection of their own
-// (the store's completion groups), run beside it on another core. Riding
-// on the claim lengthened that round trip, and the burn-down lost 15-20%
-// of its rate for 15% less server CPU per task. There the worker's
-// settler (settler.go) groups them instead.
+// (the worker's settler, settler.go), run beside it on another core.
+// Riding on the claim lengthened that round trip, and the burn-down lost
+// 15-20% of its rate for 15% less server CPU per task.
 
 // pendingCompletion is one completion waiting for the loop's next claim,
 // or on Postgres for the worker's settler (settler.go).

@@ -14,10 +14,10 @@ import (
 // it was one per finished call plus the claim's.
 
 // settleIn settles cs on q (in the caller's transaction, if any) and
-// records each one's outcome. A completion SQLite's complete_many cannot take as
-// JSON text runs alone, as the writer's grouped completions do. It may
-// run again when the transaction is retried; each run sets every outcome
-// afresh.
+// records each one's outcome. A completion SQLite's complete_many cannot
+// take as JSON text runs alone, as the writer's grouped completions do.
+// It may run again when the transaction is retried; each run sets every
+// outcome afresh.
 func (s *Store) settleIn(ctx context.Context, q querier, cs []*storeaccess.Completion) error {
 	if s.dialect == protocol.Postgres {
 		group := make([]completion, len(cs))
