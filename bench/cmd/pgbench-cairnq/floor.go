@@ -392,7 +392,7 @@ type storeOps interface {
 }
 
 // floorSettle completes ids in one complete_many, as the worker's
-// completion groups do.
+// settler does.
 func floorSettle(ctx context.Context, pool *pgxpool.Pool, complete *protocol.Statement, worker string, ids []string) error {
 	workers := make([]string, len(ids))
 	for i := range workers {
