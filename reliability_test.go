@@ -3,6 +3,7 @@ package cairnq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -284,3 +285,57 @@ func TestNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 		t.Errorf("log %q, want a warning naming schema_version 99", buf.String())
 	}
 }
+
+// A result whose MarshalJSON panics is the handler's value running
+// outside the handler's recover, when the worker encodes it to settle the
+// task (on Postgres, as it hands the completion to the settler): the
+// panic is reported and the task left to its lease, and the worker goes
+// on with the next task.
+func TestResultsThatPanicWhenEncodedAreReported(t *testing.T) {
+	t.Parallel()
+	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
+		var mu sync.Mutex
+		var reported []string
+		w := newWorker(t, c, &cairnq.WorkerOptions{
+			OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
+				mu.Lock()
+				defer mu.Unlock()
+				reported = append(reported, fmt.Sprintf("%s %s: %v", phase, taskID, err))
+			},
+		})
+		w.Handle("poison", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			return panickyResult{}, nil
+		}, nil)
+		w.Handle("fine", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
+		ctx := context.Background()
+		poison, err := c.Submit(ctx, "poison", nil, &cairnq.SubmitOptions{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startWorker(t, w)
+		waitFor(t, "the panic reported", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(reported) > 0
+		})
+		fine, err := c.Submit(ctx, "fine", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := waitTask(t, c, fine.ID); got.Status != cairnq.StatusSucceeded {
+			t.Errorf("the next task: %s, want succeeded", got.Status)
+		}
+		if got, _ := c.Get(ctx, poison.ID); got.Status != cairnq.StatusRunning {
+			t.Errorf("the poisoned task is %s, want running until its lease lapses", got.Status)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reported) != 1 || !strings.Contains(reported[0], "panicked") || !strings.Contains(reported[0], poison.ID) {
+			t.Errorf("reported %q, want one report of the panic for %s", reported, poison.ID)
+		}
+	})
+}
+
+type panickyResult struct{}
+
+func (panickyResult) MarshalJSON() ([]byte, error) { panic("MarshalJSON itself panics") }

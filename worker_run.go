@@ -651,12 +651,6 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 
 	result, results, err := w.attempt(callCtx, d.reg, tcs)
 	release()
-	if err == nil && d.reg.batch == 0 && w.settler != nil {
-		tc := tcs[0]
-		if !tc.isSettled() && !tc.LostLease() && w.settler.handOver(tc, result) {
-			return true
-		}
-	}
 
 	// Leftovers are settled on the worker's authority, so they bypass the
 	// contexts' short-circuit, except where a context already knows its
@@ -666,9 +660,9 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		if tc.isSettled() || (tc.LostLease() && err != errAttemptTimeout) {
 			continue
 		}
-		settle := func() { w.settleLeftover(handlerCtx, tc, d.reg, err, result, results) }
+		settle := func() bool { return w.settleLeftover(handlerCtx, tc, d.reg, err, result, results) }
 		if len(tcs) == 1 {
-			settle()
+			handedOver = settle()
 			continue
 		}
 		wg.Add(1)
@@ -678,7 +672,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		}()
 	}
 	wg.Wait()
-	return false
+	return handedOver
 }
 
 // attempt runs the handler, recovering a panic, and bounded by MaxRun when
@@ -764,8 +758,9 @@ func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 // MarshalJSON) outside the handler's recover, so a panic here is
 // recovered too: reported, and the task left to its lease, which expires
 // and lets the task run again, rather than the worker process dying with
-// every other task it holds.
-func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *registration, callErr error, result any, results map[string]any) {
+// every other task it holds. It reports whether it handed a lone task's
+// success to the settler (complete).
+func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *registration, callErr error, result any, results map[string]any) (handedOver bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.report(fmt.Errorf("cairnq: settling task %s panicked: %v", tc.task.ID, p), PhaseExecute, tc.task.ID)
@@ -775,8 +770,7 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 		if reg.batch > 0 {
 			result = results[tc.task.ID]
 		}
-		w.complete(ctx, tc, result)
-		return
+		return w.complete(ctx, tc, result, reg.batch == 0)
 	}
 	if d, ok := snoozeOf(callErr); ok {
 		w.snooze(ctx, tc, d)
@@ -785,6 +779,7 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 	if env, retryable, record := w.failureOf(tc, callErr); record {
 		w.fail(ctx, tc, env, retryable)
 	}
+	return false
 }
 
 // failureOf turns how a call failed into the envelope to record, and
@@ -814,9 +809,15 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 	return env, retryable, true
 }
 
-func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
+// complete settles tc's success: through the loop's next claim (SQLite)
+// or, for a lone task's call when handOver allows, by handing it to the
+// settler (Postgres), which it then reports; else on its own.
+func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, handOver bool) (handedOver bool) {
 	if w.completeByClaim(tc, result) {
-		return
+		return false
+	}
+	if handOver && w.settler != nil && w.settler.handOver(tc, result) {
+		return true
 	}
 	err := w.settleTask(ctx, tc, func() error {
 		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
@@ -835,6 +836,7 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any) {
 	default:
 		w.report(err, PhaseExecute, tc.task.ID)
 	}
+	return false
 }
 
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
