@@ -82,15 +82,22 @@ func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
 	if err := <-p.done; err != nil {
 		return false
 	}
+	return recordOutcome(tc, &p.c) // if not, on its own, then
+}
+
+// recordOutcome marks tc by what the write that carried c made of it:
+// settled, or its lease gone. It reports false when c got neither, which
+// leaves tc for its caller to settle or report.
+func recordOutcome(tc *TaskContext, c *storeaccess.Completion) bool {
 	switch {
-	case p.c.Err == nil && p.c.Status != "":
+	case c.Err == nil && c.Status != "":
 		tc.markSettled()
-		return true
-	case errIsLostLease(p.c.Err):
+	case errIsLostLease(c.Err):
 		tc.markLost()
-		return true
+	default:
+		return false
 	}
-	return false // not settled by the write: on its own, then
+	return true
 }
 
 // rideResult encodes a handler's result for a completion that shares its

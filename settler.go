@@ -1,7 +1,9 @@
 package cairnq
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
@@ -82,6 +84,10 @@ func (s *settler) stop() {
 	<-s.done
 }
 
+// errNoOutcome reports a settlement its write neither settled nor
+// refused, which the store's statements never leave.
+var errNoOutcome = errors.New("cairnq: the settlement's write gave the task no outcome")
+
 // runSettler writes what calls hand over to s until stop.
 func (w *Worker) runSettler(s *settler) {
 	defer close(s.done)
@@ -122,12 +128,8 @@ func (s *settler) write(taken []*pendingCompletion) {
 		switch {
 		case err != nil:
 			w.report(err, PhaseExecute, p.c.ID)
-		case p.c.Err == nil:
-			p.tc.markSettled()
-		case errIsLostLease(p.c.Err):
-			p.tc.markLost()
-		default:
-			w.report(p.c.Err, PhaseExecute, p.c.ID)
+		case !recordOutcome(p.tc, &p.c):
+			w.report(cmp.Or(p.c.Err, errNoOutcome), PhaseExecute, p.c.ID)
 		}
 	}
 	w.mu.Lock()
