@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,8 +238,13 @@ func testHandlerIgnoresContext(t *testing.T, c *cairnq.Client, maxRun time.Durat
 		t.Fatalf("Run did not return %v after its context ended (ShutdownTimeout 500ms): hung\n%s", faulttest.Watchdog, faulttest.AllGoroutines())
 	}
 	t.Logf("Run returned %v after its context ended", time.Since(began).Round(time.Millisecond))
-	if leaked := workerGoroutines(w); leaked != "" {
+	// Run leaves the hung handler behind, and with no MaxRun that handler
+	// runs on its call's goroutine: every other goroutine has ended.
+	if leaked := workerGoroutinesBut(w, "(*hungHandler).run"); leaked != "" {
 		t.Errorf("worker goroutines outlived Run:\n%s", leaked)
+	}
+	if maxRun == 0 && !strings.Contains(workerStacks(w, ""), "(*hungHandler).run") {
+		t.Errorf("no worker goroutine runs the hung handler: want it on its call's goroutine, past Run")
 	}
 
 	if !hitFirst {

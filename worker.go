@@ -16,7 +16,9 @@ import (
 // lease, when a cancel is requested for the task, when MaxRun is exceeded,
 // or when the worker shuts down past its deadline. What it returns settles
 // the task: a nil error succeeds it with result (any JSON-encodable value),
-// an error fails it (see TaskError for choosing retryability).
+// an error fails it (see TaskError for choosing retryability). A panic
+// fails it as handler_panic; runtime.Goexit settles nothing and is
+// reported through OnError, the task left to its lease.
 type Handler func(ctx context.Context, tc *TaskContext) (result any, err error)
 
 // BatchHandler runs up to a batch of tasks in one call. Tasks it does not
@@ -134,8 +136,7 @@ type Worker struct {
 	stopCh    chan struct{}
 	stopped   chan struct{}
 	slotFreed chan struct{}
-	giveUp    chan struct{}  // closed when Run stops waiting for handlers
-	calls     sync.WaitGroup // handler calls and their goroutines
+	giveUp    chan struct{} // closed when Run stops waiting for handlers
 	cursor    int
 
 	// claimMu is held across a claim and the start of what it drew, so
@@ -147,6 +148,7 @@ type Worker struct {
 	mu           sync.Mutex // guards the counters below and live
 	running      int        // handler calls running
 	settling     int        // calls whose handler returned, settling
+	calls        int        // calls started by Run and not ended
 	perName      map[string]int
 	perResource  map[string]int
 	inFlightSize int64

@@ -102,7 +102,7 @@ func (w *Worker) workOne(ctx context.Context) ([]*Task, error) {
 			close(w.giveUp) // runCall stops waiting for the handler
 		}
 	}()
-	w.runCall(handlerCtx, d, func() {})
+	w.runCall(handlerCtx, d, func() {}, false)
 	close(callDone)
 	stopBeat()
 	bg.Wait()

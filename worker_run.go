@@ -62,7 +62,8 @@ func (w *Worker) schedule() (sources []source, names []string) {
 // ignores its context: Go cannot stop it, so Run reports it through
 // OnError (PhaseShutdown) and returns without it; its task is left to its
 // lease, and its writes through the TaskContext are refused. When Run
-// returns, every other goroutine it started has ended.
+// returns, every other goroutine it started has ended: only such handlers
+// go on, each on its call's goroutine, which ends when the handler returns.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := checkCtx(ctx, "worker run"); err != nil {
 		return err
@@ -123,43 +124,71 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopLoop()
 	watchWG.Wait()
 
-	// Drain: let running calls finish and their settlements commit, then
-	// abandon what is left.
-	drained := make(chan struct{})
-	go func() {
-		w.calls.Wait()
-		if w.settler != nil {
-			w.settler.stop()
-		}
-		close(drained)
-	}()
+	w.drain(abandon)
+	stopBeat()
+	beatWG.Wait()
+	return runErr
+}
+
+// drain ends a Run once its loop has: it lets the calls running finish
+// and their settlements commit, for at most ShutdownTimeout, then abandons
+// what is left (abandonCalls) and, after a grace, stops waiting for
+// handlers that ignore their contexts.
+func (w *Worker) drain(abandon context.CancelCauseFunc) {
 	timer := time.NewTimer(w.opts.ShutdownTimeout)
-	select {
-	case <-drained:
-	case <-timer.C:
-		w.abandonCalls(abandon, errors.New("cairnq: worker shut down past its deadline"))
-		// Handlers that honour their context return now. One that ignores
-		// it would hold Run (and the deployment's stop) forever: after a
-		// grace, the calls stop waiting for such handlers and return.
-		grace := time.NewTimer(min(w.opts.ShutdownTimeout, maxShutdownGrace))
+	defer timer.Stop()
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	gaveUp := false
+	var settled chan struct{} // closed once the settler has stopped
+	for {
+		if settled == nil && w.callsOver(gaveUp) {
+			// The settler goes last, when no call can hand it anything.
+			settled = make(chan struct{})
+			go func() {
+				defer close(settled)
+				if w.settler != nil {
+					w.settler.stop()
+				}
+			}()
+		}
 		select {
-		case <-drained:
-		case <-grace.C:
+		case <-settled:
+			if grace != nil {
+				grace.Stop()
+			}
+			return
+		case <-w.slotFreed: // a call ended, or left its handler
+		case <-timer.C:
+			w.abandonCalls(abandon, errors.New("cairnq: worker shut down past its deadline"))
+			// Handlers that honour their context return now. One that
+			// ignores it would hold Run (and the deployment's stop)
+			// forever: after a grace, Run stops waiting for such handlers.
+			grace = time.NewTimer(min(w.opts.ShutdownTimeout, maxShutdownGrace))
+			graceC = grace.C
+		case <-graceC:
+			graceC = nil
 			w.mu.Lock()
 			left := slices.Collect(maps.Keys(w.live))
 			w.mu.Unlock()
 			for _, id := range left {
 				w.report(fmt.Errorf("%w (task %s)", errAbandoned, id), PhaseShutdown, id)
 			}
+			gaveUp = true
 			close(w.giveUp)
-			<-drained
 		}
-		grace.Stop()
 	}
-	timer.Stop()
-	stopBeat()
-	beatWG.Wait()
-	return runErr
+}
+
+// callsOver reports whether drain has no call left to wait for: none
+// has not ended or, once it gave up on the handlers, every call left
+// still holds its slot, its handler running on the call's own goroutine
+// past its context's end (attempt). Such a call settles nothing when its
+// handler returns at last: its contexts were flagged lost.
+func (w *Worker) callsOver(gaveUp bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls == 0 || (gaveUp && w.calls == w.running)
 }
 
 // Stop ends a Run started elsewhere and waits for it to return, or for ctx.
@@ -528,6 +557,7 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 	}
 	w.mu.Lock()
 	w.running++
+	w.calls++
 	w.inFlightSize += size
 	if d.src.ownConc > 0 {
 		w.perName[d.src.names[0]]++
@@ -536,9 +566,7 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 		w.perResource[d.src.resource]++
 	}
 	w.mu.Unlock()
-	w.calls.Add(1)
 	go func() {
-		defer w.calls.Done()
 		// The call's slot (and its name's and resource's share) frees as
 		// soon as the handler returns, not when its settlement commits:
 		// settlements are grouped into shared commits, and holding the
@@ -564,15 +592,15 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 		handedOver := false
 		defer func() {
 			release()
-			if handedOver { // the settler ends its settling
-				return
-			}
 			w.mu.Lock()
-			w.settling--
+			w.calls--
+			if !handedOver { // else the settler ends its settling
+				w.settling--
+			}
 			w.mu.Unlock()
 			w.signalSlot()
 		}()
-		handedOver = w.runCall(handlerCtx, d, release)
+		handedOver = w.runCall(handlerCtx, d, release, true)
 	}()
 }
 
@@ -612,8 +640,9 @@ var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
 
 // runCall runs one handler call and settles whatever it left unsettled,
 // or hands a lone task's success to the settler, reporting handedOver:
-// its context then stays live until the settler has written it.
-func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func()) (handedOver bool) {
+// its context then stays live until the settler has written it. own says
+// the call is Run's (see attempt).
+func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(), own bool) (handedOver bool) {
 	if d.reg == nil { // unreachable while claims are filtered by name
 		for _, t := range d.tasks {
 			env := ErrorEnvelope{Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}
@@ -640,7 +669,13 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		tcs[i] = tc
 	}
 	w.track(tcs, true)
+	// Until attempt returns: a handler on this goroutine that calls
+	// runtime.Goexit ends the call here.
+	exited := true
 	defer func() {
+		if exited { // nothing is settled; writes through the contexts are refused
+			endCalls(tcs, errHandlerExited)
+		}
 		if !handedOver {
 			w.track(tcs, false)
 		}
@@ -649,8 +684,12 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 		endCalls(tcs, context.Cause(handlerCtx))
 	}
 
-	result, results, err := w.attempt(callCtx, d.reg, tcs)
+	result, results, err := w.attempt(callCtx, d.reg, tcs, own)
+	exited = err == errHandlerExited
 	release()
+	if exited {
+		return false
+	}
 
 	// Leftovers are settled on the worker's authority, so they bypass the
 	// contexts' short-circuit, except where a context already knows its
@@ -680,47 +719,25 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func())
 // the caller records the failure, so a handler that keeps running cannot
 // settle anything behind the worker's back.
 //
-// The handler runs in a goroutine of its own, so that a handler ignoring
-// its context holds up neither this call past MaxRun nor Run past its
+// With MaxRun set, or when the call is not Run's (own is false), the
+// handler runs in a goroutine of its own, so that a handler ignoring its
+// context holds up neither this call past MaxRun nor RunOnce past its
 // shutdown (w.giveUp): Go cannot stop it, but the worker need not wait.
 // The goroutine ends when the handler returns; done is buffered for it.
-func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext) (result any, results map[string]any, err error) {
-	type outcome struct {
-		result  any
-		results map[string]any
-		err     error
+// Otherwise it runs on the call's own goroutine, sparing every call a
+// goroutine and a hand-off (a burn-down measured ~3% for it on either
+// backend, docs/benchmarks.md); Run then stops waiting for such a call at
+// its shutdown's end by its slot, still held (see callsOver).
+func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext, own bool) (result any, results map[string]any, err error) {
+	if own && w.opts.MaxRun <= 0 {
+		o := w.callHandler(ctx, reg, tcs)
+		return o.result, o.results, o.err
 	}
-	done := make(chan outcome, 1)
+	done := make(chan handlerOutcome, 1)
 	go func() {
-		var o outcome
-		defer func() {
-			if p := recover(); p != nil {
-				o = outcome{err: &panicError{value: p, stack: string(debug.Stack())}}
-			}
-			done <- o
-		}()
-		if len(w.opts.Middleware) == 0 {
-			if reg.batch > 0 {
-				o.results, o.err = reg.batchFn(ctx, tcs)
-			} else {
-				o.result, o.err = reg.fn(ctx, tcs[0])
-			}
-			return
-		}
-		call := &Call{Tasks: tcs, Batch: reg.batch > 0}
-		handler := func(ctx context.Context) (any, error) {
-			if reg.batch > 0 {
-				return reg.batchFn(ctx, tcs)
-			}
-			return reg.fn(ctx, tcs[0])
-		}
-		result, err := chainMiddleware(w.opts.Middleware, call, handler)(ctx)
-		o.err = err
-		if reg.batch == 0 {
-			o.result = result
-		} else if m, ok := result.(map[string]any); ok {
-			o.results = m
-		}
+		o := handlerOutcome{err: errHandlerExited} // unless callHandler returns
+		defer func() { done <- o }()
+		o = w.callHandler(ctx, reg, tcs)
 	}()
 	var timeout <-chan time.Time
 	if w.opts.MaxRun > 0 {
@@ -742,6 +759,63 @@ func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskCont
 		return nil, nil, errAbandoned
 	}
 }
+
+// handlerOutcome is what one handler call returned.
+type handlerOutcome struct {
+	result  any
+	results map[string]any
+	err     error
+}
+
+// callHandler calls the handler of reg through the worker's middleware and
+// turns a panic into a panicError. A handler that calls runtime.Goexit
+// (t.FailNow in a test) gives no outcome: callHandler reports it, and the
+// goroutine goes on ending, the call with it when the handler runs on the
+// call's goroutine; either way nothing is settled and the task is left to
+// its lease (runCall).
+func (w *Worker) callHandler(ctx context.Context, reg *registration, tcs []*TaskContext) (o handlerOutcome) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if p := recover(); p != nil {
+			o = handlerOutcome{err: &panicError{value: p, stack: string(debug.Stack())}}
+			return
+		}
+		for _, tc := range tcs {
+			w.report(fmt.Errorf("%w (task %s)", errHandlerExited, tc.task.ID), PhaseExecute, tc.task.ID)
+		}
+	}()
+	if len(w.opts.Middleware) == 0 {
+		if reg.batch > 0 {
+			o.results, o.err = reg.batchFn(ctx, tcs)
+		} else {
+			o.result, o.err = reg.fn(ctx, tcs[0])
+		}
+		returned = true
+		return o
+	}
+	call := &Call{Tasks: tcs, Batch: reg.batch > 0}
+	handler := func(ctx context.Context) (any, error) {
+		if reg.batch > 0 {
+			return reg.batchFn(ctx, tcs)
+		}
+		return reg.fn(ctx, tcs[0])
+	}
+	result, err := chainMiddleware(w.opts.Middleware, call, handler)(ctx)
+	returned = true
+	o.err = err
+	if reg.batch == 0 {
+		o.result = result
+	} else if m, ok := result.(map[string]any); ok {
+		o.results = m
+	}
+	return o
+}
+
+// errHandlerExited marks a call whose handler called runtime.Goexit.
+var errHandlerExited = errors.New("cairnq: handler called runtime.Goexit; its task is left to its lease")
 
 // errAbandoned marks a call Run stopped waiting for at shutdown.
 var errAbandoned = errors.New("cairnq: handler still running after shutdown; abandoned")

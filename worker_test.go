@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -540,6 +543,69 @@ func TestPanicIsRecordedAndWorkerContinues(t *testing.T) {
 	}
 	if got := waitTask(t, c, fine.ID); got.Status != cairnq.StatusSucceeded {
 		t.Errorf("next task after a panic: %s", got.Status)
+	}
+}
+
+// A handler that calls runtime.Goexit (t.FailNow in a test's handler)
+// returns nothing: the worker reports it, settles nothing, and leaves the
+// task to its lease, whether the handler runs on the call's goroutine (no
+// MaxRun) or on one of its own. It used to read as a success with no
+// result.
+func TestHandlerThatCallsGoexitIsLeftToItsLease(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		maxRun time.Duration
+	}{{"no MaxRun", 0}, {"MaxRun", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := openTemp(t, nil)
+			var mu sync.Mutex
+			var reported []string
+			w := newWorker(t, c, &cairnq.WorkerOptions{
+				LeaseDuration: cairnq.MinLeaseDuration,
+				MaxRun:        tc.maxRun,
+				RetryBackoff:  cairnq.NoRetryBackoff,
+				OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
+					mu.Lock()
+					reported = append(reported, fmt.Sprintf("%s %s: %v", phase, taskID, err))
+					mu.Unlock()
+				},
+			})
+			w.Handle("exits", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+				if tc.Attempt() == 1 {
+					runtime.Goexit()
+				}
+				return "second", nil
+			}, nil)
+			w.Handle("fine", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return "ok", nil }, nil)
+			startWorker(t, w)
+			ctx := context.Background()
+			exits, err := c.Submit(ctx, "exits", nil, &cairnq.SubmitOptions{MaxAttempts: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := waitTask(t, c, exits.ID)
+			if got.Status != cairnq.StatusSucceeded || got.Attempt != 2 || string(got.Result) != `"second"` {
+				t.Errorf("task whose first attempt called Goexit: %s on attempt %d with %s, want succeeded on attempt 2 with \"second\"",
+					got.Status, got.Attempt, got.Result)
+			}
+			fine, err := c.Submit(ctx, "fine", nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := waitTask(t, c, fine.ID); got.Status != cairnq.StatusSucceeded {
+				t.Errorf("a task after the Goexit: %s, want succeeded", got.Status)
+			}
+			want := fmt.Sprintf("%s %s: ", cairnq.PhaseExecute, exits.ID)
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.ContainsFunc(reported, func(r string) bool {
+				return strings.HasPrefix(r, want) && strings.Contains(r, "runtime.Goexit")
+			}) {
+				t.Errorf("reported %q, want the Goexit of %s's handler", reported, exits.ID)
+			}
+		})
 	}
 }
 

@@ -48,7 +48,7 @@ func (t *Telemetry) Middleware() cairnq.Middleware {
 			var p any
 			if !returned {
 				// nil: runtime.Goexit, which goes on, and which the worker
-				// reads as a return with no error.
+				// reports, leaving the task to its lease.
 				p = recover()
 			}
 			t.endProcess(ctx, span, call, time.Since(start), err, p != nil, p)
