@@ -42,6 +42,22 @@ func TestCertifyLibpq(t *testing.T) {
 	})
 }
 
+// The pool Open makes is configured by cairnq: binary_parameters, and
+// statements kept prepared.
+func TestCertifyLibpqOpen(t *testing.T) {
+	conformance.CertifyExecutor(t, conformance.Factory{
+		Name: "cairnqlibpq.Open",
+		Open: func(t testing.TB, dsn string) executor.Executor {
+			ex, err := cairnqlibpq.Open(context.Background(), dsn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ex.Close() })
+			return ex
+		},
+	})
+}
+
 func TestCertifySQLExecPgxStdlib(t *testing.T) {
 	conformance.CertifyExecutor(t, sqlFactory("sqlexec over database/sql, pgx stdlib", "pgx"))
 }

@@ -6,7 +6,10 @@
 //     creates that schema and puts it on every connection's search_path);
 //     [Executor.Close] closes that pool. Making each of its connections is
 //     bounded by [Options.ConnectTimeout] (else the DSN's connect_timeout,
-//     else [DefaultConnectTimeout]), and so is making the listener's.
+//     else [DefaultConnectTimeout]), and so is making the listener's. Its
+//     connections send arguments in one round trip (binary_parameters,
+//     unless the DSN says otherwise) and keep cairnq's statements prepared
+//     (unless [Options.NoPrepare]), which lib/pq does neither of by default.
 //   - [New] runs on the application's own *sql.DB, which stays the
 //     application's: Close leaves it open, and cairnq never changes its
 //     settings.

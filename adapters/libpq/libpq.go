@@ -76,6 +76,15 @@ type Options struct {
 	// A listener's connections take the limit in whole seconds, rounded up,
 	// because lib/pq's listener is configured by a DSN only.
 	ConnectTimeout time.Duration
+
+	// NoPrepare, on the [Open] path, runs every statement unprepared, as
+	// lib/pq does by default: set it behind a transaction-mode connection
+	// pooler, which cannot keep a statement prepared on a connection.
+	// Without it a pool Open makes prepares each of cairnq's statements
+	// once per connection ([sqlexec.Options.Prepare]), sparing the server a
+	// parse and a plan on every run. [New] never prepares: an
+	// application's pool is never reconfigured.
+	NoPrepare bool
 }
 
 // schemaName is the allowlist of schema names. Narrower than what Postgres
@@ -149,7 +158,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	e := newExecutor(db, dsn, o)
+	e := newExecutor(db, dsn, o, !o.NoPrepare)
 	e.owned = true
 	return e, nil
 }
@@ -213,12 +222,12 @@ func New(db *sql.DB, dsn string, opts *Options) *Executor {
 	if db == nil {
 		panic("cairnqlibpq: New called with a nil *sql.DB")
 	}
-	return newExecutor(db, dsn, withDefaults(opts))
+	return newExecutor(db, dsn, withDefaults(opts), false)
 }
 
-func newExecutor(db *sql.DB, dsn string, o Options) *Executor {
+func newExecutor(db *sql.DB, dsn string, o Options, prepare bool) *Executor {
 	return &Executor{
-		sql:  sqlexec.New(db, &sqlexec.Options{TxOptions: o.TxOptions}),
+		sql:  sqlexec.New(db, &sqlexec.Options{TxOptions: o.TxOptions, Prepare: prepare}),
 		db:   db,
 		dsn:  dsn,
 		opts: o,
@@ -280,6 +289,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 // [New] leaves the application's pool open.
 func (e *Executor) Close() error {
 	e.listeners.Close()
+	_ = e.sql.Close() // its prepared statements; always nil
 	if e.owned {
 		return e.db.Close()
 	}

@@ -157,6 +157,42 @@ func TestErrorsKeepPQError(t *testing.T) {
 	}
 }
 
+// A pool Open makes keeps cairnq's statements prepared, unless NoPrepare;
+// an application's pool given to New is never prepared on.
+func TestOpenPreparesStatements(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, tc := range []struct {
+		name string
+		ex   func(t *testing.T) *cairnqlibpq.Executor
+		want int64
+	}{
+		{"Open", func(t *testing.T) *cairnqlibpq.Executor { return open(t, dsn, nil) }, 1},
+		{"Open NoPrepare", func(t *testing.T) *cairnqlibpq.Executor {
+			return open(t, dsn, &cairnqlibpq.Options{NoPrepare: true})
+		}, 0},
+		{"New", func(t *testing.T) *cairnqlibpq.Executor { return cairnqlibpq.New(appDB(t, dsn), dsn, nil) }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := adaptertest.Ctx(t)
+			e := tc.ex(t)
+			e.DB().SetMaxOpenConns(1) // so that the count below reads the connection that ran it
+			for i := range 3 {
+				if row := queryOne(t, ctx, e, "SELECT $1::int8 AS x", int64(i)); row["x"] != int64(i) {
+					t.Fatalf("x = %#v, want %d", row["x"], i)
+				}
+			}
+			var n int64
+			if err := e.DB().QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Errorf("%d statements prepared on the connection after 3 runs of one, want %d", n, tc.want)
+			}
+		})
+	}
+}
+
 func TestNewLeavesAppDBOpen(t *testing.T) {
 	t.Parallel()
 	ctx := adaptertest.Ctx(t)

@@ -35,6 +35,19 @@ type Options struct {
 	// configured otherwise), which is what cairnq's statements are written
 	// for.
 	TxOptions *sql.TxOptions
+
+	// Prepare runs every statement with arguments that the executor runs on
+	// the pool itself as a prepared statement: database/sql's *sql.Stmt,
+	// prepared on each connection at its first use there and kept until
+	// [Executor.Close], so that the server parses and plans it once per
+	// connection rather than on every run (drivers such as lib/pq send
+	// each statement unprepared otherwise). It needs a pool whose
+	// connections keep prepared statements (not a transaction-mode
+	// pooler) and a db with PrepareContext (*sql.DB and *sqlx.DB have
+	// it; for any other, Prepare does nothing). Statements in a
+	// transaction, on a reserved connection, or without arguments are
+	// never prepared. Default false.
+	Prepare bool
 }
 
 // Executor is an [executor.Executor] over an application's database/sql
@@ -43,6 +56,7 @@ type Options struct {
 type Executor struct {
 	db     DB
 	txOpts *sql.TxOptions
+	stmts  *stmtCache // nil unless Options.Prepare
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -59,6 +73,9 @@ func New(db DB, opts *Options) *Executor {
 	e := &Executor{db: db}
 	if opts != nil {
 		e.txOpts = CopyTxOptions(opts.TxOptions)
+		if p, ok := db.(preparer); ok && opts.Prepare {
+			e.stmts = newStmtCache(p)
+		}
 	}
 	return e
 }
@@ -86,12 +103,18 @@ func (e *Executor) Native() any { return e.db }
 // [executor.Session.Query]. Errors are wrapped with %w, so the driver's own
 // error type (a *pq.Error, a *pgconn.PgError) is reachable with errors.As.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
+	if e.stmts != nil && len(args) > 0 {
+		return e.stmts.query(ctx, e.db, query, args)
+	}
 	return runQuery(ctx, e.db, query, args)
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
+	if e.stmts != nil && len(args) > 0 {
+		return e.stmts.queryPositional(ctx, e.db, query, args)
+	}
 	return runQueryPositional(ctx, e.db, query, args)
 }
 
@@ -135,9 +158,15 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	return nil
 }
 
-// Close does nothing and returns nil: the pool belongs to the application,
-// which closes it itself.
-func (e *Executor) Close() error { return nil }
+// Close closes the statements [Options.Prepare] prepared, if any, and
+// returns nil. It leaves the pool open: the pool belongs to the
+// application, which closes it itself.
+func (e *Executor) Close() error {
+	if e.stmts != nil {
+		e.stmts.close()
+	}
+	return nil
+}
 
 // TxSession returns a Session that runs its statements in tx, a transaction
 // the application began and will itself commit or roll back; cairnq never
@@ -243,7 +272,7 @@ type Runner interface {
 func runQuery(ctx context.Context, r Runner, query string, args []any) ([]executor.Row, error) {
 	out, err := QueryRows(ctx, r, query, args)
 	if err != nil {
-		return nil, fmt.Errorf("cairnq: query: %w", err)
+		return nil, wrapQuery(err)
 	}
 	return out, nil
 }
@@ -252,10 +281,13 @@ func runQuery(ctx context.Context, r Runner, query string, args []any) ([]execut
 func runQueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
 	out, err := QueryPositional(ctx, r, query, args)
 	if err != nil {
-		return nil, fmt.Errorf("cairnq: query: %w", err)
+		return nil, wrapQuery(err)
 	}
 	return out, nil
 }
+
+// wrapQuery labels a statement's error, keeping the driver's reachable.
+func wrapQuery(err error) error { return fmt.Errorf("cairnq: query: %w", err) }
 
 // QueryRows runs query on r and reads its rows with CollectRows. Errors come
 // back as the driver gave them, for the caller to label: the gorm and bun

@@ -28,7 +28,12 @@ type setup struct {
 	// open returns what is passed to sqlexec.New, and the *sql.DB behind it.
 	open  func(t *testing.T, dsn string) (sqlexec.DB, *sql.DB)
 	forms map[string]any
+	// prepare is the executor's Options.Prepare.
+	prepare bool
 }
+
+// options is what the setup's executor is made with.
+func (s setup) options() *sqlexec.Options { return &sqlexec.Options{Prepare: s.prepare} }
 
 // Forms shared by both drivers.
 var (
@@ -91,6 +96,8 @@ var setups = []setup{
 	{name: "libpq", open: openSQL("postgres"), forms: pqForms},
 	{name: "pgxstdlib", open: openSQL("pgx"), forms: pgxForms},
 	{name: "wrapped-libpq", open: openWrapped, forms: pqForms},
+	{name: "libpq-prepared", open: openSQL("postgres"), forms: pqForms, prepare: true},
+	{name: "pgxstdlib-prepared", open: openSQL("pgx"), forms: pgxForms, prepare: true},
 }
 
 // env is one subtest's executor on a fresh database.
@@ -105,14 +112,28 @@ type env struct {
 func eachSetup(t *testing.T, fn func(t *testing.T, e env)) {
 	t.Helper()
 	for _, s := range setups {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			t.Cleanup(cancel)
-			handle, db := s.open(t, pgtest.DSN(t))
-			fn(t, env{ctx: ctx, exec: sqlexec.New(handle, nil), db: db})
-		})
+		runSetup(t, s, func(t *testing.T, _ setup, e env) { fn(t, e) })
 	}
+}
+
+// eachSetupOf is eachSetup for the setups named.
+func eachSetupOf(t *testing.T, names []string, fn func(t *testing.T, s setup, e env)) {
+	t.Helper()
+	for _, name := range names {
+		runSetup(t, setupNamed(name), fn)
+	}
+}
+
+// runSetup runs fn as a parallel subtest on s's executor over a fresh
+// database.
+func runSetup(t *testing.T, s setup, fn func(t *testing.T, s setup, e env)) {
+	t.Run(s.name, func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		handle, db := s.open(t, pgtest.DSN(t))
+		fn(t, s, env{ctx: ctx, exec: sqlexec.New(handle, s.options()), db: db})
+	})
 }
 
 func setupNamed(name string) setup {
@@ -159,10 +180,11 @@ func TestValueForms(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			handle, _ := s.open(t, pgtest.DSN(t))
-			e := sqlexec.New(handle, nil)
-			row := queryOne(t, ctx, e, `SELECT 42::int8 AS i8, '{"a":1}'::jsonb AS jb, 'txt'::text AS t,
+			e := sqlexec.New(handle, s.options())
+			// An argument, so that a prepared setup runs it prepared.
+			row := queryOne(t, ctx, e, `SELECT $1::int8 AS i8, '{"a":1}'::jsonb AS jb, 'txt'::text AS t,
 				true AS b, 1.5::float8 AS f, pg_sleep(0) AS v, NULL::int8 AS n, 7::int4 AS i4,
-				12.5::numeric AS num, '{a,b}'::text[] AS arr, 'nm'::name AS nm`)
+				12.5::numeric AS num, '{a,b}'::text[] AS arr, 'nm'::name AS nm`, int64(42))
 			if len(row) != len(s.forms) {
 				t.Errorf("row has %d columns, want %d: %v", len(row), len(s.forms), row)
 			}
