@@ -238,6 +238,12 @@ func testHandlerIgnoresContext(t *testing.T, c *cairnq.Client, maxRun time.Durat
 		t.Fatalf("Run did not return %v after its context ended (ShutdownTimeout 500ms): hung\n%s", faulttest.Watchdog, faulttest.AllGoroutines())
 	}
 	t.Logf("Run returned %v after its context ended", time.Since(began).Round(time.Millisecond))
+	// At once, with no grace for goroutines on their way out: a call ends
+	// its runCall before it counts itself ended, so none may be in one now
+	// but the hung handler's own.
+	if stacks := workerStacks(w, "(*hungHandler).run"); strings.Contains(stacks, "(*Worker).runCall") {
+		t.Errorf("a call was still running when Run returned:\n%s", stacks)
+	}
 	// Run leaves the hung handler behind, and with no MaxRun that handler
 	// runs on its call's goroutine: every other goroutine has ended.
 	if leaked := workerGoroutinesBut(w, "(*hungHandler).run"); leaked != "" {

@@ -63,7 +63,8 @@ func (w *Worker) schedule() (sources []source, names []string) {
 // OnError (PhaseShutdown) and returns without it; its task is left to its
 // lease, and its writes through the TaskContext are refused. When Run
 // returns, every other goroutine it started has ended: only such handlers
-// go on, each on its call's goroutine, which ends when the handler returns.
+// go on, each on its call's goroutine (on a goroutine of its own with
+// MaxRun), which ends when the handler returns.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := checkCtx(ctx, "worker run"); err != nil {
 		return err
@@ -181,14 +182,16 @@ func (w *Worker) drain(abandon context.CancelCauseFunc) {
 }
 
 // callsOver reports whether drain has no call left to wait for: none
-// has not ended or, once it gave up on the handlers, every call left
-// still holds its slot, its handler running on the call's own goroutine
-// past its context's end (attempt). Such a call settles nothing when its
-// handler returns at last: its contexts were flagged lost.
+// has not ended or, once it gave up on the handlers and they run on their
+// calls' goroutines (MaxRun unset, see attempt), every call left still
+// holds its slot, its handler running past its context's end. Such a call
+// settles nothing when its handler returns at last: its contexts were
+// flagged lost. With MaxRun a call holding its slot is waiting in attempt
+// for w.giveUp, and ends once it sees it, so drain waits for it.
 func (w *Worker) callsOver(gaveUp bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.calls == 0 || (gaveUp && w.calls == w.running)
+	return w.calls == 0 || (gaveUp && w.opts.MaxRun <= 0 && w.calls == w.running)
 }
 
 // Stop ends a Run started elsewhere and waits for it to return, or for ctx.

@@ -563,6 +563,8 @@ func TestHandlerThatCallsGoexitIsLeftToItsLease(t *testing.T) {
 			var mu sync.Mutex
 			var reported []string
 			w := newWorker(t, c, &cairnq.WorkerOptions{
+				// One slot: a call that kept it would hold up the task after.
+				Concurrency:   1,
 				LeaseDuration: cairnq.MinLeaseDuration,
 				MaxRun:        tc.maxRun,
 				RetryBackoff:  cairnq.NoRetryBackoff,
