@@ -52,7 +52,9 @@
 // before the worker settles the task, the way the worker will settle it: a
 // lost lease is lease_lost (the worker records nothing; an attempt
 // abandoned at WorkerOptions.MaxRun reads so too, though the worker
-// records a handler_timeout failure for it); no error is
+// records a handler_timeout failure for it, and so does a handler that
+// called runtime.Goexit, whose task the worker leaves to its lease); no
+// error is
 // succeeded; an error is retried when its envelope (cairnq.EnvelopeOf) is
 // retryable and the attempt is not the last, failed otherwise; a panic is
 // retryable. It does not see a settlement the handler made itself

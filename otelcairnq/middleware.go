@@ -51,7 +51,8 @@ func (t *Telemetry) Middleware() cairnq.Middleware {
 				// reports, leaving the task to its lease.
 				p = recover()
 			}
-			t.endProcess(ctx, span, call, time.Since(start), err, p != nil, p)
+			exited := !returned && p == nil
+			t.endProcess(ctx, span, call, time.Since(start), err, p != nil, p, exited)
 			if p != nil {
 				panic(p)
 			}
@@ -130,7 +131,7 @@ func (t *Telemetry) remote(tc *cairnq.TaskContext) trace.SpanContext {
 }
 
 // endProcess records how the call ended, on its span and its metrics.
-func (t *Telemetry) endProcess(ctx context.Context, span trace.Span, call *cairnq.Call, took time.Duration, err error, panicked bool, p any) {
+func (t *Telemetry) endProcess(ctx context.Context, span trace.Span, call *cairnq.Call, took time.Duration, err error, panicked bool, p any, exited bool) {
 	defer span.End()
 	var env cairnq.ErrorEnvelope
 	switch {
@@ -144,7 +145,7 @@ func (t *Telemetry) endProcess(ctx context.Context, span trace.Span, call *cairn
 	// tasks on different attempts may not share one.
 	uniform := ""
 	for i, tc := range call.Tasks {
-		outcome := outcomeOf(tc, err, failed, env.Retryable)
+		outcome := outcomeOf(tc, err, failed, env.Retryable, exited)
 		if i == 0 {
 			uniform = outcome
 		} else if outcome != uniform {
@@ -170,7 +171,11 @@ func (t *Telemetry) endProcess(ctx context.Context, span trace.Span, call *cairn
 		if err != nil {
 			span.RecordError(err)
 		}
-		span.SetStatus(codes.Error, "lease lost")
+		status := "lease lost"
+		if exited {
+			status = "handler called runtime.Goexit; the task is left to its lease"
+		}
+		span.SetStatus(codes.Error, status)
 	case failed:
 		span.SetAttributes(semconv.ErrorTypeKey.String(env.Type), AttrErrorCode.String(env.Code))
 		if panicked {
@@ -185,10 +190,10 @@ func (t *Telemetry) endProcess(ctx context.Context, span trace.Span, call *cairn
 
 // outcomeOf predicts how the worker settles tc after its call ended with
 // err (failed: with an error or a panic whose envelope is retryable or
-// not).
-func outcomeOf(tc *cairnq.TaskContext, err error, failed, retryable bool) string {
+// not; exited: by runtime.Goexit, settling nothing).
+func outcomeOf(tc *cairnq.TaskContext, err error, failed, retryable, exited bool) string {
 	switch {
-	case tc.LostLease(), isLostLease(err):
+	case exited, tc.LostLease(), isLostLease(err):
 		return OutcomeLeaseLost
 	case !failed:
 		return OutcomeSucceeded

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -381,6 +382,47 @@ func TestLeaseLost(t *testing.T) {
 		}
 		if n := sum(m, otelcairnq.MetricSettled, append(slow, otelcairnq.AttrTaskOutcome.String("lease_lost"))...); n != 1 {
 			t.Errorf("settled{lease_lost} = %d, want 1", n)
+		}
+	})
+}
+
+// A handler that calls runtime.Goexit settles nothing: the worker leaves
+// its task to its lease, and the attempt reads lease_lost, not succeeded.
+func TestGoexitReadsLeaseLost(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		wrk := newProcess(t, otelcairnq.Options{})
+		c := wrk.client(t, open)
+		task, err := c.Submit(t.Context(), "exits", nil, &cairnq.SubmitOptions{MaxAttempts: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := cairnq.WorkerOptions{LeaseDuration: cairnq.MinLeaseDuration, RetryBackoff: cairnq.NoRetryBackoff, Logger: quiet,
+			OnError: func(error, cairnq.ErrorPhase, string) {}}
+		wrk.runWorker(t, c, opts, func(w *cairnq.Worker) error {
+			return w.Handle("exits", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+				if tc.Attempt() == 1 {
+					runtime.Goexit()
+				}
+				return "second", nil
+			}, nil)
+		})
+		if got := wait(t, c, task.ID); got.Status != cairnq.StatusSucceeded || got.Attempt != 2 {
+			t.Fatalf("task %s on attempt %d, want succeeded on attempt 2", got.Status, got.Attempt)
+		}
+		spans := wrk.waitSpans(t, trace.SpanKindConsumer, 2)
+		outcomes := map[string]int{}
+		for _, s := range spans {
+			for _, a := range s.Attributes() {
+				if a.Key == otelcairnq.AttrTaskOutcome {
+					outcomes[a.Value.AsString()]++
+					if a.Value.AsString() == otelcairnq.OutcomeLeaseLost && s.Status().Code != codes.Error {
+						t.Errorf("the Goexit's span: status %v, want Error", s.Status())
+					}
+				}
+			}
+		}
+		if outcomes[otelcairnq.OutcomeLeaseLost] != 1 || outcomes[otelcairnq.OutcomeSucceeded] != 1 {
+			t.Errorf("span outcomes %v, want one lease_lost (the Goexit) and one succeeded", outcomes)
 		}
 	})
 }
