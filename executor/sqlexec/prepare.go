@@ -30,88 +30,118 @@ type stmtCache struct {
 	closed bool
 }
 
-// cachedStmt is one text's statement, prepared once by whichever caller
-// gets to it first while the others wait for it.
+// cachedStmt is one text's statement. The caller that adds it prepares
+// it; the others wait for ready. users counts the callers holding it (the
+// one preparing included), so that a statement dropped from the cache,
+// or the cache closed, closes it only once the last of them is done
+// with it.
 type cachedStmt struct {
-	once sync.Once
-	stmt *sql.Stmt // nil when preparing failed
+	ready chan struct{} // closed once prepared, stmt set or left nil
+	stmt  *sql.Stmt     // nil when preparing failed; read after ready
+
+	// Guarded by the cache's mu.
+	users   int
+	dropped bool // out of the cache: the last user closes stmt
 }
 
 func newStmtCache(db preparer) *stmtCache {
 	return &stmtCache{db: db, stmts: map[string]*cachedStmt{}}
 }
 
-// stmt returns the statement prepared for query, preparing it if needed,
-// or nil when query is to run unprepared: the cache is full or closed, or
-// preparing failed. A failure is not kept: the unprepared run reports
-// what is wrong with the statement, and the next call prepares again
-// (the failure may have been the connection's).
-func (c *stmtCache) stmt(ctx context.Context, query string) *sql.Stmt {
+// acquire returns query's entry, prepared, for the caller to run and then
+// release; nil means run query unprepared: the cache is full or closed,
+// preparing failed, or ctx ended while another caller prepared it. A
+// failure is not kept: the unprepared run reports what is wrong with the
+// statement, and the next caller prepares again (the failure may have
+// been the connection's, or the context's).
+func (c *stmtCache) acquire(ctx context.Context, query string) *cachedStmt {
 	c.mu.Lock()
 	cs, ok := c.stmts[query]
-	if !ok {
-		if c.closed || len(c.stmts) >= maxPrepared {
-			c.mu.Unlock()
+	switch {
+	case ok:
+		cs.users++
+		c.mu.Unlock()
+		select {
+		case <-cs.ready:
+		case <-ctx.Done():
+			c.release(cs)
 			return nil
 		}
-		cs = &cachedStmt{}
+	case c.closed || len(c.stmts) >= maxPrepared:
+		c.mu.Unlock()
+		return nil
+	default:
+		cs = &cachedStmt{ready: make(chan struct{}), users: 1}
 		c.stmts[query] = cs
+		c.mu.Unlock()
+		cs.stmt, _ = c.db.PrepareContext(ctx, query)
+		close(cs.ready)
 	}
-	c.mu.Unlock()
-	cs.once.Do(func() {
-		// Not the caller's cancellation: the statement outlives this call.
-		st, err := c.db.PrepareContext(context.WithoutCancel(ctx), query)
-		if err == nil {
-			cs.stmt = st
-		}
-	})
 	if cs.stmt == nil {
 		c.drop(query, cs)
+		c.release(cs)
+		return nil
 	}
-	return cs.stmt
+	return cs
 }
 
-// drop removes cs, query's entry, if it is still there, and closes its
-// statement.
+// release ends one caller's hold on cs, closing its statement when cs was
+// dropped and no one else holds it.
+func (c *stmtCache) release(cs *cachedStmt) {
+	c.mu.Lock()
+	cs.users--
+	last := cs.dropped && cs.users == 0
+	c.mu.Unlock()
+	if last && cs.stmt != nil {
+		_ = cs.stmt.Close()
+	}
+}
+
+// drop takes cs, query's entry, out of the cache if it is still there;
+// its statement closes when its last user releases it.
 func (c *stmtCache) drop(query string, cs *cachedStmt) {
 	c.mu.Lock()
 	if c.stmts[query] == cs {
 		delete(c.stmts, query)
 	}
+	cs.dropped = true
 	c.mu.Unlock()
-	if cs.stmt != nil {
-		_ = cs.stmt.Close()
-	}
 }
 
 // run runs query through its prepared statement with collect, or
-// unprepared on db when it has none. A prepared statement whose result
-// columns changed under it since it was prepared (a column added to a
-// table its statement reads with *, by a newer migration from another
-// process) fails before running, with SQLSTATE 0A000: it is dropped, to
-// be prepared afresh, and the query runs unprepared this once.
+// unprepared on db when it has none. A prepared statement that the
+// server refuses to bind, its result columns changed since it was
+// prepared (SQLSTATE 0A000: a column added to a table it reads with *,
+// by another process's migration) or gone from the connection (26000:
+// a pooler handed over another server connection), is dropped to be
+// prepared afresh; refused at QueryContext, before it ran, the query
+// runs unprepared this once. Any other error is the query's: rerunning a
+// statement that may have run could apply a write twice.
 func run[T any](ctx context.Context, c *stmtCache, db Runner, query string, args []any, collect func(*sql.Rows) (T, error), unprepared func(context.Context, Runner, string, []any) (T, error)) (T, error) {
-	st := c.stmt(ctx, query)
-	if st == nil {
+	var zero T
+	cs := c.acquire(ctx, query)
+	if cs == nil {
 		return unprepared(ctx, db, query, args)
 	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil && planChanged(err) {
-		c.mu.Lock()
-		cs := c.stmts[query]
-		c.mu.Unlock()
-		if cs != nil && cs.stmt == st {
+	// Dropped before released, so that the last user closes it.
+	rows, err := cs.stmt.QueryContext(ctx, args...)
+	if err != nil {
+		isStale := stale(err)
+		if isStale {
 			c.drop(query, cs)
 		}
-		return unprepared(ctx, db, query, args)
-	}
-	if err != nil {
-		var zero T
+		c.release(cs)
+		if isStale {
+			return unprepared(ctx, db, query, args)
+		}
 		return zero, wrapQuery(err)
 	}
 	out, err := collect(rows)
+	if err != nil && stale(err) { // a driver that reports the refusal with the rows
+		c.drop(query, cs)
+	}
+	c.release(cs)
 	if err != nil {
-		var zero T
 		return zero, wrapQuery(err)
 	}
 	return out, nil
@@ -125,26 +155,36 @@ func (c *stmtCache) queryPositional(ctx context.Context, db Runner, query string
 	return run(ctx, c, db, query, args, CollectPositional, runQueryPositional)
 }
 
-// close closes every statement and keeps further ones from being
-// prepared.
+// close empties the cache and keeps further statements from being
+// prepared. A statement no one holds closes now; one in use, or still
+// being prepared, when its last user releases it.
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	c.closed = true
-	stmts := c.stmts
-	c.stmts = map[string]*cachedStmt{}
-	c.mu.Unlock()
-	for _, cs := range stmts {
-		cs.once.Do(func() {}) // wait out a prepare in flight
-		if cs.stmt != nil {
-			_ = cs.stmt.Close()
+	var idle []*sql.Stmt
+	for query, cs := range c.stmts {
+		delete(c.stmts, query)
+		cs.dropped = true
+		if cs.users == 0 && cs.stmt != nil {
+			idle = append(idle, cs.stmt)
 		}
+	}
+	c.mu.Unlock()
+	for _, st := range idle {
+		_ = st.Close()
 	}
 }
 
-// planChanged reports whether err is Postgres's "cached plan must not
-// change result type" (SQLSTATE 0A000), through whichever driver's error
-// type: lib/pq's *pq.Error and pgx's *pgconn.PgError both have SQLState.
-func planChanged(err error) bool {
+// stale reports whether err is the server refusing to bind a prepared
+// statement, through whichever driver's error type (lib/pq's *pq.Error
+// and pgx's *pgconn.PgError both have SQLState): its result type changed
+// (0A000, "cached plan must not change result type") or it is not on the
+// connection (26000).
+func stale(err error) bool {
 	var s interface{ SQLState() string }
-	return errors.As(err, &s) && s.SQLState() == "0A000"
+	if !errors.As(err, &s) {
+		return false
+	}
+	code := s.SQLState()
+	return code == "0A000" || code == "26000"
 }

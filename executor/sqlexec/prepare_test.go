@@ -1,9 +1,12 @@
 package sqlexec_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
@@ -113,4 +116,70 @@ func TestStatementThatFailsToPrepare(t *testing.T) {
 			t.Errorf("%d statements kept after a failed prepare, want 0", got)
 		}
 	})
+}
+
+// Many callers share the statements while columns are added under them
+// and the executor closes mid-run: every query still succeeds and sees
+// the table as it is (no closed statement, no refused bind reaches a
+// caller). On lib/pq: pgx's stdlib keeps statements of its own besides,
+// which it refuses once itself after such a change.
+func TestPreparedStatementsUnderConcurrentChangesAndClose(t *testing.T) {
+	s := setupNamed("libpq-prepared")
+	handle, db := s.open(t, pgtest.DSN(t))
+	db.SetMaxOpenConns(8)
+	e := sqlexec.New(handle, s.options())
+	ctx := t.Context()
+	mustExec(t, ctx, e, "CREATE TABLE t (id int8); INSERT INTO t VALUES (1)")
+	const q = "SELECT * FROM t WHERE id = $1"
+	for round := range 6 {
+		if round > 0 {
+			mustExec(t, ctx, e, fmt.Sprintf("ALTER TABLE t ADD COLUMN c%d int8", round))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 64*4)
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 4 {
+					rows, err := e.Query(ctx, q, int64(1))
+					switch {
+					case err != nil:
+						errs <- err
+					case len(rows) != 1 || len(rows[0]) != round+1:
+						errs <- fmt.Errorf("round %d: %v, want %d columns", round, rows, round+1)
+					}
+				}
+			}()
+		}
+		if round == 5 {
+			e.Close() // while the callers run
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %v", round, err)
+		}
+	}
+}
+
+// A caller waiting for another's prepare, or preparing itself, gives up
+// when its context ends: with the pool's one connection held, the query
+// returns its context's error instead of waiting for the connection.
+func TestPrepareHonoursTheCallersContext(t *testing.T) {
+	s := setupNamed("libpq-prepared")
+	handle, db := s.open(t, pgtest.DSN(t))
+	db.SetMaxOpenConns(1)
+	e := sqlexec.New(handle, s.options())
+	defer e.Close()
+	held, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close() // only after the query returned: before, it would wait forever
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := e.Query(ctx, "SELECT $1::int8 AS x", int64(1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's deadline", err)
+	}
 }
