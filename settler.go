@@ -73,15 +73,16 @@ func (s *settler) handOver(tc *TaskContext, result any) bool {
 	return true
 }
 
-// stop writes what is still handed over and ends the settler. Call it
-// once no call can hand anything over any more; it returns early only
-// when the settlements' context ends (Run abandoning its calls).
-func (s *settler) stop() {
+// stop has the settler write what is still handed over and end, and
+// returns a channel closed once it has. Call it once, when no call can
+// hand anything over any more; the settler ends early only when the
+// settlements' context ends (Run abandoning its calls).
+func (s *settler) stop() <-chan struct{} {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
 	close(s.quit)
-	<-s.done
+	return s.done
 }
 
 // errNoOutcome reports a settlement its write neither settled nor

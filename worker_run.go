@@ -141,17 +141,11 @@ func (w *Worker) drain(abandon context.CancelCauseFunc) {
 	var grace *time.Timer
 	var graceC <-chan time.Time
 	gaveUp := false
-	var settled chan struct{} // closed once the settler has stopped
+	var settled <-chan struct{} // closed once the settler has stopped
 	for {
 		if settled == nil && w.callsOver(gaveUp) {
 			// The settler goes last, when no call can hand it anything.
-			settled = make(chan struct{})
-			go func() {
-				defer close(settled)
-				if w.settler != nil {
-					w.settler.stop()
-				}
-			}()
+			settled = w.stopSettler()
 		}
 		select {
 		case <-settled:
@@ -179,6 +173,17 @@ func (w *Worker) drain(abandon context.CancelCauseFunc) {
 			close(w.giveUp)
 		}
 	}
+}
+
+// stopSettler stops w's settler and returns a channel closed once it has
+// ended: at once on SQLite, which has none.
+func (w *Worker) stopSettler() <-chan struct{} {
+	if w.settler != nil {
+		return w.settler.stop()
+	}
+	done := make(chan struct{})
+	close(done)
+	return done
 }
 
 // callsOver reports whether drain has no call left to wait for: none

@@ -78,8 +78,8 @@ func (s *Store) settleCompletions(ctx context.Context, cs []*storeaccess.Complet
 		return nil
 	}
 	write := s.be.write
-	if be, ok := s.be.(*pgBackend); ok {
-		write = be.writeSingle
+	if s.dialect == protocol.Postgres { // settleIn runs one complete_many there
+		write = s.be.writeSingle
 	}
 	err := write(ctx, func(q querier) error { return s.settleIn(ctx, q, cs) })
 	if err == nil {
