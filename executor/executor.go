@@ -84,6 +84,15 @@ type Listener interface {
 // permanent: the store degrades to polling and does not retry.
 var ErrListenUnavailable = errors.New("cairnq: LISTEN is unavailable on this executor")
 
+// ErrTransactionPooler is wrapped, together with ErrListenUnavailable, by a
+// Listener that found its connection goes through a transaction-mode
+// connection pooler (pgbouncer with pool_mode=transaction, a hosted
+// "pooled" endpoint). There LISTEN is accepted and never delivers: the
+// pooler runs it on whichever server connection is free and then hands
+// that connection to other clients, which receive its notifications
+// instead. The store says so once, at WARN, and polls.
+var ErrTransactionPooler = errors.New("the connection goes through a transaction-mode connection pooler")
+
 // Native is the optional capability of a Session or an Executor to hand
 // out the driver's own value it wraps: a pgx.Tx, *pgx.Conn or
 // *pgxpool.Pool; a *sql.Tx, *sql.Conn or *sql.DB; a *gorm.DB; a bun.Tx or

@@ -52,6 +52,7 @@ const (
 	StmtInsertTask           = "insert_task"
 	StmtInstallations        = "installations" // Postgres only
 	StmtList                 = "list"
+	StmtNotify               = "notify" // Postgres only; ours, beside the protocol's
 	StmtLockKey              = "lock_key"
 	StmtProgress             = "progress"
 	StmtProtocolVersion      = "protocol_version"

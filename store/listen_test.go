@@ -76,7 +76,7 @@ func wantListens(t *testing.T, cl *countingListener, listens, active int, when s
 
 func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 	cl := &countingListener{gate: make(chan struct{})}
-	d := newDemandListener(cl, channelDone, func(string) {}, quietLog())
+	d := newDemandListener(cl, channelDone, func(string) {}, quietLog(), nil)
 	d.linger = 20 * time.Millisecond
 	defer d.close()
 
@@ -125,7 +125,7 @@ func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 
 func TestDemandListenerHeldWhileSubscribed(t *testing.T) {
 	cl := &countingListener{}
-	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog())
+	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog(), nil)
 	d.linger = time.Millisecond
 	d.acquire(context.Background())
 	d.acquire(context.Background())
@@ -143,7 +143,7 @@ func TestDemandListenerHeldWhileSubscribed(t *testing.T) {
 
 func TestDemandListenerUnavailableIsFinal(t *testing.T) {
 	cl := &countingListener{err: executor.ErrListenUnavailable}
-	d := newDemandListener(cl, channelDone, func(string) {}, quietLog())
+	d := newDemandListener(cl, channelDone, func(string) {}, quietLog(), nil)
 	defer d.close()
 	for range 3 {
 		d.acquire(context.Background())
@@ -156,7 +156,7 @@ func TestDemandListenerUnavailableIsFinal(t *testing.T) {
 
 func TestDemandListenerBacksOffAfterFailure(t *testing.T) {
 	cl := &countingListener{err: errors.New("connection refused")}
-	d := newDemandListener(cl, channelDone, func(string) {}, quietLog())
+	d := newDemandListener(cl, channelDone, func(string) {}, quietLog(), nil)
 	defer d.close()
 	for range 3 {
 		d.acquire(context.Background())
@@ -179,7 +179,7 @@ func TestDemandListenerBacksOffAfterFailure(t *testing.T) {
 
 func TestDemandListenerCloseStopsAndRefuses(t *testing.T) {
 	cl := &countingListener{}
-	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog())
+	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog(), nil)
 	d.acquire(context.Background())
 	d.close()
 	if _, s, a := cl.counts(); s != 1 || a != 0 {
@@ -195,7 +195,7 @@ func TestDemandListenerCloseStopsAndRefuses(t *testing.T) {
 
 func TestDemandListenerCloseDuringSetup(t *testing.T) {
 	cl := &countingListener{gate: make(chan struct{})}
-	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog())
+	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog(), nil)
 	acquired := make(chan struct{})
 	go func() {
 		d.acquire(context.Background())

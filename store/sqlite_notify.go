@@ -129,7 +129,7 @@ func (b *sqliteBackend) startSQLiteNotify(h *hub) *demandListener {
 		newWatch: fsnotify.NewWatcher,
 	}
 	b.wal = n
-	b.notify = newDemandListener(n, channelWAL, func(string) { h.wakeAll() }, b.log)
+	b.notify = newDemandListener(n, channelWAL, func(string) { h.wakeAll() }, b.log, nil)
 	b.notify.linger = walLinger
 	return b.notify
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // logPrefix starts every error and log message of this package.
@@ -45,6 +46,7 @@ type Options struct {
 type Executor struct {
 	db     *bun.DB
 	txOpts *sql.TxOptions
+	wire   *pgroute.Stdlib // how statements go to the pool (see Query)
 
 	// What each Listen subscription gets: logger, OnReconnect, and health
 	// timing (pglisten's defaults except in tests).
@@ -75,6 +77,7 @@ func New(db *bun.DB, opts *Options) *Executor {
 	return &Executor{
 		db:        db,
 		txOpts:    sqlexec.CopyTxOptions(o.TxOptions),
+		wire:      pgroute.NewStdlib(db.DB),
 		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: o.Logger, OnReconnect: o.OnReconnect},
 	}
 }
@@ -93,14 +96,22 @@ func (e *Executor) Native() any { return e.db }
 // hooks therefore do not see cairnq's statements. Values are what the
 // driver produced; errors are wrapped with %w and always have a SQLState
 // method when the server answered (see the package documentation).
+//
+// Behind a transaction-mode connection pooler, statements prepared under a
+// name would be bound on server connections that never prepared them. So
+// over pgx's stdlib configured to prepare (pgx's default), cairnq's
+// statements run unnamed (pgx.QueryExecModeCacheDescribe, passed as their
+// first argument) unless the pool's connections are proven direct to the
+// server. pgdriver writes the arguments into the text and sends one
+// message, which keeps nothing on the server.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, e.db.DB, query, args)
+	return runQuery(ctx, e.db.DB, query, e.wire.Args(ctx, args))
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, e.db.DB, query, args)
+	return runQueryPositional(ctx, e.db.DB, query, e.wire.Args(ctx, args))
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled
@@ -129,7 +140,9 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	)
 	err := e.db.RunInTx(ctx, e.txOpts, func(ctx context.Context, tx bun.Tx) error {
 		began = true
-		fnErr = fn(ctx, newTxSession(tx))
+		s := newTxSession(tx)
+		s.wire = e.wire
+		fnErr = fn(ctx, s)
 		return fnErr
 	})
 	switch {

@@ -2,6 +2,7 @@ package cairnqbunsql
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -64,6 +65,9 @@ func newPgdriverSource(db *bun.DB, channels []string) (*pgdriverSource, error) {
 func (s *pgdriverSource) Session(ctx, connectCtx context.Context, l *pglisten.Listener, subscribed func()) (up bool, err error) {
 	cctx, cancel := context.WithTimeout(connectCtx, pglisten.ConnectTimeout)
 	defer cancel()
+	if err := s.checkSession(cctx); err != nil {
+		return false, pglisten.Unavailable(withSQLState(err))
+	}
 	ln := s.open()
 	if ln == nil {
 		return false, errors.New("listener stopped")
@@ -78,6 +82,49 @@ func (s *pgdriverSource) Session(ctx, connectCtx context.Context, l *pglisten.Li
 	cancel()
 	subscribed()
 	return true, s.receive(ctx, ln, l)
+}
+
+// checkSession makes sure the pool's connections keep one server session,
+// so that a LISTEN is delivered to the connection that sent it (see
+// pglisten.CheckDriverSession), on connections of the pool: a
+// pgdriver.Listener dials with the same connector.
+func (s *pgdriverSource) checkSession(ctx context.Context) error {
+	conn, err := s.db.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		pc, ok := dc.(*pgdriver.Conn)
+		if !ok {
+			return fmt.Errorf("the pool's driver connection is a %T, not pgdriver's", dc)
+		}
+		return pglisten.CheckDriverSession(ctx, pc, pc.Conn().LocalAddr(), s.pin)
+	})
+}
+
+// pin holds another connection of the pool in an open transaction.
+func (s *pgdriverSource) pin(ctx context.Context) (pglisten.Pinned, error) {
+	conn, err := s.db.DB.Conn(ctx)
+	if err != nil {
+		return pglisten.Pinned{}, err
+	}
+	var pinned pglisten.Pinned
+	err = conn.Raw(func(dc any) error {
+		var err error
+		pinned, err = pglisten.DriverPin(ctx, dc.(driver.Conn), func() {})
+		return err
+	})
+	if err != nil {
+		_ = conn.Close()
+		return pglisten.Pinned{}, err
+	}
+	release := pinned.Release
+	pinned.Release = func() {
+		_ = conn.Raw(func(any) error { release(); return nil })
+		_ = conn.Close()
+	}
+	return pinned, nil
 }
 
 // confirm sends the probe until it comes back on ln, delivering what

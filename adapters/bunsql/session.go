@@ -10,6 +10,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // Session is the executor.Session of one bun.Tx (from [Executor.Tx] or
@@ -18,10 +19,11 @@ import (
 // hooks as [Executor.Query] does, and are serialized, so it may be shared
 // by goroutines. It never commits, rolls back or closes what it wraps.
 type Session struct {
-	mu  sync.Mutex
-	idb bun.IDB
-	tx  bun.Tx // zero unless idb is a transaction
-	run sqlexec.Runner
+	mu   sync.Mutex
+	idb  bun.IDB
+	tx   bun.Tx // zero unless idb is a transaction
+	run  sqlexec.Runner
+	wire *pgroute.Stdlib // the executor's, in its own transactions; nil in the application's
 }
 
 func newTxSession(tx bun.Tx) *Session { return &Session{idb: tx, tx: tx, run: tx.Tx} }
@@ -89,7 +91,7 @@ func (s *Session) Native() any { return s.idb }
 func (s *Session) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQuery(ctx, s.run, query, args)
+	return runQuery(ctx, s.run, query, s.wire.Args(ctx, args))
 }
 
 // QueryPositional is Query with the rows by position; see
@@ -97,7 +99,7 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) ([]execu
 func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQueryPositional(ctx, s.run, query, args)
+	return runQueryPositional(ctx, s.run, query, s.wire.Args(ctx, args))
 }
 
 // Exec runs a parameterless, possibly multi-statement script in the

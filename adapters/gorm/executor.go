@@ -11,6 +11,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // logPrefix starts every error and log message of this package.
@@ -43,6 +44,7 @@ type Options struct {
 type Executor struct {
 	db     *gorm.DB
 	txOpts *sql.TxOptions
+	wire   *pgroute.Stdlib // how statements go to the pool; nil: as they are
 
 	// What each Listen subscription gets: logger, OnReconnect, and health
 	// timing (pglisten's defaults except in tests).
@@ -74,11 +76,15 @@ func New(db *gorm.DB, opts *Options) *Executor {
 	if opts != nil {
 		o = *opts
 	}
-	return &Executor{
+	e := &Executor{
 		db:        db,
 		txOpts:    sqlexec.CopyTxOptions(o.TxOptions),
 		listenCfg: pglisten.Config{LogPrefix: logPrefix, Logger: o.Logger, OnReconnect: o.OnReconnect},
 	}
+	if sqlDB, err := db.DB(); err == nil {
+		e.wire = pgroute.NewStdlib(sqlDB)
+	}
+	return e
 }
 
 // GormDB returns the *gorm.DB the executor runs on, exactly as it was passed
@@ -95,14 +101,21 @@ func (e *Executor) Native() any { return e.db }
 // application's logger. Values are what the driver produced (pgx's stdlib:
 // int64 for integers, string for text, []byte for jsonb); errors are wrapped
 // with %w, so errors.As still finds the *pgconn.PgError.
+//
+// Behind a transaction-mode connection pooler, statements prepared under a
+// name would be bound on server connections that never prepared them. So
+// on pgx's stdlib configured to prepare (pgx's default), cairnq's
+// statements run unnamed (pgx.QueryExecModeCacheDescribe, passed as their
+// first argument) unless the pool's connections are proven direct to the
+// server; see the package documentation.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, connPool(e.db), query, args)
+	return runQuery(ctx, connPool(e.db), query, e.wire.Args(ctx, args))
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, connPool(e.db), query, args)
+	return runQueryPositional(ctx, connPool(e.db), query, e.wire.Args(ctx, args))
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled
@@ -136,7 +149,9 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	db := e.db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	err := db.Transaction(func(tx *gorm.DB) error {
 		began = true
-		fnErr = fn(ctx, newSession(tx))
+		s := newSession(tx)
+		s.wire = e.wire
+		fnErr = fn(ctx, s)
 		return fnErr
 	}, txOptions(e.txOpts)...)
 	switch {

@@ -10,6 +10,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // Session is the executor.Session of one gorm transaction: the one
@@ -21,6 +22,7 @@ type Session struct {
 	mu   sync.Mutex
 	db   *gorm.DB
 	pool gorm.ConnPool
+	wire *pgroute.Stdlib // the executor's, in its own transactions; nil in the application's
 }
 
 func newSession(tx *gorm.DB) *Session { return &Session{db: tx, pool: connPool(tx)} }
@@ -66,7 +68,7 @@ func (s *Session) Native() any { return s.db }
 func (s *Session) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQuery(ctx, s.pool, query, args)
+	return runQuery(ctx, s.pool, query, s.wire.Args(ctx, args))
 }
 
 // QueryPositional is Query with the rows by position; see
@@ -74,7 +76,7 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) ([]execu
 func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQueryPositional(ctx, s.pool, query, args)
+	return runQueryPositional(ctx, s.pool, query, s.wire.Args(ctx, args))
 }
 
 // Exec runs a parameterless, possibly multi-statement script in the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lib/pq"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/adaptertest"
@@ -92,8 +93,8 @@ func TestListenGivesUpOnASilentServer(t *testing.T) {
 }
 
 // TestOpenBoundsLaterConnections: the pool's connections after the first
-// are bounded too, and so is the listener's. The first connection reaches
-// a real server; every later one meets silence. Not parallel: it counts
+// are bounded too, and so is the listener's. The first two connections
+// reach a real server; every later one meets silence. Not parallel: it counts
 // the process's listener goroutines.
 func TestOpenBoundsLaterConnections(t *testing.T) {
 	real, err := pq.NewConfig(pgtest.DSN(t))
@@ -104,7 +105,8 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	if strings.HasPrefix(real.Host, "/") {
 		network, upstream = "unix", fmt.Sprintf("%s/.s.PGSQL.%d", real.Host, real.Port)
 	}
-	srv := adaptertest.StartSilentServer(t, 1, network, upstream)
+	// Two real connections: Open's check, then the one held below.
+	srv := adaptertest.StartSilentServer(t, 2, network, upstream)
 	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable",
 		srv.Port(), quoteValue(real.User), quoteValue(real.Password), quoteValue(real.Database))
 	e := open(t, dsn, &cairnqlibpq.Options{ConnectTimeout: relayedConnect})
@@ -141,4 +143,47 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 // quoteValue quotes v for a keyword/value DSN.
 func quoteValue(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+// TestOpenHonoursItsContext: a context that ends while Open waits on a
+// server that accepted the connection and never answers ends Open, however
+// long the connect timeout. lib/pq bounds a connection's startup by
+// connect_timeout alone, which made Open wait out 10 seconds behind a
+// context of 3.
+func TestOpenHonoursItsContext(t *testing.T) {
+	t.Parallel()
+	srv := adaptertest.StartSilentServer(t, 0, "", "")
+	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.Port())
+	for _, schema := range []string{"", "cairnq"} {
+		err := adaptertest.Watchdog(t, "Open", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			// The connect timeout alone would outlast the watchdog.
+			e, err := cairnqlibpq.Open(ctx, dsn, &cairnqlibpq.Options{ConnectTimeout: 2 * adaptertest.HangAfter, Schema: schema})
+			if err == nil {
+				_ = e.Close()
+			}
+			return err
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("schema %q: Open = %v, want context.DeadlineExceeded", schema, err)
+		}
+	}
+	if srv.Accepted() == 0 {
+		t.Fatal("Open never reached the silent server: the test proves nothing")
+	}
+}
+
+// TestOpenRefusesBadSchemaNames: a schema name that is not a plain
+// identifier is an *ArgumentError, before anything is sent anywhere.
+func TestOpenRefusesBadSchemaNames(t *testing.T) {
+	t.Parallel()
+	const dsn = "host=127.0.0.1 port=1 user=x dbname=x sslmode=disable connect_timeout=5"
+	for _, schema := range []string{`x"; drop table cairnq_tasks; --`, strings.Repeat("s", 64), "1abc", "a b"} {
+		_, err := cairnqlibpq.Open(context.Background(), dsn, &cairnqlibpq.Options{Schema: schema})
+		var arg *cairnq.ArgumentError
+		if !errors.As(err, &arg) || arg.Arg != "schema" || !errors.Is(err, cairnq.ErrInvalidArgument) {
+			t.Errorf("schema %q: err = %v (%T), want a *cairnq.ArgumentError for the schema", schema, err, err)
+		}
+	}
 }

@@ -2,10 +2,12 @@ package cairnqlibpq_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -115,13 +117,26 @@ func (s *fakeServer) serve(c net.Conn) {
 		if binary.Read(r, binary.BigEndian, &n) != nil || n < 4 {
 			return
 		}
-		if _, err := io.CopyN(io.Discard, r, int64(n-4)); err != nil {
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
-		switch typ {
-		case 'X': // Terminate
+		switch query := string(bytes.TrimRight(body, "\x00")); {
+		case typ == 'X': // Terminate
 			return
-		case 'Q': // simple query: refuse it
+		case typ == 'Q' && query == routeQuery:
+			// The listener's check before LISTEN: a server sees its
+			// client's own address.
+			peer := c.RemoteAddr().(*net.TCPAddr)
+			msg(w, 'T', u16(2), field("addr", 25), field("port", 23))
+			msg(w, 'D', u16(2), u32(uint32(len(peer.IP.String()))), []byte(peer.IP.String()),
+				u32(uint32(len(strconv.Itoa(peer.Port)))), []byte(strconv.Itoa(peer.Port)))
+			msg(w, 'C', cstr("SELECT 1"))
+			msg(w, 'Z', []byte{'I'})
+			if w.Flush() != nil {
+				return
+			}
+		case typ == 'Q': // any other simple query: refuse it
 			msg(w, 'E', cstr("SERROR"), cstr("VERROR"), cstr("C"+s.code),
 				cstr("Mfake: LISTEN is not supported here"), []byte{0})
 			msg(w, 'Z', []byte{'I'})
@@ -147,5 +162,22 @@ func msg(w *bufio.Writer, typ byte, parts ...[]byte) {
 }
 
 func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+
+func u16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+
+// field is one column of a RowDescription, of type oid, in text format.
+func field(name string, oid uint32) []byte {
+	b := cstr(name)
+	b = append(b, u32(0)...)   // table
+	b = append(b, u16(0)...)   // column
+	b = append(b, u32(oid)...) // type
+	b = append(b, u16(0xffff)...)
+	b = append(b, u32(0xffffffff)...)
+	return append(b, u16(0)...) // text format
+}
+
+// routeQuery is what the listener asks before LISTEN, to learn whether
+// its connections go straight to the server.
+const routeQuery = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port"
 
 func cstr(s string) []byte { return append([]byte(s), 0) }

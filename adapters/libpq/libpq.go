@@ -12,6 +12,7 @@ import (
 
 	"github.com/lib/pq"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
@@ -77,13 +78,20 @@ type Options struct {
 	// because lib/pq's listener is configured by a DSN only.
 	ConnectTimeout time.Duration
 
-	// NoPrepare, on the [Open] path, runs every statement unprepared, as
-	// lib/pq does by default: set it behind a transaction-mode connection
-	// pooler, which cannot keep a statement prepared on a connection.
+	// NoPrepare, on the [Open] path, runs every statement unprepared.
+	//
 	// Without it a pool Open makes prepares each of cairnq's statements
 	// once per connection ([sqlexec.Options.Prepare]), sparing the server a
-	// parse and a plan on every run. [New] never prepares: an
-	// application's pool is never reconfigured.
+	// parse and a plan on every run, but only where its connections are
+	// proven direct to the server: Open makes one connection and checks
+	// that the server sees it come from its own address and port, which
+	// no proxy can make it see. Through anything else (a connection
+	// pooler in transaction mode above all, which would bind a prepared
+	// statement's name on server connections that never prepared it, or
+	// a Unix socket, where there is nothing to compare) every statement
+	// is sent unprepared, its arguments with it in one round trip
+	// (binary_parameters) and nothing kept on the server. [New] never
+	// prepares.
 	NoPrepare bool
 }
 
@@ -121,17 +129,21 @@ var (
 // resolves to it: a connection pooler that drops startup parameters would
 // otherwise put cairnq's tables somewhere else.
 //
-// Open checks that the server answers; ctx bounds that check, and
-// [Options.ConnectTimeout] bounds making each connection whatever ctx.
+// Open checks that the server answers, on a connection of its own that
+// also tells whether the pool may keep statements prepared
+// ([Options.NoPrepare]); ctx bounds that check and every connection made
+// while it lasts, and [Options.ConnectTimeout] bounds making each
+// connection whatever ctx.
 // Tune the pool through [Executor.DB].
 func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	o := withDefaults(opts)
 	if o.Schema != "" && !schemaName.MatchString(o.Schema) {
-		return nil, fmt.Errorf("cairnq: open: schema %q is not a plain identifier (letters, digits and _, not starting with a digit, at most 63 characters)", o.Schema)
+		return nil, &cairnq.ArgumentError{Op: "open", Arg: "schema",
+			Reason: fmt.Sprintf("%q is not a plain identifier (letters, digits and _, not starting with a digit, at most 63 characters)", o.Schema)}
 	}
 	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("cairnq: open: %w", err)
+		return nil, &cairnq.ArgumentError{Op: "open", Arg: "dsn", Reason: err.Error()}
 	}
 	// lib/pq applies it to dialing and, as a deadline, to the whole startup.
 	cfg.ConnectTimeout = connectTimeout(o.ConnectTimeout, cfg.ConnectTimeout)
@@ -149,7 +161,12 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 		// while the CREATE below keeps the case it is given.
 		cfg.Runtime["search_path"] = pq.QuoteIdentifier(o.Schema)
 	}
-	connector, err := pq.NewConnectorConfig(cfg)
+	connector, err := newConnector(cfg)
+	if err != nil {
+		return nil, &cairnq.ArgumentError{Op: "open", Arg: "dsn", Reason: err.Error()}
+	}
+	// The route's connection is also the check that the server answers.
+	route, err := connector.route(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cairnq: open: %w", err)
 	}
@@ -158,7 +175,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	e := newExecutor(db, dsn, o, !o.NoPrepare)
+	e := newExecutor(db, dsn, o, route.KeepsSession() && !o.NoPrepare)
 	e.owned = true
 	return e, nil
 }
@@ -176,13 +193,10 @@ func connectTimeout(opt, fromDSN time.Duration) time.Duration {
 	return DefaultConnectTimeout
 }
 
-// prepare checks that the server answers and, for a schema, creates it and
-// checks that connections resolve to it.
+// prepare creates schema when missing and checks that connections resolve
+// to it.
 func prepare(ctx context.Context, db *sql.DB, schema string) error {
 	if schema == "" {
-		if err := db.PingContext(ctx); err != nil {
-			return fmt.Errorf("cairnq: open: %w", err)
-		}
 		return nil
 	}
 	// Look before creating: CREATE SCHEMA IF NOT EXISTS needs the CREATE
@@ -205,7 +219,8 @@ func prepare(ctx context.Context, db *sql.DB, schema string) error {
 		return fmt.Errorf("cairnq: open: %w", err)
 	}
 	if current.String != schema {
-		return fmt.Errorf("cairnq: open: connections resolve to schema %q, not %q: the search_path startup parameter was not applied (a connection pooler dropping it?)", current.String, schema)
+		return fmt.Errorf("cairnq: open: connections resolve to schema %q, not %q: the search_path startup parameter was not applied (a connection pooler dropping it?): %w",
+			current.String, schema, cairnq.ErrSchemaMismatch)
 	}
 	return nil
 }

@@ -54,11 +54,17 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 		}
 		return func() {}, nil
 	}
+	dsn, err := e.listenDSN()
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, pglisten.ConnectTimeout)
+	err = pqSource{dsn: dsn}.checkSession(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
+	}
 	return e.listeners.Listen(ctx, channels, onNotify, e.listenCfg, func(*pglisten.Listener) (pglisten.Source, string, error) {
-		dsn, err := e.listenDSN()
-		if err != nil {
-			return nil, "", err
-		}
 		return pqSource{dsn: dsn}, "libpq-listener", nil
 	})
 }
@@ -117,6 +123,22 @@ func listenDSN(dsn string, fromDSN, opt time.Duration) (string, error) {
 // would wait and dial again. pglisten's loop alone decides when to connect
 // again, with the same backoff as every other adapter.
 type pqSource struct{ dsn string }
+
+// checkSession makes sure the listener's connections would keep their
+// server session (see connector.checkSession), on connections made from
+// the same DSN. It runs once per Listen: the route of a DSN does not
+// change from one reconnection to the next.
+func (s pqSource) checkSession(ctx context.Context) error {
+	cfg, err := pq.NewConfig(s.dsn)
+	if err != nil {
+		return fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
+	}
+	c, err := newConnector(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", executor.ErrListenUnavailable, err)
+	}
+	return pglisten.Unavailable(c.checkSession(ctx))
+}
 
 // Session implements pglisten.Source.
 func (s pqSource) Session(ctx, connectCtx context.Context, l *pglisten.Listener, subscribed func()) (up bool, err error) {

@@ -17,8 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // Options configures an [Executor]. The zero value (or a nil *Options) is
@@ -35,9 +37,21 @@ type Options struct {
 	// ExecMode is the pgx query execution mode of every statement this
 	// executor or its sessions run through Query, passed as the first query
 	// argument so it applies to an application pool without reconfiguring
-	// it. QueryExecModeSimpleProtocol or QueryExecModeExec suit a
-	// transaction-mode pooler. Default 0: the pool's DefaultQueryExecMode
-	// (pgx's own default is QueryExecModeCacheStatement).
+	// it, and used as given.
+	//
+	// Default 0: the pool's DefaultQueryExecMode where it keeps no
+	// statement on the server between round trips (cache_describe, exec,
+	// simple_protocol), and where it does (pgx's default,
+	// QueryExecModeCacheStatement, and QueryExecModeDescribeExec) only
+	// where the pool's connections are proven to keep one server session
+	// each: the server sees a connection come from this client's own
+	// address and port, or the backend key it gave the connection names
+	// the session the connection runs in (a connection pooler gives its
+	// clients keys of its own). Anywhere else, behind a transaction-mode
+	// pooler above all, the statements run in QueryExecModeCacheDescribe:
+	// one round trip still, unnamed, so never bound on a server connection
+	// that did not parse it. The first statement learns the route, on one
+	// of the pool's connections.
 	ExecMode pgx.QueryExecMode
 
 	// MaxConns, on the [Open] path only, caps the pool's connections. The
@@ -94,6 +108,11 @@ type Executor struct {
 	// Listener health timing; zero (pglisten's defaults) except in tests.
 	idleCheck, pingTimeout time.Duration
 
+	// named is true when the pool's default mode keeps statements on the
+	// server; route then says whether that is safe (see Options.ExecMode).
+	named bool
+	route pgroute.Gate
+
 	mu        sync.Mutex
 	closed    bool
 	listeners pglisten.Group // the running subscriptions, for Close
@@ -131,7 +150,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	}
 	cfg, err := poolConfig(dsn, &o)
 	if err != nil {
-		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -148,21 +167,22 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 // poolConfig validates o and returns the configuration of the pool Open
 // makes from dsn. It does not connect.
 func poolConfig(dsn string, o *Options) (*pgxpool.Config, error) {
-	if o.Schema != "" && !schemaPattern.MatchString(o.Schema) {
-		return nil, fmt.Errorf("invalid schema name %q: want a letter or underscore, then up to 62 letters, digits or underscores", o.Schema)
+	bad := func(arg, format string, a ...any) error {
+		return &cairnq.ArgumentError{Op: "open", Arg: arg, Reason: fmt.Sprintf(format, a...)}
 	}
-	if err := checkExecMode(o.ExecMode); err != nil {
-		return nil, err
-	}
-	if o.MaxConns < 0 {
-		return nil, fmt.Errorf("MaxConns %d is negative", o.MaxConns)
-	}
-	if o.ConnectTimeout < 0 {
-		return nil, fmt.Errorf("ConnectTimeout %v is negative", o.ConnectTimeout)
+	switch {
+	case o.Schema != "" && !schemaPattern.MatchString(o.Schema):
+		return nil, bad("schema", "%q is not a plain identifier (a letter or underscore, then up to 62 letters, digits or underscores)", o.Schema)
+	case checkExecMode(o.ExecMode) != nil:
+		return nil, bad("ExecMode", "%d is not a pgx.QueryExecMode", o.ExecMode)
+	case o.MaxConns < 0:
+		return nil, bad("MaxConns", "%d is negative", o.MaxConns)
+	case o.ConnectTimeout < 0:
+		return nil, bad("ConnectTimeout", "%v is negative", o.ConnectTimeout)
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cairnq/pgx: open: %w", err)
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -192,6 +212,7 @@ func poolConfig(dsn string, o *Options) (*pgxpool.Config, error) {
 func newExecutor(pool *pgxpool.Pool, owned bool, opts *Options) *Executor {
 	e := &Executor{
 		pool: pool, owned: owned, log: slog.Default(),
+		named: pgroute.KeepsStatements(pool.Config().ConnConfig.DefaultQueryExecMode),
 	}
 	if opts != nil {
 		e.mode = opts.ExecMode
@@ -201,6 +222,26 @@ func newExecutor(pool *pgxpool.Pool, owned bool, opts *Options) *Executor {
 		}
 	}
 	return e
+}
+
+// modeFor is the mode of the executor's statements: Options.ExecMode when
+// set, else the pool's own (0) where it is safe; see Options.ExecMode.
+func (e *Executor) modeFor(ctx context.Context) pgx.QueryExecMode {
+	if e.mode != 0 || !e.named || e.route.Direct(ctx, e.probeRoute) {
+		return e.mode
+	}
+	return pgroute.Unnamed
+}
+
+// probeRoute finds the route of one of the pool's connections (they all
+// come from the same configuration).
+func (e *Executor) probeRoute(ctx context.Context) (pgroute.Route, error) {
+	c, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return pgroute.Route{}, err
+	}
+	defer c.Release()
+	return pgroute.OfConn(ctx, c.Conn())
 }
 
 func checkExecMode(m pgx.QueryExecMode) error {
@@ -249,12 +290,12 @@ func (e *Executor) Native() any { return e.pool }
 // Query runs one statement on a pooled connection and returns its rows as
 // pgx's Rows.Values decodes them; see executor.Session.
 func (e *Executor) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
-	return query(ctx, e.pool, e.mode, sql, args)
+	return query(ctx, e.pool, e.modeFor(ctx), sql, args)
 }
 
 // QueryPositional is Query with the rows by position; see executor.PositionalQuerier.
 func (e *Executor) QueryPositional(ctx context.Context, sql string, args ...any) (*executor.Rows, error) {
-	return queryRows(ctx, e.pool, e.mode, sql, args)
+	return queryRows(ctx, e.pool, e.modeFor(ctx), sql, args)
 }
 
 // Exec runs a parameterless script, possibly several statements, on a
@@ -271,11 +312,12 @@ func (e *Executor) Exec(ctx context.Context, script string) error {
 // connection always returns to the pool. The session must not be used after
 // fn returns.
 func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	mode := e.modeFor(ctx)
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("cairnq/pgx: begin: %w", err)
 	}
-	s := &Session{tx: tx, mode: e.mode}
+	s := &Session{tx: tx, mode: mode}
 	finished := false
 	defer func() {
 		if !finished { // fn panicked or called runtime.Goexit

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/adaptertest"
@@ -591,8 +592,9 @@ func TestOpenRejectsBadOptionsBeforeConnecting(t *testing.T) {
 		"1abc", "a-b", `a"b`, "a;DROP SCHEMA public", "ü", "a b", strings.Repeat("s", 64),
 	} {
 		_, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{Schema: schema})
-		if err == nil || !strings.Contains(err.Error(), "invalid schema name") {
-			t.Errorf("schema %q: err = %v, want an invalid schema name error", schema, err)
+		var arg *cairnq.ArgumentError
+		if !errors.As(err, &arg) || arg.Arg != "schema" {
+			t.Errorf("schema %q: err = %v (%T), want a *cairnq.ArgumentError for the schema", schema, err, err)
 		}
 	}
 	if _, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ExecMode: 99}); err == nil || !strings.Contains(err.Error(), "ExecMode") {

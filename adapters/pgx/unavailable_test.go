@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,6 +106,16 @@ func (s *fakeServer) serve(c net.Conn, n int) {
 		if !ok {
 			return // Terminate, or anything this fake does not speak
 		}
+		if q.String == pidQuery { // the listener's session check: a server of its own
+			b.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("pg_backend_pid"), DataTypeOID: 23, DataTypeSize: 4, Format: 0}}})
+			b.Send(&pgproto3.DataRow{Values: [][]byte{[]byte(strconv.Itoa(n))}})
+			b.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			b.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+			if b.Flush() != nil {
+				return
+			}
+			continue
+		}
 		code, hangUp := s.answer(n, q.String)
 		if code == silent {
 			continue // never answer: a half-open connection
@@ -120,6 +131,11 @@ func (s *fakeServer) serve(c net.Conn, n int) {
 		}
 	}
 }
+
+// pidQuery is what a listener asks before LISTEN to learn the server
+// session it runs in; the fake answers it as a server of its own would,
+// with the process id of its backend key.
+const pidQuery = "SELECT pg_backend_pid()"
 
 // silent, as an answer's code, leaves the query unanswered.
 const silent = "silent"

@@ -11,13 +11,19 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 const doctorHelp = `One screen of health, changing nothing:
   schema    the protocol and schema versions against this cairnq's
             (behind, ahead or another protocol major needs attention)
+  route     Postgres: whether the connection keeps one server session
+            (direct, or through a relay) or goes through a connection
+            pooler, and so whether cairnq keeps its statements prepared;
+            "n/a" on SQLite
   listen    whether LISTEN/NOTIFY works (Postgres: a notification sent and
-            received on a channel of its own; "n/a" on SQLite)
+            received on a channel of its own; behind a transaction-mode
+            pooler it cannot, and needs attention; "n/a" on SQLite)
   leases    running tasks whose lease has expired: no worker has claimed
             since (a claim recovers them)
   queues    per queue, the due queued tasks and how long the oldest has
@@ -29,7 +35,7 @@ there is no database or no cairnq tables. On a schema behind or of another
 protocol, the task checks are skipped.
 
 --json: {"ok": BOOL, "backend": "sqlite" | "postgres", "database": "...",
-"checks": [{"check": "schema" | "listen" | "leases" | "queues" |
+"checks": [{"check": "schema" | "route" | "listen" | "leases" | "queues" |
 "failures", "status": "ok" | "attention" | "n/a" | "skipped", "detail":
 "..."}], "schema": STATUS (see 'cairnq migrate -h'), "expired_leases":
 [{"id", "name", "queue", "worker_id", "lease_until_ms", "attempt",
@@ -159,12 +165,14 @@ func diagnose(ctx context.Context, d *database, r *doctorReport, maxWait, window
 	}
 
 	if d.t.postgres {
+		r.add("route", checkOK, "%s", checkRoute(ctx, d))
 		if ok, detail := checkListen(ctx, d); ok {
 			r.add("listen", checkOK, "%s", detail)
 		} else {
 			r.add("listen", checkAttention, "%s", detail)
 		}
 	} else {
+		r.add("route", checkNA, "SQLite is a file: there is no connection to route")
 		r.add("listen", checkNA, "SQLite has no LISTEN: other processes' changes are seen by polling")
 	}
 
@@ -259,6 +267,23 @@ func taskHealth(ctx context.Context, d *database, r *doctorReport, maxWait, wind
 		r.add("failures", checkOK, "%d failed in the last %s (at most %d allowed): %s", total, window, maxFailures, strings.Join(parts, ", "))
 	}
 	return nil
+}
+
+// checkRoute says where the connection goes, and what cairnq makes of it.
+func checkRoute(ctx context.Context, d *database) string {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Sprintf("not known (%v)", err)
+	}
+	defer c.Release()
+	route, err := pgroute.OfConn(ctx, c.Conn())
+	if err != nil {
+		return fmt.Sprintf("not known (%v)", err)
+	}
+	if route.KeepsSession() {
+		return route.String() + "; cairnq keeps its statements prepared"
+	}
+	return route.String() + "; cairnq sends its statements unnamed, which any pooler passes through"
 }
 
 // checkListen listens on a channel of its own and sends itself

@@ -14,6 +14,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/dirsnap"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -341,7 +342,7 @@ func TestDoctor(t *testing.T) {
 			listen = "ok"
 		}
 		if !d.OK || d.Backend != b.name || d.Schema.State != "current" || d.status("schema") != "ok" || d.status("listen") != listen ||
-			d.status("leases") != "ok" || d.status("queues") != "ok" || d.status("failures") != "ok" || len(d.Checks) != 5 {
+			d.status("route") != listen || d.status("leases") != "ok" || d.status("queues") != "ok" || d.status("failures") != "ok" || len(d.Checks) != 6 {
 			t.Fatalf("doctor of a healthy database = %+v", d)
 		}
 		if r := ok(t, "doctor", "--db", b.db); !strings.Contains(r.stdout, "nothing needs attention") {
@@ -399,4 +400,44 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("doctor of old failures = %+v", d)
 		}
 	})
+}
+
+// TestDoctorBehindPoolers: doctor works through a pooler on its defaults,
+// says where the connection goes, and needs attention for LISTEN only in
+// transaction mode, where notifications never arrive.
+func TestDoctorBehindPoolers(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ok(t, "migrate", "--db", dsn)
+	for _, c := range []struct {
+		mode   pgtest.PoolMode
+		code   int
+		listen string
+	}{
+		{pgtest.PoolTransaction, exitAttention, "attention"},
+		{pgtest.PoolSession, exitOK, "ok"},
+	} {
+		pooled := pgtest.Pooler(t, dsn, c.mode)
+		r := cli(t, "doctor", "--json", "--db", pooled)
+		want(t, r, c.code, "doctor", string(c.mode))
+		var d doctorJSON
+		decode(t, r, &d)
+		detail := func(check string) string {
+			for _, k := range d.Checks {
+				if k.Check == check {
+					return k.Detail
+				}
+			}
+			return ""
+		}
+		if d.status("route") != "ok" || !strings.Contains(detail("route"), "pooler") || !strings.Contains(detail("route"), "unnamed") {
+			t.Errorf("%s mode: route = %s %q", c.mode, d.status("route"), detail("route"))
+		}
+		if d.status("listen") != c.listen || d.status("schema") != "ok" || d.status("queues") != "ok" {
+			t.Errorf("%s mode: checks = %+v", c.mode, d.Checks)
+		}
+		if c.mode == pgtest.PoolTransaction && !strings.Contains(detail("listen"), "pooler") {
+			t.Errorf("transaction mode: listen = %q, want it to name the pooler", detail("listen"))
+		}
+	}
 }

@@ -29,6 +29,20 @@
 //     it, as do the session's SQLTx and Native methods;
 //   - [ConnSession] runs on one reserved *sql.Conn: [ConnOf] returns it.
 //
-// This package imports only the standard library (and package executor); it
-// never imports a driver.
+// # Behind a connection pooler
+//
+// On lib/pq (told by the driver's package), a statement with arguments
+// that runs on the pool has its arguments written into its text as
+// literals ([protocol.Inline]) and goes as one message, leaving nothing on
+// the server connection: lib/pq's own way with arguments takes two round
+// trips that a transaction-mode pooler may send to two different server
+// connections. Other drivers send statements as the application
+// configured them, which behind a transaction-mode pooler must be a way
+// that keeps no statement on the server between round trips, as the
+// application's own statements need: for pgx's stdlib, a
+// default_query_exec_mode of cache_describe, exec or simple_protocol (the
+// gorm and bun adapters choose one for cairnq's statements themselves).
+//
+// This package imports only the standard library (and packages executor
+// and protocol, which do too); it never imports a driver.
 package sqlexec

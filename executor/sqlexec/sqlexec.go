@@ -3,11 +3,14 @@ package sqlexec
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
 )
 
 // DB is the part of a database/sql pool the executor uses. *sql.DB satisfies
@@ -47,6 +50,11 @@ type Options struct {
 	// it; for any other, Prepare does nothing). Statements in a
 	// transaction, on a reserved connection, or without arguments are
 	// never prepared. Default false.
+	//
+	// Only where every statement reaches the same server session: a
+	// direct connection, or a session-mode pooler. Behind a
+	// transaction-mode pooler a prepared statement's name is bound on
+	// server connections that never prepared it.
 	Prepare bool
 }
 
@@ -57,6 +65,7 @@ type Executor struct {
 	db     DB
 	txOpts *sql.TxOptions
 	stmts  *stmtCache // nil unless Options.Prepare
+	inline bool       // the driver is lib/pq: see inlines
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -70,7 +79,7 @@ func New(db DB, opts *Options) *Executor {
 	if db == nil {
 		panic("sqlexec: New called with a nil DB")
 	}
-	e := &Executor{db: db}
+	e := &Executor{db: db, inline: inlines(db)}
 	if opts != nil {
 		e.txOpts = CopyTxOptions(opts.TxOptions)
 		if p, ok := db.(preparer); ok && opts.Prepare {
@@ -106,6 +115,10 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	if e.stmts != nil && len(args) > 0 {
 		return e.stmts.query(ctx, e.db, query, args)
 	}
+	query, args, err := e.send(query, args)
+	if err != nil {
+		return nil, err
+	}
 	return runQuery(ctx, e.db, query, args)
 }
 
@@ -115,7 +128,51 @@ func (e *Executor) QueryPositional(ctx context.Context, query string, args ...an
 	if e.stmts != nil && len(args) > 0 {
 		return e.stmts.queryPositional(ctx, e.db, query, args)
 	}
+	query, args, err := e.send(query, args)
+	if err != nil {
+		return nil, err
+	}
 	return runQueryPositional(ctx, e.db, query, args)
+}
+
+// send returns query and args as they go to the pool: as they are, or
+// with the arguments written into the text when the executor inlines.
+func (e *Executor) send(query string, args []any) (string, []any, error) {
+	if !e.inline || len(args) == 0 {
+		return query, args, nil
+	}
+	text, err := protocol.Inline(query, args)
+	if err != nil {
+		return "", nil, wrapQuery(err)
+	}
+	return text, nil, nil
+}
+
+// inlines reports whether the executor writes the arguments of the
+// statements it runs on db into their text, which it does when db's
+// driver is lib/pq, told by the driver's package (this package imports
+// no driver to compare types with).
+//
+// lib/pq, unless its DSN sets binary_parameters, sends a statement with
+// arguments in two round trips: a parse of the text as the unnamed
+// statement, answered, then a bind of the arguments to "the unnamed
+// statement". Behind a transaction-mode pooler each round trip outside a
+// transaction may reach another server connection, whose unnamed
+// statement is whatever its last client parsed there: the arguments can
+// run another statement. A statement with no arguments goes as one
+// message of the simple query protocol, which leaves nothing on the
+// server connection. So does every statement of a transaction, whose
+// server connection stays the same throughout, and is left alone.
+func inlines(db DB) bool {
+	d, ok := db.(interface{ Driver() driver.Driver })
+	if !ok {
+		return false
+	}
+	t := reflect.TypeOf(d.Driver())
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && t.PkgPath() == "github.com/lib/pq"
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled

@@ -1,0 +1,81 @@
+package cairnqpgx_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+)
+
+// Behind a transaction-mode pooler a pool on pgx's defaults (named
+// statements cached per connection) fails at once: a statement prepared on
+// one server connection is bound on another. Open and New must both work
+// there on their defaults, and in session mode too.
+func TestOpenBehindPoolers(t *testing.T) {
+	t.Parallel()
+	adaptertest.BehindPoolers(t, func(t *testing.T, dsn string) executor.Executor {
+		e, err := cairnqpgx.Open(context.Background(), dsn, nil)
+		if err != nil {
+			t.Fatalf("Open through the pooler: %v", err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	})
+}
+
+func TestNewBehindPoolers(t *testing.T) {
+	t.Parallel()
+	adaptertest.BehindPoolers(t, func(t *testing.T, dsn string) executor.Executor {
+		e, _ := newExecutorOn(t, dsn, nil)
+		return e
+	})
+}
+
+// namedStatements counts the statements pgx's cache prepared on the one
+// connection of a one-connection pool.
+func namedStatements(t *testing.T, e *cairnqpgx.Executor) int64 {
+	t.Helper()
+	rows := adaptertest.Query(t, e, "SELECT count(*) AS n FROM pg_prepared_statements WHERE name LIKE 'stmtcache_%'")
+	return rows[0]["n"].(int64)
+}
+
+// Preparing spares the server a parse and a plan per statement, and is
+// kept wherever the connection keeps its server session: directly, and
+// not behind a pooler, in whatever mode (in session mode pg_prepared_statements
+// is the connection's own, so it shows what was left there).
+func TestStatementsPreparedOnlyWhereTheSessionIsKept(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	for _, c := range []struct {
+		name  string
+		dsn   string
+		named bool
+	}{
+		{"direct", dsn, true},
+		{"session pooler", pgtest.Pooler(t, dsn, pgtest.PoolSession), false},
+	} {
+		cfg, err := pgxpool.ParseConfig(c.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 1
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		e := cairnqpgx.New(pool, nil)
+		t.Cleanup(func() { e.Close() })
+		for range 2 { // the first statement learns the route
+			adaptertest.Query(t, e, "SELECT $1::int8 AS n", int64(1))
+		}
+		if got := namedStatements(t, e) > 0; got != c.named {
+			t.Errorf("%s: statements prepared = %v, want %v", c.name, got, c.named)
+		}
+	}
+}

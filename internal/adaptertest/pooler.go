@@ -1,0 +1,239 @@
+package adaptertest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, for the checks behind the pooler's back
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
+)
+
+// The pooler burn-down's shape: what session 13's probe ran, where 687
+// submits and 803 worker calls failed behind a transaction-mode pgbouncer.
+const (
+	poolerTasks      = 2000
+	poolerSubmitters = 16
+	poolerWorkers    = 16
+	// poolerBurnTimeout bounds the burn-down. A task the worker leaves
+	// running waits out its lease (poolerLease) and runs again, which
+	// the checks then catch; it is a bound on a hang, not a timing.
+	poolerBurnTimeout = 3 * time.Minute
+	poolerLease       = 10 * time.Second
+)
+
+// Opener opens the executor under test on dsn, closed when t ends, the
+// way an application would on its defaults.
+type Opener func(t *testing.T, dsn string) executor.Executor
+
+// BehindPoolers runs the pooler burn-down through pgbouncer in transaction
+// mode and in session mode, each as a subtest.
+func BehindPoolers(t *testing.T, open Opener) {
+	for _, mode := range []pgtest.PoolMode{pgtest.PoolTransaction, pgtest.PoolSession} {
+		t.Run(string(mode), func(t *testing.T) { BehindPooler(t, mode, open) })
+	}
+}
+
+// BehindPooler opens a client through a pgbouncer in mode in front of a
+// fresh database, with the executor open returns, and burns down
+// poolerTasks tasks submitted from poolerSubmitters goroutines by a worker
+// of concurrency poolerWorkers. It checks, from a connection that goes
+// around the pooler:
+//   - every submit and every worker statement succeeded the first time
+//     (none was refused or retried);
+//   - every acknowledged task succeeded, its handler ran exactly once, and
+//     nothing is left queued or running;
+//   - a Call after the burn-down gets its result;
+//   - LISTEN, where the executor has it: in transaction mode, where
+//     notifications are never delivered, the client says so in exactly
+//     one WARN naming the pooler; in session mode, where they are, its
+//     LISTEN is proven to deliver and it says nothing at WARN. Without
+//     LISTEN nothing is said either way.
+func BehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener) {
+	dsn := pgtest.DSN(t)
+	pooled := pgtest.Pooler(t, dsn, mode)
+	direct, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+
+	var logs syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ex := open(t, pooled)
+	ctx, cancel := context.WithTimeout(context.Background(), poolerBurnTimeout)
+	defer cancel()
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{Options: cairnq.Options{Logger: log}})
+	if err != nil {
+		t.Fatalf("open through the pooler: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	var (
+		mu       sync.Mutex
+		runs     = map[string]int{}
+		workErrs []string
+	)
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{
+		Concurrency: poolerWorkers, LeaseDuration: poolerLease, PollInterval: 50 * time.Millisecond,
+		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
+			mu.Lock()
+			defer mu.Unlock()
+			workErrs = append(workErrs, fmt.Sprintf("%s %s: %v", phase, taskID, err))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("pooled", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		mu.Lock()
+		runs[tc.Task().ID]++
+		mu.Unlock()
+		return map[string]string{"id": tc.Task().ID}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx) }()
+	stopped := false
+	stopWorker := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			if err := <-ran; err != nil {
+				t.Errorf("worker: %v", err)
+			}
+		}
+	}
+	defer stopWorker()
+
+	ids, submitErrs := submitFrom(ctx, c, poolerSubmitters, poolerTasks)
+	// Wait for the burn-down from around the pooler, so that what is
+	// counted does not depend on what is being tested.
+	count := func(status string) int {
+		var n int
+		if err := direct.QueryRowContext(ctx, "SELECT count(*) FROM cairnq_tasks WHERE status = $1", status).Scan(&n); err != nil {
+			t.Fatalf("count %s: %v", status, err)
+		}
+		return n
+	}
+	for count("succeeded") < len(ids) {
+		if ctx.Err() != nil {
+			t.Fatalf("burn-down unfinished after %v: %d of %d succeeded", poolerBurnTimeout, count("succeeded"), len(ids))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	called, err := c.Call(ctx, "pooled", nil, &cairnq.CallOptions{WaitOptions: cairnq.WaitOptions{Timeout: time.Minute}})
+	if err != nil {
+		t.Fatalf("a Call after the burn-down: %v", err)
+	}
+	if called.Status != cairnq.StatusSucceeded || len(called.Result) == 0 {
+		t.Fatalf("a Call after the burn-down: %s with result %s", called.Status, called.Result)
+	}
+	stopWorker()
+
+	for _, e := range submitErrs {
+		t.Errorf("submit: %s", e)
+	}
+	mu.Lock()
+	for _, e := range workErrs {
+		t.Errorf("worker: %s", e)
+	}
+	twice := 0
+	for _, id := range ids {
+		if runs[id] != 1 {
+			twice++
+			if twice <= 5 {
+				t.Errorf("task %s ran %d times", id, runs[id])
+			}
+		}
+	}
+	mu.Unlock()
+	lost := 0
+	for _, id := range ids {
+		var status string
+		if err := direct.QueryRowContext(ctx, "SELECT status FROM cairnq_tasks WHERE id = $1", id).Scan(&status); err != nil || status != "succeeded" {
+			lost++
+			if lost <= 5 {
+				t.Errorf("acknowledged task %s: status %q (%v)", id, status, err)
+			}
+		}
+	}
+	stuck := count("queued") + count("running")
+	t.Logf("%s mode: %d acknowledged, %d lost, %d not run exactly once, %d stuck; %d submit errors, %d worker errors",
+		mode, len(ids), lost, twice, stuck, len(submitErrs), len(workErrs))
+	if stuck != 0 {
+		t.Errorf("%d tasks left queued or running", stuck)
+	}
+
+	_, listens := ex.(executor.Listener)
+	if listens {
+		// The client checks that LISTEN delivers once it listens; wait
+		// for its answer, either way.
+		Poll(t, "the LISTEN delivery check's answer", func() bool {
+			l := logs.String()
+			return strings.Contains(l, "LISTEN receives notifications") || strings.Contains(l, "connection pooler")
+		})
+	}
+	warns := warnLines(logs.String())
+	switch {
+	case mode == pgtest.PoolTransaction && listens:
+		if len(warns) != 1 || !strings.Contains(warns[0], "pooler") {
+			t.Errorf("behind a transaction-mode pooler: want one WARN naming the pooler, got %d:\n%s", len(warns), strings.Join(warns, "\n"))
+		}
+	case listens && !strings.Contains(logs.String(), "LISTEN receives notifications"):
+		t.Errorf("behind a %s-mode pooler: LISTEN was not proven to deliver:\n%s", mode, logs.String())
+	default:
+		if len(warns) != 0 {
+			t.Errorf("behind a %s-mode pooler: want no WARN, got:\n%s", mode, strings.Join(warns, "\n"))
+		}
+	}
+}
+
+// submitFrom submits n tasks from g goroutines and returns the ids
+// acknowledged, and every error a submit returned.
+func submitFrom(ctx context.Context, c *cairnq.Client, g, n int) (ids []string, errs []string) {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range g {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				task, err := c.Submit(ctx, "pooled", map[string]int64{"n": next.Load()}, nil)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err.Error())
+				} else {
+					ids = append(ids, task.ID)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return ids, errs
+}
+
+// warnLines returns the lines of a text log at WARN or above.
+func warnLines(log string) []string {
+	var out []string
+	for line := range strings.SplitSeq(log, "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+// Package pgroute tells a connection whose statements all run in one
+// server session (straight to the server, or through a relay of bytes)
+// from one that goes through a connection pooler, so that the adapters
+// keep statements prepared on the server only where every round trip of a
+// client connection reaches the same server session.
+//
+// Behind a transaction-mode pooler (pgbouncer with pool_mode=transaction,
+// a hosted "pooled" endpoint) each transaction, and each statement outside
+// one, may run on another server connection. A statement prepared under a
+// name on one of them is then bound by that name on another, which never
+// prepared it or prepared something else under it. Two facts a client can
+// check tell that nothing of the kind stands between: the server sees the
+// connection come from the client socket's own address and port (no proxy
+// can make it see that), or the backend key the server sent at startup
+// names the session the connection's statements run in (a pooler gives
+// its clients keys of its own; a relay of bytes passes the server's on).
+// The adapters prepare only where one of them holds, and send every
+// statement unnamed otherwise: a Unix socket without the key (lib/pq), a
+// pooler in session mode, where preparing would be safe, costs a parse
+// per statement and nothing else.
+//
+// The route of a pgx connection (the pgx adapter's, and pgx's stdlib under
+// the gorm and bun adapters) is found by [OfConn].
+package pgroute
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Query is the statement a probe runs on the connection it checks: where
+// the server sees the connection come from (NULLs on a Unix socket). It
+// takes no arguments, so it is sent with the simple query protocol and
+// leaves nothing behind on the server.
+const Query = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port"
+
+// Route is what a probe found.
+type Route struct {
+	// Direct is true when the server sees the connection come from the
+	// client socket's own address and port.
+	Direct bool
+	// OwnKey is true when the backend key the server gave the connection
+	// at startup names the server session its statements run in. A pooler
+	// gives its clients keys of its own, so this holds through a relay of
+	// bytes (docker's port forwarding, a TCP proxy) and through no pooler.
+	// Only pgx exposes the key; elsewhere it stays false.
+	OwnKey bool
+	// Local is the client socket's address, and Seen where the server sees
+	// the connection come from ("" on a Unix socket).
+	Local, Seen string
+}
+
+// KeepsSession reports whether every statement of the connection runs in
+// one server session, so that what one statement leaves on the server (a
+// prepared statement, a LISTEN) is there for the next.
+func (r Route) KeepsSession() bool { return r.Direct || r.OwnKey }
+
+// String says what the route is, for logs and cairnq doctor.
+func (r Route) String() string {
+	switch {
+	case r.Direct:
+		return "direct to the server (it sees this client's own address, " + r.Local + ")"
+	case r.OwnKey:
+		return "one server session per connection (through a relay such as a port forward: the server sees " +
+			r.Seen + ", and the connection's backend key is the server's own)"
+	case r.Seen == "":
+		return "not known to keep one server session (a Unix socket, where the server sees no client address)"
+	}
+	return "through a proxy or connection pooler (the server sees the connection come from " + r.Seen +
+		", not from this client's " + r.Local + ")"
+}
+
+// Of compares the client socket's local address with what the server saw:
+// addr (host(inet_client_addr())) and port (inet_client_port()), either
+// nil when the server gave NULL.
+func Of(local net.Addr, addr *string, port *int64) Route {
+	r := Route{}
+	if local != nil {
+		r.Local = local.String()
+	}
+	if addr == nil || port == nil {
+		return r
+	}
+	seen, err := netip.ParseAddr(*addr)
+	if err != nil {
+		return r
+	}
+	r.Seen = netip.AddrPortFrom(seen.Unmap(), uint16(*port)).String()
+	tcp, ok := local.(*net.TCPAddr)
+	if !ok {
+		return r
+	}
+	mine, ok := netip.AddrFromSlice(tcp.IP)
+	r.Direct = ok && mine.Unmap() == seen.Unmap() && int64(tcp.Port) == *port
+	return r
+}
+
+// OfConn finds the route of conn, its backend key compared too. It runs
+// one statement on conn, which must not be in a failed transaction.
+func OfConn(ctx context.Context, conn *pgx.Conn) (Route, error) {
+	var addr *string
+	var port *int64
+	var pid int64
+	if err := conn.QueryRow(ctx, ownKeyQuery, pgx.QueryExecModeSimpleProtocol).Scan(&addr, &port, &pid); err != nil {
+		return Route{}, fmt.Errorf("route: %w", err)
+	}
+	r := Of(conn.PgConn().Conn().LocalAddr(), addr, port)
+	r.OwnKey = pid == int64(conn.PgConn().PID())
+	return r, nil
+}
+
+// ownKeyQuery is Query with the server session's process id, which a
+// connection's backend key names when nothing stands between.
+const ownKeyQuery = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port, pg_backend_pid() AS pid"
+
+// Probe finds the route of one connection.
+type Probe func(ctx context.Context) (Route, error)
+
+// probeTimeout bounds one probe, whatever its caller's context.
+const probeTimeout = 5 * time.Second
+
+// retryAfter is how long a Gate waits after a failed probe before the
+// next one: a server that is down is not asked at every statement.
+const retryAfter = 30 * time.Second
+
+// Gate holds one executor's route, learned by the first statement that
+// needs it. Until a probe has succeeded the route counts as not direct,
+// so a statement never waits for another's probe, and a failed probe is
+// tried again later. The zero Gate is ready.
+type Gate struct {
+	mu      sync.Mutex
+	known   bool
+	route   Route
+	probing bool
+	retry   time.Time
+}
+
+// Direct reports whether the route is known to keep one server session
+// per connection (Route.KeepsSession), running probe
+// first when the route is not known yet, no probe is running and none
+// failed within retryAfter. Its probe is bounded by ctx and probeTimeout.
+func (g *Gate) Direct(ctx context.Context, probe Probe) bool {
+	g.mu.Lock()
+	if g.known || g.probing || time.Now().Before(g.retry) {
+		direct := g.known && g.route.KeepsSession()
+		g.mu.Unlock()
+		return direct
+	}
+	g.probing = true
+	g.mu.Unlock()
+
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	r, err := probe(pctx)
+	cancel()
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.probing = false
+	if err != nil {
+		g.retry = time.Now().Add(retryAfter)
+		return false
+	}
+	g.known, g.route = true, r
+	return r.KeepsSession()
+}
+
+// Route returns the route and whether it is known, probing as Direct does.
+func (g *Gate) Route(ctx context.Context, probe Probe) (Route, bool) {
+	g.Direct(ctx, probe)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.route, g.known
+}
