@@ -25,6 +25,9 @@ type TaskContext struct {
 	canceled atomic.Bool
 	mu       sync.Mutex // serializes settlement
 	settled  bool
+	// writing counts the settlements of the task being written whose
+	// outcome is not recorded yet (see settling).
+	writing atomic.Int32
 }
 
 // ID is the task's id.
@@ -76,6 +79,27 @@ func (tc *TaskContext) observeCancel(requested bool) {
 	if requested && tc.canceled.CompareAndSwap(false, true) {
 		tc.cancel(&store.TaskCanceledError{ID: tc.task.ID})
 	}
+}
+
+// settling runs a settlement's write and the recording of its outcome,
+// counted in writing for its whole length. A heartbeat that finds the task
+// no longer running while one is counted has met that settlement, whose
+// own outcome decides; the counter drops only after the outcome is
+// recorded (settled or lost), so a heartbeat that reads it as zero then
+// sees the outcome too.
+func (tc *TaskContext) startSettling() { tc.writing.Add(1) }
+
+// doneSettling ends what startSettling began.
+func (tc *TaskContext) doneSettling() { tc.writing.Add(-1) }
+
+// missedByBeat handles a heartbeat that found the task no longer running
+// under this worker: a lost lease, unless a settlement of the task was
+// being written meanwhile or has been recorded.
+func (tc *TaskContext) missedByBeat() {
+	if tc.writing.Load() > 0 || tc.isSettled() {
+		return
+	}
+	tc.markLost()
 }
 
 func (tc *TaskContext) isSettled() bool {
@@ -178,6 +202,8 @@ func (tc *TaskContext) settle(write func() error) error {
 	if tc.settled {
 		return nil
 	}
+	tc.startSettling()
+	defer tc.doneSettling()
 	if err := write(); err != nil {
 		if errIsLostLease(err) {
 			tc.markLost()

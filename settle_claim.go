@@ -74,6 +74,8 @@ func (w *Worker) completeByClaim(tc *TaskContext, result any) bool {
 		w.mu.Unlock()
 		return false
 	}
+	tc.startSettling()
+	defer tc.doneSettling()
 	w.pending = append(w.pending, p)
 	w.mu.Unlock()
 	w.signalSlot()

@@ -64,6 +64,7 @@ func (s *settler) handOver(tc *TaskContext, result any) bool {
 		s.mu.Unlock()
 		return false
 	}
+	tc.startSettling() // done once write has recorded the outcome
 	s.pending = append(s.pending, p)
 	s.mu.Unlock()
 	select {
@@ -132,6 +133,7 @@ func (s *settler) write(taken []*pendingCompletion) {
 		case !recordOutcome(p.tc, &p.c):
 			w.report(cmp.Or(p.c.Err, errNoOutcome), PhaseExecute, p.c.ID)
 		}
+		p.tc.doneSettling()
 	}
 	w.mu.Lock()
 	for _, p := range taken {

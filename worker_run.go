@@ -933,6 +933,8 @@ func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, r
 // or lease-lost by the outcome. Any other error is returned for the caller
 // to handle.
 func (w *Worker) settleTask(ctx context.Context, tc *TaskContext, write func() error) error {
+	tc.startSettling()
+	defer tc.doneSettling()
 	err := w.retrySettle(ctx, write)
 	switch {
 	case err == nil:
@@ -1050,14 +1052,12 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 			continue
 		}
 		for _, tc := range tcs {
-			cancel, ok := renewed[tc.task.ID]
-			switch {
-			case ok:
+			if cancel, ok := renewed[tc.task.ID]; ok {
 				tc.observeCancel(cancel)
-			case !tc.isSettled():
+			} else {
 				// The task may have settled while the beat was in flight,
 				// which takes it out of running and out of the reply.
-				tc.markLost()
+				tc.missedByBeat()
 			}
 		}
 	}

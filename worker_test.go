@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/cairnq/cairnq-go/store"
 	"github.com/ncruces/go-sqlite3"
 )
@@ -876,4 +878,53 @@ func TestWorkerWakesAfterBusyPollWithoutPolling(t *testing.T) {
 			t.Fatalf("call from %s: %+v %v", from.name, got, err)
 		}
 	}
+}
+
+// TestNoLeaseLostWarningForASettledTask: a heartbeat whose reply arrives
+// after a settlement committed and before the worker saw the
+// settlement's own answer finds the task no longer running. That is the
+// settlement, not a lost lease: the worker must not warn "task lease
+// lost" for a task it settled. Heartbeats every 10ms beside 16 slots of
+// short calls make the window wide open.
+func TestNoLeaseLostWarningForASettledTask(t *testing.T) {
+	var logs syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	onBothBackends(t, &cairnq.Options{Logger: log}, func(t *testing.T, c *cairnq.Client) {
+		const n = 1500
+		var ran atomic.Int64
+		w := newWorker(t, c, &cairnq.WorkerOptions{
+			Concurrency: 16, LeaseDuration: 2 * time.Second, HeartbeatInterval: cairnq.MinHeartbeatInterval,
+			Logger: log,
+		})
+		if err := w.Handle("short", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			ran.Add(1)
+			time.Sleep(time.Millisecond) // the call's own work
+			return "ok", nil
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		for i := range n {
+			if _, err := c.Submit(ctx, "short", i, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "every task to succeed", func() bool {
+			st, err := c.Stats(ctx, "")
+			return err == nil && st["default"].Succeeded == n
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := ran.Load(); got != n {
+			t.Errorf("%d calls for %d tasks: a lease was really lost", got, n)
+		}
+		if strings.Contains(logs.String(), "lease lost") {
+			t.Errorf("a settled task was reported as having lost its lease:\n%s", logs.String())
+		}
+	})
 }
