@@ -223,3 +223,18 @@ func TestClosedClient(t *testing.T) {
 		t.Errorf("second close: %v", err)
 	}
 }
+
+// A negative BusyTimeout is refused like every other negative duration,
+// before anything is created.
+func TestOpenRefusesANegativeBusyTimeout(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sub", "tasks.db")
+	_, err := cairnq.Open(context.Background(), path, &cairnq.SQLiteOptions{BusyTimeout: -1})
+	var ae *cairnq.ArgumentError
+	if !errors.As(err, &ae) || ae.Arg != "BusyTimeout" {
+		t.Fatalf("Open with BusyTimeout -1 = %v, want an *ArgumentError for BusyTimeout", err)
+	}
+	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused Open created %s (%v)", filepath.Dir(path), err)
+	}
+}

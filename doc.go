@@ -143,11 +143,12 @@
 //
 // # Waiting and watching
 //
-// [Client.Wait] returns when a task ends: the task if it succeeded,
-// [*TaskFailedError] with the stored error envelope if it failed,
-// [*TaskCanceledError] if it was canceled, [*TaskTimeoutError] (the task
-// keeps running) if it did not end in time. [Client.Call] submits and
-// waits. [Client.Watch] calls a function whenever tasks may have changed,
+// [Client.Wait] returns the task once it ends, whatever its status
+// (succeeded, failed with its error envelope in Task.Error, or canceled),
+// with a nil error; [*TaskTimeoutError] (the task keeps running) if it did
+// not end in time. [Client.Call] submits and waits, and turns the outcome
+// into its error: nil if the task succeeded, [*TaskFailedError] with the
+// stored envelope if it failed, [*TaskCanceledError] if it was canceled. [Client.Watch] calls a function whenever tasks may have changed,
 // for dashboards and streams. A notification ends a wait at once (LISTEN
 // on Postgres; on a SQLite file, the filesystem's change notifications on
 // its WAL, for commits made by other processes); polling is always behind

@@ -161,3 +161,38 @@ func TestWaitHonoursContext(t *testing.T) {
 		t.Errorf("wait with a canceled context: %v", err)
 	}
 }
+
+// Wait returns a task that failed or was canceled as it is, with a nil
+// error: the outcome is the task's status. Call turns it into an error.
+func TestWaitReturnsFailedAndCanceledTasksWithoutAnError(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, nil)
+	st := cairnq.StoreOf(c)
+	ctx := context.Background()
+	failed, err := c.Submit(ctx, "job", nil, &cairnq.SubmitOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil || len(claimed) != 1 {
+		t.Fatal(claimed, err)
+	}
+	if _, err := st.Fail(ctx, failed.ID, "w", cairnq.ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	canceled, err := c.Submit(ctx, "job", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, canceled.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		id     string
+		status cairnq.Status
+	}{{failed.ID, cairnq.StatusFailed}, {canceled.ID, cairnq.StatusCanceled}} {
+		got, err := c.Wait(ctx, w.id, nil)
+		if err != nil || got == nil || got.Status != w.status {
+			t.Errorf("Wait on a %s task = %+v, %v; want the task and a nil error", w.status, got, err)
+		}
+	}
+}

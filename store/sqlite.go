@@ -178,6 +178,9 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	if path == "" {
 		return nil, argError("open", "path", "is empty (use \":memory:\" for an in-memory database)")
 	}
+	if o.BusyTimeout < 0 {
+		return nil, argError("open", "BusyTimeout", "must be >= 0 (0 for the default %v), got %v", defaultBusyTimeout, o.BusyTimeout)
+	}
 	b := &sqliteBackend{
 		path:        path,
 		dsn:         path,
@@ -195,8 +198,8 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	if b.memoryLimit <= 0 {
 		b.memoryLimit = sqliteMaxMemory
 	}
-	if b.busy <= 0 {
-		b.busy = 5 * time.Second
+	if b.busy == 0 {
+		b.busy = defaultBusyTimeout
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -991,8 +994,11 @@ func (b *sqliteBackend) resetWriter(live []*writeReq, cause error) {
 }
 
 // writeError classifies a failed write: a lock held past the busy timeout
-// is a *BusyError, a full disk a *StorageError (SQLite reports it as FULL,
-// or as an I/O error whose system error is ENOSPC).
+// is a *BusyError, a full disk a *StorageError. SQLite reports a full disk
+// as FULL, or as an I/O error whose system error is ENOSPC; the driver's
+// VFS (ncruces/go-sqlite3 v0.37) reports ENOSPC from a write as a bare
+// IOERR_WRITE, having compared the *os.PathError it got with an errno, so
+// for that code the file system is asked how much room is left.
 func (b *sqliteBackend) writeError(err error) error {
 	switch {
 	case err == nil:
@@ -1001,8 +1007,34 @@ func (b *sqliteBackend) writeError(err error) error {
 		return &BusyError{Timeout: b.busy, Err: err}
 	case errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC):
 		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
+	case errors.Is(err, sqlite3.IOERR_WRITE) && b.nearlyFull():
+		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: fmt.Errorf("%w (the file system holds under %d KiB free)", err, fullBelow>>10)}
 	}
 	return err
+}
+
+// defaultBusyTimeout is how long a write waits for another process's
+// write lock when SQLiteOptions.BusyTimeout is 0.
+const defaultBusyTimeout = 5 * time.Second
+
+// fullBelow is the free space under which a file system that failed a
+// write counts as full. SQLite writes a page (a WAL frame) at a time, so a
+// write that ran out of room leaves less than a few pages free; a write
+// failing with room to spare is another I/O error.
+const fullBelow = 1 << 20
+
+// nearlyFull reports whether the file system holding the database has
+// under fullBelow bytes free for this process.
+func (b *sqliteBackend) nearlyFull() bool {
+	if b.memory {
+		return false
+	}
+	path := b.path
+	if p, err := sqliteFilePath(b.w); err == nil && p != "" {
+		path = p
+	}
+	free, ok := freeBytes(filepath.Dir(path))
+	return ok && free < fullBelow
 }
 
 func (b *sqliteBackend) closeReaders() {

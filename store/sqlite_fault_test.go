@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,5 +138,62 @@ func TestSQLiteFullDiskIsAStorageError(t *testing.T) {
 	}
 	if tasks, err := st.List(ctx, ListParams{}); err != nil || len(tasks) != 1 || tasks[0].Name != "small" {
 		t.Fatalf("after the full write: %d tasks, %v; want only the small one", len(tasks), err)
+	}
+}
+
+// A real file system that fills up: the driver reports ENOSPC from a
+// write as a bare IOERR_WRITE ("disk I/O error"), which must still come
+// back as ErrStorageFull, lose nothing acknowledged, and leave the store
+// writing again once room is made. It needs a small file system of its
+// own, a tmpfs mounted for the test, so it runs as root (as CI does).
+func TestSQLiteFullFileSystemIsAStorageError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	// Room to free later, so the store can be shown writing again.
+	filler := filepath.Join(dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, 512<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := OpenSQLite(ctx, filepath.Join(dir, "tasks.db"), SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var acked []string
+	for range 1000 {
+		task, err := st.Submit(ctx, SubmitParams{Name: "big", Payload: bigValue(16 << 10)})
+		if err != nil {
+			var se *StorageError
+			if !errors.Is(err, ErrStorageFull) || !errors.As(err, &se) {
+				t.Fatalf("a write past the room left: %v (%T), want a *StorageError with ErrStorageFull", err, err)
+			}
+			break
+		}
+		acked = append(acked, task.ID)
+	}
+	if len(acked) == 0 || len(acked) == 1000 {
+		t.Fatalf("%d writes succeeded: the file system never filled, or nothing fit", len(acked))
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Submit(ctx, SubmitParams{Name: "after"}); err != nil {
+		t.Fatalf("a write once room was made: %v", err)
+	}
+	for _, id := range acked {
+		if _, err := st.Get(ctx, id); err != nil {
+			t.Fatalf("acknowledged task %s: %v", id, err)
+		}
 	}
 }
