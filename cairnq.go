@@ -57,6 +57,7 @@ var (
 	ErrValueTooLarge   = store.ErrValueTooLarge
 	ErrStorageFull     = store.ErrStorageFull
 	ErrStorageMemory   = store.ErrStorageMemory
+	ErrStorageReadOnly = store.ErrStorageReadOnly
 	ErrNoDatabase      = store.ErrNoDatabase
 )
 

@@ -160,6 +160,7 @@
 // errors.As. Sentinels: [ErrNotFound], [ErrAlreadyExists], [ErrQueueFull],
 // [ErrLostLease], [ErrTaskCanceled], [ErrInvalidArgument], [ErrBusy],
 // [ErrClosed], [ErrUnsupported], [ErrStorageFull], [ErrStorageMemory],
+// [ErrStorageReadOnly],
 // [ErrSchemaMismatch], [ErrForeignDatabase]. Typed errors carry the
 // details: [*ArgumentError] (which call, which argument, why; every
 // invalid argument is one), [*SerializationError] (a value JSON or the

@@ -185,6 +185,11 @@ var (
 	// statement. Nothing of the failed write was kept; the connection was
 	// replaced, and other writes go on.
 	ErrStorageMemory = errors.New("cairnq: database ran out of memory")
+	// ErrStorageReadOnly: the database can only be read by this process
+	// (a SQLite file it has no permission to write, as a backup or an
+	// operator's copy is): Options.OpenExisting opens it for reading, and
+	// every write fails, keeping nothing.
+	ErrStorageReadOnly = errors.New("cairnq: permission denied: the database is read-only to this process")
 )
 
 // StorageError reports a write the database could not keep for a reason
@@ -192,7 +197,7 @@ var (
 // of the ErrStorage sentinels, which errors.Is matches.
 type StorageError struct {
 	Op   string // e.g. "write"
-	Kind error  // ErrStorageFull or ErrStorageMemory
+	Kind error  // ErrStorageFull, ErrStorageMemory or ErrStorageReadOnly
 	Err  error  // the driver's error
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -261,7 +262,7 @@ func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 		return newSchemaStatus(protocol.SQLite), nil
 	}
 	const busy = 5 * time.Second
-	c, err := sqlite3.OpenContext(ctx, uri)
+	c, _, err := openExisting(ctx, uri)
 	if err != nil {
 		// A plain path was found to exist; a URI can only tell by opening.
 		if errors.Is(err, sqlite3.CANTOPEN) && strings.HasPrefix(path, "file:") {
@@ -279,6 +280,45 @@ func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 		return nil, sqliteOpenError(path, busy, err)
 	}
 	return st, nil
+}
+
+// openExisting opens the database uri (from existingSQLiteURI) names,
+// for reading only when this process may not write it (no permission, or
+// a read-only file system): mode=ro, and if
+// even that cannot be read (in WAL mode a reader needs the -shm file, which
+// a directory it may not write keeps it from making) immutable=1, which
+// reads the file as a snapshot nothing else changes, as a backup or a
+// copy of a database is. It returns the URI the connection was opened
+// with.
+func openExisting(ctx context.Context, uri string) (*sqlite3.Conn, string, error) {
+	c, err := sqlite3.OpenContext(ctx, uri)
+	if err == nil || !(errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+		return c, uri, err
+	}
+	for _, params := range [][2]string{{"mode", "ro"}, {"immutable", "1"}} {
+		u, perr := url.Parse(uri)
+		if perr != nil {
+			return nil, uri, err
+		}
+		q := u.Query()
+		q.Set(params[0], params[1])
+		q.Set("mode", "ro")
+		u.RawQuery = q.Encode()
+		uri = u.String()
+		c, err = sqlite3.OpenContext(ctx, uri)
+		if err != nil {
+			return nil, uri, err
+		}
+		// Opening reads nothing yet: read once, where a missing -shm shows.
+		if err = c.Exec("SELECT count(*) FROM sqlite_schema"); err == nil {
+			return c, uri, nil
+		}
+		_ = c.Close()
+		if !errors.Is(err, sqlite3.READONLY) && !errors.Is(err, sqlite3.CANTOPEN) {
+			return nil, uri, err
+		}
+	}
+	return nil, uri, err
 }
 
 // existingSQLiteURI returns the URI that opens path only if it exists

@@ -221,6 +221,12 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 			return nil, &OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", ErrNoDatabase)}
 		}
 		b.dsn = uri
+		// A file this process may only read is opened for reading, every
+		// connection alike (the first open finds out how).
+		if c, ro, err := openExisting(ctx, uri); err == nil {
+			_ = c.Close()
+			b.dsn = ro
+		}
 	case !b.memory && !strings.HasPrefix(path, "file:"):
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, &OpenError{Path: path, Err: err}
@@ -274,7 +280,7 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
 	c, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(ctx, b.memoryLimit), b.dsn)
 	if err != nil {
-		if b.existing && errors.Is(err, sqlite3.CANTOPEN) { // mode=rw on a file that is not there
+		if b.existing && errors.Is(err, sqlite3.CANTOPEN) && !errors.Is(err, os.ErrPermission) && !errors.Is(err, syscall.EROFS) { // mode=rw on a file that is not there
 			return nil, &OpenError{Path: b.path, Err: fmt.Errorf("%w: %v; nothing was created", ErrNoDatabase, err)}
 		}
 		return nil, b.openError(err)
@@ -1007,6 +1013,8 @@ func (b *sqliteBackend) writeError(err error) error {
 		return &BusyError{Timeout: b.busy, Err: err}
 	case errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC):
 		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
+	case errors.Is(err, sqlite3.READONLY):
+		return &StorageError{Op: "write", Kind: ErrStorageReadOnly, Err: err}
 	case errors.Is(err, sqlite3.IOERR_WRITE) && b.nearlyFull():
 		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: fmt.Errorf("%w (the file system holds under %d KiB free)", err, fullBelow>>10)}
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cairnq/cairnq-go/internal/readonly"
 )
 
 // bigValue is a JSON string value of about n bytes.
@@ -195,5 +197,53 @@ func TestSQLiteFullFileSystemIsAStorageError(t *testing.T) {
 		if _, err := st.Get(ctx, id); err != nil {
 			t.Fatalf("acknowledged task %s: %v", id, err)
 		}
+	}
+}
+
+// readOnlyCopy returns the path of a database, with a task in it, that
+// this process can only read, and says how.
+func readOnlyCopy(t *testing.T) (path, how string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := OpenSQLite(context.Background(), filepath.Join(dir, "tasks.db"), SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Submit(context.Background(), SubmitParams{Name: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, how := readonly.Dir(t, dir)
+	return filepath.Join(ro, "tasks.db"), how
+}
+
+// A database this process may only read opens with OpenExisting, reads
+// work, and a write is a *StorageError saying permission denied
+// (ErrStorageReadOnly) that keeps nothing. Before, the open itself failed,
+// as ErrNoDatabase.
+func TestSQLiteReadOnlyFileOpensForReading(t *testing.T) {
+	path, how := readOnlyCopy(t)
+	ctx := context.Background()
+	if st, err := InspectSQLite(ctx, path); err != nil || st.State != SchemaCurrent {
+		t.Fatalf("inspect on %s: %+v, %v", how, st, err)
+	}
+	st, err := OpenSQLite(ctx, path, SQLiteOptions{OpenExisting: true})
+	if err != nil {
+		t.Fatalf("OpenExisting on %s: %v", how, err)
+	}
+	defer st.Close()
+	tasks, err := st.List(ctx, ListParams{})
+	if err != nil || len(tasks) != 1 || tasks[0].Name != "kept" {
+		t.Fatalf("list on %s: %d tasks, %v", how, len(tasks), err)
+	}
+	_, err = st.Submit(ctx, SubmitParams{Name: "refused"})
+	var se *StorageError
+	if !errors.Is(err, ErrStorageReadOnly) || !errors.As(err, &se) || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("a write on %s: %v, want a *StorageError with ErrStorageReadOnly", how, err)
+	}
+	if tasks, err := st.List(ctx, ListParams{}); err != nil || len(tasks) != 1 {
+		t.Fatalf("after the refused write: %d tasks, %v", len(tasks), err)
 	}
 }

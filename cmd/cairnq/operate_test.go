@@ -15,6 +15,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/dirsnap"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/readonly"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -439,5 +440,31 @@ func TestDoctorBehindPoolers(t *testing.T) {
 		if c.mode == pgtest.PoolTransaction && !strings.Contains(detail("listen"), "pooler") {
 			t.Errorf("transaction mode: listen = %q, want it to name the pooler", detail("listen"))
 		}
+	}
+}
+
+// TestReadOnlyDatabase: on a SQLite file this process may only read (an
+// operator's copy, a backup), the reading commands work, and a write says
+// permission denied. Before, every command said there was no such
+// database and that 'cairnq migrate' would create one.
+func TestReadOnlyDatabase(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "tasks.db")
+	ok(t, "migrate", "--db", db)
+	var task taskJSON
+	decode(t, ok(t, "submit", "--json", "--db", db, "kept"), &task)
+	ro, how := readonly.Dir(t, dir)
+	db = filepath.Join(ro, "tasks.db")
+	for _, args := range [][]string{
+		{"stats"}, {"list"}, {"get", task.ID}, {"doctor"}, {"migrate", "--check"},
+	} {
+		r := ok(t, append([]string{args[0], "--db", db}, args[1:]...)...)
+		if args[0] == "list" && !strings.Contains(r.stdout, task.ID) {
+			t.Errorf("list on %s lacks the task:\n%s", how, r)
+		}
+	}
+	r := cli(t, "submit", "--db", db, "refused")
+	if r.code == exitOK || !strings.Contains(r.stderr, "permission denied") || strings.Contains(r.stderr, "migrate") {
+		t.Errorf("submit on %s: want a failure saying permission denied, got\n%s", how, r)
 	}
 }
