@@ -72,7 +72,9 @@
 //
 // # Security
 //
-// The console is read-only unless Options.AllowWrites: every write route
+// With Options.Hosts (cairnq ui sets it) the console answers only for the
+// host names it lists, refusing others with 421, which DNS rebinding
+// cannot get past. The console is read-only unless Options.AllowWrites: every write route
 // then answers 403 and the pages show no buttons. Every state change is a
 // POST (GET never changes anything) behind http.CrossOriginProtection, so a
 // browser on another origin cannot forge one. Options.Authorize, when set,
@@ -90,6 +92,7 @@ import (
 	"embed"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -137,6 +140,16 @@ type Options struct {
 	// stopped. It also bounds the key lookup of the task page. Default
 	// 5000; negative: no bound (every match is read and sorted).
 	ScanLimit int
+	// Hosts, when set, are the host names and addresses (no port) the
+	// console answers for; a request whose Host header names another gets
+	// 421 Misdirected Request and nothing else. A page that reached the
+	// console's address through DNS rebinding (an attacker's name pointed
+	// at it) names the attacker's host, so it can neither read the
+	// console nor pass the cross-origin check with an Origin of that same
+	// host. Default nil: any host, for a console mounted behind the
+	// application's own routing; cairnq ui sets its loopback names and
+	// listening address.
+	Hosts []string
 	// CountWait is how long an overview request waits for a fresh count
 	// of tasks per queue and status: a count that reads every row runs in
 	// the background and the page shows the last one with its age. A
@@ -275,9 +288,18 @@ func (h *handler) Close() error {
 	return nil
 }
 
-// secure sets the security headers and runs Authorize.
+// secure refuses a host it does not serve, sets the security headers and
+// runs Authorize.
 func (k *console) secure(next http.Handler) http.Handler {
+	hosts := map[string]bool{}
+	for _, h := range k.opts.Hosts {
+		hosts[normalHost(h)] = true
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(hosts) > 0 && !hosts[requestHost(r)] {
+			http.Error(w, "misdirected request: this console does not serve the host "+strconv.Quote(r.Host), http.StatusMisdirectedRequest)
+			return
+		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
@@ -306,6 +328,22 @@ func (k *console) writes(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// requestHost is the host r names, without its port, in normalHost's form.
+func requestHost(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return normalHost(host)
+}
+
+// normalHost is a host name or address in one form: lower case, without
+// the brackets of an IPv6 literal or a trailing dot.
+func normalHost(h string) string {
+	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 }
 
 func cacheFor(h http.Handler, d time.Duration) http.Handler {

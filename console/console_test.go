@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -527,4 +528,57 @@ func uniquePrefix(id string, others ...string) string {
 		}
 	}
 	return id[:n]
+}
+
+// With Hosts set, the console answers only for them: a request naming any
+// other host (DNS rebinding: an attacker's name pointed at the console's
+// address, with an Origin of the same host) gets 421 and nothing of the
+// database, and a write through it changes nothing.
+func TestHostsRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	task := submit(t, c, "secret", map[string]string{"token": "s3cret"}, nil)
+	h := mount(t, c, &console.Options{AllowWrites: true, Hosts: []string{"localhost", "::1", "ops.example."}})
+	at := func(method, host, path string) response {
+		t.Helper()
+		return do(t, h, method, "http://"+host+path, nil, map[string]string{
+			"Origin": "http://" + host, "Sec-Fetch-Site": "same-origin", "Content-Type": "application/x-www-form-urlencoded",
+		})
+	}
+	for _, host := range []string{"rebind.attacker.example:8080", "localhost.attacker.example", "127.0.0.2"} {
+		for _, r := range []response{at(http.MethodGet, host, "/cairnq/api/tasks/"+task.ID), at(http.MethodPost, host, "/cairnq/tasks/"+task.ID+"/cancel")} {
+			if r.Status != http.StatusMisdirectedRequest || strings.Contains(r.Body, "s3cret") {
+				t.Errorf("as %s: %d, want 421 and nothing of the task\n%s", host, r.Status, r.Body)
+			}
+		}
+	}
+	if got, err := c.Get(ctx(t), task.ID); err != nil || got.Status != cairnq.StatusQueued {
+		t.Fatalf("after the refused cancel: %+v, %v", got, err)
+	}
+	for _, host := range []string{"localhost:8080", "LocalHost", "[::1]:80", "ops.example"} {
+		if r := at(http.MethodGet, host, "/cairnq/api/tasks/"+task.ID); r.Status != http.StatusOK || !strings.Contains(r.Body, "s3cret") {
+			t.Errorf("as %s: %d\n%s", host, r.Status, r.Body)
+		}
+	}
+}
+
+// An error page says what the console is, as every other page does:
+// writes enabled, payloads hidden.
+func TestErrorPageShowsTheConsolesMode(t *testing.T) {
+	t.Parallel()
+	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	h := mount(t, c, &console.Options{AllowWrites: true, HidePayloads: true})
+	r := get(t, h, "/cairnq/tasks/task_00000000000000000000000000")
+	if r.Status != http.StatusNotFound || !strings.Contains(r.Body, "writes enabled") || strings.Contains(r.Body, "read-only") ||
+		!strings.Contains(r.Body, "payloads hidden") {
+		t.Errorf("error page of a writable console hiding payloads: %d\n%s", r.Status, r.Body)
+	}
 }

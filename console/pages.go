@@ -79,8 +79,7 @@ type view struct {
 // render writes page name, or only its "main" block when the page's script
 // asks for it to refresh in place (header X-Cairnq-Fragment).
 func (k *console) render(w http.ResponseWriter, r *http.Request, name string, now time.Time, data any) {
-	v := view{Title: k.opts.Title, Page: name, Base: k.base(r), Writes: k.opts.AllowWrites,
-		Hide: k.opts.HidePayloads, Now: now, Data: data}
+	v := k.view(r, name, now, data)
 	tmpl := k.pages.byName[name]
 	root := "layout"
 	if r.Header.Get("X-Cairnq-Fragment") == "1" {
@@ -107,7 +106,13 @@ func (k *console) pageFail(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	tmpl := k.pages.byName["error"]
-	tmpl.ExecuteTemplate(w, "layout", view{Title: k.opts.Title, Page: "error", Base: k.base(r), Data: msg})
+	tmpl.ExecuteTemplate(w, "layout", k.view(r, "error", time.Now(), msg))
+}
+
+// view is what page name receives: the console's settings, and data.
+func (k *console) view(r *http.Request, name string, now time.Time, data any) view {
+	return view{Title: k.opts.Title, Page: name, Base: k.base(r), Writes: k.opts.AllowWrites,
+		Hide: k.opts.HidePayloads, Now: now, Data: data}
 }
 
 func (k *console) overviewPage(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -617,5 +618,73 @@ func TestUI(t *testing.T) {
 	})
 	if r := cliEnv(t, nil, "ui", "--db", "x.db", "--basic-auth", "UNSET"); r.code != exitUsage {
 		t.Errorf("--basic-auth with an empty variable: %s", r)
+	}
+}
+
+// TestUIRefusesOtherHosts: a page on another site that resolves its own
+// name to the console's address (DNS rebinding) sends that name as Host,
+// and an Origin and Sec-Fetch-Site that pass the cross-origin check. With
+// --allow-writes and no basic auth, such a request canceled a task and
+// reads returned payloads. The console now answers only for the hosts it
+// is served as.
+func TestUIRefusesOtherHosts(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	var task struct{ ID string }
+	decode(t, ok(t, "submit", "--db", db, "--json", "secret", `{"token":"s3cret"}`), &task)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut syncbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"ui", "--db", db, "--addr", "127.0.0.1:0", "--allow-writes", "--allow-host", "ops.example"},
+			&env{out: &out, errOut: &errOut, getenv: func(string) string { return "" }})
+	}()
+	var addr string
+	waitFor(t, "the console's address", func() bool {
+		_, rest, ok := strings.Cut(out.String(), "http://")
+		if ok {
+			addr = strings.Fields(rest)[0]
+		}
+		return ok
+	})
+	_, port, _ := net.SplitHostPort(addr)
+	do := func(method, path, host string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	rebound := "rebind.attacker.example:" + port
+	if code, body := do(http.MethodPost, "/tasks/"+task.ID+"/cancel", rebound); code != http.StatusMisdirectedRequest {
+		t.Errorf("a cancel through a rebound name: %d, want 421\n%s", code, body)
+	}
+	if code, body := do(http.MethodGet, "/api/tasks/"+task.ID, rebound); code != http.StatusMisdirectedRequest || strings.Contains(body, "s3cret") {
+		t.Errorf("a read through a rebound name: %d, want 421 and no payload\n%s", code, body)
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "ops.example"} {
+		if code, body := do(http.MethodGet, "/api/tasks/"+task.ID, host); code != http.StatusOK || !strings.Contains(body, "s3cret") {
+			t.Errorf("a read as %s: %d\n%s", host, code, body)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ui: %v\n%s", err, errOut.String())
+	}
+	var got struct{ Status string }
+	decode(t, ok(t, "get", "--db", db, "--json", task.ID), &got)
+	if got.Status != "queued" {
+		t.Errorf("the task is %s after the rebound cancel", got.Status)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -23,7 +24,14 @@ copy), and every write is a POST refused from another origin.
 --basic-auth NAME requires HTTP basic authentication on every request,
 with the "user:password" held by the environment variable NAME (never on
 the command line, where other users can read it). --hide-payloads keeps
-payloads, results and metadata off every page.`
+payloads, results and metadata off every page.
+
+It answers only for the host names a browser may rightly use for it:
+localhost, 127.0.0.1 and ::1, the host of --addr (every address of this
+machine, and its host name, when --addr listens on all of them), and each
+--allow-host (comma-separated host names, such as the DNS name of a proxy
+in front of it). A request naming any other host gets 421, which keeps a
+page on another site from reaching the console by DNS rebinding.`
 
 // uiShutdown bounds how long an interrupted ui waits for open requests
 // (the live-update streams end with the server's context at once).
@@ -36,6 +44,7 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 	writes := fs.Bool("allow-writes", false, "allow cancel, retry and submitting copies")
 	hide := fs.Bool("hide-payloads", false, "show no payload, result or metadata")
 	authVar := fs.String("basic-auth", "", "require basic auth with the user:password in this environment `variable`")
+	allowHosts := fs.String("allow-host", "", "also answer for these comma-separated host `names`")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -59,13 +68,13 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 	}
 	defer d.close()
 
-	h := console.Handler(c, &console.Options{AllowWrites: *writes, HidePayloads: *hide})
-	if user != "" {
-		h = basicAuth(h, user, pass)
-	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	h := console.Handler(c, &console.Options{AllowWrites: *writes, HidePayloads: *hide, Hosts: servedHosts(*addr, ln.Addr(), *allowHosts)})
+	if user != "" {
+		h = basicAuth(h, user, pass)
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -91,6 +100,40 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 		err = serr
 	}
 	return err
+}
+
+// servedHosts are the hosts the console answers for (see uiHelp): the
+// loopback names, the host of --addr as given and the address listened on
+// (all of this machine's, and its host name, when that is every address),
+// and extra.
+func servedHosts(flag string, addr net.Addr, extra string) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if h, _, err := net.SplitHostPort(flag); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	tcp, _ := addr.(*net.TCPAddr)
+	switch {
+	case tcp == nil:
+	case tcp.IP.IsUnspecified():
+		if name, err := os.Hostname(); err == nil {
+			hosts = append(hosts, name)
+		}
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok {
+					hosts = append(hosts, ipn.IP.String())
+				}
+			}
+		}
+	default:
+		hosts = append(hosts, tcp.IP.String())
+	}
+	for h := range strings.SplitSeq(extra, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 // basicAuth requires user and pass on every request, answering 401 with a
