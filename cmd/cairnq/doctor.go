@@ -335,7 +335,7 @@ func printDoctor(out io.Writer, r *doctorReport) {
 			attention++
 			status = "ATTENTION"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", c.Check, status, c.Detail)
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", c.Check, status, printable(c.Detail))
 	}
 	w.Flush()
 	switch attention {

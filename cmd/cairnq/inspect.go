@@ -97,7 +97,7 @@ func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {
 	fmt.Fprintln(w, "queue\tqueued\trunning\tsucceeded\tfailed\tcanceled\t")
 	for _, q := range queues {
 		s := stats[q]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t\n", q, s.Queued, s.Running, s.Succeeded, s.Failed, s.Canceled)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t\n", printable(q), s.Queued, s.Running, s.Succeeded, s.Failed, s.Canceled)
 	}
 	w.Flush()
 }
@@ -136,7 +136,7 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	w := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "id\tname\tqueue\tstatus\tattempt\tcreated")
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", t.ID, t.Name, t.Queue, t.Status, t.Attempt, t.MaxAttempts,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", printable(t.ID), printable(t.Name), printable(t.Queue), t.Status, t.Attempt, t.MaxAttempts,
 			t.CreatedAt.Format(time.DateTime))
 	}
 	return w.Flush()

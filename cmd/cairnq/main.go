@@ -143,7 +143,14 @@ func reportError(w io.Writer, err error) {
 	if errors.Is(err, errHelp) {
 		return
 	}
-	fmt.Fprintln(w, "cairnq:", strings.ReplaceAll(err.Error(), "cairnq: ", ""))
+	// An error may run over several lines (a connection to several hosts);
+	// each is made printable, so none can carry a terminal's control
+	// sequences.
+	lines := strings.Split(strings.ReplaceAll(err.Error(), "cairnq: ", ""), "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	fmt.Fprintln(w, "cairnq:", strings.Join(lines, "\n"))
 	var de *dbError
 	if errors.Is(err, cairnq.ErrNoDatabase) && errors.As(err, &de) {
 		fmt.Fprintf(w, "cairnq: the database is %s (%s); 'cairnq migrate' creates one\n", de.t, de.t.from)

@@ -688,3 +688,38 @@ func TestUIRefusesOtherHosts(t *testing.T) {
 		t.Errorf("the task is %s after the rebound cancel", got.Status)
 	}
 }
+
+// TestControlCharactersPrintEscaped: a queue or name holding a newline
+// forged a row of list and stats, and one holding an escape sequence
+// cleared and recolored the terminal. Every table and line of text shows
+// them escaped; JSON was already safe.
+func TestControlCharactersPrintEscaped(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	ok(t, "submit", "--db", db, "--queue", "q\nfake-row", "evil\x1b[2J\x1b[31mRED\u202e")
+	for _, args := range [][]string{{"list"}, {"stats"}, {"doctor", "--max-wait", "1ns"}} {
+		r := cli(t, append([]string{args[0], "--db", db}, args[1:]...)...)
+		for _, bad := range []string{"\x1b", "\u202e", "\nfake-row"} {
+			if strings.Contains(r.stdout, bad) {
+				t.Errorf("cairnq %s prints %q raw:\n%s", args[0], bad, r.stdout)
+			}
+		}
+		if !strings.Contains(r.stdout, `q\nfake-row`) {
+			t.Errorf("cairnq %s does not show the queue escaped:\n%s", args[0], r.stdout)
+		}
+	}
+	if r := ok(t, "list", "--db", db); !strings.Contains(r.stdout, `evil\x1b[2J\x1b[31mRED\u202e`) {
+		t.Errorf("list does not show the name escaped:\n%s", r.stdout)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain name": "plain name", "tab\there": `tab\there`, "ünï 名前": "ünï 名前", "\x7f": `\x7f`,
+		"\xff": `\xff`, "\u0085": `\u0085`, "a\u200bb": `a\u200bb`,
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

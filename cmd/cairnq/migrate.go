@@ -92,7 +92,7 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 	if len(applied) == 0 {
 		fmt.Fprintf(e.out, "%s: nothing to apply\n", t)
 	} else {
-		fmt.Fprintf(e.out, "%s: applied %s: %s\n", t, count(len(applied), "migration"), strings.Join(applied, ", "))
+		fmt.Fprintf(e.out, "%s: applied %s: %s\n", t, count(len(applied), "migration"), printable(strings.Join(applied, ", ")))
 	}
 	fmt.Fprintf(e.out, "%s\n", stateLine(after))
 	return nil
@@ -141,10 +141,10 @@ func printSchema(out io.Writer, t target, st *cairnq.SchemaStatus) {
 		if slices.Contains(st.Unknown, m.Name) {
 			mark = "(unknown to this cairnq)"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", m.Name, m.AppliedAt.Format(time.DateTime), mark)
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", printable(m.Name), m.AppliedAt.Format(time.DateTime), mark)
 	}
 	if len(st.Missing) > 0 {
-		fmt.Fprintf(w, "missing\t%s\n", strings.Join(st.Missing, ", "))
+		fmt.Fprintf(w, "missing\t%s\n", printable(strings.Join(st.Missing, ", ")))
 	}
 	w.Flush()
 }

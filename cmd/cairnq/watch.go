@@ -81,7 +81,7 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 		for _, q := range names {
 			s := stats[q]
 			fmt.Fprintf(e.out, "  %s: %d queued %d running %d succeeded %d failed %d canceled",
-				q, s.Queued, s.Running, s.Succeeded, s.Failed, s.Canceled)
+				printable(q), s.Queued, s.Running, s.Succeeded, s.Failed, s.Canceled)
 		}
 		fmt.Fprintln(e.out)
 	}
