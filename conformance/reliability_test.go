@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,5 +227,112 @@ func TestPostgresNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 	c.Close()
 	if s := log.String(); !strings.Contains(s, "schema_version=99") {
 		t.Errorf("log %q, want a warning naming schema_version 99", s)
+	}
+}
+
+// The connection-cutting burn-down: every connection of a worker's client
+// (its pool, its LISTEN connection, each Call's wait) goes through a proxy
+// that cuts it at a random moment 0.5-2 s after it opened, whatever is in
+// flight. 2,000 tasks, submitted around the proxy, must all succeed, none
+// run more often than its attempts allow, and a Call made through the
+// proxy mid-way, and one after, must get their results: the worker and
+// the waiters recover from every cut by themselves. It is bounded in time
+// by a watchdog, not timed.
+func TestPostgresBurnDownThroughConnectionCuts(t *testing.T) {
+	t.Parallel()
+	const tasks = 2000
+	dsn := pgtest.DSN(t)
+	direct := pgClient(t, dsn, "")
+	proxy, cut := pgtest.StartCutProxy(t, dsn, 500*time.Millisecond, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	ex, err := cairnqpgx.Open(ctx, cut, &cairnqpgx.Options{ConnectTimeout: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{CloseExecutor: true, Options: cairnq.Options{Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	var (
+		mu   sync.Mutex
+		runs = map[string]int{}
+	)
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{
+		Concurrency: 16, LeaseDuration: 5 * time.Second, PollInterval: 50 * time.Millisecond,
+		OnError: func(error, cairnq.ErrorPhase, string) {}, // the cuts are expected; what counts is the outcome
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("cut", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		mu.Lock()
+		runs[tc.Task().ID]++
+		mu.Unlock()
+		// Long enough for the burn-down to outlast many cuts: 2,000 calls
+		// of 40ms on 16 slots take 5 s.
+		time.Sleep(40 * time.Millisecond)
+		return tc.Task().ID, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx) }()
+
+	ids := make([]string, 0, tasks)
+	for range tasks {
+		task, err := direct.Submit(ctx, "cut", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	call := func(when string) {
+		t.Helper()
+		task, err := c.Call(ctx, "cut", nil, &cairnq.CallOptions{WaitOptions: cairnq.WaitOptions{Timeout: 2 * time.Minute}})
+		if err != nil || task.Status != cairnq.StatusSucceeded || string(task.Result) != `"`+task.ID+`"` {
+			t.Fatalf("a Call through the cuts %s: %+v, %v", when, task, err)
+		}
+	}
+	call("during the burn-down")
+	for {
+		st, err := direct.Stats(ctx, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st["default"].Succeeded >= tasks+1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("unfinished after the watchdog: %+v", st["default"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	call("after the burn-down")
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	reruns := 0
+	for _, id := range ids {
+		task, err := direct.Get(ctx, id)
+		if err != nil || task.Status != cairnq.StatusSucceeded {
+			t.Fatalf("task %s: %+v, %v", id, task, err)
+		}
+		if runs[id] > task.MaxAttempts || runs[id] < 1 {
+			t.Errorf("task %s ran %d times, allowed %d", id, runs[id], task.MaxAttempts)
+		}
+		reruns += runs[id] - 1
+	}
+	t.Logf("%d tasks through %d cut connections: all succeeded, %d runs beyond the first", tasks, proxy.Cut.Load(), reruns)
+	if proxy.Cut.Load() < 10 {
+		t.Fatalf("only %d connections were cut: the test proves nothing", proxy.Cut.Load())
 	}
 }
