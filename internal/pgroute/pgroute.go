@@ -29,6 +29,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -130,27 +131,31 @@ const probeTimeout = 5 * time.Second
 const retryAfter = 30 * time.Second
 
 // Gate holds one executor's route, learned by the first statement that
-// needs it. Until a probe has succeeded the route counts as not direct,
-// so a statement never waits for another's probe, and a failed probe is
-// tried again later. The zero Gate is ready.
+// needs it. Until a probe has succeeded the route counts as not keeping
+// the session, so a statement never waits for another's probe, and a
+// failed probe is tried again later. The zero Gate is ready.
 type Gate struct {
+	// keeps is the answer once known (1: keeps the session, 2: not), so
+	// that every statement after the first reads it without a lock.
+	keeps atomic.Int32
+
 	mu      sync.Mutex
-	known   bool
-	route   Route
 	probing bool
 	retry   time.Time
 }
 
 // Direct reports whether the route is known to keep one server session
-// per connection (Route.KeepsSession), running probe
-// first when the route is not known yet, no probe is running and none
-// failed within retryAfter. Its probe is bounded by ctx and probeTimeout.
+// per connection (Route.KeepsSession), running probe first when the route
+// is not known yet, no probe is running and none failed within
+// retryAfter. Its probe is bounded by ctx and probeTimeout.
 func (g *Gate) Direct(ctx context.Context, probe Probe) bool {
+	if k := g.keeps.Load(); k != 0 {
+		return k == 1
+	}
 	g.mu.Lock()
-	if g.known || g.probing || time.Now().Before(g.retry) {
-		direct := g.known && g.route.KeepsSession()
+	if g.keeps.Load() != 0 || g.probing || time.Now().Before(g.retry) {
 		g.mu.Unlock()
-		return direct
+		return g.keeps.Load() == 1
 	}
 	g.probing = true
 	g.mu.Unlock()
@@ -166,14 +171,10 @@ func (g *Gate) Direct(ctx context.Context, probe Probe) bool {
 		g.retry = time.Now().Add(retryAfter)
 		return false
 	}
-	g.known, g.route = true, r
+	if r.KeepsSession() {
+		g.keeps.Store(1)
+	} else {
+		g.keeps.Store(2)
+	}
 	return r.KeepsSession()
-}
-
-// Route returns the route and whether it is known, probing as Direct does.
-func (g *Gate) Route(ctx context.Context, probe Probe) (Route, bool) {
-	g.Direct(ctx, probe)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.route, g.known
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,9 @@ const Unnamed = pgx.QueryExecModeCacheDescribe
 // statement; statements wait for that once.
 type Stdlib struct {
 	db *sql.DB
+	// decided is the answer once learned (1: unnamed, 2: as they are), so
+	// that every statement after the first reads it without a lock.
+	decided atomic.Int32
 
 	mu      sync.Mutex
 	learned bool      // stdlib, named and route are known
@@ -56,12 +60,24 @@ func (s *Stdlib) Args(ctx context.Context, args []any) []any {
 	if s == nil {
 		return args
 	}
-	s.mu.Lock()
-	if !s.learned && !time.Now().Before(s.retry) {
-		s.learn(ctx)
+	var unnamed bool
+	if d := s.decided.Load(); d != 0 {
+		unnamed = d == 1
+	} else {
+		s.mu.Lock()
+		if !s.learned && !time.Now().Before(s.retry) {
+			s.learn(ctx)
+		}
+		unnamed = s.stdlib && s.named && !s.direct
+		if s.learned {
+			if unnamed {
+				s.decided.Store(1)
+			} else {
+				s.decided.Store(2)
+			}
+		}
+		s.mu.Unlock()
 	}
-	unnamed := s.stdlib && s.named && !s.direct
-	s.mu.Unlock()
 	if !unnamed {
 		return args
 	}
