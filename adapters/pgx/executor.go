@@ -230,7 +230,7 @@ func (e *Executor) modeFor(ctx context.Context) pgx.QueryExecMode {
 	if e.mode != 0 || !e.named || e.route.Direct(ctx, e.probeRoute) {
 		return e.mode
 	}
-	return pgroute.Unnamed
+	return pgx.QueryExecModeCacheDescribe
 }
 
 // probeRoute finds the route of one of the pool's connections (they all
@@ -241,7 +241,34 @@ func (e *Executor) probeRoute(ctx context.Context) (pgroute.Route, error) {
 		return pgroute.Route{}, err
 	}
 	defer c.Release()
-	return pgroute.OfConn(ctx, c.Conn())
+	return connRoute(ctx, c.Conn())
+}
+
+// connRoute finds the route of conn, its backend key compared too. It
+// runs one statement on conn, which must not be in a failed transaction.
+func connRoute(ctx context.Context, conn *pgx.Conn) (pgroute.Route, error) {
+	var addr *string
+	var port, pid *int64
+	if err := conn.QueryRow(ctx, pgroute.OwnKeyQuery, pgx.QueryExecModeSimpleProtocol).Scan(&addr, &port, &pid); err != nil {
+		return pgroute.Route{}, fmt.Errorf("cairnq/pgx: route: %w", err)
+	}
+	r := pgroute.Of(conn.PgConn().Conn().LocalAddr(), addr, port)
+	r.OwnKey = pid != nil && *pid == int64(conn.PgConn().PID())
+	return r, nil
+}
+
+// Route says where the executor's connections go, in words: straight to
+// the server, or through a relay of bytes, each keeping one server
+// session (cairnq then keeps its statements prepared), or through a
+// connection pooler (it then sends them unnamed; see [Options.ExecMode]).
+// It runs one statement on a connection of the pool. cairnq doctor
+// reports it.
+func (e *Executor) Route(ctx context.Context) (keepsSession bool, description string, err error) {
+	r, err := e.probeRoute(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	return r.KeepsSession(), r.String(), nil
 }
 
 func checkExecMode(m pgx.QueryExecMode) error {

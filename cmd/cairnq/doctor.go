@@ -11,7 +11,6 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 const doctorHelp = `One screen of health, changing nothing:
@@ -271,19 +270,14 @@ func taskHealth(ctx context.Context, d *database, r *doctorReport, maxWait, wind
 
 // checkRoute says where the connection goes, and what cairnq makes of it.
 func checkRoute(ctx context.Context, d *database) string {
-	c, err := d.pool.Acquire(ctx)
-	if err != nil {
+	keeps, route, err := d.ex.Route(ctx)
+	switch {
+	case err != nil:
 		return fmt.Sprintf("not known (%v)", err)
+	case keeps:
+		return route + "; cairnq keeps its statements prepared"
 	}
-	defer c.Release()
-	route, err := pgroute.OfConn(ctx, c.Conn())
-	if err != nil {
-		return fmt.Sprintf("not known (%v)", err)
-	}
-	if route.KeepsSession() {
-		return route.String() + "; cairnq keeps its statements prepared"
-	}
-	return route.String() + "; cairnq sends its statements unnamed, which any pooler passes through"
+	return route + "; cairnq sends its statements unnamed, which any pooler passes through"
 }
 
 // checkListen listens on a channel of its own and sends itself

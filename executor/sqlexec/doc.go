@@ -31,18 +31,29 @@
 //
 // # Behind a connection pooler
 //
-// On lib/pq (told by the driver's package), a statement with arguments
-// that runs on the pool has its arguments written into its text as
-// literals ([protocol.Inline]) and goes as one message, leaving nothing on
-// the server connection: lib/pq's own way with arguments takes two round
-// trips that a transaction-mode pooler may send to two different server
-// connections. Other drivers send statements as the application
-// configured them, which behind a transaction-mode pooler must be a way
-// that keeps no statement on the server between round trips, as the
-// application's own statements need: for pgx's stdlib, a
-// default_query_exec_mode of cache_describe, exec or simple_protocol (the
-// gorm and bun adapters choose one for cairnq's statements themselves).
+// Behind a transaction-mode pooler each statement outside a transaction
+// may reach another server connection, so nothing a statement leaves on
+// one may be needed by the next. Two drivers need care, and get it on
+// their defaults:
 //
-// This package imports only the standard library (and packages executor
-// and protocol, which do too); it never imports a driver.
+//   - lib/pq (told by its driver's package): a statement with arguments
+//     that runs on the pool has them written into its text as literals
+//     ([protocol.Inline]) and goes as one message, leaving nothing on the
+//     server connection: lib/pq's own way takes two round trips, a parse
+//     and then a bind to "the unnamed statement" of whatever server
+//     connection the second one reaches.
+//   - pgx's stdlib, whose default prepares each statement under a name:
+//     cairnq's statements run with pgx.QueryExecModeCacheDescribe (one
+//     round trip, unnamed) as their first argument, unless the pool's
+//     connections are proven to keep one server session each (the server
+//     sees this client's own address, or the connection's backend key is
+//     the server's, which no pooler passes on). This package reaches pgx's
+//     public API by reflection for that, since it imports no driver.
+//
+// Statements in a transaction the application holds ([TxSession]) go as
+// the application's own statements in it do.
+//
+// This package imports only the standard library (and this module's
+// executor, protocol and internal/pgroute, which do too); it never
+// imports a driver.
 package sqlexec

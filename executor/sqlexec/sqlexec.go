@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -64,8 +65,9 @@ type Options struct {
 type Executor struct {
 	db     DB
 	txOpts *sql.TxOptions
-	stmts  *stmtCache // nil unless Options.Prepare
-	inline bool       // the driver is lib/pq: see inlines
+	stmts  *stmtCache      // nil unless Options.Prepare
+	inline bool            // the driver is lib/pq: see inlines
+	wire   *pgroute.Stdlib // pgx's stdlib: the mode of each statement (nil on lib/pq)
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -80,6 +82,9 @@ func New(db DB, opts *Options) *Executor {
 		panic("sqlexec: New called with a nil DB")
 	}
 	e := &Executor{db: db, inline: inlines(db)}
+	if !e.inline {
+		e.wire = pgroute.NewStdlib(db)
+	}
 	if opts != nil {
 		e.txOpts = CopyTxOptions(opts.TxOptions)
 		if p, ok := db.(preparer); ok && opts.Prepare {
@@ -115,7 +120,7 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	if e.stmts != nil && len(args) > 0 {
 		return e.stmts.query(ctx, e.db, query, args)
 	}
-	query, args, err := e.send(query, args)
+	query, args, err := e.send(ctx, query, args)
 	if err != nil {
 		return nil, err
 	}
@@ -128,17 +133,21 @@ func (e *Executor) QueryPositional(ctx context.Context, query string, args ...an
 	if e.stmts != nil && len(args) > 0 {
 		return e.stmts.queryPositional(ctx, e.db, query, args)
 	}
-	query, args, err := e.send(query, args)
+	query, args, err := e.send(ctx, query, args)
 	if err != nil {
 		return nil, err
 	}
 	return runQueryPositional(ctx, e.db, query, args)
 }
 
-// send returns query and args as they go to the pool: as they are, or
-// with the arguments written into the text when the executor inlines.
-func (e *Executor) send(query string, args []any) (string, []any, error) {
-	if !e.inline || len(args) == 0 {
+// send returns query and args as they go to the pool: on lib/pq with the
+// arguments written into the text (see inlines), on pgx's stdlib with the
+// query mode pgroute.Stdlib chose put first, else as they are.
+func (e *Executor) send(ctx context.Context, query string, args []any) (string, []any, error) {
+	if !e.inline {
+		return query, e.wire.Args(ctx, args), nil
+	}
+	if len(args) == 0 {
 		return query, args, nil
 	}
 	text, err := protocol.Inline(query, args)
@@ -205,7 +214,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 			_ = tx.Rollback()
 		}
 	}()
-	if err := fn(ctx, &txSession{tx: tx}); err != nil {
+	if err := fn(ctx, &txSession{tx: tx, wire: e.wire}); err != nil {
 		return err
 	}
 	done = true
@@ -270,17 +279,24 @@ func ConnOf(s executor.Session) (*sql.Conn, bool) {
 	return nil, false
 }
 
-// txSession is the Session of one *sql.Tx.
-type txSession struct{ tx *sql.Tx }
+// txSession is the Session of one *sql.Tx. In the executor's own
+// transactions its statements take the executor's query mode on pgx's
+// stdlib (a statement prepared under a name inside the transaction would
+// stay in the connection's cache after it); in the application's they go
+// as the application's own do.
+type txSession struct {
+	tx   *sql.Tx
+	wire *pgroute.Stdlib
+}
 
 // Query runs one statement in the transaction.
 func (s *txSession) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, s.tx, query, args)
+	return runQuery(ctx, s.tx, query, s.wire.Args(ctx, args))
 }
 
 // QueryPositional runs one statement in the transaction, its rows by position.
 func (s *txSession) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, s.tx, query, args)
+	return runQueryPositional(ctx, s.tx, query, s.wire.Args(ctx, args))
 }
 
 // Exec runs a parameterless script in the transaction.

@@ -19,20 +19,17 @@
 // pooler in session mode, where preparing would be safe, costs a parse
 // per statement and nothing else.
 //
-// The route of a pgx connection (the pgx adapter's, and pgx's stdlib under
-// the gorm and bun adapters) is found by [OfConn].
+// This package imports only the standard library, so that
+// executor/sqlexec can use it and still import no driver.
 package pgroute
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Query is the statement a probe runs on the connection it checks: where
@@ -102,23 +99,9 @@ func Of(local net.Addr, addr *string, port *int64) Route {
 	return r
 }
 
-// OfConn finds the route of conn, its backend key compared too. It runs
-// one statement on conn, which must not be in a failed transaction.
-func OfConn(ctx context.Context, conn *pgx.Conn) (Route, error) {
-	var addr *string
-	var port *int64
-	var pid int64
-	if err := conn.QueryRow(ctx, ownKeyQuery, pgx.QueryExecModeSimpleProtocol).Scan(&addr, &port, &pid); err != nil {
-		return Route{}, fmt.Errorf("route: %w", err)
-	}
-	r := Of(conn.PgConn().Conn().LocalAddr(), addr, port)
-	r.OwnKey = pid == int64(conn.PgConn().PID())
-	return r, nil
-}
-
-// ownKeyQuery is Query with the server session's process id, which a
-// connection's backend key names when nothing stands between.
-const ownKeyQuery = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port, pg_backend_pid() AS pid"
+// OwnKeyQuery is Query with the server session's process id, which a
+// connection's backend key names when no pooler stands between.
+const OwnKeyQuery = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port, pg_backend_pid() AS pid"
 
 // Probe finds the route of one connection.
 type Probe func(ctx context.Context) (Route, error)
