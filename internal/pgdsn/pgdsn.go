@@ -7,6 +7,7 @@ package pgdsn
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 )
@@ -29,6 +30,30 @@ func WithDatabase(dsn, name string) (string, error) {
 	}
 	// In keyword/value form the last occurrence of a keyword wins.
 	return strings.TrimSpace(dsn) + " dbname=" + quoteKeywordValue(name), nil
+}
+
+// WithHostPort returns dsn with its host and port replaced by addr
+// (host:port), in whichever of the two forms dsn is written.
+func WithHostPort(dsn, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("parse DSN URL: %w", err)
+		}
+		u.Host = net.JoinHostPort(host, port)
+		q := u.Query()
+		if q.Has("host") || q.Has("port") {
+			q.Del("host")
+			q.Del("port")
+			u.RawQuery = q.Encode()
+		}
+		return u.String(), nil
+	}
+	return strings.TrimSpace(dsn) + " host=" + quoteKeywordValue(host) + " port=" + port, nil
 }
 
 // quoteKeywordValue quotes v for a keyword/value DSN.

@@ -30,3 +30,24 @@ func TestWithDatabase(t *testing.T) {
 		}
 	}
 }
+
+func TestWithHostPort(t *testing.T) {
+	for _, in := range []string{
+		"postgres://u:p@h:5432/db?sslmode=disable",
+		"postgresql://u@h/db",
+		"postgres://u@/db?host=/tmp&port=5432",
+		"host=h port=5432 user=u dbname=db",
+	} {
+		got, err := WithHostPort(in, "127.0.0.1:6432")
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		cfg, err := pgx.ParseConfig(got)
+		if err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		if cfg.Host != "127.0.0.1" || cfg.Port != 6432 || cfg.Database != "db" || cfg.User != "u" {
+			t.Errorf("WithHostPort(%q) = %q: host %s port %d db %s user %s", in, got, cfg.Host, cfg.Port, cfg.Database, cfg.User)
+		}
+	}
+}

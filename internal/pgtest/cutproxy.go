@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 // CutProxy relays TCP connections on 127.0.0.1 to a Postgres server and
@@ -43,10 +45,15 @@ func StartCutProxy(t testing.TB, dsn string, min, max time.Duration) (*CutProxy,
 	if err != nil {
 		t.Fatal(err)
 	}
+	through, err := pgdsn.WithHostPort(dsn, ln.Addr().String())
+	if err != nil {
+		_ = ln.Close()
+		t.Fatal(err)
+	}
 	p := &CutProxy{ln: ln, upstream: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), min: min, max: max, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
-	return p, withHostPort(dsn, "127.0.0.1", ln.Addr().(*net.TCPAddr).Port)
+	return p, through
 }
 
 func (p *CutProxy) accept() {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 // PoolMode is how a connection pooler shares server connections among its
@@ -141,7 +143,12 @@ func startPooler(t testing.TB, bin, dsn string, mode PoolMode) (_ *pooler, err e
 			return nil, fmt.Errorf("start %s%s: %w", bin, asWho(as), err)
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		pl := &pooler{proc: p, dir: dir, addr: addr, dsn: withHostPort(dsn, "127.0.0.1", port)}
+		through, err := pgdsn.WithHostPort(dsn, addr)
+		if err != nil {
+			_ = p.stop()
+			return nil, err
+		}
+		pl := &pooler{proc: p, dir: dir, addr: addr, dsn: through}
 		if err := waitListening(ctx, addr, p.done); err == nil {
 			return pl, nil
 		}
@@ -171,24 +178,6 @@ ignore_startup_parameters = extra_float_digits
 server_reset_query =
 logfile = %s
 `, db, server, port, mode, logPath)
-}
-
-// withHostPort returns dsn with its host and port replaced, in whichever
-// of the two forms dsn is written.
-func withHostPort(dsn, host string, port int) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		scheme, rest, _ := strings.Cut(dsn, "://")
-		userinfo, hostAndRest := "", rest
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			userinfo, hostAndRest = rest[:at+1], rest[at+1:]
-		}
-		end := strings.IndexAny(hostAndRest, "/?")
-		if end < 0 {
-			end = len(hostAndRest)
-		}
-		return scheme + "://" + userinfo + net.JoinHostPort(host, strconv.Itoa(port)) + hostAndRest[end:]
-	}
-	return strings.TrimSpace(dsn) + fmt.Sprintf(" host=%s port=%d", host, port)
 }
 
 // waitListening polls until addr accepts a TCP connection, ctx ends or the

@@ -14,6 +14,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/bench/internal/backlog"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 )
 
 const noopName = "bench_noop"
@@ -30,6 +31,12 @@ func openClient(ctx context.Context, cfg *config, a adapter, dsn string, listen 
 
 // openClientEx is openClient that also returns the executor.
 func openClientEx(ctx context.Context, cfg *config, a adapter, dsn string, listen bool, counts *callCounts) (*cairnq.Client, executor.Executor, func(), error) {
+	if cfg.via != "" {
+		var err error
+		if dsn, err = pgdsn.WithHostPort(dsn, cfg.via); err != nil {
+			return nil, nil, nil, fmt.Errorf("--via: %w", err)
+		}
+	}
 	ex, closeEx, err := a.open(ctx, dsn, cfg.pool)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: open: %w", a.name, err)

@@ -45,6 +45,11 @@ type config struct {
 	concurrency int
 	pool        int
 	timeout     time.Duration
+	// via, when set, is the host:port of a connection pooler (pgbouncer)
+	// in front of the server: cairnq's adapters reach each run's database
+	// through it, while the bench's own reads and setup go straight to the
+	// server. The pooler must serve every database (pgbouncer: "* =").
+	via string
 
 	riverFetchCooldown time.Duration
 	riverFetchPoll     time.Duration
@@ -94,6 +99,7 @@ func run() error {
 	flag.IntVar(&cfg.concurrency, "concurrency", 64, "burn-down: worker concurrency (River MaxWorkers)")
 	flag.IntVar(&cfg.pool, "pool", 32, "max connections of every pool, River's and cairnq's alike (a LISTEN connection may come on top)")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up on a burn-down after this long")
+	flag.StringVar(&cfg.via, "via", "", "`host:port` of a connection pooler in front of the server, for cairnq's adapters only (the bench's own connections go straight to the server)")
 	flag.DurationVar(&cfg.riverFetchCooldown, "river-fetch-cooldown", 1*time.Millisecond, "River FetchCooldown (its minimum is 1ms; default 100ms)")
 	flag.DurationVar(&cfg.riverFetchPoll, "river-fetch-poll", 10*time.Millisecond, "River FetchPollInterval (default 1s)")
 	flag.BoolVar(&cfg.burnNoListen, "burndown-no-listen", false, "burn-down: hide the executor's Listener, so the worker polls (measures what LISTEN costs)")
