@@ -50,7 +50,12 @@ const poolerStartTimeout = 30 * time.Second
 // passed through to the server, extra_float_digits (which lib/pq sends)
 // ignored, any other startup parameter refused, and a server pool large
 // enough that no client waits behind a session-mode pool.
-func Pooler(t testing.TB, dsn string, mode PoolMode) string {
+//
+// ignore names further startup parameters the pooler drops instead of
+// refusing (pgbouncer's ignore_startup_parameters), as some deployments
+// configure search_path: a client then connects, but its setting never
+// reaches the server.
+func Pooler(t testing.TB, dsn string, mode PoolMode, ignore ...string) string {
 	t.Helper()
 	bin, err := findPgbouncer()
 	if err != nil {
@@ -60,7 +65,7 @@ func Pooler(t testing.TB, dsn string, mode PoolMode) string {
 		}
 		t.Skip(msg)
 	}
-	p, err := startPooler(t, bin, dsn, mode)
+	p, err := startPooler(t, bin, dsn, mode, ignore)
 	if err != nil {
 		t.Fatalf("pgtest: pgbouncer: %v", err)
 	}
@@ -94,7 +99,7 @@ type pooler struct {
 	dsn  string
 }
 
-func startPooler(t testing.TB, bin, dsn string, mode PoolMode) (_ *pooler, err error) {
+func startPooler(t testing.TB, bin, dsn string, mode PoolMode, ignore []string) (_ *pooler, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), poolerStartTimeout)
 	defer cancel()
 	cfg, err := pgconn.ParseConfig(dsn)
@@ -131,7 +136,7 @@ func startPooler(t testing.TB, bin, dsn string, mode PoolMode) (_ *pooler, err e
 		}
 		conf := filepath.Join(dir, "pgbouncer.ini")
 		logPath := filepath.Join(dir, "pgbouncer.log")
-		if err := os.WriteFile(conf, []byte(poolerConf(cfg.Database, server, port, mode, logPath)), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(poolerConf(cfg.Database, server, port, mode, logPath, ignore)), 0o644); err != nil {
 			return nil, err
 		}
 		cmd := exec.Command(bin, conf)
@@ -162,7 +167,7 @@ func startPooler(t testing.TB, bin, dsn string, mode PoolMode) (_ *pooler, err e
 }
 
 // poolerConf is pgbouncer's configuration for one database.
-func poolerConf(db, server string, port int, mode PoolMode, logPath string) string {
+func poolerConf(db, server string, port int, mode PoolMode, logPath string, ignore []string) string {
 	return fmt.Sprintf(`[databases]
 %s = %s
 
@@ -174,10 +179,10 @@ auth_type = any
 pool_mode = %s
 default_pool_size = 60
 max_client_conn = 400
-ignore_startup_parameters = extra_float_digits
+ignore_startup_parameters = %s
 server_reset_query =
 logfile = %s
-`, db, server, port, mode, logPath)
+`, db, server, port, mode, strings.Join(append([]string{"extra_float_digits"}, ignore...), ","), logPath)
 }
 
 // waitListening polls until addr accepts a TCP connection, ctx ends or the
