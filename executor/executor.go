@@ -75,7 +75,11 @@ type Listener interface {
 	// Listen subscribes to channels and calls onNotify for every notification
 	// on them until stop is called. onNotify must not block for long.
 	// ErrListenUnavailable (wrapped or not) means the server will never
-	// accept LISTEN on this executor, so the caller stops trying.
+	// accept LISTEN on this executor, so the caller stops trying. A
+	// listener should subscribe only on a connection proven to receive
+	// what the server sends: behind a transaction-mode pooler LISTEN is
+	// accepted and never delivers (see ErrTransactionPooler). This
+	// repository's adapters prove it before LISTEN.
 	Listen(ctx context.Context, channels []string, onNotify func(channel, payload string)) (stop func(), err error)
 }
 

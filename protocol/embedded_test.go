@@ -99,7 +99,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), StmtInstallations, StmtCompleteMany, StmtInsertMany, StmtNotify))
+	wantPG := sorted(append(slices.Clone(allStatementNames), StmtInstallations, StmtCompleteMany, StmtInsertMany))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -198,7 +198,7 @@ func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		StmtClaimableProbe, StmtGet, StmtGetByKey, StmtGetKey, StmtGetStatus, StmtGetStatusByKey,
 		StmtGetStatusMany, StmtInstallations, StmtList, StmtLockKey, StmtProtocolVersion, StmtQueueDepth, StmtStats,
-		StmtExpiredLeases, StmtQueueAges, StmtRecentFailures, StmtNotify,
+		StmtExpiredLeases, StmtQueueAges, StmtRecentFailures,
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

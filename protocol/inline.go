@@ -39,9 +39,10 @@ func (e *InlineError) Error() string {
 // its type from where it stands, exactly as it resolves an unnamed
 // argument's. Strings are written in the escape-string form (E'...'),
 // whose meaning does not depend on standard_conforming_strings. Values
-// are written as lib/pq writes its text-format arguments: numbers and
-// booleans in Go's text form, []byte as bytea hex, times in RFC 3339.
-// A driver.Valuer is asked for its value first.
+// are converted as database/sql converts arguments for a driver, then
+// written as lib/pq writes its text-format arguments: numbers and
+// booleans in Go's text form, []byte as bytea hex, times to the second of
+// their offset, BC where they are.
 //
 // A string holding a NUL byte cannot be sent in a query's text (Postgres
 // rejects it in any text value too), nor can a value of any other type;
@@ -95,17 +96,19 @@ func separates(c byte) bool {
 	return !isIdentCont(c) && c != '\'' && c != '"'
 }
 
-// literal writes one argument as a Postgres literal.
+// literal writes one argument as a Postgres literal. It first converts v
+// as database/sql would before handing it to a driver (a driver.Valuer
+// asked for its value, a pointer followed, a named type turned into its
+// kind: a string, an int64, a float64, a bool, a []byte or a time).
 func literal(v any) (string, error) {
-	if dv, ok := v.(driver.Valuer); ok {
+	if _, ok := v.(driver.Valuer); ok {
 		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
 			return "NULL", nil
 		}
-		x, err := dv.Value()
-		if err != nil {
-			return "", err
-		}
-		v = x
+	}
+	v, err := driver.DefaultParameterConverter.ConvertValue(v)
+	if err != nil {
+		return "", err
 	}
 	switch v := v.(type) {
 	case nil:
@@ -119,37 +122,34 @@ func literal(v any) (string, error) {
 		return `E'\\x` + hex.EncodeToString(v) + `'`, nil
 	case bool:
 		return "'" + strconv.FormatBool(v) + "'", nil
-	case int:
-		return "'" + strconv.FormatInt(int64(v), 10) + "'", nil
-	case int8:
-		return "'" + strconv.FormatInt(int64(v), 10) + "'", nil
-	case int16:
-		return "'" + strconv.FormatInt(int64(v), 10) + "'", nil
-	case int32:
-		return "'" + strconv.FormatInt(int64(v), 10) + "'", nil
 	case int64:
 		return "'" + strconv.FormatInt(v, 10) + "'", nil
-	case uint8:
-		return "'" + strconv.FormatUint(uint64(v), 10) + "'", nil
-	case uint16:
-		return "'" + strconv.FormatUint(uint64(v), 10) + "'", nil
-	case uint32:
-		return "'" + strconv.FormatUint(uint64(v), 10) + "'", nil
-	case uint64:
-		return "'" + strconv.FormatUint(v, 10) + "'", nil
-	case float32:
-		return floatLiteral(float64(v), 32), nil
 	case float64:
-		return floatLiteral(v, 64), nil
+		return floatLiteral(v), nil
 	case time.Time:
-		return "'" + v.Format(time.RFC3339Nano) + "'", nil
+		return "'" + timeText(v) + "'", nil
 	}
 	return "", fmt.Errorf("a %T cannot be written as a literal", v)
 }
 
+// timeText is t as Postgres reads a timestamp with time zone back exactly:
+// the offset to the second (local mean times have seconds), and a year
+// before 1 AD as a year BC (Go's year 0 is 1 BC).
+func timeText(t time.Time) string {
+	bc := t.Year() <= 0
+	if bc {
+		t = t.AddDate(-2*t.Year()+1, 0, 0)
+	}
+	s := t.Format("2006-01-02 15:04:05.999999999Z07:00:00")
+	if bc {
+		s += " BC"
+	}
+	return s
+}
+
 // floatLiteral is f in the text form Postgres's float input reads back
 // exactly.
-func floatLiteral(f float64, bits int) string {
+func floatLiteral(f float64) string {
 	switch {
 	case math.IsNaN(f):
 		return "'NaN'"
@@ -158,7 +158,7 @@ func floatLiteral(f float64, bits int) string {
 	case math.IsInf(f, -1):
 		return "'-Infinity'"
 	}
-	return "'" + strconv.FormatFloat(f, 'g', -1, bits) + "'"
+	return "'" + strconv.FormatFloat(f, 'g', -1, 64) + "'"
 }
 
 // quote writes s as an escape-string literal: a backslash and a quote are

@@ -119,9 +119,11 @@ func TestInlineValueForms(t *testing.T) {
 		v    any
 		want string
 	}{
-		{int(3), "'3'"}, {int32(-3), "'-3'"}, {uint64(math.MaxUint64), "'18446744073709551615'"},
+		{int(3), "'3'"}, {int32(-3), "'-3'"}, {uint64(math.MaxInt64), "'9223372036854775807'"}, {named("id"), "E'id'"},
 		{float32(0.25), "'0.25'"}, {math.Inf(1), "'Infinity'"}, {math.Inf(-1), "'-Infinity'"}, {math.NaN(), "'NaN'"},
-		{false, "'false'"}, {ts, "'2026-12-02T03:04:05.0000006Z'"}, {[]byte(nil), "NULL"}, {(*valuer)(nil), "NULL"},
+		{false, "'false'"}, {ts, "'2026-12-02 03:04:05.0000006Z'"}, {[]byte(nil), "NULL"}, {(*valuer)(nil), "NULL"},
+		{time.Date(1900, 1, 1, 12, 0, 0, 0, time.FixedZone("LMT", 19*60+32)), "'1900-01-01 12:00:00+00:19:32'"},
+		{time.Date(-43, 3, 15, 0, 0, 0, 0, time.UTC), "'0044-03-15 00:00:00Z BC'"},
 		{valuer("v"), "E'v'"},
 	} {
 		got, err := Inline("SELECT $1", []any{c.v})
@@ -135,6 +137,8 @@ func TestInlineValueForms(t *testing.T) {
 	}
 }
 
+type named string
+
 type valuer string
 
 func (v valuer) Value() (driver.Value, error) { return string(v), nil }
@@ -147,6 +151,7 @@ func TestInlineRefuses(t *testing.T) {
 	}{
 		{"SELECT $1", []any{"a\x00b"}, 1},
 		{"SELECT $1", []any{struct{}{}}, 1},
+		{"SELECT $1", []any{uint64(math.MaxUint64)}, 1},
 		{"SELECT $2", []any{"a"}, 0},
 		{"SELECT $1", []any{"a", "b"}, 2},
 		{"SELECT $0", []any{}, 0},

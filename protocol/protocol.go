@@ -52,7 +52,6 @@ const (
 	StmtInsertTask           = "insert_task"
 	StmtInstallations        = "installations" // Postgres only
 	StmtList                 = "list"
-	StmtNotify               = "notify" // Postgres only; ours, beside the protocol's
 	StmtLockKey              = "lock_key"
 	StmtProgress             = "progress"
 	StmtProtocolVersion      = "protocol_version"

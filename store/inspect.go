@@ -288,8 +288,9 @@ func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 // even that cannot be read (in WAL mode a reader needs the -shm file, which
 // a directory it may not write keeps it from making) immutable=1, which
 // reads the file as a snapshot nothing else changes, as a backup or a
-// copy of a database is. It returns the URI the connection was opened
-// with.
+// copy of a database is, unless a write-ahead log holds commits the file
+// does not (ErrStorageReadOnly then). It returns the URI the connection
+// was opened with.
 func openExisting(ctx context.Context, uri string) (*sqlite3.Conn, string, error) {
 	c, err := sqlite3.OpenContext(ctx, uri)
 	if err == nil || !(errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)) {
@@ -299,6 +300,14 @@ func openExisting(ctx context.Context, uri string) (*sqlite3.Conn, string, error
 		u, perr := url.Parse(uri)
 		if perr != nil {
 			return nil, uri, err
+		}
+		if params[0] == "immutable" && hasWAL(u.Path) {
+			// immutable reads the main file alone: with commits still in
+			// the write-ahead log, which a live database has, that is an
+			// older database than the one there is.
+			return nil, uri, fmt.Errorf("%w: %s-wal holds commits this process could read only by sharing the "+
+				"database's -shm file, which it may not create in that directory; read a copy, or give it write "+
+				"access to the directory", ErrStorageReadOnly, u.Path)
 		}
 		q := u.Query()
 		q.Set(params[0], params[1])
@@ -319,6 +328,13 @@ func openExisting(ctx context.Context, uri string) (*sqlite3.Conn, string, error
 		}
 	}
 	return nil, uri, err
+}
+
+// hasWAL reports whether the database at path has a write-ahead log with
+// anything in it.
+func hasWAL(path string) bool {
+	fi, err := os.Stat(path + "-wal")
+	return err == nil && fi.Size() > 0
 }
 
 // existingSQLiteURI returns the URI that opens path only if it exists

@@ -98,9 +98,9 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 		return nil, err
 	}
 	if l, isListener := ex.(executor.Listener); isListener {
-		check := &deliveryCheck{notify: s.notify, log: o.Logger}
-		s.queuedListen = newDemandListener(l, channelQueued, s.hub.queued, o.Logger, check)
-		s.doneListen = newDemandListener(l, channelDone, s.hub.done, o.Logger, check)
+		pooled := &poolerWarning{log: o.Logger}
+		s.queuedListen = newDemandListener(l, channelQueued, s.hub.queued, o.Logger, pooled)
+		s.doneListen = newDemandListener(l, channelDone, s.hub.done, o.Logger, pooled)
 		be.listeners = []*demandListener{s.queuedListen, s.doneListen}
 	}
 	s.statusReads = newStatusReader(s)
@@ -407,13 +407,4 @@ func writePGArray(n int, elem func(i int) (s string, ok bool)) string {
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// notify sends one notification on channel through the store's executor,
-// as a task's trigger does: the delivery check's probe.
-func (s *Store) notify(ctx context.Context, channel, payload string) error {
-	return s.be.read(ctx, func(q querier) error {
-		_, err := s.exec(ctx, q, protocol.StmtNotify, protocol.Args{"channel": channel, "payload": payload})
-		return err
-	})
 }

@@ -223,7 +223,11 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		b.dsn = uri
 		// A file this process may only read is opened for reading, every
 		// connection alike (the first open finds out how).
-		if c, ro, err := openExisting(ctx, uri); err == nil {
+		c, ro, err := openExisting(ctx, uri)
+		if errors.Is(err, ErrStorageReadOnly) {
+			return nil, &OpenError{Path: path, Err: err}
+		}
+		if err == nil {
 			_ = c.Close()
 			b.dsn = ro
 		}

@@ -247,3 +247,28 @@ func TestSQLiteReadOnlyFileOpensForReading(t *testing.T) {
 		t.Fatalf("after the refused write: %d tasks, %v", len(tasks), err)
 	}
 }
+
+// A live database, its commits still in the write-ahead log, is not read
+// as an immutable snapshot through a directory this process cannot write
+// (that snapshot would be an older database than the one there is): Open
+// says why, as ErrStorageReadOnly.
+func TestSQLiteReadOnlyLiveDatabaseIsNotReadStale(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.db")
+	ctx := context.Background()
+	live, err := OpenSQLite(ctx, path, SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if _, err := live.Submit(ctx, SubmitParams{Name: "in-the-wal"}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 {
+		t.Skipf("no write-ahead log to test with (%v)", err)
+	}
+	ro, how := readonly.Dir(t, dir)
+	if _, err := OpenSQLite(ctx, filepath.Join(ro, "tasks.db"), SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrStorageReadOnly) {
+		t.Fatalf("OpenExisting on a live database behind %s: %v, want ErrStorageReadOnly", how, err)
+	}
+}

@@ -2,7 +2,6 @@ package cairnqbunsql
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +14,9 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/driver/pgdriver"
 
+	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // probeFirstWait is how long confirming a subscription first waits for the
@@ -65,8 +66,8 @@ func newPgdriverSource(db *bun.DB, channels []string) (*pgdriverSource, error) {
 func (s *pgdriverSource) Session(ctx, connectCtx context.Context, l *pglisten.Listener, subscribed func()) (up bool, err error) {
 	cctx, cancel := context.WithTimeout(connectCtx, pglisten.ConnectTimeout)
 	defer cancel()
-	if err := s.checkSession(cctx); err != nil {
-		return false, pglisten.Unavailable(withSQLState(err))
+	if err := s.checkRoute(cctx); err != nil {
+		return false, withSQLState(err)
 	}
 	ln := s.open()
 	if ln == nil {
@@ -84,47 +85,40 @@ func (s *pgdriverSource) Session(ctx, connectCtx context.Context, l *pglisten.Li
 	return true, s.receive(ctx, ln, l)
 }
 
-// checkSession makes sure the pool's connections keep one server session,
-// so that a LISTEN is delivered to the connection that sent it (see
-// pglisten.CheckDriverSession), on connections of the pool: a
-// pgdriver.Listener dials with the same connector.
-func (s *pgdriverSource) checkSession(ctx context.Context) error {
+// checkRoute makes sure a LISTEN reaches the server session the listener
+// keeps, before it LISTENs. pgdriver fails a statement on a notification
+// it did not ask for, which is what a LISTEN left behind a
+// transaction-mode pooler hands the pool's connections, so pgdriver
+// listens only where the pool's connections are proven direct to the
+// server (the same TCP connection at both ends). Through anything else,
+// a pooler in session mode included, it does not listen and cairnq
+// polls.
+func (s *pgdriverSource) checkRoute(ctx context.Context) error {
 	conn, err := s.db.DB.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
+	var route pgroute.Route
+	err = conn.Raw(func(dc any) error {
 		pc, ok := dc.(*pgdriver.Conn)
 		if !ok {
 			return fmt.Errorf("the pool's driver connection is a %T, not pgdriver's", dc)
 		}
-		return pglisten.CheckDriverSession(ctx, pc, pc.Conn().LocalAddr(), s.pin)
-	})
-}
-
-// pin holds another connection of the pool in an open transaction.
-func (s *pgdriverSource) pin(ctx context.Context) (pglisten.Pinned, error) {
-	conn, err := s.db.DB.Conn(ctx)
-	if err != nil {
-		return pglisten.Pinned{}, err
-	}
-	var pinned pglisten.Pinned
-	err = conn.Raw(func(dc any) error {
 		var err error
-		pinned, err = pglisten.DriverPin(ctx, dc.(driver.Conn), func() {})
+		route, err = pglisten.DriverRoute(ctx, pc, pc.Conn().LocalAddr(), pc.Conn().RemoteAddr())
 		return err
 	})
-	if err != nil {
-		_ = conn.Close()
-		return pglisten.Pinned{}, err
+	_ = conn.Close()
+	switch {
+	case err != nil:
+		return err
+	case !route.KeepsSession():
+		return fmt.Errorf("%w: bun's pgdriver fails on notifications it did not ask for, so cairnq listens through it only "+
+			"on connections proven direct to the server, and these go %s", executor.ErrListenUnavailable, route)
 	}
-	release := pinned.Release
-	pinned.Release = func() {
-		_ = conn.Raw(func(any) error { release(); return nil })
-		_ = conn.Close()
-	}
-	return pinned, nil
+	// Proven direct: the session's own probe (confirm) then shows the
+	// LISTEN in effect, as on any connection.
+	return nil
 }
 
 // confirm sends the probe until it comes back on ln, delivering what

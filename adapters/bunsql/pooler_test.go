@@ -10,10 +10,15 @@ import (
 
 // bun over pgx's stdlib prepares named statements per connection, which a
 // transaction-mode pooler binds on other server connections; pgdriver
-// writes arguments into the text and sends it in one round trip.
+// writes arguments into the text and sends it in one round trip, and
+// listens only on connections proven direct.
 func TestBehindPoolers(t *testing.T) {
 	eachDriver(t, func(t *testing.T, driver string) {
-		adaptertest.BehindPoolers(t, func(t *testing.T, dsn string) executor.Executor {
+		behind := adaptertest.BehindPoolers
+		if driver == viaPgdriver {
+			behind = adaptertest.BehindPoolersPolling
+		}
+		behind(t, func(t *testing.T, dsn string) executor.Executor {
 			e := cairnqbunsql.New(openBun(t, dsn, driver), nil)
 			t.Cleanup(func() { e.Close() })
 			return e

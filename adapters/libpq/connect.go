@@ -144,32 +144,5 @@ func (c *connector) route(ctx context.Context) (pgroute.Route, error) {
 		return pgroute.Route{}, err
 	}
 	defer conn.Close()
-	return pglisten.DriverRoute(ctx, conn, sock.LocalAddr())
-}
-
-// checkSession makes sure the connections c makes keep one server session,
-// so that a LISTEN on one is delivered to it (see
-// pglisten.CheckDriverSession), on connections of its own: one to check,
-// and behind a pooler a second one to pin.
-func (c *connector) checkSession(ctx context.Context) error {
-	conn, sock, err := c.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	var second driver.Conn
-	defer func() {
-		if second != nil {
-			_ = second.Close()
-		}
-	}()
-	pin := func(ctx context.Context) (pglisten.Pinned, error) {
-		if second == nil {
-			if second, _, err = c.connect(ctx); err != nil {
-				return pglisten.Pinned{}, err
-			}
-		}
-		return pglisten.DriverPin(ctx, second, func() {})
-	}
-	return pglisten.CheckDriverSession(ctx, conn, sock.LocalAddr(), pin)
+	return pglisten.DriverRoute(ctx, conn, sock.LocalAddr(), sock.RemoteAddr())
 }

@@ -2,6 +2,7 @@ package cairnqlibpq
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/pglisten"
@@ -14,7 +15,17 @@ func SetListenHealth(e *Executor, idle, ping time.Duration) {
 }
 
 // ListenSession runs one session of the listener's source on dsn, as
-// pglisten's loop does for each connection it makes.
-func ListenSession(ctx context.Context, dsn string, l *pglisten.Listener, subscribed func()) (up bool, err error) {
-	return pqSource{dsn: dsn}.Session(ctx, ctx, l, subscribed)
+// pglisten's loop does for each connection it makes; its delivery check
+// notifies from a connection to notifyDSN.
+func ListenSession(ctx context.Context, dsn, notifyDSN string, l *pglisten.Listener, subscribed func()) (up bool, err error) {
+	db, err := sql.Open("postgres", notifyDSN)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	notify := func(ctx context.Context, channel, payload string) error {
+		_, err := db.ExecContext(ctx, pglisten.NotifySQL(channel, payload))
+		return err
+	}
+	return pqSource{dsn: dsn, notify: notify}.Session(ctx, ctx, l, subscribed)
 }

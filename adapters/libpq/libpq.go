@@ -91,7 +91,9 @@ type Options struct {
 	// a Unix socket, where there is nothing to compare) every statement
 	// is sent unprepared, its arguments with it in one round trip
 	// (binary_parameters) and nothing kept on the server. [New] never
-	// prepares.
+	// prepares; it binds arguments when the DSN it is given sets
+	// binary_parameters=yes, and otherwise writes them into the text (see
+	// package sqlexec).
 	NoPrepare bool
 }
 
@@ -175,7 +177,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	e := newExecutor(db, dsn, o, route.KeepsSession() && !o.NoPrepare)
+	// binary_parameters (set above unless the DSN says otherwise) sends a
+	// statement's arguments with it, in one round trip.
+	e := newExecutor(db, dsn, o, route.KeepsSession() && !o.NoPrepare, cfg.BinaryParameters)
 	e.owned = true
 	return e, nil
 }
@@ -237,12 +241,23 @@ func New(db *sql.DB, dsn string, opts *Options) *Executor {
 	if db == nil {
 		panic("cairnqlibpq: New called with a nil *sql.DB")
 	}
-	return newExecutor(db, dsn, withDefaults(opts), false)
+	binary := false
+	if cfg, err := pq.NewConfig(dsn); dsn != "" && err == nil {
+		binary = cfg.BinaryParameters
+	}
+	return newExecutor(db, dsn, withDefaults(opts), false, binary)
 }
 
-func newExecutor(db *sql.DB, dsn string, o Options, prepare bool) *Executor {
+// newExecutor makes the executor over db: its statements prepared, or
+// their arguments bound where lib/pq sends them in one round trip
+// (binary_parameters), or else written into the text (see sqlexec).
+func newExecutor(db *sql.DB, dsn string, o Options, prepare, binary bool) *Executor {
+	args := sqlexec.ArgumentsAuto
+	if binary {
+		args = sqlexec.ArgumentsBind
+	}
 	return &Executor{
-		sql:  sqlexec.New(db, &sqlexec.Options{TxOptions: o.TxOptions, Prepare: prepare}),
+		sql:  sqlexec.New(db, &sqlexec.Options{TxOptions: o.TxOptions, Prepare: prepare, Arguments: args}),
 		db:   db,
 		dsn:  dsn,
 		opts: o,

@@ -54,19 +54,19 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 		}
 		return func() {}, nil
 	}
-	dsn, err := e.listenDSN()
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, pglisten.ConnectTimeout)
-	err = pqSource{dsn: dsn}.checkSession(cctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("%s: listen: %w", logPrefix, err)
-	}
 	return e.listeners.Listen(ctx, channels, onNotify, e.listenCfg, func(*pglisten.Listener) (pglisten.Source, string, error) {
-		return pqSource{dsn: dsn}, "libpq-listener", nil
+		dsn, err := e.listenDSN()
+		if err != nil {
+			return nil, "", err
+		}
+		return pqSource{dsn: dsn, notify: e.notify}, "libpq-listener", nil
 	})
+}
+
+// notify sends a notification from a connection of the executor's pool.
+func (e *Executor) notify(ctx context.Context, channel, payload string) error {
+	_, err := e.db.ExecContext(ctx, pglisten.NotifySQL(channel, payload))
+	return err
 }
 
 // listenDSN is the DSN the listener dials, or why there is none (wrapping
@@ -122,22 +122,11 @@ func listenDSN(dsn string, fromDSN, opt time.Duration) (string, error) {
 // the first failed attempt or dropped connection, before pq's own loop
 // would wait and dial again. pglisten's loop alone decides when to connect
 // again, with the same backoff as every other adapter.
-type pqSource struct{ dsn string }
-
-// checkSession makes sure the listener's connections would keep their
-// server session (see connector.checkSession), on connections made from
-// the same DSN. It runs once per Listen: the route of a DSN does not
-// change from one reconnection to the next.
-func (s pqSource) checkSession(ctx context.Context) error {
-	cfg, err := pq.NewConfig(s.dsn)
-	if err != nil {
-		return fmt.Errorf("%w: the DSN does not parse: %w", executor.ErrListenUnavailable, err)
-	}
-	c, err := newConnector(cfg)
-	if err != nil {
-		return fmt.Errorf("%w: %w", executor.ErrListenUnavailable, err)
-	}
-	return pglisten.Unavailable(c.checkSession(ctx))
+type pqSource struct {
+	dsn string
+	// notify sends a notification from the executor's pool, for the
+	// session's delivery check (pglisten.CheckDelivery).
+	notify func(ctx context.Context, channel, payload string) error
 }
 
 // Session implements pglisten.Source.
@@ -146,7 +135,13 @@ func (s pqSource) Session(ctx, connectCtx context.Context, l *pglisten.Listener,
 	defer cancel()
 	c := dialListener(s.dsn)
 	defer c.close()
-	if err := c.subscribe(cctx, l); err != nil {
+	if err := c.waitConnected(cctx); err != nil {
+		return false, err
+	}
+	if err := pglisten.CheckDelivery(cctx, c.delivery(s.notify)); err != nil {
+		return false, err
+	}
+	if err := c.subscribe(cctx, l.Channels(), l.Deliver); err != nil {
 		return false, err
 	}
 	cancel()
@@ -206,22 +201,26 @@ func (c *pqConn) event(ev pq.ListenerEventType, err error) {
 	}
 }
 
-// subscribe waits for the connection, then issues LISTEN for every channel
-// and waits for the server's answers, delivering what arrives meanwhile; a
-// failed connection or the end of ctx ends the wait. Waiting for the
-// connection first means the LISTEN statements run on it directly, so a
-// refusal comes back as their answer.
-func (c *pqConn) subscribe(ctx context.Context, l *pglisten.Listener) error {
+// waitConnected waits for the connection, so that the LISTEN statements
+// after it run on it directly and a refusal comes back as their answer.
+func (c *pqConn) waitConnected(ctx context.Context) error {
 	select {
 	case <-c.connected:
+		return nil
 	case <-c.lost:
 		return pglisten.Unavailable(c.err) // a proxy may refuse at connect
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// subscribe issues LISTEN for every channel and waits for the server's
+// answers, handing what arrives meanwhile to deliver; a failed connection
+// or the end of ctx ends the wait.
+func (c *pqConn) subscribe(ctx context.Context, channels []string, deliver func(channel, payload string)) error {
 	answer := make(chan error, 1)
 	c.helpers.Go(func() {
-		for _, ch := range l.Channels() {
+		for _, ch := range channels {
 			if err := c.ln.Listen(ch); err != nil {
 				answer <- err
 				return
@@ -244,11 +243,39 @@ func (c *pqConn) subscribe(ctx context.Context, l *pglisten.Listener) error {
 			if !ok {
 				notify = nil // the answer follows: Listen returns once ln is closed
 			} else if n != nil {
-				l.Deliver(n.Channel, n.Extra)
+				deliver(n.Channel, n.Extra)
 			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// delivery is the pglisten.Delivery of the session's connection.
+func (c *pqConn) delivery(notify func(ctx context.Context, channel, payload string) error) pglisten.Delivery {
+	return pglisten.Delivery{
+		Listen: func(ctx context.Context, channel string) error {
+			return c.subscribe(ctx, []string{channel}, func(string, string) {})
+		},
+		Wait: func(ctx context.Context) (string, string, error) {
+			for {
+				select {
+				case n, ok := <-c.ln.Notify:
+					switch {
+					case !ok:
+						<-c.lost
+						return "", "", c.err
+					case n != nil:
+						return n.Channel, n.Extra, nil
+					}
+				case <-c.lost:
+					return "", "", c.err
+				case <-ctx.Done():
+					return "", "", ctx.Err()
+				}
+			}
+		},
+		Notify: notify,
 	}
 }
 

@@ -131,7 +131,7 @@ type sessionResult struct {
 
 // startSession runs one session on dsn, listening on channels, and returns
 // once it has subscribed, with the channel its result arrives on.
-func startSession(t *testing.T, ctx context.Context, dsn string, cfg pglisten.Config, channels []string, onNotify func(string, string)) <-chan sessionResult {
+func startSession(t *testing.T, ctx context.Context, dsn, notifyDSN string, cfg pglisten.Config, channels []string, onNotify func(string, string)) <-chan sessionResult {
 	t.Helper()
 	l, err := pglisten.NewListener(channels, onNotify, cfg)
 	if err != nil {
@@ -140,7 +140,7 @@ func startSession(t *testing.T, ctx context.Context, dsn string, cfg pglisten.Co
 	subscribed := make(chan struct{})
 	done := make(chan sessionResult, 1)
 	go func() {
-		up, err := cairnqlibpq.ListenSession(ctx, dsn, l, func() { close(subscribed) })
+		up, err := cairnqlibpq.ListenSession(ctx, dsn, notifyDSN, l, func() { close(subscribed) })
 		done <- sessionResult{up, err}
 	}()
 	select {
@@ -196,7 +196,7 @@ func TestSessionMakesOneConnection(t *testing.T) {
 	}
 	var r sessionResult
 	_ = adaptertest.Watchdog(t, "a session against a server that hangs up", func() error {
-		r.up, r.err = cairnqlibpq.ListenSession(adaptertest.Ctx(t), dsn, l, func() { t.Error("subscribed") })
+		r.up, r.err = cairnqlibpq.ListenSession(adaptertest.Ctx(t), dsn, dsn, l, func() { t.Error("subscribed") })
 		return nil
 	})
 	if r.up || r.err == nil || errors.Is(r.err, executor.ErrListenUnavailable) {
@@ -218,7 +218,7 @@ func TestSessionEndsWithItsConnection(t *testing.T) {
 	e := open(t, direct, nil)
 	r, dsn := startRelay(t, direct)
 	c := newCollector()
-	done := startSession(t, ctx, dsn, quietConfig(), []string{"relayed"}, c.onNotify)
+	done := startSession(t, ctx, dsn, direct, quietConfig(), []string{"relayed"}, c.onNotify)
 	notify(t, ctx, e, "relayed", "1")
 	if n := c.next(t); n != (adaptertest.Note{Channel: "relayed", Payload: "1"}) {
 		t.Fatalf("got %v", n)
@@ -242,10 +242,11 @@ func TestSessionEndsWithItsConnection(t *testing.T) {
 // still waits on the network, holding pq's lock.
 func TestSessionPingTimeout(t *testing.T) {
 	ctx := adaptertest.Ctx(t)
-	r, dsn := startRelay(t, pgtest.DSN(t))
+	direct := pgtest.DSN(t)
+	r, dsn := startRelay(t, direct)
 	cfg := quietConfig()
 	cfg.IdleCheck, cfg.PingTimeout = 20*time.Millisecond, 300*time.Millisecond
-	done := startSession(t, ctx, dsn, cfg, []string{"frozen"}, func(string, string) {})
+	done := startSession(t, ctx, dsn, direct, cfg, []string{"frozen"}, func(string, string) {})
 	r.frozen.Store(true)
 	res := awaitSession(t, done)
 	if !res.up || res.err == nil || !strings.Contains(res.err.Error(), "no answer to a ping") {

@@ -64,3 +64,50 @@ func TestOpenWithASchemaThePoolerDrops(t *testing.T) {
 		t.Fatalf("Open with a schema the pooler refuses: %v, want it to name search_path", err)
 	}
 }
+
+// queryText is the text of the statement as the server shows it while it
+// runs: the arguments bound ($1), or written into it.
+func queryText(t *testing.T, e executor.Executor) string {
+	t.Helper()
+	rows := adaptertest.Query(t, e, "SELECT query FROM pg_stat_activity WHERE pid = pg_backend_pid() AND $1::text <> ''", "zz-marker")
+	q, _ := rows[0]["query"].(string)
+	return q
+}
+
+// The arguments stay out of the statement's text (where the server shows
+// and logs it) wherever lib/pq sends them in one round trip: a pool Open
+// makes (binary_parameters, or prepared on a direct connection), and New
+// on a DSN setting binary_parameters=yes. Only New on lib/pq's default
+// writes them into the text, which keeps it safe behind a pooler.
+func TestArgumentsStayBoundWhereLibpqSendsThemAtOnce(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	pooled := pgtest.Pooler(t, dsn, pgtest.PoolSession)
+	newOn := func(dsn string) executor.Executor {
+		db, err := sql.Open("postgres", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return cairnqlibpq.New(db, dsn, nil)
+	}
+	binary := dsn + "&binary_parameters=yes"
+	if !strings.Contains(dsn, "?") {
+		binary = dsn + " binary_parameters=yes"
+	}
+	for _, c := range []struct {
+		name   string
+		open   func() executor.Executor
+		inline bool
+	}{
+		{"Open, direct", func() executor.Executor { return open(t, dsn, nil) }, false},
+		{"Open, through a pooler", func() executor.Executor { return open(t, pooled, nil) }, false},
+		{"New with binary_parameters", func() executor.Executor { return newOn(binary) }, false},
+		{"New on lib/pq's default", func() executor.Executor { return newOn(dsn) }, true},
+	} {
+		q := queryText(t, c.open())
+		if inlined := strings.Contains(q, "zz-marker"); inlined != c.inline || !inlined && !strings.Contains(q, "$1") {
+			t.Errorf("%s: the server shows %q; want the arguments inlined: %v", c.name, q, c.inline)
+		}
+	}
+}

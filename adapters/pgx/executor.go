@@ -247,14 +247,16 @@ func (e *Executor) probeRoute(ctx context.Context) (pgroute.Route, error) {
 // connRoute finds the route of conn, its backend key compared too. It
 // runs one statement on conn, which must not be in a failed transaction.
 func connRoute(ctx context.Context, conn *pgx.Conn) (pgroute.Route, error) {
-	var addr *string
-	var port, pid *int64
-	if err := conn.QueryRow(ctx, pgroute.OwnKeyQuery, pgx.QueryExecModeSimpleProtocol).Scan(&addr, &port, &pid); err != nil {
+	row := make([]any, 5)
+	dest := make([]any, len(row))
+	for i := range row {
+		dest[i] = &row[i]
+	}
+	if err := conn.QueryRow(ctx, pgroute.Query, pgx.QueryExecModeSimpleProtocol).Scan(dest...); err != nil {
 		return pgroute.Route{}, fmt.Errorf("cairnq/pgx: route: %w", err)
 	}
-	r := pgroute.Of(conn.PgConn().Conn().LocalAddr(), addr, port)
-	r.OwnKey = pid != nil && *pid == int64(conn.PgConn().PID())
-	return r, nil
+	sock := conn.PgConn().Conn()
+	return pgroute.Of(sock.LocalAddr(), sock.RemoteAddr(), int64(conn.PgConn().PID()), row), nil
 }
 
 // Route says where the executor's connections go, in words: straight to

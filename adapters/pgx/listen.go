@@ -65,24 +65,17 @@ func (s poolSource) Session(ctx, connectCtx context.Context, l *pglisten.Listene
 		return false, pglisten.Unavailable(err) // a proxy may refuse at connect
 	}
 	defer closeConn(conn)
-	if err := pglisten.CheckSession(cctx, conn, s.pin); err != nil {
+	if err := pglisten.CheckPgx(cctx, conn, s.notify); err != nil {
 		return false, err
 	}
 	return pglisten.Serve(ctx, cctx, conn, l, subscribed)
 }
 
-// pin pins a connection of the pool, for pglisten.CheckSession.
-func (s poolSource) pin(ctx context.Context) (pglisten.Pinned, error) {
-	tx, err := s.e.pool.Begin(ctx)
-	if err != nil {
-		return pglisten.Pinned{}, err
-	}
-	pid, err := pglisten.ConnPID(ctx, tx.Conn())
-	if err != nil {
-		s.e.rollback(ctx, tx)
-		return pglisten.Pinned{}, err
-	}
-	return pglisten.Pinned{PID: pid, Release: func() { s.e.rollback(ctx, tx) }}, nil
+// notify sends a notification from a connection of the pool, for
+// pglisten.CheckDelivery.
+func (s poolSource) notify(ctx context.Context, channel, payload string) error {
+	_, err := s.e.pool.Exec(ctx, pglisten.NotifySQL(channel, payload))
+	return err
 }
 
 // dedicatedConn returns a connection the pool no longer manages.

@@ -24,7 +24,6 @@ func protocolArgs() protocol.Args {
 		"limit": int64(10), "offset": int64(0), "lease_ms": int64(30_000), "delay_ms": int64(0),
 		"older_than_ms": int64(1), "max_depth": int64(100), "max_attempts": int64(3), "priority": int64(0),
 		"progress": 0.5, "message": "halfway", "retryable": true, "reset_attempt": false,
-		"channel": "cairnq_test",
 		// insert_many's parallel arrays: one more task, t2.
 		"each_id": `{"t2"}`, "each_name": `{"send"}`, "each_queue": `{"default"}`, "each_payload": `{"{}"}`,
 		"each_metadata": `{"{}"}`, "each_max_attempts": `{"3"}`, "each_priority": `{"-1"}`, "each_delay_ms": `{"0"}`,

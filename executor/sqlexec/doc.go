@@ -41,7 +41,13 @@
 //     ([protocol.Inline]) and goes as one message, leaving nothing on the
 //     server connection: lib/pq's own way takes two round trips, a parse
 //     and then a bind to "the unnamed statement" of whatever server
-//     connection the second one reaches.
+//     connection the second one reaches. The statement's text then holds
+//     the values, where the server shows or logs it (pg_stat_activity, a
+//     failed statement in the log). With binary_parameters=yes in the DSN
+//     lib/pq sends arguments in one round trip: set
+//     [Options.Arguments] to [ArgumentsBind] to keep them bound (the
+//     lib/pq adapter does where it knows the setting). A lib/pq behind an
+//     instrumentation wrapper is not told apart: set [ArgumentsInline].
 //   - pgx's stdlib, whose default prepares each statement under a name:
 //     cairnq's statements run with pgx.QueryExecModeCacheDescribe (one
 //     round trip, unnamed) as their first argument, unless the pool's

@@ -57,7 +57,29 @@ type Options struct {
 	// transaction-mode pooler a prepared statement's name is bound on
 	// server connections that never prepared it.
 	Prepare bool
+
+	// Arguments says how a statement's arguments reach the driver where
+	// they are not bound to a prepared statement. Default ArgumentsAuto.
+	Arguments Arguments
 }
+
+// Arguments is how an executor sends a statement's arguments.
+type Arguments int
+
+const (
+	// ArgumentsAuto writes them into the text on lib/pq (told by its
+	// driver's package) and binds them on every other driver; see the
+	// package documentation.
+	ArgumentsAuto Arguments = iota
+	// ArgumentsBind always binds them: the driver sends them as it does
+	// (lib/pq with binary_parameters=yes does in one round trip).
+	ArgumentsBind
+	// ArgumentsInline always writes them into the text as literals
+	// ([protocol.Inline]) and sends the statement with none, in one
+	// message of the simple query protocol: for lib/pq behind a wrapper
+	// (an instrumentation driver) that hides which driver it is.
+	ArgumentsInline
+)
 
 // Executor is an [executor.Executor] over an application's database/sql
 // pool. It is safe for concurrent use. As a Session it runs each statement on
@@ -82,6 +104,14 @@ func New(db DB, opts *Options) *Executor {
 		panic("sqlexec: New called with a nil DB")
 	}
 	e := &Executor{db: db, inline: inlines(db)}
+	if opts != nil {
+		switch opts.Arguments {
+		case ArgumentsBind:
+			e.inline = false
+		case ArgumentsInline:
+			e.inline = true
+		}
+	}
 	if !e.inline {
 		e.wire = pgroute.NewStdlib(db)
 	}

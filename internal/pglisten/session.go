@@ -2,9 +2,12 @@ package pglisten
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql/driver"
+	"encoding/hex"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
@@ -17,180 +20,103 @@ import (
 // the client that sent it, and stays behind on a server connection the
 // pooler then hands to other clients, which receive its notifications
 // unasked: bun's pgdriver fails its next statement on them, and pgx
-// buffers them for good. So before LISTEN a session proves that its
-// client connection keeps one server session: at once where the
-// connection goes straight to the server (or through a relay of bytes),
-// and otherwise, behind a pooler, by the test below.
+// buffers them for good. So before it LISTENs on its channels a session
+// proves that its connection receives what the server sends: it LISTENs
+// on a channel of its own, sends a notification on it from another
+// connection of the same route, and waits for it. Behind a
+// transaction-mode pooler the listening connection is idle, so holds no
+// server session, and nothing reaches it; the LISTEN it leaves behind is
+// on a channel nobody else uses.
 
-// BackendPID is the statement that names the server session a statement
-// runs in. It takes no arguments: sent with the simple query protocol it
-// leaves nothing on the server connection.
-const BackendPID = "SELECT pg_backend_pid()"
-
-// Pinned is a second connection of the listener's route held in an open
-// transaction: its server session is taken for as long as the
-// transaction lasts.
-type Pinned struct {
-	// PID is the server session of the pinned connection.
-	PID int64
-	// Release ends the transaction and gives the connection back.
-	Release func()
+// Delivery is how a session's connection is checked: each source supplies
+// the three steps on its own driver.
+type Delivery struct {
+	// Listen LISTENs on channel on the listening connection.
+	Listen func(ctx context.Context, channel string) error
+	// Wait returns the next notification the listening connection
+	// receives, ctx's error once ctx ends, or the error the connection
+	// ran into.
+	Wait func(ctx context.Context) (channel, payload string, err error)
+	// Notify sends a notification on channel from another connection of
+	// the same route (the pool's).
+	Notify func(ctx context.Context, channel, payload string) error
 }
 
-// sessionRounds is how many times StaysWithSession tries to catch a
-// transaction-mode pooler moving the listening connection.
-const sessionRounds = 5
+// deliveryWait is how long the check waits for its notification. A
+// connection that receives notifications has it back within
+// milliseconds. It is sent once: behind a transaction-mode pooler the
+// server connection left listening hands each notification to whichever
+// client holds it then, and bun's pgdriver fails on one it did not ask
+// for.
+const deliveryWait = 3 * time.Second
 
-// StaysWithSession reports whether the listening connection keeps its
-// server session across statements, where the connection goes through a
-// pooler. mine runs BackendPID on the listening connection; pin pins a
-// second connection of the same route.
-//
-// In session mode the listening connection's server session is its own
-// for as long as it stays connected: no other client ever runs in it, and
-// it runs every statement of the listening connection, so every round
-// passes. In transaction mode the session the listening connection ran a
-// statement in is free the moment that statement ends, and a pooler hands
-// out the session it freed last (pgbouncer's default), so the pinned
-// connection gets it, or the listening connection runs its next
-// statement in another: either proves transaction pooling. Other clients
-// taking sessions meanwhile can hide both signs in one round, not in all
-// of them.
-func StaysWithSession(ctx context.Context, mine func(context.Context) (int64, error), pin func(context.Context) (Pinned, error)) (bool, error) {
-	for range sessionRounds {
-		moved, err := sessionMoves(ctx, mine, pin)
-		if err != nil || moved {
-			return false, err
+// CheckDelivery makes sure a notification sent from another connection of
+// the route reaches the listening connection (see Delivery), on a channel
+// of its own. It returns ErrPooled when none comes back within
+// deliveryWait, and the error of any step that fails.
+func CheckDelivery(ctx context.Context, d Delivery) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	channel, token := "cairnq_delivery_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:4])
+	if err := d.Listen(ctx, channel); err != nil {
+		return Unavailable(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, deliveryWait)
+	defer cancel()
+	if err := d.Notify(wctx, channel, token); err != nil {
+		return err
+	}
+	for {
+		ch, payload, err := d.Wait(wctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && wctx.Err() != nil:
+			return ErrPooled("no notification came back within " + deliveryWait.String())
+		case err != nil:
+			return Unavailable(err) // the connection failed, or refused the LISTEN
+		case ch == channel && payload == token:
+			return nil
 		}
 	}
-	return true, nil
 }
 
-// sessionMoves is one round of StaysWithSession.
-func sessionMoves(ctx context.Context, mine func(context.Context) (int64, error), pin func(context.Context) (Pinned, error)) (bool, error) {
-	first, err := mine(ctx)
-	if err != nil {
-		return false, err
-	}
-	other, err := pin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer other.Release()
-	if other.PID == first {
-		return true, nil
-	}
-	second, err := mine(ctx)
-	if err != nil {
-		return false, err
-	}
-	return second != first, nil
+// NotifySQL is a notification on channel with payload as a statement
+// without arguments, which every driver sends in one message of the
+// simple query protocol, leaving nothing on the server connection. Both
+// are the check's own: a name of letters, digits and underscores, and hex.
+func NotifySQL(channel, payload string) string {
+	return "SELECT pg_notify('" + channel + "', '" + payload + "')"
 }
 
 // ErrPooled is the refusal of a session whose connection goes through a
 // transaction-mode pooler: it wraps executor.ErrListenUnavailable and
 // executor.ErrTransactionPooler.
 func ErrPooled(how string) error {
-	return fmt.Errorf("%w: %w: %s; its LISTEN would land on whichever server connection is free and stay there for other clients",
+	return fmt.Errorf("%w: %w: %s; a LISTEN would land on whichever server connection is free and stay there for other clients",
 		executor.ErrListenUnavailable, executor.ErrTransactionPooler, how)
 }
 
-// The same check on a database/sql driver connection (lib/pq's, bun's
-// pgdriver's), where the server's backend key is out of reach and the
-// route's addresses tell a direct connection instead.
-
-// CheckDriverSession makes sure conn, whose socket's local address is
-// local, keeps one server session: at once when its route is direct
-// (pgroute.Of), else with pin. It returns ErrPooled when conn goes through
-// a transaction-mode pooler.
-func CheckDriverSession(ctx context.Context, conn driver.Conn, local net.Addr, pin func(context.Context) (Pinned, error)) error {
-	route, err := DriverRoute(ctx, conn, local)
-	if err != nil || route.Direct {
-		return err
+// DriverRoute finds the route of conn, a database/sql driver connection
+// whose socket's addresses are local and remote: lib/pq's and bun's
+// pgdriver's, whose backend key stays out of reach.
+func DriverRoute(ctx context.Context, conn driver.Conn, local, remote net.Addr) (pgroute.Route, error) {
+	q, ok := conn.(driver.QueryerContext)
+	if !ok {
+		return pgroute.Route{}, fmt.Errorf("a %T cannot run a query", conn)
 	}
-	mine := func(ctx context.Context) (int64, error) { return DriverPID(ctx, conn) }
-	stays, err := StaysWithSession(ctx, mine, pin)
-	switch {
-	case err != nil:
-		return err
-	case !stays:
-		return ErrPooled("the server sessions of its connections change from one statement to the next")
-	}
-	return nil
-}
-
-// DriverRoute finds the route of conn, whose socket's local address is
-// local.
-func DriverRoute(ctx context.Context, conn driver.Conn, local net.Addr) (pgroute.Route, error) {
-	vals, err := driverRow(ctx, conn, pgroute.Query, 2)
+	rows, err := q.QueryContext(ctx, pgroute.Query, nil)
 	if err != nil {
 		return pgroute.Route{}, err
 	}
-	var addr *string
-	var port *int64
-	switch s := vals[0].(type) {
-	case string:
-		addr = &s
-	case []byte:
-		t := string(s)
-		addr = &t
-	}
-	if p, ok := vals[1].(int64); ok {
-		port = &p
-	}
-	return pgroute.Of(local, addr, port), nil
-}
-
-// DriverPID runs BackendPID on conn.
-func DriverPID(ctx context.Context, conn driver.Conn) (int64, error) {
-	vals, err := driverRow(ctx, conn, BackendPID, 1)
-	if err != nil {
-		return 0, err
-	}
-	pid, ok := vals[0].(int64)
-	if !ok {
-		return 0, fmt.Errorf("pg_backend_pid() came back as a %T", vals[0])
-	}
-	return pid, nil
-}
-
-// DriverPin holds conn in an open transaction, for CheckDriverSession;
-// release (which Pinned.Release also runs) gives conn back.
-func DriverPin(ctx context.Context, conn driver.Conn, release func()) (Pinned, error) {
-	b, ok := conn.(driver.ConnBeginTx)
-	if !ok {
-		release()
-		return Pinned{}, fmt.Errorf("a %T cannot begin a transaction", conn)
-	}
-	tx, err := b.BeginTx(ctx, driver.TxOptions{})
-	if err != nil {
-		release()
-		return Pinned{}, err
-	}
-	done := func() { _ = tx.Rollback(); release() }
-	pid, err := DriverPID(ctx, conn)
-	if err != nil {
-		done()
-		return Pinned{}, err
-	}
-	return Pinned{PID: pid, Release: done}, nil
-}
-
-// driverRow runs a statement without arguments on conn and returns its
-// first row, of n columns.
-func driverRow(ctx context.Context, conn driver.Conn, query string, n int) ([]driver.Value, error) {
-	q, ok := conn.(driver.QueryerContext)
-	if !ok {
-		return nil, fmt.Errorf("a %T cannot run a query", conn)
-	}
-	rows, err := q.QueryContext(ctx, query, nil)
-	if err != nil {
-		return nil, err
-	}
 	defer rows.Close()
-	vals := make([]driver.Value, n)
+	vals := make([]driver.Value, 5)
 	if err := rows.Next(vals); err != nil {
-		return nil, err
+		return pgroute.Route{}, err
 	}
-	return vals, nil
+	row := make([]any, len(vals))
+	for i, v := range vals {
+		row[i] = v
+	}
+	return pgroute.Of(local, remote, -1, row), nil
 }

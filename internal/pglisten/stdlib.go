@@ -57,7 +57,7 @@ func (s StdlibSource) Session(ctx, connectCtx context.Context, l *Listener, subs
 			err = fmt.Errorf("%w: the pool's driver connection is a %T, not pgx's stdlib (*stdlib.Conn)", executor.ErrListenUnavailable, dc)
 			return nil // untouched: back to the pool
 		}
-		if err = CheckSession(cctx, pc.Conn(), s.pin); err != nil {
+		if err = CheckPgx(cctx, pc.Conn(), s.notify); err != nil {
 			return driver.ErrBadConn
 		}
 		up, err = Serve(ctx, cctx, pc.Conn(), l, subscribed)
@@ -69,84 +69,47 @@ func (s StdlibSource) Session(ctx, connectCtx context.Context, l *Listener, subs
 	return up, err
 }
 
-// pin pins another connection of the pool, for CheckSession. It works on
-// the pgx connection underneath, in the simple protocol, so that nothing
-// is left prepared on a server connection a pooler may hand elsewhere.
-func (s StdlibSource) pin(ctx context.Context) (Pinned, error) {
-	conn, err := s.DB.Conn(ctx)
-	if err != nil {
-		return Pinned{}, err
-	}
-	var pid int64
-	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(pgxConner)
-		if !ok {
-			return fmt.Errorf("the pool's driver connection is a %T, not pgx's stdlib", dc)
-		}
-		if _, err := pc.Conn().PgConn().Exec(ctx, "BEGIN").ReadAll(); err != nil {
-			return err
-		}
-		pid, err = ConnPID(ctx, pc.Conn())
-		return err
-	})
-	release := func() {
-		// Rolled back before database/sql has the connection again, so it
-		// never sees a transaction it did not begin; a connection the
-		// rollback fails on is closed instead of pooled.
-		_ = conn.Raw(func(dc any) error {
-			if pc, ok := dc.(pgxConner); ok {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ConnectTimeout)
-				defer cancel()
-				if _, err := pc.Conn().PgConn().Exec(rctx, "ROLLBACK").ReadAll(); err != nil {
-					return driver.ErrBadConn
-				}
-			}
-			return nil
-		})
-		_ = conn.Close()
-	}
-	if err != nil {
-		release()
-		return Pinned{}, err
-	}
-	return Pinned{PID: pid, Release: release}, nil
+// notify sends a notification from another connection of the pool, for
+// CheckDelivery.
+func (s StdlibSource) notify(ctx context.Context, channel, payload string) error {
+	_, err := s.DB.ExecContext(ctx, NotifySQL(channel, payload))
+	return err
 }
 
-// CheckSession makes sure c keeps one server session, so that a LISTEN on
-// it is delivered to it (see StaysWithSession): at once when the backend
-// key the server gave c names the session c runs in (no pooler in
-// between: a pooler gives its clients keys of its own), else with pin.
-// It returns ErrPooled when c goes through a transaction-mode pooler.
-func CheckSession(ctx context.Context, c *pgx.Conn, pin func(context.Context) (Pinned, error)) error {
-	mine := func(ctx context.Context) (int64, error) { return ConnPID(ctx, c) }
-	pid, err := mine(ctx)
+// CheckPgx makes sure c, the listening connection, receives what the
+// server sends before it LISTENs: at once when the backend key the server
+// gave c names the session c runs in (no pooler stands between: a pooler
+// gives its clients keys of its own), else by CheckDelivery, with notify
+// sending from another connection of c's route.
+func CheckPgx(ctx context.Context, c *pgx.Conn, notify func(ctx context.Context, channel, payload string) error) error {
+	res, err := c.PgConn().Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
 	if err != nil {
-		return err
+		return Unavailable(err)
 	}
-	if pid == int64(c.PgConn().PID()) {
+	if len(res) == 1 && len(res[0].Rows) == 1 && len(res[0].Rows[0]) == 1 &&
+		string(res[0].Rows[0][0]) == strconv.FormatUint(uint64(c.PgConn().PID()), 10) {
 		return nil
 	}
-	stays, err := StaysWithSession(ctx, mine, pin)
-	switch {
-	case err != nil:
-		return err
-	case !stays:
-		return ErrPooled("the server sessions it runs in change from one statement to the next")
-	}
-	return nil
+	return CheckDelivery(ctx, PgxDelivery(c, notify))
 }
 
-// ConnPID runs BackendPID on c, in the simple query protocol at the wire
-// level, which asks nothing of the connection's settings.
-func ConnPID(ctx context.Context, c *pgx.Conn) (int64, error) {
-	res, err := c.PgConn().Exec(ctx, BackendPID).ReadAll()
-	if err != nil {
-		return 0, err
+// PgxDelivery is the Delivery of c, the listening connection, with notify
+// sending from another connection of its route.
+func PgxDelivery(c *pgx.Conn, notify func(ctx context.Context, channel, payload string) error) Delivery {
+	return Delivery{
+		Listen: func(ctx context.Context, channel string) error {
+			_, err := c.PgConn().Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()).ReadAll()
+			return err
+		},
+		Wait: func(ctx context.Context) (string, string, error) {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			return n.Channel, n.Payload, nil
+		},
+		Notify: notify,
 	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
-		return 0, fmt.Errorf("%s: no single value in the answer", BackendPID)
-	}
-	return strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64)
 }
 
 // Serve is a session on a *pgx.Conn the caller holds: it LISTENs on every

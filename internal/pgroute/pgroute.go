@@ -27,21 +27,27 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Query is the statement a probe runs on the connection it checks: where
-// the server sees the connection come from (NULLs on a Unix socket). It
-// takes no arguments, so it is sent with the simple query protocol and
-// leaves nothing behind on the server.
-const Query = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port"
+// the server sees the connection come from and arrive at (NULLs on a Unix
+// socket), and the server session's process id. It takes no arguments, so
+// it is sent with the simple query protocol and leaves nothing behind on
+// the server.
+const Query = "SELECT host(inet_client_addr()) AS client_addr, inet_client_port() AS client_port, " +
+	"host(inet_server_addr()) AS server_addr, inet_server_port() AS server_port, pg_backend_pid() AS pid"
 
 // Route is what a probe found.
 type Route struct {
 	// Direct is true when the server sees the connection come from the
-	// client socket's own address and port.
+	// client socket's own address and port and arrive at the address and
+	// port the socket is connected to: the same TCP connection at both
+	// ends, which no proxy can fake (a local port alone can be shared by
+	// sockets to different destinations, a pooler's among them).
 	Direct bool
 	// OwnKey is true when the backend key the server gave the connection
 	// at startup names the server session its statements run in. A pooler
@@ -74,34 +80,81 @@ func (r Route) String() string {
 		", not from this client's " + r.Local + ")"
 }
 
-// Of compares the client socket's local address with what the server saw:
-// addr (host(inet_client_addr())) and port (inet_client_port()), either
-// nil when the server gave NULL.
-func Of(local net.Addr, addr *string, port *int64) Route {
+// Of finds the route of a connection whose socket has the local and
+// remote addresses given (either nil where unknown), from the values of
+// Query's row as its driver decoded them (text as a string or []byte,
+// integers as any integer type, NULL as nil), and key, the process id of
+// the connection's backend key (negative where the driver does not tell).
+func Of(local, remote net.Addr, key int64, row []any) Route {
 	r := Route{}
 	if local != nil {
 		r.Local = local.String()
 	}
-	if addr == nil || port == nil {
+	if len(row) != 5 {
 		return r
 	}
-	seen, err := netip.ParseAddr(*addr)
-	if err != nil {
-		return r
+	if pid, ok := integer(row[4]); ok && key >= 0 {
+		r.OwnKey = pid == key
 	}
-	r.Seen = netip.AddrPortFrom(seen.Unmap(), uint16(*port)).String()
-	tcp, ok := local.(*net.TCPAddr)
+	client, ok := addrPort(row[0], row[1])
 	if !ok {
 		return r
 	}
-	mine, ok := netip.AddrFromSlice(tcp.IP)
-	r.Direct = ok && mine.Unmap() == seen.Unmap() && int64(tcp.Port) == *port
+	r.Seen = client.String()
+	server, ok := addrPort(row[2], row[3])
+	r.Direct = ok && sameAddr(local, client) && sameAddr(remote, server)
 	return r
 }
 
-// OwnKeyQuery is Query with the server session's process id, which a
-// connection's backend key names when no pooler stands between.
-const OwnKeyQuery = "SELECT host(inet_client_addr()) AS addr, inet_client_port() AS port, pg_backend_pid() AS pid"
+// addrPort reads an address and a port of Query's row.
+func addrPort(addr, port any) (netip.AddrPort, bool) {
+	var text string
+	switch a := addr.(type) {
+	case string:
+		text = a
+	case []byte:
+		text = string(a)
+	default:
+		return netip.AddrPort{}, false
+	}
+	ip, err := netip.ParseAddr(text)
+	p, ok := integer(port)
+	if err != nil || !ok || p < 0 || p > 65535 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), true
+}
+
+// sameAddr reports whether a is the TCP address ap.
+func sameAddr(a net.Addr, ap netip.AddrPort) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(tcp.IP)
+	return ok && ip.Unmap() == ap.Addr() && tcp.Port == int(ap.Port())
+}
+
+// integer reads an integer value as a driver gives it.
+func integer(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case []byte:
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		return i, err == nil
+	case string:
+		i, err := strconv.ParseInt(n, 10, 64)
+		return i, err == nil
+	}
+	return 0, false
+}
 
 // Probe finds the route of one connection.
 type Probe func(ctx context.Context) (Route, error)

@@ -9,29 +9,32 @@ import (
 
 func TestOf(t *testing.T) {
 	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5000}
-	str := func(s string) *string { return &s }
-	num := func(n int64) *int64 { return &n }
-	for _, c := range []struct {
-		name   string
-		local  net.Addr
-		addr   *string
-		port   *int64
-		direct bool
-	}{
-		{"the server sees this socket", local, str("127.0.0.1"), num(5000), true},
-		{"an IPv4-mapped address", local, str("::ffff:127.0.0.1"), num(5000), true},
-		{"a pooler's port", local, str("127.0.0.1"), num(6000), false},
-		{"a proxy's address", local, str("10.0.0.2"), num(5000), false},
-		{"a Unix socket", &net.UnixAddr{Name: "/tmp/.s.PGSQL.5432", Net: "unix"}, nil, nil, false},
-		{"an unreadable address", local, str("nonsense"), num(5000), false},
-	} {
-		r := Of(c.local, c.addr, c.port)
-		if r.Direct != c.direct || r.KeepsSession() != c.direct || r.String() == "" {
-			t.Errorf("%s: %+v (%s), want direct %v", c.name, r, r, c.direct)
-		}
+	remote := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5432}
+	row := func(caddr any, cport any, saddr any, sport any, pid any) []any {
+		return []any{caddr, cport, saddr, sport, pid}
 	}
-	if r := (Route{OwnKey: true, Seen: "172.17.0.1:4000", Local: "127.0.0.1:5000"}); !r.KeepsSession() {
-		t.Errorf("a relay passing the server's own key: %+v does not keep the session", r)
+	for _, c := range []struct {
+		name          string
+		local, remote net.Addr
+		key           int64
+		row           []any
+		direct, own   bool
+	}{
+		{"the server sees this socket at both ends", local, remote, -1, row("127.0.0.1", int64(5000), "127.0.0.1", int64(5432), int64(9)), true, false},
+		{"as lib/pq gives text", local, remote, -1, row([]byte("::ffff:127.0.0.1"), []byte("5000"), "127.0.0.1", int32(5432), nil), true, false},
+		{"a pooler's port", local, remote, -1, row("127.0.0.1", int64(6000), "127.0.0.1", int64(5432), int64(9)), false, false},
+		{"the same local port to another destination", local, remote, -1, row("127.0.0.1", int64(5000), "127.0.0.1", int64(5433), int64(9)), false, false},
+		{"a proxy's address", local, remote, -1, row("10.0.0.2", int64(5000), "127.0.0.1", int64(5432), int64(9)), false, false},
+		{"a relay passing the server's key", local, remote, 9, row("172.17.0.1", int64(4000), "172.17.0.2", int64(5432), int64(9)), false, true},
+		{"a pooler's key", local, remote, 77, row("172.17.0.1", int64(4000), "172.17.0.2", int64(5432), int64(9)), false, false},
+		{"a Unix socket", &net.UnixAddr{Name: "/tmp/.s.PGSQL.5432", Net: "unix"}, nil, -1, row(nil, nil, nil, nil, int64(9)), false, false},
+		{"an unreadable address", local, remote, -1, row("nonsense", int64(5000), "127.0.0.1", int64(5432), int64(9)), false, false},
+		{"a short row", local, remote, 9, []any{"127.0.0.1"}, false, false},
+	} {
+		r := Of(c.local, c.remote, c.key, c.row)
+		if r.Direct != c.direct || r.OwnKey != c.own || r.KeepsSession() != (c.direct || c.own) || r.String() == "" {
+			t.Errorf("%s: %+v (%s), want direct %v, own key %v", c.name, r, r, c.direct, c.own)
+		}
 	}
 }
 

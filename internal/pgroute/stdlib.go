@@ -46,10 +46,12 @@ type Stdlib struct {
 	db Pool
 	// mode is the argument put first on every statement, once learned: a
 	// pgx.QueryExecMode, or nil for none.
-	mode    atomic.Pointer[any]
-	mu      sync.Mutex
-	retry   time.Time // when learning failed, the earliest next attempt
-	learned bool
+	mode atomic.Pointer[any]
+	mu   sync.Mutex
+	// fallback is the mode found before learning failed (pgx's stdlib, its
+	// route unread: the unnamed one), used until retry.
+	fallback *any
+	retry    time.Time
 }
 
 // Pool is what Stdlib needs of a database/sql pool: one connection of it
@@ -85,15 +87,16 @@ func (s *Stdlib) Args(ctx context.Context, args []any) []any {
 
 // pgxFacts is what learn finds out of a pgx stdlib connection.
 type pgxFacts struct {
-	named   bool // the configured mode keeps statements
-	unnamed any  // cache_describe, of pgx's own type
-	pid     int64
-	local   net.Addr
+	named         bool // the configured mode keeps statements
+	unnamed       any  // cache_describe, of pgx's own type
+	pid           int64
+	local, remote net.Addr
 }
 
 // learn finds the mode statements need on one connection of the pool, and
-// keeps it unless learning failed; then it answers with the safe choice
-// for what it did find, and tries again after retryAfter.
+// keeps it. Where learning fails once pgx's stdlib is found, it answers
+// with the unnamed mode until it tries again, after retryAfter; where no
+// connection was had, nothing is known, and the next statement tries.
 func (s *Stdlib) learn(ctx context.Context) *any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,14 +104,15 @@ func (s *Stdlib) learn(ctx context.Context) *any {
 		return m
 	}
 	var none any
-	if time.Now().Before(s.retry) {
-		return &none
+	if s.fallback != nil && time.Now().Before(s.retry) {
+		return s.fallback
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		s.retry = time.Now().Add(retryAfter)
+		// No connection to learn on: the statement, which needs one too,
+		// most likely fails the same way. The next one learns again.
 		return &none
 	}
 	defer conn.Close()
@@ -120,15 +124,17 @@ func (s *Stdlib) learn(ctx context.Context) *any {
 	}
 	unnamed := f.unnamed
 	// The route, asked with the unnamed mode so that asking leaves nothing.
-	var addr *string
-	var port, pid *int64
-	if err := conn.QueryRowContext(ctx, OwnKeyQuery, f.unnamed).Scan(&addr, &port, &pid); err != nil {
+	row := make([]any, 5)
+	dest := make([]any, len(row))
+	for i := range row {
+		dest[i] = &row[i]
+	}
+	if err := conn.QueryRowContext(ctx, Query, f.unnamed).Scan(dest...); err != nil {
+		s.fallback = &unnamed
 		s.retry = time.Now().Add(retryAfter)
 		return &unnamed
 	}
-	r := Of(f.local, addr, port)
-	r.OwnKey = pid != nil && *pid == f.pid
-	if r.KeepsSession() {
+	if Of(f.local, f.remote, f.pid, row).KeepsSession() {
 		unnamed = nil
 	}
 	s.mode.Store(&unnamed)
@@ -167,7 +173,7 @@ func pgxFactsOf(dc any) *pgxFacts {
 	}
 	if sock, ok := call(pg, "Conn"); ok {
 		if nc, ok := sock.Interface().(net.Conn); ok {
-			f.local = nc.LocalAddr()
+			f.local, f.remote = nc.LocalAddr(), nc.RemoteAddr()
 		}
 	}
 	return f
