@@ -1044,7 +1044,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 		if len(ids) == 0 {
 			continue
 		}
-		renewed, err := w.st.HeartbeatBatch(ctx, ids, w.id, w.lease)
+		renewed, err := w.renew(ctx, ids)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.report(err, PhaseExecute, ids[0])
@@ -1060,6 +1060,24 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 				tc.missedByBeat()
 			}
 		}
+	}
+}
+
+// renew renews ids' leases in one statement, tried again within the beat's
+// interval while it fails for a reason that may pass: a deadlock or
+// serialization failure (the server picked this statement as the victim),
+// a busy database, a dropped connection. The next beat would renew the
+// leases anyway; what is reported is only what outlasts the interval.
+func (w *Worker) renew(ctx context.Context, ids []string) (map[string]bool, error) {
+	deadline := time.Now().Add(w.beat)
+	backoff := 10 * time.Millisecond
+	for {
+		renewed, err := w.st.HeartbeatBatch(ctx, ids, w.id, w.lease)
+		if err == nil || !transient(err) || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			return renewed, err
+		}
+		sleepCtx(ctx, backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
