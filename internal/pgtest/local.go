@@ -251,7 +251,7 @@ func startLocal(ctx context.Context, binDir string) (_ *server, err error) {
 	}
 	base := tempBase(as)
 	sweepStale(base, time.Now().Add(-staleAge))
-	dir, err := os.MkdirTemp(base, tempPrefix)
+	dir, err := ownedTempDir(base, tempPrefix, as)
 	if err != nil {
 		return nil, err
 	}
@@ -260,11 +260,6 @@ func startLocal(ctx context.Context, binDir string) (_ *server, err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if as != nil {
-		if err := os.Chown(dir, int(as.uid), int(as.gid)); err != nil {
-			return nil, err
-		}
-	}
 	dataDir := filepath.Join(dir, "data")
 	logPath := filepath.Join(dir, "postgres.log")
 
@@ -352,6 +347,22 @@ func startLocal(ctx context.Context, binDir string) (_ *server, err error) {
 		}
 		return nil, fmt.Errorf("postgres%s did not start: %w; tail of %s (temp dir since removed):\n%s", asWho(as), err, logPath, tail(log, 30))
 	}
+}
+
+// ownedTempDir makes a temporary directory under base, owned by as (the
+// process's own user when as is nil), for a server process run as as.
+func ownedTempDir(base, prefix string, as *runAs) (string, error) {
+	dir, err := os.MkdirTemp(base, prefix)
+	if err != nil {
+		return "", err
+	}
+	if as != nil {
+		if err := os.Chown(dir, int(as.uid), int(as.gid)); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 func asWho(as *runAs) string {

@@ -110,7 +110,7 @@ func startPooler(t testing.TB, bin, dsn string, mode PoolMode, ignore []string) 
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(tempBase(as), "cairnq-pgbouncer-")
+	dir, err := ownedTempDir(tempBase(as), "cairnq-pgbouncer-", as)
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +119,6 @@ func startPooler(t testing.TB, bin, dsn string, mode PoolMode, ignore []string) 
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	if as != nil {
-		if err := os.Chown(dir, int(as.uid), int(as.gid)); err != nil {
-			return nil, err
-		}
-	}
 	server := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
 	if cfg.Password != "" {
 		server += " password=" + cfg.Password
