@@ -32,7 +32,8 @@ const (
 //
 // A subscriber acquires before it reads the database, and acquire returns
 // once LISTEN is in effect, so a change committed after the read is
-// always announced to it. If LISTEN cannot be had the subscriber polls.
+// always announced to it. If LISTEN cannot be had, or takes longer than
+// setupWait to set up, the subscriber polls.
 type demandListener struct {
 	l       executor.Listener
 	channel string
@@ -52,10 +53,16 @@ type demandListener struct {
 	stopping  sync.WaitGroup // an idle stop in progress, which close waits for
 	off       bool           // the executor refuses LISTEN for good, or the store closed
 	connected bool           // LISTEN has succeeded once, so later starts log at debug
+
+	setupCtx    context.Context // the LISTEN setups', canceled by close
+	cancelSetup context.CancelFunc
+	setup       sync.WaitGroup // the LISTEN setup running, which close waits for
 }
 
 func newDemandListener(l executor.Listener, channel string, deliver func(string), log *slog.Logger, pooled *poolerWarning) *demandListener {
-	return &demandListener{l: l, channel: channel, deliver: deliver, log: log, linger: listenLinger, pooled: pooled}
+	d := &demandListener{l: l, channel: channel, deliver: deliver, log: log, linger: listenLinger, pooled: pooled}
+	d.setupCtx, d.cancelSetup = context.WithCancel(context.Background())
+	return d
 }
 
 // poolerWarning says once for a store, at WARN, that its executor's
@@ -75,10 +82,18 @@ func (p *poolerWarning) warn(channel string, err error) {
 	})
 }
 
+// setupWait bounds how long a subscriber waits for a LISTEN being set up:
+// on a connection that takes it the setup is over within milliseconds, but
+// an adapter proving a connection behind a pooler waits seconds for a
+// notification that never comes, and a subscriber that waited that long
+// would wait for nothing. Past it the subscriber polls; the setup goes on.
+const setupWait = time.Second
+
 // acquire registers a subscriber and returns once the channel is listened
 // to, or once it is clear that it will not be (ctx ended, LISTEN failed or
-// is unavailable): the subscriber then relies on its poll. Every acquire
-// is paired with one release. A nil demandListener does nothing.
+// is unavailable, or its setup outlasted setupWait): the subscriber then
+// relies on its poll. Every acquire is paired with one release. A nil
+// demandListener does nothing.
 func (d *demandListener) acquire(ctx context.Context) {
 	if d == nil {
 		return
@@ -86,45 +101,48 @@ func (d *demandListener) acquire(ctx context.Context) {
 	d.mu.Lock()
 	d.users++
 	d.gen++
-	for {
-		if d.off || d.stop != nil {
+	if d.off || d.stop != nil {
+		d.mu.Unlock()
+		return
+	}
+	if d.starting == nil {
+		if !d.failedAt.IsZero() && time.Since(d.failedAt) < listenRetry {
 			d.mu.Unlock()
 			return
 		}
-		if d.starting == nil {
-			break
-		}
-		starting := d.starting
-		d.mu.Unlock()
-		select {
-		case <-starting:
-		case <-ctx.Done():
-			return
-		}
-		d.mu.Lock()
+		d.starting = make(chan struct{})
+		d.setup.Add(1)
+		go d.start(d.starting)
 	}
-	if !d.failedAt.IsZero() && time.Since(d.failedAt) < listenRetry {
-		d.mu.Unlock()
-		return
-	}
-	starting := make(chan struct{})
-	d.starting = starting
+	starting := d.starting
 	d.mu.Unlock()
+	wait := time.NewTimer(setupWait)
+	defer wait.Stop()
+	select {
+	case <-starting:
+	case <-ctx.Done():
+	case <-wait.C:
+	}
+}
 
+// start sets LISTEN up, on a goroutine of its own that close waits for,
+// and records the outcome; it closes starting when done.
+func (d *demandListener) start(starting chan struct{}) {
+	defer d.setup.Done()
+	ctx, cancel := context.WithTimeout(d.setupCtx, executor.ListenConnectTimeout)
+	defer cancel()
 	stop, err := d.l.Listen(ctx, []string{d.channel}, func(_, payload string) { d.deliver(payload) })
 
 	d.mu.Lock()
-	if err == nil && d.off { // closed meanwhile: close waits for this stop
+	defer d.mu.Unlock()
+	defer close(starting)
+	d.starting = nil
+	if err == nil && d.off { // closed meanwhile
 		d.mu.Unlock()
 		stop()
 		d.mu.Lock()
-		d.starting = nil
-		close(starting)
-		d.mu.Unlock()
 		return
 	}
-	d.starting = nil
-	close(starting)
 	switch {
 	case err == nil:
 		d.stop = stop
@@ -143,12 +161,11 @@ func (d *demandListener) acquire(ctx context.Context) {
 	case errors.Is(err, executor.ErrListenUnavailable):
 		d.off = true
 		d.log.Info("cairnq: notifications unavailable; waiting by polling", "channel", d.channel, "err", err)
-	case ctx.Err() != nil: // the subscriber gave up; the next one tries again
+	case d.setupCtx.Err() != nil: // closing
 	default:
 		d.failedAt = time.Now()
 		d.log.Warn("cairnq: notifications failed; waiting by polling", "channel", d.channel, "err", err)
 	}
-	d.mu.Unlock()
 }
 
 // release ends one acquire.
@@ -210,14 +227,13 @@ func (d *demandListener) close() {
 	if d.idle != nil {
 		d.idle.Stop()
 	}
-	stop, starting := d.stop, d.starting
+	stop := d.stop
 	d.stop = nil
 	d.mu.Unlock()
+	d.cancelSetup()
 	if stop != nil {
 		stop()
 	}
-	if starting != nil {
-		<-starting // the starter sees off and stops what it got
-	}
+	d.setup.Wait() // a setup under way sees off and stops what it got
 	d.stopping.Wait()
 }
