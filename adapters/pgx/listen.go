@@ -74,8 +74,12 @@ func (s poolSource) Session(ctx, connectCtx context.Context, l *pglisten.Listene
 // notify sends a notification from a connection of the pool, for
 // pglisten.CheckDelivery.
 func (s poolSource) notify(ctx context.Context, channel, payload string) error {
-	_, err := s.e.pool.Exec(ctx, pglisten.NotifySQL(channel, payload))
-	return err
+	pc, err := s.e.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release()
+	return pglisten.PgxNotify(ctx, pc.Conn(), channel, payload)
 }
 
 // dedicatedConn returns a connection the pool no longer manages.

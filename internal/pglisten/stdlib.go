@@ -70,10 +70,45 @@ func (s StdlibSource) Session(ctx, connectCtx context.Context, l *Listener, subs
 }
 
 // notify sends a notification from another connection of the pool, for
-// CheckDelivery.
+// CheckDelivery (see PgxNotify).
 func (s StdlibSource) notify(ctx context.Context, channel, payload string) error {
-	_, err := s.DB.ExecContext(ctx, NotifySQL(channel, payload))
-	return err
+	conn, err := s.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		pc, ok := dc.(pgxConner)
+		if !ok {
+			_, err := conn.ExecContext(ctx, NotifySQL(channel, payload))
+			return err
+		}
+		return PgxNotify(ctx, pc.Conn(), channel, payload)
+	})
+}
+
+// PgxNotify sends the delivery check's notification from c, a connection
+// of the listener's route, and looks at once whether it came back to c
+// itself. That happens only behind a transaction-mode pooler that ran the
+// notification on the very server connection the listener's LISTEN had
+// run on, handing that connection's notification to c: a pooler that
+// hands out the server connection freed last, as pgbouncer does by
+// default, does it every time, and the check need not wait.
+func PgxNotify(ctx context.Context, c *pgx.Conn, channel, payload string) error {
+	if _, err := c.Exec(ctx, NotifySQL(channel, payload)); err != nil {
+		return err
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // only what c has already received: no wait, no read
+	for {
+		n, _ := c.WaitForNotification(done)
+		if n == nil {
+			return nil
+		}
+		if n.Channel == channel && n.Payload == payload {
+			return ErrPooled("the check's own notification came back to the connection that sent it")
+		}
+	}
 }
 
 // CheckPgx makes sure c, the listening connection, receives what the
