@@ -1064,10 +1064,13 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 }
 
 // renew renews ids' leases in one statement, tried again within the beat's
-// interval while it fails for a reason that may pass: a deadlock or
-// serialization failure (the server picked this statement as the victim),
-// a busy database, a dropped connection. The next beat would renew the
-// leases anyway; what is reported is only what outlasts the interval.
+// interval while it fails for a reason that may pass: a busy database, a
+// dropped connection, or a deadlock. A beat and a grouped settlement
+// lock the rows they share in whatever order their plans visit them (heap
+// order for a bitmap scan or a hash join), so under load they can
+// deadlock, and the server rolls one back; a settlement is retried the
+// same way (retrySettle). The next beat would renew the leases anyway;
+// what is reported is only what outlasts the interval.
 func (w *Worker) renew(ctx context.Context, ids []string) (map[string]bool, error) {
 	deadline := time.Now().Add(w.beat)
 	backoff := 10 * time.Millisecond

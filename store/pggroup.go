@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,24 +284,15 @@ func newCompleter(s *Store, ex executor.Executor) *grouper[completion] {
 // completeManyPG settles cs with one complete_many on q and returns one
 // result per completion, in order: its row (id, status), nil when its
 // lease was gone, or the statement's error.
-//
-// The rows go in id order, as heartbeat_batch's index scan of its sorted
-// ids visits them, so that a beat and a settlement locking some of the
-// same rows take them in one order and never deadlock.
 func (s *Store) completeManyPG(ctx context.Context, q querier, cs []completion) []groupResult {
 	ids := make([]string, len(cs))
-	for i, c := range cs {
-		ids[i] = c.id
-	}
-	sorted := slices.SortedFunc(slices.Values(cs), func(a, b completion) int { return strings.Compare(a.id, b.id) })
-	sortedIDs := make([]string, len(cs))
 	workers := make([]string, len(cs))
 	results := make([]any, len(cs))
-	for i, c := range sorted {
-		sortedIDs[i], workers[i], results[i] = c.id, c.workerID, c.result
+	for i, c := range cs {
+		ids[i], workers[i], results[i] = c.id, c.workerID, c.result
 	}
 	rows, err := s.execRows(ctx, q, protocol.StmtCompleteMany,
-		protocol.Args{"ids": pgArray(sortedIDs), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
+		protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
 	return byID(ids, rows, err)
 }
 

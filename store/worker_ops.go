@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -309,10 +308,8 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID strin
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	// In id order, as completions go too: rows locked in one order by
-	// every multi-row write cannot deadlock.
 	rows, err := s.writeOne(ctx, protocol.StmtHeartbeatBatch, protocol.Args{
-		"ids": s.list(slices.Sorted(slices.Values(ids))), "worker_id": workerID, "lease_ms": ms(lease),
+		"ids": s.list(ids), "worker_id": workerID, "lease_ms": ms(lease),
 	})
 	if err != nil {
 		return nil, err

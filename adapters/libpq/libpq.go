@@ -84,11 +84,12 @@ type Options struct {
 	// once per connection ([sqlexec.Options.Prepare]), sparing the server a
 	// parse and a plan on every run, but only where its connections are
 	// proven direct to the server: Open makes one connection and checks
-	// that the server sees it come from its own address and port, which
-	// no proxy can make it see. Through anything else (a connection
-	// pooler in transaction mode above all, which would bind a prepared
-	// statement's name on server connections that never prepared it, or
-	// a Unix socket, where there is nothing to compare) every statement
+	// that the server sees the same TCP connection at both ends, which no
+	// proxy can make it see, or that the Unix socket it reached is one
+	// the server listens on. Through anything else (a connection pooler
+	// in transaction mode above all, which would bind a prepared
+	// statement's name on server connections that never prepared it)
+	// every statement
 	// is sent unprepared, its arguments with it in one round trip
 	// (binary_parameters) and nothing kept on the server. [New] never
 	// prepares; it binds arguments when the DSN it is given sets

@@ -4,8 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/lib/pq"
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
@@ -109,5 +113,40 @@ func TestArgumentsStayBoundWhereLibpqSendsThemAtOnce(t *testing.T) {
 		if inlined := strings.Contains(q, "zz-marker"); inlined != c.inline || !inlined && !strings.Contains(q, "$1") {
 			t.Errorf("%s: the server shows %q; want the arguments inlined: %v", c.name, q, c.inline)
 		}
+	}
+}
+
+// Over a Unix socket the server sees no client address to compare; the
+// socket itself proves the route when it is one the server listens on
+// (one of its unix_socket_directories, named for its port), and Open
+// keeps its statements prepared there.
+func TestOpenPreparesOverTheServersOwnUnixSocket(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("/tmp", "cairnq-socket-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil { // the cluster's user makes its socket here
+		t.Fatal(err)
+	}
+	c := pgtest.NewCluster(t, "unix_socket_directories = '"+dir+"'")
+	cfg, err := pq.NewConfig(c.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", dir, cfg.Port, cfg.User, cfg.Database)
+	e := open(t, dsn, nil)
+	e.DB().SetMaxOpenConns(1)
+	ctx := adaptertest.Ctx(t)
+	for i := range 2 {
+		queryOne(t, ctx, e, "SELECT $1::int8 AS x", int64(i))
+	}
+	var n int64
+	if err := e.DB().QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Errorf("no statement prepared over the server's own socket %s", dir)
 	}
 }

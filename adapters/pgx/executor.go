@@ -247,7 +247,7 @@ func (e *Executor) probeRoute(ctx context.Context) (pgroute.Route, error) {
 // connRoute finds the route of conn, its backend key compared too. It
 // runs one statement on conn, which must not be in a failed transaction.
 func connRoute(ctx context.Context, conn *pgx.Conn) (pgroute.Route, error) {
-	row := make([]any, 5)
+	row := make([]any, pgroute.Columns)
 	dest := make([]any, len(row))
 	for i := range row {
 		dest[i] = &row[i]

@@ -61,11 +61,13 @@ func CheckDelivery(ctx context.Context, d Delivery) error {
 	if err := d.Listen(ctx, channel); err != nil {
 		return Unavailable(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, deliveryWait)
-	defer cancel()
-	if err := d.Notify(wctx, channel, token); err != nil {
+	if err := d.Notify(ctx, channel, token); err != nil {
 		return err
 	}
+	// The wait starts once the notification is sent, however long sending
+	// took (a pool may have had to make a connection for it).
+	wctx, cancel := context.WithTimeout(ctx, deliveryWait)
+	defer cancel()
 	for {
 		ch, payload, err := d.Wait(wctx)
 		switch {
@@ -110,7 +112,7 @@ func DriverRoute(ctx context.Context, conn driver.Conn, local, remote net.Addr) 
 		return pgroute.Route{}, err
 	}
 	defer rows.Close()
-	vals := make([]driver.Value, 5)
+	vals := make([]driver.Value, pgroute.Columns)
 	if err := rows.Next(vals); err != nil {
 		return pgroute.Route{}, err
 	}

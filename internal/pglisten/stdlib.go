@@ -79,9 +79,8 @@ func (s StdlibSource) notify(ctx context.Context, channel, payload string) error
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
 		pc, ok := dc.(pgxConner)
-		if !ok {
-			_, err := conn.ExecContext(ctx, NotifySQL(channel, payload))
-			return err
+		if !ok { // Session refuses such a pool before it gets here
+			return fmt.Errorf("the pool's driver connection is a %T, not pgx's stdlib", dc)
 		}
 		return PgxNotify(ctx, pc.Conn(), channel, payload)
 	})

@@ -8,16 +8,16 @@
 // a hosted "pooled" endpoint) each transaction, and each statement outside
 // one, may run on another server connection. A statement prepared under a
 // name on one of them is then bound by that name on another, which never
-// prepared it or prepared something else under it. Two facts a client can
-// check tell that nothing of the kind stands between: the server sees the
-// connection come from the client socket's own address and port (no proxy
-// can make it see that), or the backend key the server sent at startup
-// names the session the connection's statements run in (a pooler gives
-// its clients keys of its own; a relay of bytes passes the server's on).
-// The adapters prepare only where one of them holds, and send every
-// statement unnamed otherwise: a Unix socket without the key (lib/pq), a
-// pooler in session mode, where preparing would be safe, costs a parse
-// per statement and nothing else.
+// prepared it or prepared something else under it. Three facts a client
+// can check tell that nothing of the kind stands between: the server sees
+// the same TCP connection at both ends as the client socket (no proxy can
+// make it see that), or the Unix socket the client connected to is one the
+// server listens on, or the backend key the server sent at startup names
+// the session the connection's statements run in (a pooler gives its
+// clients keys of its own; a relay of bytes passes the server's on). The
+// adapters prepare only where one of them holds, and send every statement
+// unnamed otherwise: a pooler in session mode, where preparing would be
+// safe, costs a parse per statement and nothing else.
 //
 // This package imports only the standard library, so that
 // executor/sqlexec can use it and still import no driver.
@@ -27,7 +27,9 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,14 @@ import (
 // it is sent with the simple query protocol and leaves nothing behind on
 // the server.
 const Query = "SELECT host(inet_client_addr()) AS client_addr, inet_client_port() AS client_port, " +
-	"host(inet_server_addr()) AS server_addr, inet_server_port() AS server_port, pg_backend_pid() AS pid"
+	"host(inet_server_addr()) AS server_addr, inet_server_port() AS server_port, pg_backend_pid() AS pid, " +
+	"current_setting('port') AS port, " +
+	// pg_settings shows the socket directories to a role that may read
+	// them and hides the row from any other, where current_setting fails.
+	"(SELECT setting FROM pg_settings WHERE name = 'unix_socket_directories') AS socket_dirs"
+
+// Columns is how many columns Query returns.
+const Columns = 7
 
 // Route is what a probe found.
 type Route struct {
@@ -47,7 +56,11 @@ type Route struct {
 	// client socket's own address and port and arrive at the address and
 	// port the socket is connected to: the same TCP connection at both
 	// ends, which no proxy can fake (a local port alone can be shared by
-	// sockets to different destinations, a pooler's among them).
+	// sockets to different destinations, a pooler's among them). On a Unix
+	// socket, where the server sees no address, it is true when the socket
+	// the client connected to is one the server itself listens on (one of
+	// its unix_socket_directories, named for its port), which no other
+	// process can be listening on too.
 	Direct bool
 	// OwnKey is true when the backend key the server gave the connection
 	// at startup names the server session its statements run in. A pooler
@@ -68,13 +81,15 @@ func (r Route) KeepsSession() bool { return r.Direct || r.OwnKey }
 // String says what the route is, for logs and cairnq doctor.
 func (r Route) String() string {
 	switch {
+	case r.Direct && r.Seen == "":
+		return "direct to the server, through its own Unix socket"
 	case r.Direct:
 		return "direct to the server (it sees this client's own address, " + r.Local + ")"
 	case r.OwnKey:
 		return "one server session per connection (through a relay such as a port forward: the server sees " +
 			r.Seen + ", and the connection's backend key is the server's own)"
 	case r.Seen == "":
-		return "not known to keep one server session (a Unix socket, where the server sees no client address)"
+		return "not known to keep one server session (a Unix socket that is not one the server listens on)"
 	}
 	return "through a proxy or connection pooler (the server sees the connection come from " + r.Seen +
 		", not from this client's " + r.Local + ")"
@@ -90,11 +105,15 @@ func Of(local, remote net.Addr, key int64, row []any) Route {
 	if local != nil {
 		r.Local = local.String()
 	}
-	if len(row) != 5 {
+	if len(row) != Columns {
 		return r
 	}
 	if pid, ok := integer(row[4]); ok && key >= 0 {
 		r.OwnKey = pid == key
+	}
+	if sock, ok := remote.(*net.UnixAddr); ok {
+		r.Direct = serversSocket(sock.Name, row[5], row[6])
+		return r
 	}
 	client, ok := addrPort(row[0], row[1])
 	if !ok {
@@ -106,18 +125,36 @@ func Of(local, remote net.Addr, key int64, row []any) Route {
 	return r
 }
 
+// serversSocket reports whether path is the Unix socket of a server whose
+// port and unix_socket_directories settings are given (text).
+func serversSocket(path string, port, dirs any) bool {
+	p, dirList := text(port), text(dirs)
+	if p == "" || path == "" {
+		return false
+	}
+	for d := range strings.SplitSeq(dirList, ",") {
+		d = strings.TrimSpace(d)
+		if d != "" && !strings.HasPrefix(d, "@") && filepath.Clean(path) == filepath.Join(d, ".s.PGSQL."+p) {
+			return true
+		}
+	}
+	return false
+}
+
+// text reads a text value as a driver gives it, "" for anything else.
+func text(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case []byte:
+		return string(t)
+	}
+	return ""
+}
+
 // addrPort reads an address and a port of Query's row.
 func addrPort(addr, port any) (netip.AddrPort, bool) {
-	var text string
-	switch a := addr.(type) {
-	case string:
-		text = a
-	case []byte:
-		text = string(a)
-	default:
-		return netip.AddrPort{}, false
-	}
-	ip, err := netip.ParseAddr(text)
+	ip, err := netip.ParseAddr(text(addr))
 	p, ok := integer(port)
 	if err != nil || !ok || p < 0 || p > 65535 {
 		return netip.AddrPort{}, false

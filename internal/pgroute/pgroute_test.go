@@ -11,8 +11,10 @@ func TestOf(t *testing.T) {
 	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5000}
 	remote := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 5432}
 	row := func(caddr any, cport any, saddr any, sport any, pid any) []any {
-		return []any{caddr, cport, saddr, sport, pid}
+		return []any{caddr, cport, saddr, sport, pid, "5432", "/var/run/postgresql"}
 	}
+	unixRow := func(port, dirs string) []any { return []any{nil, nil, nil, nil, int64(9), port, dirs} }
+	sock := func(path string) net.Addr { return &net.UnixAddr{Name: path, Net: "unix"} }
 	for _, c := range []struct {
 		name          string
 		local, remote net.Addr
@@ -27,7 +29,10 @@ func TestOf(t *testing.T) {
 		{"a proxy's address", local, remote, -1, row("10.0.0.2", int64(5000), "127.0.0.1", int64(5432), int64(9)), false, false},
 		{"a relay passing the server's key", local, remote, 9, row("172.17.0.1", int64(4000), "172.17.0.2", int64(5432), int64(9)), false, true},
 		{"a pooler's key", local, remote, 77, row("172.17.0.1", int64(4000), "172.17.0.2", int64(5432), int64(9)), false, false},
-		{"a Unix socket", &net.UnixAddr{Name: "/tmp/.s.PGSQL.5432", Net: "unix"}, nil, -1, row(nil, nil, nil, nil, int64(9)), false, false},
+		{"the server's own Unix socket", sock(""), sock("/tmp/.s.PGSQL.5432"), -1, unixRow("5432", "/var/run/postgresql, /tmp"), true, false},
+		{"a pooler's Unix socket", sock(""), sock("/tmp/.s.PGSQL.6432"), -1, unixRow("5432", "/tmp"), false, false},
+		{"a socket in another directory", sock(""), sock("/run/pgbouncer/.s.PGSQL.5432"), -1, unixRow("5432", "/tmp"), false, false},
+		{"an abstract socket setting", sock(""), sock("@x/.s.PGSQL.5432"), -1, unixRow("5432", "@x"), false, false},
 		{"an unreadable address", local, remote, -1, row("nonsense", int64(5000), "127.0.0.1", int64(5432), int64(9)), false, false},
 		{"a short row", local, remote, 9, []any{"127.0.0.1"}, false, false},
 	} {

@@ -124,7 +124,7 @@ func (s *Stdlib) learn(ctx context.Context) *any {
 	}
 	unnamed := f.unnamed
 	// The route, asked with the unnamed mode so that asking leaves nothing.
-	row := make([]any, 5)
+	row := make([]any, Columns)
 	dest := make([]any, len(row))
 	for i := range row {
 		dest[i] = &row[i]
