@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // The gate hands out up to maxGrant submits per queue on one depth probe's
@@ -23,7 +23,7 @@ const (
 
 // depthGate makes submits wait while their queue is full.
 type depthGate struct {
-	st       *store.Store
+	st       *engine.Store
 	def      int
 	perQueue map[string]int
 	maxWait  time.Duration
@@ -32,7 +32,7 @@ type depthGate struct {
 	grants map[string]int
 }
 
-func newDepthGate(st *store.Store, o *Options) (*depthGate, error) {
+func newDepthGate(st *engine.Store, o *Options) (*depthGate, error) {
 	if o.MaxQueueDepth < 0 {
 		return nil, &ArgumentError{Op: "open", Arg: "MaxQueueDepth", Reason: fmt.Sprintf("must be >= 0, got %d", o.MaxQueueDepth)}
 	}

@@ -1,90 +1,93 @@
 package cairnq
 
-import "github.com/cairnq/cairnq-go/store"
+import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/engine"
+)
 
-// Task is one stored task; see store.Task.
-type Task = store.Task
+// Task is one stored task; see engine.Task.
+type Task = cairnqtype.Task
 
 // TaskRef is a task's id and status.
-type TaskRef = store.TaskRef
+type TaskRef = cairnqtype.TaskRef
 
 // Status is a task's status.
-type Status = store.Status
+type Status = cairnqtype.Status
 
 // The task statuses.
 const (
-	StatusQueued    = store.StatusQueued
-	StatusRunning   = store.StatusRunning
-	StatusSucceeded = store.StatusSucceeded
-	StatusFailed    = store.StatusFailed
-	StatusCanceled  = store.StatusCanceled
+	StatusQueued    = cairnqtype.StatusQueued
+	StatusRunning   = cairnqtype.StatusRunning
+	StatusSucceeded = cairnqtype.StatusSucceeded
+	StatusFailed    = cairnqtype.StatusFailed
+	StatusCanceled  = cairnqtype.StatusCanceled
 )
 
 // ErrorEnvelope is the protocol's JSON error record.
-type ErrorEnvelope = store.ErrorEnvelope
+type ErrorEnvelope = cairnqtype.ErrorEnvelope
 
 // StatusCounts holds per-status task counts for one queue.
-type StatusCounts = store.StatusCounts
+type StatusCounts = cairnqtype.StatusCounts
 
 // Conflict is a keyed submit's conflict strategy.
-type Conflict = store.Conflict
+type Conflict = cairnqtype.Conflict
 
-// The conflict strategies; see store.Conflict.
+// The conflict strategies; see engine.Conflict.
 const (
-	ConflictReuse          = store.ConflictReuse
-	ConflictReuseSucceeded = store.ConflictReuseSucceeded
-	ConflictReject         = store.ConflictReject
-	ConflictReplace        = store.ConflictReplace
+	ConflictReuse          = cairnqtype.ConflictReuse
+	ConflictReuseSucceeded = cairnqtype.ConflictReuseSucceeded
+	ConflictReject         = cairnqtype.ConflictReject
+	ConflictReplace        = cairnqtype.ConflictReplace
 )
 
 // DefaultQueue is the queue of a task submitted without one.
-const DefaultQueue = store.DefaultQueue
+const DefaultQueue = cairnqtype.DefaultQueue
 
 // Sentinel errors, usable with errors.Is; see package store for each.
 var (
-	ErrNotFound        = store.ErrNotFound
-	ErrAlreadyExists   = store.ErrAlreadyExists
-	ErrQueueFull       = store.ErrQueueFull
-	ErrLostLease       = store.ErrLostLease
-	ErrTaskCanceled    = store.ErrTaskCanceled
-	ErrInvalidArgument = store.ErrInvalidArgument
-	ErrBusy            = store.ErrBusy
-	ErrClosed          = store.ErrClosed
-	ErrUnsupported     = store.ErrUnsupported
-	ErrNotADatabase    = store.ErrNotADatabase
-	ErrSchemaMismatch  = store.ErrSchemaMismatch
-	ErrForeignDatabase = store.ErrForeignDatabase
-	ErrValueTooLarge   = store.ErrValueTooLarge
-	ErrStorageFull     = store.ErrStorageFull
-	ErrStorageMemory   = store.ErrStorageMemory
-	ErrStorageReadOnly = store.ErrStorageReadOnly
-	ErrNoDatabase      = store.ErrNoDatabase
+	ErrNotFound        = cairnqtype.ErrNotFound
+	ErrAlreadyExists   = cairnqtype.ErrAlreadyExists
+	ErrQueueFull       = cairnqtype.ErrQueueFull
+	ErrLostLease       = cairnqtype.ErrLostLease
+	ErrTaskCanceled    = cairnqtype.ErrTaskCanceled
+	ErrInvalidArgument = cairnqtype.ErrInvalidArgument
+	ErrBusy            = cairnqtype.ErrBusy
+	ErrClosed          = cairnqtype.ErrClosed
+	ErrUnsupported     = cairnqtype.ErrUnsupported
+	ErrNotADatabase    = cairnqtype.ErrNotADatabase
+	ErrSchemaMismatch  = cairnqtype.ErrSchemaMismatch
+	ErrForeignDatabase = cairnqtype.ErrForeignDatabase
+	ErrValueTooLarge   = cairnqtype.ErrValueTooLarge
+	ErrStorageFull     = cairnqtype.ErrStorageFull
+	ErrStorageMemory   = cairnqtype.ErrStorageMemory
+	ErrStorageReadOnly = cairnqtype.ErrStorageReadOnly
+	ErrNoDatabase      = cairnqtype.ErrNoDatabase
 )
 
 // Typed errors, usable with errors.As; see package store for each.
 type (
-	ArgumentError                = store.ArgumentError
-	AlreadyExistsError           = store.AlreadyExistsError
-	LostLeaseError               = store.LostLeaseError
-	QueueFullError               = store.QueueFullError
-	TaskFailedError              = store.TaskFailedError
-	TaskCanceledError            = store.TaskCanceledError
-	ProtocolVersionMismatchError = store.ProtocolVersionMismatchError
-	SerializationError           = store.SerializationError
-	BusyError                    = store.BusyError
-	OpenError                    = store.OpenError
-	StorageError                 = store.StorageError
+	ArgumentError                = cairnqtype.ArgumentError
+	AlreadyExistsError           = cairnqtype.AlreadyExistsError
+	LostLeaseError               = cairnqtype.LostLeaseError
+	QueueFullError               = cairnqtype.QueueFullError
+	TaskFailedError              = cairnqtype.TaskFailedError
+	TaskCanceledError            = cairnqtype.TaskCanceledError
+	ProtocolVersionMismatchError = cairnqtype.ProtocolVersionMismatchError
+	SerializationError           = cairnqtype.SerializationError
+	BusyError                    = cairnqtype.BusyError
+	OpenError                    = cairnqtype.OpenError
+	StorageError                 = cairnqtype.StorageError
 )
 
-// The limits every backend enforces alike; see store.MaxValueBytes and its
+// The limits every backend enforces alike; see engine.MaxValueBytes and its
 // neighbours for what each bounds.
 const (
-	MaxNameBytes    = store.MaxNameBytes
-	MaxKeyBytes     = store.MaxKeyBytes
-	MaxValueBytes   = store.MaxValueBytes
-	MaxJSONDepth    = store.MaxJSONDepth
-	MaxMessageBytes = store.MaxMessageBytes
+	MaxNameBytes    = cairnqtype.MaxNameBytes
+	MaxKeyBytes     = cairnqtype.MaxKeyBytes
+	MaxValueBytes   = cairnqtype.MaxValueBytes
+	MaxJSONDepth    = cairnqtype.MaxJSONDepth
+	MaxMessageBytes = cairnqtype.MaxMessageBytes
 )
 
 // NewTaskID returns a fresh task id: "task_" and a 26-character ULID.
-func NewTaskID() string { return store.NewTaskID() }
+func NewTaskID() string { return engine.NewTaskID() }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // Options are a Client's settings on either backend. SQLiteOptions and
@@ -91,7 +91,7 @@ type PostgresOptions struct {
 // Client submits tasks and reads, waits on, cancels, retries and purges
 // them. It is safe for concurrent use. Close it when done.
 type Client struct {
-	store   *store.Store
+	store   *engine.Store
 	ops     storeOps
 	ownsSt  bool
 	log     *slog.Logger
@@ -111,7 +111,7 @@ func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error
 	if opts == nil {
 		opts = &SQLiteOptions{}
 	}
-	st, err := store.OpenSQLite(ctx, path, store.SQLiteOptions{
+	st, err := engine.OpenSQLite(ctx, path, engine.SQLiteOptions{
 		BusyTimeout:      opts.BusyTimeout,
 		FullSync:         opts.FullSync,
 		Logger:           opts.Logger,
@@ -135,7 +135,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptio
 	if opts == nil {
 		opts = &PostgresOptions{}
 	}
-	st, err := store.OpenPostgres(ctx, ex, store.PostgresOptions{
+	st, err := engine.OpenPostgres(ctx, ex, engine.PostgresOptions{
 		Schema: opts.Schema, CloseExecutor: opts.CloseExecutor, Logger: opts.Logger,
 		OpenExisting: opts.OpenExisting,
 	})
@@ -146,7 +146,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptio
 }
 
 // ownClient is newClient for a store the client opened, and so closes.
-func ownClient(st *store.Store, opts *Options) (*Client, error) {
+func ownClient(st *engine.Store, opts *Options) (*Client, error) {
 	c, err := newClient(st, opts)
 	if err != nil {
 		st.Close()
@@ -156,7 +156,7 @@ func ownClient(st *store.Store, opts *Options) (*Client, error) {
 	return c, nil
 }
 
-func newClient(st *store.Store, opts *Options) (*Client, error) {
+func newClient(st *engine.Store, opts *Options) (*Client, error) {
 	c := &Client{store: st, ops: opsOf(st), log: opts.Logger, hooks: slices.Clone(opts.SubmitHooks)}
 	for i, h := range c.hooks {
 		if h == nil {
@@ -221,11 +221,11 @@ type SubmitOptions struct {
 	CorrelationID string
 }
 
-func (o *SubmitOptions) params(name string, payload any) store.SubmitParams {
+func (o *SubmitOptions) params(name string, payload any) engine.SubmitParams {
 	if o == nil {
 		o = &SubmitOptions{}
 	}
-	return store.SubmitParams{
+	return engine.SubmitParams{
 		Name: name, Payload: payload, Queue: o.Queue, Key: o.Key, Conflict: o.Conflict,
 		MaxAttempts: o.MaxAttempts, Priority: o.Priority, Delay: o.Delay, Metadata: o.Metadata,
 		ParentID: o.ParentID, RootID: o.RootID, CorrelationID: o.CorrelationID,
@@ -311,7 +311,7 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
 	if opts == nil {
 		opts = &ListOptions{}
 	}
-	return c.store.List(ctx, store.ListParams{
+	return c.store.List(ctx, engine.ListParams{
 		Status: opts.Status, Queue: opts.Queue, Name: opts.Name, RootID: opts.RootID,
 		CorrelationID: opts.CorrelationID, Limit: opts.Limit, Offset: opts.Offset,
 	})
@@ -382,7 +382,7 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 	if opts == nil {
 		opts = &PurgeOptions{}
 	}
-	return c.store.Purge(ctx, store.PurgeParams{
+	return c.store.Purge(ctx, engine.PurgeParams{
 		OlderThan: opts.OlderThan, Queue: opts.Queue, Status: opts.Status, Name: opts.Name, Limit: opts.Limit,
 	})
 }

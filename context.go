@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // TaskContext is a handler's view of the task it runs: the task's fields,
@@ -70,14 +70,14 @@ func (tc *TaskContext) LostLease() bool { return tc.lost.Load() }
 
 func (tc *TaskContext) markLost() {
 	if tc.lost.CompareAndSwap(false, true) {
-		tc.cancel(&store.LostLeaseError{ID: tc.task.ID})
+		tc.cancel(&engine.LostLeaseError{ID: tc.task.ID})
 		tc.w.logTask(context.Background(), slog.LevelWarn, logLeaseLost, tc.task)
 	}
 }
 
 func (tc *TaskContext) observeCancel(requested bool) {
 	if requested && tc.canceled.CompareAndSwap(false, true) {
-		tc.cancel(&store.TaskCanceledError{ID: tc.task.ID})
+		tc.cancel(&engine.TaskCanceledError{ID: tc.task.ID})
 	}
 }
 
@@ -112,7 +112,7 @@ func (tc *TaskContext) isSettled() bool {
 // is already known lost or the task settled.
 func (tc *TaskContext) owned(write func() (*Task, error)) error {
 	if tc.lost.Load() || tc.isSettled() {
-		return &store.LostLeaseError{ID: tc.task.ID}
+		return &engine.LostLeaseError{ID: tc.task.ID}
 	}
 	t, err := write()
 	if err != nil {
@@ -197,7 +197,7 @@ func (tc *TaskContext) settle(write func() error) error {
 	// (handler_timeout), and the handler, still running, must hear that
 	// its own settlement was refused, not that it was a repeat.
 	if tc.lost.Load() {
-		return &store.LostLeaseError{ID: tc.task.ID}
+		return &engine.LostLeaseError{ID: tc.task.ID}
 	}
 	if tc.settled {
 		return nil

@@ -5,35 +5,35 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // SchemaStatus is what a database says about its cairnq installation
 // (cairnq_meta's versions and the migration ledger) compared with this
-// SDK; see store.SchemaStatus for its fields and JSON.
-type SchemaStatus = store.SchemaStatus
+// SDK; see engine.SchemaStatus for its fields and JSON.
+type SchemaStatus = engine.SchemaStatus
 
 // SchemaState sums up a SchemaStatus.
-type SchemaState = store.SchemaState
+type SchemaState = engine.SchemaState
 
-// The schema states; see store.SchemaAbsent and its neighbours.
+// The schema states; see engine.SchemaAbsent and its neighbours.
 const (
-	SchemaAbsent       = store.SchemaAbsent
-	SchemaCurrent      = store.SchemaCurrent
-	SchemaBehind       = store.SchemaBehind
-	SchemaAhead        = store.SchemaAhead
-	SchemaIncompatible = store.SchemaIncompatible
+	SchemaAbsent       = engine.SchemaAbsent
+	SchemaCurrent      = engine.SchemaCurrent
+	SchemaBehind       = engine.SchemaBehind
+	SchemaAhead        = engine.SchemaAhead
+	SchemaIncompatible = engine.SchemaIncompatible
 )
 
 // AppliedMigration is one row of the migration ledger.
-type AppliedMigration = store.AppliedMigration
+type AppliedMigration = engine.AppliedMigration
 
 // QueueAge is how long one queue's due work has waited; see QueueAges.
-type QueueAge = store.QueueAge
+type QueueAge = engine.QueueAge
 
 // FailureCount is how many tasks of one name failed within a window; see
 // RecentFailures.
-type FailureCount = store.FailureCount
+type FailureCount = engine.FailureCount
 
 // InspectSQLite reports the cairnq installation of the SQLite database at
 // path (its protocol and schema versions and migration ledger, compared
@@ -42,7 +42,7 @@ type FailureCount = store.FailureCount
 // Open with OpenExisting would refuse (a database behind, ahead or of
 // another protocol major), which is what cairnq migrate --check prints.
 func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
-	return store.InspectSQLite(ctx, path)
+	return engine.InspectSQLite(ctx, path)
 }
 
 // InspectPostgres is InspectSQLite for the database ex's connections
@@ -50,7 +50,7 @@ func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 // schema that does not exist is a status with State SchemaAbsent, and
 // connections resolving elsewhere fail with ErrSchemaMismatch.
 func InspectPostgres(ctx context.Context, ex executor.Executor, schema string) (*SchemaStatus, error) {
-	return store.InspectPostgres(ctx, ex, schema)
+	return engine.InspectPostgres(ctx, ex, schema)
 }
 
 // ExpiredLeases returns running tasks whose lease has expired and that no

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // RetentionRule keeps finished tasks matching it for OlderThan after they
@@ -36,8 +36,8 @@ type RetentionOptions struct {
 // sweeper runs retention sweeps on a timer. Its goroutine is owned by the
 // Client and stopped by Close.
 type sweeper struct {
-	st       *store.Store
-	rules    []store.PurgeParams
+	st       *engine.Store
+	rules    []engine.PurgeParams
 	interval time.Duration
 	onError  func(error)
 
@@ -46,7 +46,7 @@ type sweeper struct {
 	ctx    context.Context
 }
 
-func newSweeper(st *store.Store, o RetentionOptions, log *slog.Logger) (*sweeper, error) {
+func newSweeper(st *engine.Store, o RetentionOptions, log *slog.Logger) (*sweeper, error) {
 	if len(o.Rules) == 0 {
 		return nil, &ArgumentError{Op: "retention", Arg: "rules", Reason: "need at least one"}
 	}
@@ -62,10 +62,10 @@ func newSweeper(st *store.Store, o RetentionOptions, log *slog.Logger) (*sweeper
 	}
 	limit := o.Limit
 	if limit == 0 {
-		limit = store.DefaultPurgeLimit
+		limit = engine.DefaultPurgeLimit
 	}
 	for _, r := range o.Rules {
-		p := store.PurgeParams{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
+		p := engine.PurgeParams{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
 		if err := opsOf(st).ValidatePurge(p); err != nil {
 			return nil, err
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // finish submits n tasks named name and settles each: succeed or fail.
@@ -19,7 +19,7 @@ func finish(t *testing.T, c *cairnq.Client, name, queue string, n int, succeed b
 			t.Fatal(err)
 		}
 	}
-	got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{queue}, Names: []string{name}, WorkerID: "w", Limit: n})
+	got, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{queue}, Names: []string{name}, WorkerID: "w", Limit: n})
 	if err != nil || len(got) != n {
 		t.Fatalf("claim: %d %v", len(got), err)
 	}

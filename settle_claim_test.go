@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // ridingOps records the completions that reached the store through the
@@ -29,12 +29,12 @@ func (o *ridingOps) note(cs []*storeaccess.Completion) {
 	}
 }
 
-func (o *ridingOps) Claim(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints) ([]*store.Task, error) {
+func (o *ridingOps) Claim(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints) ([]*engine.Task, error) {
 	o.note(h.Settle)
 	return o.storeOps.Claim(ctx, p, h)
 }
 
-func (o *ridingOps) ClaimSession(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints, plan func(draw drawFunc) error) (bool, error) {
+func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints, plan func(draw drawFunc) error) (bool, error) {
 	o.note(h.Settle)
 	return o.storeOps.ClaimSession(ctx, p, h, plan)
 }

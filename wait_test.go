@@ -8,15 +8,15 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // serveOnce claims one task as worker "w" and settles it with settle.
-func serveOnce(t *testing.T, st *store.Store, settle func(*cairnq.Task) error) {
+func serveOnce(t *testing.T, st *engine.Store, settle func(*cairnq.Task) error) {
 	t.Helper()
 	ctx := context.Background()
 	for {
-		got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
+		got, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
 		if err != nil {
 			t.Error(err)
 			return
@@ -113,7 +113,7 @@ func TestWaitWokenBySettlementInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
+	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
@@ -173,7 +173,7 @@ func TestWaitReturnsFailedAndCanceledTasksWithoutAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil || len(claimed) != 1 {
+	if claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
 	if _, err := st.Fail(ctx, failed.ID, "w", cairnq.ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {

@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // Signal is why a watch fired: Reason "queued" (with Queue), "done" (with
 // TaskID) or "poll" (the timer). It carries no state: re-read the tasks.
-type Signal = store.Signal
+type Signal = engine.Signal
 
 // DefaultWatchPoll is how often a watch signals "poll" when nothing else
 // happens.

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // Handler runs one task. Its context is canceled when the attempt loses its
@@ -114,7 +114,7 @@ type WorkerOptions struct {
 type Worker struct {
 	client *Client
 	log    *slog.Logger
-	st     *store.Store
+	st     *engine.Store
 	ops    storeOps
 	id     string
 	queues []string
@@ -204,7 +204,7 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 		w.conc = 1
 	}
 	if w.lease == 0 {
-		w.lease = store.DefaultLease
+		w.lease = engine.DefaultLease
 	}
 	if w.beat == 0 {
 		w.beat = w.lease / 3
@@ -269,10 +269,10 @@ func (o *WorkerOptions) validate(ops storeOps) error {
 	}
 	lease := o.LeaseDuration
 	if lease == 0 {
-		lease = store.DefaultLease
+		lease = engine.DefaultLease
 	}
 	if lease < MinLeaseDuration {
-		return bad("LeaseDuration", "must be >= %v (0 for the default %v), got %v", MinLeaseDuration, store.DefaultLease, o.LeaseDuration)
+		return bad("LeaseDuration", "must be >= %v (0 for the default %v), got %v", MinLeaseDuration, engine.DefaultLease, o.LeaseDuration)
 	}
 	if b := o.HeartbeatInterval; b != 0 && (b < MinHeartbeatInterval || b >= lease/2) {
 		return bad("HeartbeatInterval", "must be at least %v and less than half the lease (%v), got %v", MinHeartbeatInterval, lease/2, b)

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/internal/workeraccess"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 func init() {
-	workeraccess.WorkOne = func(ctx context.Context, w any) ([]*store.Task, error) {
+	workeraccess.WorkOne = func(ctx context.Context, w any) ([]*engine.Task, error) {
 		return w.(*Worker).workOne(ctx)
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // source is one draw of a poll's claim: one name that limits itself, or
@@ -294,7 +294,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, store.ErrClosed) {
+			if errors.Is(err, engine.ErrClosed) {
 				return fmt.Errorf("cairnq: worker %s: %w", w.id, err)
 			}
 			if errors.Is(err, ErrBusy) {
@@ -419,11 +419,11 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
-	params := store.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
+	params := engine.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
 	if len(sources) == 1 {
 		// One draw: Claim, which on Postgres is a single statement rather
 		// than a transaction around one.
-		err = w.plan(func(names []string, limit int) ([]*store.Task, error) {
+		err = w.plan(func(names []string, limit int) ([]*engine.Task, error) {
 			p := params
 			p.Names, p.Limit = names, limit
 			ran = true
@@ -905,7 +905,7 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, hand
 		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
 		return err
 	})
-	var se *store.SerializationError
+	var se *engine.SerializationError
 	switch {
 	case err == nil:
 	case errors.As(err, &se):
@@ -1084,6 +1084,6 @@ func (w *Worker) renew(ctx context.Context, ids []string) (map[string]bool, erro
 	}
 }
 
-func errIsLostLease(err error) bool { return errors.Is(err, store.ErrLostLease) }
+func errIsLostLease(err error) bool { return errors.Is(err, engine.ErrLostLease) }
 
-func errIsNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+func errIsNotFound(err error) bool { return errors.Is(err, engine.ErrNotFound) }

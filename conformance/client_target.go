@@ -8,7 +8,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // ClientTarget drives a cairnq Client and its store through the scenario
@@ -23,22 +23,22 @@ var _ Target = ClientTarget{}
 func (ClientTarget) ErrorName(err error) string {
 	var timeout *cairnq.TaskTimeoutError
 	switch {
-	case errors.Is(err, store.ErrAlreadyExists):
+	case errors.Is(err, engine.ErrAlreadyExists):
 		return "AlreadyExists"
-	case errors.Is(err, store.ErrLostLease):
+	case errors.Is(err, engine.ErrLostLease):
 		return "LostLease"
-	case errors.Is(err, store.ErrQueueFull):
+	case errors.Is(err, engine.ErrQueueFull):
 		return "QueueFull"
-	case errors.Is(err, store.ErrTaskCanceled):
+	case errors.Is(err, engine.ErrTaskCanceled):
 		return "TaskCanceled"
 	case errors.As(err, &timeout):
 		return "TaskTimeout"
-	case errors.Is(err, store.ErrInvalidArgument):
+	case errors.Is(err, engine.ErrInvalidArgument):
 		return "InvalidArgument"
 	}
-	var failed *store.TaskFailedError
-	var ser *store.SerializationError
-	var pv *store.ProtocolVersionMismatchError
+	var failed *engine.TaskFailedError
+	var ser *engine.SerializationError
+	var pv *engine.ProtocolVersionMismatchError
 	switch {
 	case errors.As(err, &failed):
 		return "TaskFailed"
@@ -200,7 +200,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 	case "queue_depth":
 		return c.QueueHeadroom(ctx, a.str("queue"), a.int("max_depth"))
 	case "claim":
-		return st.Claim(ctx, store.ClaimParams{
+		return st.Claim(ctx, engine.ClaimParams{
 			Queues: a.strings("queues"), Names: a.strings("names"), WorkerID: a.str("worker_id"),
 			Lease: a.ms("lease_ms"), Limit: a.int("limit"),
 		})
@@ -233,7 +233,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 		}
 		return st.Get(ctx, ref.ID)
 	case "fail":
-		var env store.ErrorEnvelope
+		var env engine.ErrorEnvelope
 		if raw, ok := a.m["error"]; ok && raw != nil {
 			b, err := json.Marshal(raw)
 			if err != nil {
@@ -253,7 +253,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 }
 
 func orNil(t *cairnq.Task, err error) (any, error) {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -263,7 +263,7 @@ func orNil(t *cairnq.Task, err error) (any, error) {
 }
 
 func refOrNil(r cairnq.TaskRef, err error) (any, error) {
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {

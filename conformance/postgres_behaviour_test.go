@@ -14,9 +14,9 @@ import (
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -409,7 +409,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Limit: 30})
+	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Limit: 30})
 	if err != nil || len(claimed) != 30 {
 		t.Fatalf("claim: %d %v", len(claimed), err)
 	}
@@ -421,7 +421,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(claimed))
-	refs := make([]store.TaskRef, len(claimed))
+	refs := make([]engine.TaskRef, len(claimed))
 	for i, task := range claimed {
 		wg.Add(1)
 		go func() {
@@ -438,7 +438,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 				t.Errorf("stolen task: %v, %s", errs[i], got.Status)
 			}
 		case canceled:
-			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (store.TaskRef{ID: task.ID, Status: cairnq.StatusCanceled}) {
+			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (engine.TaskRef{ID: task.ID, Status: cairnq.StatusCanceled}) {
 				t.Errorf("canceled task: %v, %s, %s, answered %+v", errs[i], got.Status, got.Result, refs[i])
 			}
 		default:
@@ -447,7 +447,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 			if errs[i] != nil || got.Status != cairnq.StatusSucceeded || res.N != i || !got.LeaseUntil.IsZero() {
 				t.Errorf("task %d: %v, %s, %s", i, errs[i], got.Status, got.Result)
 			}
-			if refs[i] != (store.TaskRef{ID: task.ID, Status: cairnq.StatusSucceeded}) {
+			if refs[i] != (engine.TaskRef{ID: task.ID, Status: cairnq.StatusSucceeded}) {
 				t.Errorf("task %d: Complete answered %+v", i, refs[i])
 			}
 		}
@@ -552,7 +552,7 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 		return v
 	}
 	st := conformance.StoreOf(c)
-	got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{"a"}, WorkerID: "w"})
+	got, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{"a"}, WorkerID: "w"})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("single-statement claim: %d %v", len(got), err)
 	}
@@ -562,9 +562,9 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 	var drawn int
 	// The shared claim transaction of a worker with several names.
 	type claimSessioner interface {
-		ClaimSession(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints, plan func(draw func(names []string, limit int) ([]*store.Task, error)) error) (bool, error)
+		ClaimSession(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints, plan func(draw func(names []string, limit int) ([]*engine.Task, error)) error) (bool, error)
 	}
-	_, err = storeaccess.Ops(st).(claimSessioner).ClaimSession(ctx, store.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, storeaccess.ClaimHints{}, func(draw func([]string, int) ([]*store.Task, error)) error {
+	_, err = storeaccess.Ops(st).(claimSessioner).ClaimSession(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, storeaccess.ClaimHints{}, func(draw func([]string, int) ([]*engine.Task, error)) error {
 		for _, name := range []string{"a", "b"} {
 			ts, err := draw([]string{name}, 1)
 			if err != nil {
@@ -635,7 +635,7 @@ func TestPostgresWatchSeesAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("queued", cairnq.Signal{Reason: "queued", Queue: "watched"})
-	claimed, err := conformance.StoreOf(other).Claim(ctx, store.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
+	claimed, err := conformance.StoreOf(other).Claim(ctx, engine.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}

@@ -15,10 +15,10 @@ import (
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // faultyExecutor is a real pgx executor whose statements fail, as a dropped
@@ -121,7 +121,7 @@ func TestPostgresWaitRidesOutAnOutage(t *testing.T) {
 	f.down.Store(false)
 	// The task finishes, settled through the store directly.
 	st := conformance.StoreOf(c)
-	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{cairnq.DefaultQueue}, WorkerID: "w"})
+	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{cairnq.DefaultQueue}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
 	}

@@ -100,8 +100,8 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // Options configures Handler. The zero value (or nil) is a read-only console
@@ -180,11 +180,11 @@ type console struct {
 // package store and handed over through internal/storeaccess, so that
 // they are not part of a Store's documented surface.
 type queries interface {
-	ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan int) (tasks []*store.Task, scannedTo string, err error)
-	ConsoleChildren(ctx context.Context, t *store.Task, limit int) ([]*store.Task, error)
-	ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*store.Task, error)
+	ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan int) (tasks []*engine.Task, scannedTo string, err error)
+	ConsoleChildren(ctx context.Context, t *engine.Task, limit int) ([]*engine.Task, error)
+	ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*engine.Task, error)
 	ConsoleTaskKey(ctx context.Context, id string, scan int) (key string, looked bool, err error)
-	ConsoleRunning(ctx context.Context, limit int) ([]*store.Task, error)
+	ConsoleRunning(ctx context.Context, limit int) ([]*engine.Task, error)
 	ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, error)
 	ConsoleNow(ctx context.Context) (time.Time, error)
 	ConsoleSettled(ctx context.Context, since, now time.Time) ([]storeaccess.ConsoleMinute, error)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // The overview's aggregates (tasks per queue and status, the oldest due
@@ -37,7 +37,7 @@ type counts struct {
 	Took    time.Duration
 	Queues  []queueRow
 	Settled []storeaccess.ConsoleMinute
-	Failing []store.FailureCount
+	Failing []engine.FailureCount
 
 	began time.Time // this process's clock, to tell counts apart from requests
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // How much the overview and task pages read.
@@ -27,14 +27,14 @@ const (
 // queueRow is one queue of the overview.
 type queueRow struct {
 	Queue string `json:"-"`
-	store.StatusCounts
+	engine.StatusCounts
 	// OldestDue is when the longest-waiting due queued task became due;
 	// zero when none waits.
 	OldestDue time.Time `json:"oldest_due"`
 }
 
 func (q queueRow) MarshalJSON() ([]byte, error) {
-	type counts store.StatusCounts
+	type counts engine.StatusCounts
 	var due *int64
 	if !q.OldestDue.IsZero() {
 		ms := q.OldestDue.UnixMilli()
@@ -50,9 +50,9 @@ type overview struct {
 	Now     time.Time
 	Queues  []queueRow
 	Settled []storeaccess.ConsoleMinute
-	Running []*store.Task
+	Running []*engine.Task
 	Workers []storeaccess.ConsoleWorker
-	Failing []store.FailureCount
+	Failing []engine.FailureCount
 	// Counted is the background count Queues, Settled and Failing come
 	// from; nil while the first one runs. Counting: a newer one is under way.
 	Counted  *counts
@@ -112,7 +112,7 @@ func listQuery(v url.Values) (storeaccess.ConsoleQuery, error) {
 		}
 		q.Limit = n
 	}
-	if q.Status != "" && !store.Status(q.Status).Valid() {
+	if q.Status != "" && !engine.Status(q.Status).Valid() {
 		return q, badRequest("unknown status " + strconv.Quote(q.Status))
 	}
 	if q.Before != "" && q.After != "" {
@@ -122,7 +122,7 @@ func listQuery(v url.Values) (storeaccess.ConsoleQuery, error) {
 }
 
 type taskPage struct {
-	Tasks []*store.Task
+	Tasks []*engine.Task
 	// Next is the cursor of the older page, Prev of the newer one; empty
 	// when there is none.
 	Next, Prev string
@@ -194,13 +194,13 @@ func (k *console) listTasks(ctx context.Context, q storeaccess.ConsoleQuery) (*t
 }
 
 type taskDetail struct {
-	Task *store.Task
+	Task *engine.Task
 	Key  string
 	// KeySkipped: the key table holds ScanLimit keys or more and has no
 	// index on task id, so the key was not looked up (?key=1 does).
 	KeySkipped bool
-	Children   []*store.Task
-	Correlated []*store.Task
+	Children   []*engine.Task
+	Correlated []*engine.Task
 	Now        time.Time
 }
 
@@ -235,7 +235,7 @@ func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*tas
 
 // Writes.
 
-func (k *console) act(ctx context.Context, id, action string) (*store.Task, error) {
+func (k *console) act(ctx context.Context, id, action string) (*engine.Task, error) {
 	switch action {
 	case "cancel":
 		t, err := k.c.Cancel(ctx, id)

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // pages holds one template set per page, each the layout plus that page's
@@ -30,12 +30,12 @@ var funcs = template.FuncMap{
 	"json":     jsonHTML,
 	"pct":      pct,
 	"frac":     frac,
-	"statuses": store.Statuses,
+	"statuses": engine.Statuses,
 	"deref":    func(s *string) string { return deref(s) },
-	"terminal": func(s store.Status) bool { return s.IsTerminal() },
+	"terminal": func(s engine.Status) bool { return s.IsTerminal() },
 	"itoa":     strconv.Itoa,
 	"details":  detailsJSON,
-	"rows": func(base string, now time.Time, sel bool, ts []*store.Task) rowsView {
+	"rows": func(base string, now time.Time, sel bool, ts []*engine.Task) rowsView {
 		return rowsView{Base: base, Now: now, Select: sel, Tasks: ts}
 	},
 	"at": func(t, now time.Time) atView { return atView{T: t, Now: now} },
@@ -46,7 +46,7 @@ type rowsView struct {
 	Base   string
 	Now    time.Time
 	Select bool
-	Tasks  []*store.Task
+	Tasks  []*engine.Task
 }
 
 // atView is what the "when" template takes: a time and the clock to say
@@ -312,7 +312,7 @@ func deref(s *string) string {
 	return *s
 }
 
-func detailsJSON(e *store.ErrorEnvelope) template.HTML {
+func detailsJSON(e *engine.ErrorEnvelope) template.HTML {
 	if e == nil || len(e.Details) == 0 {
 		return ""
 	}

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // Want is what a row's call must do.
@@ -40,7 +40,7 @@ const (
 	// Serialization: refused with a *cairnq.SerializationError.
 	Serialization
 	// TooLarge: refused with a *cairnq.SerializationError that satisfies
-	// errors.Is(err, store.ErrValueTooLarge).
+	// errors.Is(err, engine.ErrValueTooLarge).
 	TooLarge
 	// Accepted: a positive control; the call succeeds.
 	Accepted
@@ -287,7 +287,7 @@ func Cases() []Case {
 	long := func(n int) string { return strings.Repeat("i", n) }
 	name255 := strings.Repeat("€", 85)  // 255 bytes, 85 characters
 	key1024 := strings.Repeat("𝄞", 256) // 1024 bytes, 256 characters
-	msg64k := strings.Repeat("m", store.MaxMessageBytes)
+	msg64k := strings.Repeat("m", engine.MaxMessageBytes)
 
 	return []Case{
 		// ---- Submit: the name.
@@ -384,11 +384,11 @@ func Cases() []Case {
 		{Name: "submit/payload/map key not UTF-8", Want: Serialization, Field: "payload",
 			Call: submit(map[string]int{"k\xff": 1}, nil)},
 		{Name: "submit/payload/nested 513 deep", Want: Serialization, Field: "payload",
-			Call: submitLazy(func() any { return nestedSlices(store.MaxJSONDepth + 1) })},
+			Call: submitLazy(func() any { return nestedSlices(engine.MaxJSONDepth + 1) })},
 		{Name: "submit/payload/nested 512 deep accepted", Want: Accepted, Adds: 1,
-			Call: submitLazy(func() any { return nestedSlices(store.MaxJSONDepth) })},
+			Call: submitLazy(func() any { return nestedSlices(engine.MaxJSONDepth) })},
 		{Name: "submit/payload/RawMessage nested 513 deep", Want: Serialization, Field: "payload",
-			Call: submitLazy(func() any { return nestedObjects(store.MaxJSONDepth + 1) })},
+			Call: submitLazy(func() any { return nestedObjects(engine.MaxJSONDepth + 1) })},
 		{Name: "submit/payload/RawMessage invalid", Want: Serialization, Field: "payload",
 			Call: submit(json.RawMessage(`{"a":`), nil)},
 		// A []byte is JSON text, stored as the JSON it holds, never as
@@ -412,13 +412,13 @@ func Cases() []Case {
 		{Name: "submit/payload/unicode accepted", Want: Accepted, Adds: 1,
 			Call: submit(map[string]any{"s": "é 😀 \uFFFD \u2028 <&>", "ключ": []any{"中文", 1.5, nil, true}}, nil)},
 		{Name: "submit/payload/16 MiB + 1 encoded", Want: TooLarge, Field: "payload",
-			Call: submitLazy(func() any { return stringEncodedAs(store.MaxValueBytes + 1) })},
+			Call: submitLazy(func() any { return stringEncodedAs(engine.MaxValueBytes + 1) })},
 		{Name: "submit/payload/RawMessage 16 MiB + 1", Want: TooLarge, Field: "payload",
 			Call: submitLazy(func() any {
-				return json.RawMessage(`"` + stringEncodedAs(store.MaxValueBytes+1) + `"`)
+				return json.RawMessage(`"` + stringEncodedAs(engine.MaxValueBytes+1) + `"`)
 			})},
 		{Name: "submit/payload/16 MiB encoded accepted", Want: Accepted, Adds: 1,
-			Call: submitLazy(func() any { return stringEncodedAs(store.MaxValueBytes) })},
+			Call: submitLazy(func() any { return stringEncodedAs(engine.MaxValueBytes) })},
 
 		// ---- Submit: the metadata.
 		{Name: "submit/metadata/not an object", Want: Argument, Arg: "metadata",
@@ -427,7 +427,7 @@ func Cases() []Case {
 			Call: submit(nil, &cairnq.SubmitOptions{Metadata: map[string]string{"k": "\x00"}})},
 		{Name: "submit/metadata/16 MiB + 1 encoded", Want: TooLarge, Field: "metadata",
 			Call: func(ctx context.Context, e *Env) (Outcome, error) {
-				m := map[string]string{"k": strings.Repeat("x", store.MaxValueBytes-7)} // {"k":"…"} is 8 bytes more
+				m := map[string]string{"k": strings.Repeat("x", engine.MaxValueBytes-7)} // {"k":"…"} is 8 bytes more
 				t, err := e.C.Submit(ctx, taskName, nil, &cairnq.SubmitOptions{Metadata: m})
 				return Outcome{Task: t}, err
 			}},
@@ -660,7 +660,7 @@ func checkError(t *testing.T, tc Case, err error) {
 		} else if tc.Field != "" && se.Field != tc.Field {
 			t.Errorf("*SerializationError names field %q, want %q: %v", se.Field, tc.Field, err)
 		}
-		if tooLarge := errors.Is(err, store.ErrValueTooLarge); tooLarge != (tc.Want == TooLarge) {
+		if tooLarge := errors.Is(err, engine.ErrValueTooLarge); tooLarge != (tc.Want == TooLarge) {
 			t.Errorf("errors.Is(err, ErrValueTooLarge) = %v, want %v: %v", tooLarge, tc.Want == TooLarge, err)
 		}
 	}

@@ -12,11 +12,11 @@ package workeraccess
 import (
 	"context"
 
-	"github.com/cairnq/cairnq-go/store"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // WorkOne claims at most one handler call's tasks for worker (a
 // *cairnq.Worker that is not running), runs the call to its settlement
 // and returns its tasks as read back after it; none and a nil error when
 // nothing was claimable. Set by the root package.
-var WorkOne func(ctx context.Context, worker any) ([]*store.Task, error)
+var WorkOne func(ctx context.Context, worker any) ([]*engine.Task, error)

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
-	"github.com/cairnq/cairnq-go/store"
 )
 
 // The SQL floor: how fast could any client drain the burn-down through
@@ -146,7 +146,7 @@ func floorBurnDown(ctx context.Context, cfg *config, sys string, run int) (burnR
 	complete := func(ctx context.Context, ids []string) error {
 		return floorSettle(ctx, pool, completeStmt, worker, ids)
 	}
-	var st *store.Store
+	var st *engine.Store
 	if sys == floorStoreSystem {
 		if claim, complete, st, err = storeFloor(ctx, cfg, db.DSN, worker); err != nil {
 			return burnResult{}, fmt.Errorf("%s: %w", sys, err)
@@ -344,12 +344,12 @@ func floorDrainWorkerShape(ctx context.Context, cfg *config, claim floorClaimFun
 
 // storeFloor returns the claims and settlements of floorStoreSystem, on a
 // store of its own over the pgx adapter, which the caller closes.
-func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClaimFunc, floorSettleFunc, *store.Store, error) {
+func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClaimFunc, floorSettleFunc, *engine.Store, error) {
 	ex, err := cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{MaxConns: int32(cfg.pool)})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	st, err := store.OpenPostgres(ctx, ex, store.PostgresOptions{CloseExecutor: true})
+	st, err := engine.OpenPostgres(ctx, ex, engine.PostgresOptions{CloseExecutor: true})
 	if err != nil {
 		ex.Close()
 		return nil, nil, nil, err
@@ -358,7 +358,7 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 	// A busy worker's claims: no probe first, leases recovered elsewhere.
 	hints := storeaccess.ClaimHints{SkipProbe: true, SkipRecover: true}
 	claim := func(ctx context.Context, limit int, _ bool) ([]string, error) {
-		tasks, err := ops.Claim(ctx, store.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
+		tasks, err := ops.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
 			WorkerID: worker, Lease: 30 * time.Second, Limit: limit}, hints)
 		ids := make([]string, len(tasks))
 		for i, t := range tasks {
@@ -387,7 +387,7 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 // storeOps are the parts of a store's worker machinery (internal/storeaccess)
 // that storeFloor calls, as the worker itself calls them.
 type storeOps interface {
-	Claim(ctx context.Context, p store.ClaimParams, h storeaccess.ClaimHints) ([]*store.Task, error)
+	Claim(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints) ([]*engine.Task, error)
 	SettleCompletions(ctx context.Context, cs []*storeaccess.Completion) error
 }
 

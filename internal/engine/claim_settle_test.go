@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+)
+
+// Completions handed to a claim settle in its transaction, each exactly as
+// Complete would settle it (a cancel requested wins, a lease gone is
+// refused to that completion alone), before the claim draws; waiters hear
+// of them.
+func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
+	bothStores(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		ids := claimed(t, s, 3) // done, canceled, gone: running as "w"
+		next, err := s.Submit(ctx, SubmitParams{Name: "job"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Cancel(ctx, ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Complete(ctx, ids[2], "w", nil); err != nil {
+			t.Fatal(err)
+		}
+		done, unsubscribe := s.subscribeDone(ctx, ids[0])
+		defer unsubscribe()
+
+		cs := []*storeaccess.Completion{
+			{ID: ids[0], WorkerID: "w", Result: `{"x": 1}`},
+			{ID: ids[1], WorkerID: "w"},
+			{ID: ids[2], WorkerID: "w"},
+		}
+		got, err := s.claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 5},
+			storeaccess.ClaimHints{Settle: cs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].ID != next.ID {
+			t.Fatalf("claimed %d tasks, want the one queued (%s)", len(got), next.ID)
+		}
+		if cs[0].Status != string(StatusSucceeded) || cs[0].Err != nil {
+			t.Errorf("completion of a running task: %q %v, want succeeded", cs[0].Status, cs[0].Err)
+		}
+		if cs[1].Status != string(StatusCanceled) || cs[1].Err != nil {
+			t.Errorf("completion of a task whose cancel was requested: %q %v, want canceled", cs[1].Status, cs[1].Err)
+		}
+		var lost *LostLeaseError
+		if !errors.As(cs[2].Err, &lost) || lost.ID != ids[2] || cs[2].Status != "" {
+			t.Errorf("completion of a settled task: %q %v, want a *LostLeaseError", cs[2].Status, cs[2].Err)
+		}
+		if task, err := s.Get(ctx, ids[0]); err != nil || !jsonSame(task.Result, map[string]any{"x": 1}) {
+			t.Errorf("stored result %s (%v), want {\"x\": 1}", task.Result, err)
+		}
+		select {
+		case <-done:
+		default:
+			t.Error("a waiter on the settled task was not woken")
+		}
+		for i, want := range []Status{StatusSucceeded, StatusCanceled, StatusSucceeded} {
+			if task, err := s.Get(ctx, ids[i]); err != nil || task.Status != want {
+				t.Errorf("task %d: %v %v, want %s", i, task.Status, err, want)
+			}
+		}
+	})
+}
+
+// A claim that draws nothing (no names it may run) still settles what it
+// carries.
+func TestClaimWithoutNamesStillSettles(t *testing.T) {
+	bothStores(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		ids := claimed(t, s, 1)
+		cs := []*storeaccess.Completion{{ID: ids[0], WorkerID: "w"}}
+		got, err := s.claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, Names: []string{}, WorkerID: "w"},
+			storeaccess.ClaimHints{Settle: cs})
+		if err != nil || len(got) != 0 {
+			t.Fatalf("claim: %d tasks, %v", len(got), err)
+		}
+		if task, err := s.Get(ctx, ids[0]); err != nil || task.Status != StatusSucceeded || cs[0].Status != string(StatusSucceeded) {
+			t.Errorf("task %v %v, completion %q: want succeeded", task.Status, err, cs[0].Status)
+		}
+	})
+}

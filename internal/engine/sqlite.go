@@ -1,0 +1,1095 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// SQLiteOptions configures a SQLite store. The zero value is the default.
+type SQLiteOptions struct {
+	// BusyTimeout is how long a write waits, with backoff, for another
+	// process to release the database's write lock before failing with
+	// ErrBusy. Default 5s.
+	BusyTimeout time.Duration
+	// FullSync sets synchronous=FULL: every commit survives a power cut.
+	// Default false: synchronous=NORMAL, which in WAL mode loses nothing on
+	// an application crash and may lose the last commits on a power cut
+	// (what the TypeScript SDK runs).
+	FullSync bool
+	// ReadConns is the number of read connections. Default 4. WAL readers
+	// never wait for the writer.
+	ReadConns int
+	// MaxBatch caps how many waiting writes share one transaction. Default 256.
+	MaxBatch int
+	// Logger receives what the store survives (a failed statistics refresh).
+	// Default slog.Default().
+	Logger *slog.Logger
+	// AllowOtherTables lets the store add cairnq's tables to a database
+	// that already holds other tables but no cairnq ones. Default false:
+	// such a database is refused with ErrForeignDatabase and left as it was.
+	AllowOtherTables bool
+	// OpenExisting opens only a database cairnq is already installed in,
+	// and changes nothing about it: no file or directory is created (the
+	// file is opened with mode=rw), no migration is applied, the journal
+	// mode is left as it is, and the planner statistics are not refreshed.
+	// A missing file, or one without cairnq tables, is ErrNoDatabase;
+	// another protocol major a *ProtocolVersionMismatchError; a ledger
+	// lacking migrations this SDK has ErrSchemaMismatch. Default false:
+	// create and migrate as needed.
+	OpenExisting bool
+
+	// memoryLimit, when set, replaces sqliteMaxMemory: tests exhaust a
+	// connection's memory with it.
+	memoryLimit int64
+}
+
+// sqliteMaxMemory caps each connection's memory: the embedded SQLite runs
+// in a WebAssembly sandbox whose memory is reserved as address space and
+// committed only as used, and whose default cap (256 MB) a few values near
+// MaxValueBytes exhaust within one statement (a claim's RETURNING holds
+// every row it returns). 4 GB is the sandbox's own ceiling.
+const sqliteMaxMemory = 4 << 30
+
+const (
+	statsRefreshInterval = time.Minute
+	walSwitchBudget      = 5 * time.Second
+)
+
+// sqliteBackend owns the connections to one SQLite database. One goroutine,
+// the writer, owns the write connection; writes queue to it and everything
+// waiting runs in one BEGIN IMMEDIATE ... COMMIT (group commit), each
+// request in its own savepoint so a failing request fails only its caller.
+// Reads use a small pool of their own connections.
+type sqliteBackend struct {
+	path    string
+	dsn     string // what connections open: path, or its mode=rw URI under OpenExisting
+	memory  bool
+	busy    time.Duration
+	log     *slog.Logger
+	reqs    chan *writeReq
+	readers chan *sqliteConn
+	quit    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	maxBatch    int
+	allowOther  bool
+	existing    bool // OpenExisting: create, migrate and maintain nothing
+	memoryLimit int64
+	sync        string // the synchronous pragma every connection gets
+	settler     sqliteSettler
+	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
+
+	commits atomic.Int64  // transactions committed by the writer
+	ckpt    *checkpointer // nil for an in-memory database
+
+	// The cross-process watch (sqlite_notify.go): nil for an in-memory
+	// database or with CAIRNQ_SQLITE_NOTIFY=0.
+	wal    *walNotifier
+	notify *demandListener
+}
+
+// writeReq is one caller's unit of work for the writer.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(q querier) error
+	done chan error
+	// single marks a request of exactly one statement. SQLite undoes a
+	// failed statement by itself, leaving the transaction intact, so such
+	// a request needs no savepoint of its own inside a shared transaction.
+	single bool
+	// completion marks a Complete (fn runs it alone). The completions of
+	// one transaction run together, as one complete_many statement.
+	completion *sqliteCompletion
+	// state settles the race between a caller giving up and the writer
+	// starting the request: whoever moves it from reqQueued first decides.
+	state atomic.Int32
+}
+
+// sqliteCompletion is one Complete waiting for the writer, and, once its
+// transaction commits, its outcome.
+type sqliteCompletion struct {
+	id, workerID string
+	result       any // JSON text, or nil to store none
+	status       Status
+	err          error // a *LostLeaseError when the lease was gone
+}
+
+// sqliteSettler runs completions on the writer's connection: the Store,
+// which owns the statements and the clock.
+type sqliteSettler interface {
+	// completeMany settles cs, whose ids are distinct, with one
+	// statement, setting each one's status or err. An error means the
+	// statement failed as a whole and took no effect (or SQLite tore the
+	// transaction down).
+	completeMany(q querier, cs []*sqliteCompletion) error
+}
+
+const (
+	reqQueued int32 = iota
+	reqStarted
+	reqAbandoned
+)
+
+// querier runs compiled protocol statements (or plain SQL) on one
+// connection or transaction.
+type querier interface {
+	query(ctx context.Context, sql string, args []any) ([]executor.Row, error)
+	// scan is query for the statements that run once per task: the same
+	// rows, read by position where the connection allows it.
+	scan(ctx context.Context, sql string, args []any) (rowSet, error)
+}
+
+type sqliteQuerier struct{ c *sqliteConn }
+
+func (q sqliteQuerier) query(_ context.Context, sql string, args []any) ([]executor.Row, error) {
+	return q.c.query(sql, args)
+}
+
+func (q sqliteQuerier) scan(_ context.Context, sql string, args []any) (rowSet, error) {
+	t, err := q.c.scan(sql, args)
+	if err != nil {
+		return nil, err // not a nil *table in a non-nil rowSet
+	}
+	return t, nil
+}
+
+func isMemoryPath(path string) bool {
+	return path == ":memory:" || strings.Contains(path, "mode=memory")
+}
+
+func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqliteBackend, error) {
+	if path == "" {
+		return nil, argError("open", "path", "is empty (use \":memory:\" for an in-memory database)")
+	}
+	if o.BusyTimeout < 0 {
+		return nil, argError("open", "BusyTimeout", "must be >= 0 (0 for the default %v), got %v", defaultBusyTimeout, o.BusyTimeout)
+	}
+	b := &sqliteBackend{
+		path:        path,
+		dsn:         path,
+		memory:      isMemoryPath(path),
+		busy:        o.BusyTimeout,
+		log:         o.Logger,
+		reqs:        make(chan *writeReq, 1024),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+		maxBatch:    o.MaxBatch,
+		allowOther:  o.AllowOtherTables,
+		existing:    o.OpenExisting,
+		memoryLimit: o.memoryLimit,
+	}
+	if b.memoryLimit <= 0 {
+		b.memoryLimit = sqliteMaxMemory
+	}
+	if b.busy == 0 {
+		b.busy = defaultBusyTimeout
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if b.maxBatch <= 0 {
+		b.maxBatch = 256
+	}
+	nread := o.ReadConns
+	if nread <= 0 {
+		nread = 4
+	}
+	switch {
+	case b.existing && !b.memory:
+		uri, exists, err := existingSQLiteURI(path)
+		if err != nil {
+			return nil, &OpenError{Path: path, Err: err}
+		}
+		if !exists {
+			return nil, &OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", ErrNoDatabase)}
+		}
+		b.dsn = uri
+		// A file this process may only read is opened for reading, every
+		// connection alike (the first open finds out how).
+		c, ro, err := openExisting(ctx, uri)
+		if errors.Is(err, ErrStorageReadOnly) {
+			return nil, &OpenError{Path: path, Err: err}
+		}
+		if err == nil {
+			_ = c.Close()
+			b.dsn = ro
+		}
+	case !b.memory && !strings.HasPrefix(path, "file:"):
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, &OpenError{Path: path, Err: err}
+		}
+	}
+	b.sync = "NORMAL"
+	if o.FullSync {
+		b.sync = "FULL"
+	}
+	w, err := b.openConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.w = w
+	if b.existing {
+		if err := b.verifyExisting(ctx); err != nil {
+			w.close()
+			return nil, err
+		}
+	} else {
+		if err := b.migrate(); err != nil {
+			w.close()
+			return nil, err
+		}
+		if err := b.refreshStatistics(); err != nil && !errors.Is(err, sqlite3.BUSY) {
+			w.close()
+			return nil, &OpenError{Path: path, Err: err}
+		}
+	}
+	if !b.memory {
+		b.readers = make(chan *sqliteConn, nread)
+		for range nread {
+			r, err := b.openConn(ctx)
+			if err != nil {
+				b.closeReaders()
+				w.close()
+				return nil, err
+			}
+			b.readers <- r
+		}
+	}
+	if !b.memory {
+		b.ckpt = newCheckpointer(b)
+		w.c.WALHook(b.ckpt.walHook)
+	}
+	go b.writer()
+	return b, nil
+}
+
+// openConn opens and configures one connection.
+func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
+	c, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(ctx, b.memoryLimit), b.dsn)
+	if err != nil {
+		if b.existing && errors.Is(err, sqlite3.CANTOPEN) && !errors.Is(err, os.ErrPermission) && !errors.Is(err, syscall.EROFS) { // mode=rw on a file that is not there
+			return nil, &OpenError{Path: b.path, Err: fmt.Errorf("%w: %v; nothing was created", ErrNoDatabase, err)}
+		}
+		return nil, b.openError(err)
+	}
+	conn := &sqliteConn{c: c, stmts: map[string]*preparedStmt{}}
+	fail := func(err error) (*sqliteConn, error) {
+		conn.close()
+		return nil, b.openError(err)
+	}
+	if err := c.BusyHandler(b.busyHandler()); err != nil {
+		return fail(err)
+	}
+	if !b.memory && !b.existing {
+		if err := b.enableWAL(c); err != nil {
+			return fail(err)
+		}
+	}
+	if err := c.Exec("PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY; PRAGMA synchronous = " + b.sync); err != nil {
+		return fail(err)
+	}
+	return conn, nil
+}
+
+// openWriter opens a connection to replace the writer's.
+func (b *sqliteBackend) openWriter() (*sqliteConn, error) {
+	w, err := b.openConn(context.Background())
+	if err == nil && b.ckpt != nil {
+		w.c.WALHook(b.ckpt.walHook)
+	}
+	return w, err
+}
+
+func (b *sqliteBackend) openError(err error) error { return sqliteOpenError(b.path, b.busy, err) }
+
+// sqliteOpenError classifies an error opening or preparing the database at
+// path: not a database, locked past busy, or anything else.
+func sqliteOpenError(path string, busy time.Duration, err error) error {
+	switch {
+	case errors.Is(err, sqlite3.NOTADB):
+		return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotADatabase, err)}
+	case errors.Is(err, sqlite3.BUSY):
+		return &OpenError{Path: path, Err: &BusyError{Timeout: busy, Err: err}}
+	}
+	return &OpenError{Path: path, Err: err}
+}
+
+// verifyExisting is migrate for a store opened with OpenExisting: it reads
+// the installation, in one read transaction, and refuses what it must not
+// run on. It writes nothing.
+func (b *sqliteBackend) verifyExisting(ctx context.Context) error {
+	c := b.w
+	if err := c.exec("BEGIN"); err != nil {
+		return b.openError(err)
+	}
+	st, err := readSchemaStatus(ctx, sqliteQuerier{c}, protocol.SQLite)
+	if !c.c.GetAutocommit() {
+		c.exec("ROLLBACK")
+	}
+	if err != nil {
+		return b.openError(err)
+	}
+	if st.State == SchemaAbsent {
+		return &OpenError{Path: b.path, Err: fmt.Errorf("%w: the file holds no cairnq tables; nothing was created", ErrNoDatabase)}
+	}
+	return refuseStatus(st, b.path, b.log)
+}
+
+// busyHandler returns a connection's busy handler: SQLite calls it while
+// another connection holds the lock this one needs, and it sleeps in
+// growing, jittered steps (1ms doubling to 50ms) until the busy timeout,
+// measured on the clock, is spent. SQLite calls it only from the goroutine
+// using the connection, so the start time needs no lock.
+func (b *sqliteBackend) busyHandler() func(ctx context.Context, count int) bool {
+	var start time.Time
+	return func(ctx context.Context, count int) bool {
+		if count == 0 {
+			start = time.Now()
+		}
+		left := b.busy - time.Since(start)
+		if left <= 0 || ctx.Err() != nil {
+			return false
+		}
+		step := min(time.Millisecond<<min(count, 6), 50*time.Millisecond, left)
+		time.Sleep(step/2 + rand.N(step/2+1))
+		return true
+	}
+}
+
+// enableWAL switches the file to WAL. Only the first connection of a new
+// database really switches, and that needs an exclusive lock SQLite does
+// not wait for through the busy handler, so a concurrent cold start is
+// retried here.
+func (b *sqliteBackend) enableWAL(c *sqlite3.Conn) error {
+	deadline := time.Now().Add(walSwitchBudget)
+	for {
+		stmt, _, err := c.Prepare("PRAGMA journal_mode = WAL")
+		if err != nil {
+			if !errors.Is(err, sqlite3.BUSY) || time.Now().After(deadline) {
+				return err
+			}
+		} else {
+			mode := ""
+			if stmt.Step() {
+				mode = stmt.ColumnText(0)
+			}
+			err = stmt.Err()
+			stmt.Close()
+			if err == nil && strings.EqualFold(mode, "wal") {
+				return nil
+			}
+			if err != nil && !errors.Is(err, sqlite3.BUSY) {
+				return err
+			}
+			if time.Now().After(deadline) {
+				if err == nil {
+					err = fmt.Errorf("journal_mode stayed %q", mode)
+				}
+				return fmt.Errorf("cannot switch to WAL: %w", err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// migrate applies the protocol's migrations and checks the protocol version,
+// all under one BEGIN IMMEDIATE, so two processes cold-starting together
+// cannot both apply one migration, and a database of another protocol major
+// is refused before anything is written to it.
+func (b *sqliteBackend) migrate() error {
+	c := b.w
+	if err := c.exec("BEGIN IMMEDIATE"); err != nil {
+		return b.openError(err)
+	}
+	err := b.migrateLocked()
+	if err != nil {
+		if !c.c.GetAutocommit() {
+			c.exec("ROLLBACK")
+		}
+		return err
+	}
+	if err := c.exec("COMMIT"); err != nil {
+		c.exec("ROLLBACK")
+		return b.openError(err)
+	}
+	return nil
+}
+
+func (b *sqliteBackend) migrateLocked() error {
+	c := b.w
+	// A database some other protocol major made must be left untouched, so
+	// its version is read before any migration runs.
+	if v, ok, err := readProtocolVersion(c, true); err != nil {
+		return b.openError(err)
+	} else if ok && v != protocol.ProtocolVersion {
+		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+	}
+	if err := b.refuseForeign(); err != nil {
+		return err
+	}
+	if err := c.exec(createLedgerSQLite); err != nil {
+		return b.openError(err)
+	}
+	applied, err := c.query("SELECT name FROM cairnq_migrations", nil)
+	if err != nil {
+		return b.openError(err)
+	}
+	have := make(map[string]bool, len(applied))
+	for _, r := range applied {
+		if s, ok := r["name"].(string); ok {
+			have[s] = true
+		}
+	}
+	for _, m := range protocol.Migrations(protocol.SQLite) {
+		if have[m.Name] {
+			continue
+		}
+		if err := c.c.Exec(m.SQL); err != nil {
+			return b.openError(fmt.Errorf("migration %s: %w", m.Name, err))
+		}
+		if _, err := c.query("INSERT INTO cairnq_migrations (name, applied_at_ms) VALUES (?1, ?2)",
+			[]any{m.Name, time.Now().UnixMilli()}); err != nil {
+			return b.openError(err)
+		}
+	}
+	v, ok, err := readProtocolVersion(c, false)
+	if err != nil {
+		return b.openError(err)
+	}
+	if !ok || v != protocol.ProtocolVersion {
+		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+	}
+	rows, err := c.query(schemaVersionSQL, nil)
+	if err != nil {
+		return b.openError(err)
+	}
+	warnNewerSchema(b.log, rows, b.path)
+	return nil
+}
+
+// refuseForeign refuses to add cairnq's tables to a database that holds
+// another application's tables and no cairnq ledger, unless told to
+// (SQLiteOptions.AllowOtherTables): a mistyped path should not quietly
+// graft a task queue onto someone else's data.
+func (b *sqliteBackend) refuseForeign() error {
+	if b.allowOther {
+		return nil
+	}
+	rows, err := b.w.query(`SELECT name FROM sqlite_master WHERE type = 'table'
+		AND name NOT LIKE 'sqlite\_%' ESCAPE '\' AND name NOT LIKE 'cairnq\_%' ESCAPE '\'
+		AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ('cairnq_migrations', 'cairnq_meta'))
+		ORDER BY name LIMIT 5`, nil)
+	if err != nil {
+		return b.openError(err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(rows))
+	for _, r := range rows {
+		n, _, _ := asString("name", r["name"])
+		names = append(names, n)
+	}
+	return &OpenError{Path: b.path, Err: fmt.Errorf("%w: it holds other tables (%s) and no cairnq tables; "+
+		"set AllowOtherTables to add cairnq's tables beside them", ErrForeignDatabase, strings.Join(names, ", "))}
+}
+
+// The ledger every SDK shares: a migration's file name and when it ran.
+const createLedgerSQLite = "CREATE TABLE IF NOT EXISTS cairnq_migrations (name text primary key, applied_at_ms integer not null)"
+
+// readProtocolVersion reads cairnq_meta's protocol_version. ok is false when
+// the database has no cairnq_meta (or no such row) yet.
+func readProtocolVersion(c *sqliteConn, mayBeMissing bool) (int, bool, error) {
+	if mayBeMissing {
+		rows, err := c.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cairnq_meta'", nil)
+		if err != nil || len(rows) == 0 {
+			return 0, false, err
+		}
+	}
+	st := protocol.Statements(protocol.SQLite).Get(protocol.StmtProtocolVersion)
+	rows, err := c.query(st.SQL, nil)
+	if err != nil || len(rows) == 0 {
+		return 0, false, err
+	}
+	n, ok, err := asInt64("value", rows[0]["value"])
+	return int(n), ok, err
+}
+
+// refreshStatistics gives the planner statistics for cairnq_tasks: an
+// explicit ANALYZE the first time (before SQLite 3.46, PRAGMA optimize never
+// creates the first ones), PRAGMA optimize after that, which re-analyzes
+// only when the table has changed enough to matter.
+func (b *sqliteBackend) refreshStatistics() error {
+	c := b.w
+	rows, err := c.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'", nil)
+	if err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		rows, err = c.query("SELECT 1 FROM sqlite_stat1 WHERE tbl = 'cairnq_tasks' LIMIT 1", nil)
+		if err != nil {
+			return err
+		}
+	}
+	if len(rows) == 0 {
+		return c.c.Exec("ANALYZE cairnq_tasks")
+	}
+	return c.c.Exec("PRAGMA optimize")
+}
+
+// read runs fn on a read connection. An in-memory database has only the
+// writer's connection, so its reads queue there.
+func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if b.memory {
+		return b.submit(ctx, fn, false)
+	}
+	select {
+	case c := <-b.readers:
+		return b.readOn(ctx, c, fn)
+	case <-b.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// readOn runs fn on the read connection c and returns c to the pool. A
+// connection that panicked (the driver panics when SQLite runs out of
+// memory) is in no known state: it is closed, and a fresh one takes its
+// place in the pool (nil, opened on next use, if that fails now).
+func (b *sqliteBackend) readOn(ctx context.Context, c *sqliteConn, fn func(q querier) error) (err error) {
+	if c == nil {
+		if c, err = b.openConn(ctx); err != nil {
+			b.readers <- nil
+			return err
+		}
+	}
+	defer func() {
+		p := recover()
+		if p == nil {
+			b.readers <- c
+			return
+		}
+		err = panicError("read", p)
+		c.closeAfterPanic()
+		fresh, oerr := b.openConn(context.WithoutCancel(ctx))
+		if oerr != nil {
+			b.log.Warn("cairnq: reopening a SQLite read connection after a fault", "err", oerr)
+		}
+		b.readers <- fresh // nil when it failed: opened on next use
+	}()
+	return fn(sqliteQuerier{c})
+}
+
+// panicError turns what the driver (or a caller's function) panicked with
+// into an error; SQLite running out of memory is a *StorageError.
+func panicError(op string, p any) error {
+	err, ok := p.(error)
+	if !ok {
+		return fmt.Errorf("cairnq: panic in %s: %v", op, p)
+	}
+	if errors.Is(err, sqlite3.NOMEM) || strings.Contains(err.Error(), "out of memory") {
+		return &StorageError{Op: op, Err: err, Kind: ErrStorageMemory}
+	}
+	return fmt.Errorf("cairnq: panic in %s: %w", op, err)
+}
+
+// write runs fn inside the writer's transaction: alone, or sharing one
+// commit with every other write that was waiting.
+func (b *sqliteBackend) write(ctx context.Context, fn func(q querier) error) error {
+	return b.submit(ctx, fn, false)
+}
+
+// writeSingle is write for a fn that runs exactly one statement.
+func (b *sqliteBackend) writeSingle(ctx context.Context, fn func(q querier) error) error {
+	return b.submit(ctx, fn, true)
+}
+
+// complete settles one finished attempt through the writer. The writer
+// runs the completions that share a transaction as one statement; a lone
+// one is complete.sql, as fn runs it.
+func (b *sqliteBackend) complete(ctx context.Context, c *sqliteCompletion, fn func(q querier) error) error {
+	return b.enqueue(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: true, completion: c})
+}
+
+func (b *sqliteBackend) submit(ctx context.Context, fn func(q querier) error, single bool) error {
+	return b.enqueue(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: single})
+}
+
+func (b *sqliteBackend) enqueue(ctx context.Context, req *writeReq) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case b.reqs <- req:
+	case <-b.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-b.done:
+		// The writer stopped; it may have answered this request on its way out.
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	case <-ctx.Done():
+		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return ctx.Err() // the writer will skip it: nothing was written
+		}
+		// The writer already started it: its outcome is the truth, and it
+		// is short (bounded by the busy timeout).
+		return <-req.done
+	}
+}
+
+// writer is the goroutine that owns the write connection. It stops when
+// quit closes, after finishing the batch in hand and failing what is left.
+func (b *sqliteBackend) writer() {
+	defer close(b.done)
+	ticker := time.NewTicker(statsRefreshInterval)
+	defer ticker.Stop()
+	batch := make([]*writeReq, 0, b.maxBatch)
+	var lastEnd time.Time
+	lastSize := 0
+	for {
+		select {
+		case <-b.quit:
+			b.drainClosed()
+			return
+		case <-ticker.C:
+			if b.existing {
+				continue // the database's owner maintains its statistics
+			}
+			if err := b.refreshStatistics(); err != nil {
+				b.log.Warn("cairnq: refreshing SQLite planner statistics", "err", err)
+			}
+			continue
+		case req := <-b.reqs:
+			batch = append(batch[:0], req)
+		}
+		// A request arriving within busyWindow of a commit shared by
+		// several callers is part of a stream of concurrent writes, whose
+		// next arrival is worth waiting burstGap for. One after a pause,
+		// or after a commit of one request (a caller writing sequentially
+		// waits for each of its writes), goes at once.
+		busy := lastSize > 1 && time.Since(lastEnd) < busyWindow
+		batch = gatherBurst(b.reqs, batch, b.maxBatch, busy)
+		b.runBatch(batch)
+		lastEnd, lastSize = time.Now(), len(batch)
+		clear(batch)
+	}
+}
+
+// gatherBurst adds to batch what is waiting on ch and, when requests
+// are arriving together, what arrives while they keep coming: the
+// completions of one claim's calls arrive a few microseconds apart, and
+// sharing one commit costs each of them a fraction of one (a commit
+// writes every page it dirtied, ~30 of them here, whether one task or a
+// hundred changed). A request that finds nothing else waiting, unless
+// busy, goes at once, as the writer always did: a caller writing
+// sequentially never waits here. Otherwise the batch grows until
+// burstGap passes without an arrival, burstMax after it began, or max
+// requests.
+func gatherBurst[T any](ch chan T, batch []T, max int, busy bool) []T {
+	n := len(batch)
+	if batch = gather(ch, batch, max, nil, 0); !busy && len(batch) == n {
+		return batch
+	}
+	start := time.Now()
+	last := start
+	for len(batch) < max {
+		runtime.Gosched()
+		n := len(batch)
+		batch = gather(ch, batch, max, nil, 0)
+		now := time.Now()
+		if len(batch) > n {
+			last = now
+		} else if now.Sub(last) >= burstGap {
+			break
+		}
+		if now.Sub(start) >= burstMax {
+			break
+		}
+	}
+	return batch
+}
+
+// The bounds of a burst gatherBurst waits out. A goroutine's settlement
+// takes a few microseconds of Go code to reach the writer, and two
+// arrivals of one burst come well inside burstGap of each other.
+const (
+	burstGap   = 20 * time.Microsecond
+	burstMax   = 500 * time.Microsecond
+	busyWindow = time.Millisecond
+)
+
+func (b *sqliteBackend) drainClosed() {
+	for {
+		select {
+		case req := <-b.reqs:
+			req.done <- ErrClosed
+		default:
+			return
+		}
+	}
+}
+
+// runBatch runs every request of batch in one transaction.
+func (b *sqliteBackend) runBatch(batch []*writeReq) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if !r.state.CompareAndSwap(reqQueued, reqStarted) {
+			continue // its caller gave up and returned
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if b.w == nil { // a reset could not reopen the connection: try again
+		w, err := b.openWriter()
+		if err != nil {
+			for _, r := range live {
+				r.done <- err
+			}
+			return
+		}
+		b.w = w
+	}
+	c := b.w
+	if err := c.exec("BEGIN IMMEDIATE"); err != nil {
+		err = b.writeError(err)
+		for _, r := range live {
+			r.done <- err
+		}
+		return
+	}
+	q := sqliteQuerier{c}
+	results := make([]error, len(live))
+	if len(live) == 1 {
+		var panicked bool
+		results[0], panicked = runReq(live[0], q)
+		if panicked {
+			b.resetWriter(live, results[0])
+			return
+		}
+		if results[0] != nil {
+			c.exec("ROLLBACK")
+			live[0].done <- b.writeError(results[0])
+			return
+		}
+	} else {
+		grouped := false
+		if b.settler != nil && countCompletions(live) > 1 {
+			if !b.runCompletions(c, live, results) {
+				return // the batch was failed as a whole
+			}
+			grouped = true
+		}
+		for i, r := range live {
+			var panicked bool
+			if grouped && r.completion != nil {
+				continue
+			}
+			if r.single {
+				results[i], panicked = runReq(r, q)
+				if panicked {
+					b.resetWriter(live, results[i])
+					return
+				}
+				if c.c.GetAutocommit() {
+					b.abortBatch(live, results[i])
+					return
+				}
+				continue
+			}
+			if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
+				results[i] = b.writeError(err)
+				continue
+			}
+			results[i], panicked = runReq(r, q)
+			if panicked {
+				b.resetWriter(live, results[i])
+				return
+			}
+			if c.c.GetAutocommit() {
+				b.abortBatch(live, results[i])
+				return
+			}
+			if results[i] != nil {
+				c.exec("ROLLBACK TO cairnq_req")
+			}
+			c.exec("RELEASE cairnq_req")
+		}
+	}
+	if err := b.commit(c); err != nil {
+		if !c.c.GetAutocommit() {
+			c.exec("ROLLBACK")
+		}
+		err = b.writeError(err)
+		for _, r := range live {
+			r.done <- err
+		}
+		return
+	}
+	b.commits.Add(1)
+	// Only after COMMIT: a caller must never hold a write that a rollback
+	// could still take back.
+	for i, r := range live {
+		r.done <- b.writeError(results[i])
+	}
+}
+
+func countCompletions(live []*writeReq) int {
+	n := 0
+	for _, r := range live {
+		if r.completion != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// runCompletions runs the completions of live, the writer's open batch,
+// as few statements as it can (sqliteSettler.completeMany), and puts each
+// one's outcome in results. A group holds distinct ids (a repeated one
+// starts the next group, so it runs after the first as it would alone)
+// and at most maxCompletionBytes of results. When a group's statement
+// fails as a whole, SQLite has undone it, and each of its completions then
+// runs alone, so a row SQLite refuses fails only its own caller. It
+// returns false when it failed the whole batch instead: the transaction
+// was torn down, or the connection panicked.
+func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results []error) bool {
+	q := sqliteQuerier{c}
+	var group []*sqliteCompletion
+	var at []int
+	ids := map[string]bool{}
+	size := 0
+	flush := func() bool {
+		if len(group) == 0 {
+			return true
+		}
+		defer func() {
+			group, at, size = group[:0], at[:0], 0
+			clear(ids)
+		}()
+		err, panicked := runGuarded(func() error { return b.settler.completeMany(q, group) })
+		if panicked {
+			b.resetWriter(live, err)
+			return false
+		}
+		if c.c.GetAutocommit() {
+			b.abortBatch(live, err)
+			return false
+		}
+		if err == nil {
+			for k, i := range at {
+				results[i] = group[k].err
+			}
+			return true
+		}
+		for _, i := range at {
+			results[i], panicked = runReq(live[i], q)
+			if panicked {
+				b.resetWriter(live, results[i])
+				return false
+			}
+			if c.c.GetAutocommit() {
+				b.abortBatch(live, results[i])
+				return false
+			}
+		}
+		return true
+	}
+	for i, r := range live {
+		cp := r.completion
+		if cp == nil {
+			continue
+		}
+		n := 0
+		if text, ok := cp.result.(string); ok {
+			n = len(text)
+		}
+		if ids[cp.id] || (len(group) > 0 && size+n > maxCompletionBytes) {
+			if !flush() {
+				return false
+			}
+		}
+		group, at = append(group, cp), append(at, i)
+		ids[cp.id] = true
+		size += n
+	}
+	return flush()
+}
+
+// maxCompletionBytes bounds the results one complete_many statement
+// carries: its argument is built whole, and SQLite holds it in memory.
+const maxCompletionBytes = 8 << 20
+
+// abortBatch fails every request of a batch whose transaction SQLite tore
+// down (an I/O error, a full disk): nothing of it survived.
+func (b *sqliteBackend) abortBatch(live []*writeReq, cause error) {
+	if cause == nil {
+		cause = errors.New("cairnq: the shared transaction was rolled back")
+	}
+	err := b.writeError(cause)
+	for _, r := range live {
+		r.done <- err
+	}
+}
+
+// runReq runs one request's function, turning a panic into an error so one
+// caller's bug cannot take the writer (and every other caller) down.
+func runReq(r *writeReq, q querier) (err error, panicked bool) {
+	return runGuarded(func() error { return r.fn(q) })
+}
+
+// runGuarded runs fn, turning a panic into an error.
+func runGuarded(fn func() error) (err error, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			err, panicked = panicError("write", p), true
+		}
+	}()
+	return fn(), false
+}
+
+// resetWriter fails every request of a batch during which the write
+// connection panicked, and replaces the connection. The driver panics when
+// SQLite runs out of memory mid-statement, and the connection is then in
+// no state to trust: kept, it failed every later write with "API misuse"
+// and panicked on Close. Closing it rolls back whatever the batch had
+// written, so nothing of it was committed; a fresh connection serves the
+// next batch (or, if it cannot be opened now, the next batch opens one).
+func (b *sqliteBackend) resetWriter(live []*writeReq, cause error) {
+	b.w.closeAfterPanic()
+	b.w = nil
+	if w, err := b.openWriter(); err == nil {
+		b.w = w
+	} else {
+		b.log.Warn("cairnq: reopening the SQLite write connection after a fault", "err", err)
+	}
+	for _, r := range live {
+		r.done <- cause
+	}
+}
+
+// writeError classifies a failed write: a lock held past the busy timeout
+// is a *BusyError, a full disk a *StorageError. SQLite reports a full disk
+// as FULL, or as an I/O error whose system error is ENOSPC; the driver's
+// VFS (ncruces/go-sqlite3 v0.37) reports ENOSPC from a write as a bare
+// IOERR_WRITE, having compared the *os.PathError it got with an errno, so
+// for that code the file system is asked how much room is left.
+func (b *sqliteBackend) writeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sqlite3.BUSY):
+		return &BusyError{Timeout: b.busy, Err: err}
+	case errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC):
+		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
+	case errors.Is(err, sqlite3.READONLY):
+		return &StorageError{Op: "write", Kind: ErrStorageReadOnly, Err: err}
+	case errors.Is(err, sqlite3.IOERR_WRITE) && b.nearlyFull():
+		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: fmt.Errorf("%w (the file system holds under %d KiB free)", err, fullBelow>>10)}
+	}
+	return err
+}
+
+// defaultBusyTimeout is how long a write waits for another process's
+// write lock when SQLiteOptions.BusyTimeout is 0.
+const defaultBusyTimeout = 5 * time.Second
+
+// fullBelow is the free space under which a file system that failed a
+// write counts as full. SQLite writes a page (a WAL frame) at a time, so a
+// write that ran out of room leaves less than a few pages free; a write
+// failing with room to spare is another I/O error.
+const fullBelow = 1 << 20
+
+// nearlyFull reports whether the file system holding the database has
+// under fullBelow bytes free for this process.
+func (b *sqliteBackend) nearlyFull() bool {
+	if b.memory {
+		return false
+	}
+	path := b.path
+	if p, err := sqliteFilePath(b.w); err == nil && p != "" {
+		path = p
+	}
+	free, ok := freeBytes(filepath.Dir(path))
+	return ok && free < fullBelow
+}
+
+func (b *sqliteBackend) closeReaders() {
+	if b.readers == nil {
+		return
+	}
+	for {
+		select {
+		case c := <-b.readers:
+			if c != nil {
+				c.close()
+			}
+		default:
+			return
+		}
+	}
+}
+
+// close stops the writer and closes every connection. Reads in flight
+// finish first; their connections are closed as they come back.
+func (b *sqliteBackend) close() error {
+	var err error
+	b.once.Do(func() {
+		b.notify.close()
+		close(b.quit)
+		<-b.done
+		if b.ckpt != nil {
+			b.ckpt.stop()
+		}
+		if b.w != nil {
+			err = b.w.close()
+		}
+		if b.readers != nil {
+			for range cap(b.readers) {
+				c := <-b.readers
+				if c == nil {
+					continue
+				}
+				if cerr := c.close(); err == nil {
+					err = cerr
+				}
+			}
+		}
+	})
+	return err
+}

@@ -1,0 +1,743 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// backend is what a dialect supplies: where reads run, where writes run
+// (each write is one transaction, or one savepoint of a shared one), and
+// how to release it all.
+type backend interface {
+	read(ctx context.Context, fn func(q querier) error) error
+	write(ctx context.Context, fn func(q querier) error) error
+	// writeSingle is write for a fn that runs exactly one statement, which
+	// a backend may run without a savepoint of its own.
+	writeSingle(ctx context.Context, fn func(q querier) error) error
+	close() error
+}
+
+// Store runs the protocol's operations. They are written once, here, over
+// the statements of protocol/ and a dialect backend; what differs between
+// SQLite and Postgres is the SQL text and how values bind, never the logic.
+// A Store is safe for concurrent use.
+type Store struct {
+	dialect protocol.Dialect
+	stmts   *protocol.Set
+	be      backend
+	hub     *hub
+	now     func() time.Time
+	// On Postgres with a Listener: LISTEN per channel while this process
+	// has subscribers for it. On a SQLite file: both are the one watch of
+	// its WAL (sqlite_notify.go). nil otherwise (in-process wakeups only).
+	queuedListen, doneListen *demandListener
+	// statusReads groups the GetStatus calls that arrive while another
+	// runs into one get_status_many: a thousand waits polling the same
+	// client read their statuses in a handful of statements instead of
+	// one each. statusReading is set while a lone read runs in its
+	// caller's goroutine, which spares it the grouper's two hand-offs.
+	statusReads   *grouper[string]
+	statusReading atomic.Bool
+}
+
+// OpenSQLite opens (creating it and its parent directories if needed) the
+// SQLite database at path, applies the protocol's migrations and checks its
+// protocol version. path may be ":memory:" for a private in-memory database.
+func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, error) {
+	be, err := openSQLiteBackend(ctx, path, o)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		dialect: protocol.SQLite,
+		stmts:   protocol.Statements(protocol.SQLite),
+		be:      be,
+		hub:     newHub(),
+		now:     time.Now,
+	}
+	be.settler = s
+	// One watch of the file for both: a commit elsewhere may mean either.
+	s.queuedListen = be.startSQLiteNotify(s.hub)
+	s.doneListen = s.queuedListen
+	s.statusReads = newStatusReader(s)
+	return s, nil
+}
+
+// Dialect reports which SQL dialect the store speaks.
+func (s *Store) Dialect() protocol.Dialect { return s.dialect }
+
+// Close releases the store's connections. Operations after Close fail with
+// ErrClosed.
+func (s *Store) Close() error {
+	s.statusReads.close() // first, so that a read in flight finishes on open connections
+	return s.be.close()
+}
+
+// exec runs one named protocol statement through q.
+func (s *Store) exec(ctx context.Context, q querier, name string, a protocol.Args) ([]executor.Row, error) {
+	sql, args, err := s.compile(name, a)
+	if err != nil {
+		return nil, err
+	}
+	return q.query(ctx, sql, args)
+}
+
+// execRows is exec for the statements that run once per task (querier.scan).
+func (s *Store) execRows(ctx context.Context, q querier, name string, a protocol.Args) (rowSet, error) {
+	sql, args, err := s.compile(name, a)
+	if err != nil {
+		return nil, err
+	}
+	return q.scan(ctx, sql, args)
+}
+
+// compile gives the named statement's text for a and its arguments.
+func (s *Store) compile(name string, a protocol.Args) (string, []any, error) {
+	st := s.stmts.Get(name).Specialize(a)
+	s.bindClock(a)
+	args, err := st.Bind(a)
+	return st.SQL, args, err
+}
+
+// readOne runs one read statement.
+func (s *Store) readOne(ctx context.Context, name string, a protocol.Args) (rows []executor.Row, err error) {
+	err = s.be.read(ctx, func(q querier) error {
+		rows, err = s.exec(ctx, q, name, a)
+		return err
+	})
+	return rows, err
+}
+
+// writeOne runs one write statement as its own transaction (or its own
+// savepoint of a group commit).
+func (s *Store) writeOne(ctx context.Context, name string, a protocol.Args) (rows []executor.Row, err error) {
+	err = s.be.writeSingle(ctx, func(q querier) error {
+		rows, err = s.exec(ctx, q, name, a)
+		return err
+	})
+	return rows, err
+}
+
+// bindClock turns the relative times callers pass (lease_ms, delay_ms,
+// older_than_ms) into the absolute ones SQLite statements take. SQLite has
+// no clock every process agrees on except the host's, so the SDK supplies
+// it; Postgres statements read the database clock and bind the relative
+// values as they are.
+func (s *Store) bindClock(a protocol.Args) {
+	if s.dialect != protocol.SQLite {
+		return
+	}
+	now := s.now().UnixMilli()
+	a["now_ms"] = now
+	if v, ok := a["lease_ms"].(int64); ok {
+		a["lease_until_ms"] = now + v
+	}
+	if v, ok := a["delay_ms"].(int64); ok {
+		a["run_at_ms"] = now + v
+	}
+	if v, ok := a["older_than_ms"].(int64); ok {
+		a["before_ms"] = now - v
+	}
+}
+
+// list binds a list-valued parameter: JSON array text for SQLite's
+// json_each, a text[] literal for Postgres. nil stays NULL.
+func (s *Store) list(v []string) any {
+	if v == nil {
+		return nil
+	}
+	if s.dialect != protocol.SQLite {
+		return pgArray(v)
+	}
+	b, _ := json.Marshal(v) // []string always encodes
+	return string(b)
+}
+
+// gather appends to batch whatever ch holds right now, without waiting,
+// until batch has max entries or, when weigh is set, its entries weigh
+// maxWeight or more (the one that crosses it included): the group commits
+// (SQLite's writer, Postgres's groupers) take what queued up during the
+// previous commit.
+func gather[T any](ch <-chan T, batch []T, max int, weigh func(T) int, maxWeight int) []T {
+	weight := 0
+	if weigh != nil {
+		for _, v := range batch {
+			weight += weigh(v)
+		}
+	}
+	for len(batch) < max && (weigh == nil || weight < maxWeight) {
+		select {
+		case v := <-ch:
+			batch = append(batch, v)
+			if weigh != nil {
+				weight += weigh(v)
+			}
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func oneTask(rows []executor.Row) (*Task, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return rowToTask(rows[0])
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// ---------------------------------------------------------------- submit
+
+// DefaultMaxAttempts is how many attempts a task gets unless told otherwise.
+const DefaultMaxAttempts = 3
+
+// SubmitParams is one task to submit. Zero values mean the defaults.
+type SubmitParams struct {
+	Name          string   // required
+	Payload       any      // any JSON-encodable value; nil is JSON {}
+	Queue         string   // default DefaultQueue
+	Key           string   // optional business key
+	Conflict      Conflict // default ConflictReuse; only with Key
+	MaxAttempts   int      // default DefaultMaxAttempts; must be >= 1 when set
+	Priority      int      // higher runs first
+	Delay         time.Duration
+	Metadata      any // JSON object; nil is {}
+	ParentID      string
+	RootID        string // default: the new task's own id
+	CorrelationID string
+}
+
+// validateSubmit checks p exactly as Submit does, without writing, for
+// callers that must reject bad input before waiting on anything.
+func validateSubmit(p SubmitParams) error {
+	_, err := insertArgs(p, time.Time{})
+	return err
+}
+
+// insertArgs validates p and builds insert_task's arguments. Everything
+// that can fail on bad input fails here, before any write.
+func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
+	const op = "submit"
+	if err := validateName(op, "name", p.Name); err != nil {
+		return nil, err
+	}
+	if err := checkOptionalName(op, "queue", p.Queue); err != nil {
+		return nil, err
+	}
+	if err := checkText(op, "key", p.Key, MaxKeyBytes); err != nil {
+		return nil, err
+	}
+	for _, f := range [...]struct{ arg, v string }{
+		{"parent id", p.ParentID}, {"root id", p.RootID}, {"correlation id", p.CorrelationID},
+	} {
+		if err := checkOptionalName(op, f.arg, f.v); err != nil {
+			return nil, err
+		}
+	}
+	if p.Conflict != "" && !p.Conflict.Valid() {
+		return nil, argError(op, "conflict", "unknown strategy %q (want reuse, reuse-succeeded, reject or replace)", p.Conflict)
+	}
+	if p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit {
+		return nil, argError(op, "max attempts", "must be between 1 and %d, got %d", MaxAttemptsLimit, p.MaxAttempts)
+	}
+	if p.Priority < MinPriority || p.Priority > MaxPriority {
+		return nil, argError(op, "priority", "must be between %d and %d, got %d", MinPriority, MaxPriority, p.Priority)
+	}
+	if p.Delay < 0 {
+		return nil, argError(op, "delay", "must be >= 0, got %v", p.Delay)
+	}
+	payload, err := encodeJSON("payload", p.Payload, "{}")
+	if err != nil {
+		return nil, err
+	}
+	metadata, err := encodeJSON("metadata", p.Metadata, "{}")
+	if err != nil {
+		return nil, err
+	}
+	if metadata == "" || metadata[0] != '{' {
+		return nil, argError(op, "metadata", "must encode as a JSON object, got %.40s", metadata)
+	}
+	id := newTaskID(now)
+	queue := p.Queue
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	maxAttempts := p.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	rootID := p.RootID
+	if rootID == "" {
+		rootID = id
+	}
+	return protocol.Args{
+		"id":             id,
+		"name":           p.Name,
+		"queue":          queue,
+		"payload":        payload,
+		"metadata":       metadata,
+		"max_attempts":   int64(maxAttempts),
+		"priority":       int64(p.Priority),
+		"delay_ms":       ms(p.Delay),
+		"parent_id":      nullable(p.ParentID),
+		"root_id":        rootID,
+		"correlation_id": nullable(p.CorrelationID),
+	}, nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Submit stores a new task, or, for a keyed submit, applies the conflict
+// strategy under the key's lock. It returns the task the caller should
+// follow: the new one, or the existing one a reuse strategy accepted.
+func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
+	ins, err := insertArgs(p, s.now())
+	if err != nil {
+		return nil, err
+	}
+	var t *Task
+	if be, ok := s.be.(*pgBackend); ok && p.Key == "" {
+		t, err = be.insertGrouped(ctx, ins)
+	} else {
+		write := s.be.write
+		if p.Key == "" {
+			write = s.be.writeSingle // one insert
+		}
+		err = write(ctx, func(q querier) error {
+			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.Status == StatusQueued {
+		s.hub.queued(t.Queue)
+	}
+	return t, nil
+}
+
+// submitIn is the body of Submit, run inside the transaction q belongs to.
+func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args) (*Task, error) {
+	if key == "" {
+		rows, err := s.exec(ctx, q, protocol.StmtInsertTask, ins)
+		if err != nil {
+			return nil, err
+		}
+		return oneTask(rows)
+	}
+	if conflict == "" {
+		conflict = ConflictReuse
+	}
+	keyArgs := protocol.Args{"key": key}
+	if _, err := s.exec(ctx, q, protocol.StmtLockKey, keyArgs); err != nil {
+		return nil, err
+	}
+	rows, err := s.exec(ctx, q, protocol.StmtGetKey, keyArgs)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
+		current, _, err := asString("task_id", rows[0]["task_id"])
+		if err != nil {
+			return nil, err
+		}
+		// Read the task itself: a purge (which takes no key lock) may have
+		// removed it, and then the key is free whatever the strategy.
+		rows, err = s.exec(ctx, q, protocol.StmtGet, protocol.Args{"id": current})
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) > 0 {
+			existing, err := rowToTask(rows[0])
+			if err != nil {
+				return nil, err
+			}
+			if conflict == ConflictReject {
+				return nil, &AlreadyExistsError{Key: key, TaskID: existing.ID}
+			}
+			if conflict.Accepts(existing.Status) {
+				return existing, nil
+			}
+			// Only a live task is canceled: a finished one has nothing to
+			// stop, and re-canceling would rewrite a settled row.
+			if !existing.IsTerminal() {
+				if _, err := s.exec(ctx, q, protocol.StmtCancel, protocol.Args{"id": existing.ID}); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	rows, err = s.exec(ctx, q, protocol.StmtInsertTask, ins)
+	if err != nil {
+		return nil, err
+	}
+	t, err := oneTask(rows)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.exec(ctx, q, protocol.StmtUpsertKey, protocol.Args{"key": key, "task_id": t.ID}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ---------------------------------------------------------------- reads
+
+// Get returns the task with id, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+	if err := checkID("get", id); err != nil {
+		return nil, err
+	}
+	rows, err := s.readOne(ctx, protocol.StmtGet, protocol.Args{"id": id})
+	return found(rows, err)
+}
+
+// GetByKey returns the task key points at, or ErrNotFound.
+func (s *Store) GetByKey(ctx context.Context, key string) (*Task, error) {
+	if err := checkKey("get", key); err != nil {
+		return nil, err
+	}
+	rows, err := s.readOne(ctx, protocol.StmtGetByKey, protocol.Args{"key": key})
+	return found(rows, err)
+}
+
+func found(rows []executor.Row, err error) (*Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, ErrNotFound
+	}
+	return rowToTask(rows[0])
+}
+
+// GetStatus returns the id and status of the task, or ErrNotFound. It
+// reads neither payload nor result, which is why waiting loops poll it.
+// A call with no other in flight reads at once; calls arriving while one
+// runs share one read (statusReads).
+func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
+	if err := checkID("get status", id); err != nil {
+		return TaskRef{}, err
+	}
+	if s.statusReading.CompareAndSwap(false, true) {
+		defer s.statusReading.Store(false)
+		rows, err := s.readOne(ctx, protocol.StmtGetStatus, protocol.Args{"id": id})
+		return foundRef(rows, err)
+	}
+	res, err := s.statusReads.do(ctx, id)
+	if err != nil {
+		return TaskRef{}, err
+	}
+	if res.rows == nil {
+		return TaskRef{}, ErrNotFound
+	}
+	return refAt(res.rows, res.i)
+}
+
+// newStatusReader starts the grouper of s's GetStatus calls. Its
+// goroutine is s's, stopped by Close.
+func newStatusReader(s *Store) *grouper[string] {
+	return newGrouper(func(ctx context.Context, ids []string) []groupResult {
+		var rows rowSet
+		err := s.be.read(ctx, func(q querier) (err error) {
+			rows, err = s.execRows(ctx, q, protocol.StmtGetStatusMany, protocol.Args{"ids": s.list(ids)})
+			return err
+		})
+		return byID(ids, rows, err)
+	}, nil)
+}
+
+// GetStatusByKey is GetStatus following a key, resolved on every call.
+func (s *Store) GetStatusByKey(ctx context.Context, key string) (TaskRef, error) {
+	if err := checkKey("get status", key); err != nil {
+		return TaskRef{}, err
+	}
+	rows, err := s.readOne(ctx, protocol.StmtGetStatusByKey, protocol.Args{"key": key})
+	return foundRef(rows, err)
+}
+
+func foundRef(rows []executor.Row, err error) (TaskRef, error) {
+	if err != nil {
+		return TaskRef{}, err
+	}
+	if len(rows) == 0 {
+		return TaskRef{}, ErrNotFound
+	}
+	return rowToRef(rows[0])
+}
+
+// ListParams filters List. Empty fields do not filter.
+type ListParams struct {
+	Status        Status
+	Queue         string
+	Name          string
+	RootID        string
+	CorrelationID string
+	Limit         int // default 100
+	Offset        int
+}
+
+// List returns tasks matching every given filter, newest first.
+func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
+	if p.Status != "" && !p.Status.Valid() {
+		return nil, argError("list", "status", "unknown status %q", p.Status)
+	}
+	if p.Limit < 0 {
+		return nil, argError("list", "limit", "must be >= 0, got %d", p.Limit)
+	}
+	if p.Offset < 0 {
+		return nil, argError("list", "offset", "must be >= 0, got %d", p.Offset)
+	}
+	for _, f := range [...]struct{ arg, v string }{
+		{"queue", p.Queue}, {"name", p.Name}, {"root id", p.RootID}, {"correlation id", p.CorrelationID},
+	} {
+		if err := checkOptionalName("list", f.arg, f.v); err != nil {
+			return nil, err
+		}
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	rows, err := s.readOne(ctx, protocol.StmtList, protocol.Args{
+		"status":         nullable(string(p.Status)),
+		"queue":          nullable(p.Queue),
+		"name":           nullable(p.Name),
+		"root_id":        nullable(p.RootID),
+		"correlation_id": nullable(p.CorrelationID),
+		"limit":          int64(limit),
+		"offset":         int64(p.Offset),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rowsToTasks(rows)
+}
+
+// Stats counts tasks per queue and status, zero-filled. A queue without rows
+// is absent, except the queue asked for, which is always present. An empty
+// queue counts every queue.
+func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
+	if err := checkOptionalName("stats", "queue", queue); err != nil {
+		return nil, err
+	}
+	rows, err := s.readOne(ctx, protocol.StmtStats, protocol.Args{"queue": nullable(queue)})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]StatusCounts{}
+	if queue != "" {
+		out[queue] = StatusCounts{}
+	}
+	for _, r := range rows {
+		q, _, err := asString("queue", r["queue"])
+		if err != nil {
+			return nil, err
+		}
+		st, _, err := asString("status", r["status"])
+		if err != nil {
+			return nil, err
+		}
+		n, _, err := asInt64("count", r["count"])
+		if err != nil {
+			return nil, err
+		}
+		c := out[q]
+		addCount(&c, Status(st), int(n))
+		out[q] = c
+	}
+	return out, nil
+}
+
+// QueueHeadroom returns how many more tasks fit on queue before it holds
+// maxDepth queued tasks (delayed ones included); 0 once it is full. It reads
+// at most maxDepth index entries.
+func (s *Store) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (int, error) {
+	if err := validateName("queue_depth", "queue", queue); err != nil {
+		return 0, err
+	}
+	if maxDepth < 0 {
+		return 0, argError("queue_depth", "max depth", "must be >= 0, got %d", maxDepth)
+	}
+	rows, err := s.readOne(ctx, protocol.StmtQueueDepth, protocol.Args{"queue": queue, "max_depth": int64(maxDepth)})
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	n, _, err := asInt64("headroom", rows[0]["headroom"])
+	return max(int(n), 0), err
+}
+
+// ---------------------------------------------------------------- client writes
+
+// Cancel cancels a queued task at once and asks a running one to stop (the
+// worker settles it canceled). It returns nil, nil when no queued or running
+// task has that id.
+func (s *Store) Cancel(ctx context.Context, id string) (*Task, error) {
+	if err := checkID("cancel", id); err != nil {
+		return nil, err
+	}
+	rows, err := s.writeOne(ctx, protocol.StmtCancel, protocol.Args{"id": id})
+	if err != nil {
+		return nil, err
+	}
+	t, err := oneTask(rows)
+	s.settled(t)
+	return t, err
+}
+
+// CancelByKey is Cancel for the task key points at, under the key's lock.
+func (s *Store) CancelByKey(ctx context.Context, key string) (*Task, error) {
+	t, err := s.byKey(ctx, key, protocol.StmtCancel, protocol.Args{})
+	s.settled(t)
+	return t, err
+}
+
+// Retry puts a failed or canceled task back in the queue, clearing its
+// error, progress and lease; resetAttempt also restarts its attempt count.
+// It returns nil, nil when no failed or canceled task has that id.
+func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*Task, error) {
+	if err := checkID("retry", id); err != nil {
+		return nil, err
+	}
+	rows, err := s.writeOne(ctx, protocol.StmtRetry, protocol.Args{"id": id, "reset_attempt": resetAttempt})
+	if err != nil {
+		return nil, err
+	}
+	t, err := oneTask(rows)
+	s.requeued(t)
+	return t, err
+}
+
+// RetryByKey is Retry for the task key points at, under the key's lock.
+func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (*Task, error) {
+	t, err := s.byKey(ctx, key, protocol.StmtRetry, protocol.Args{"reset_attempt": resetAttempt})
+	s.requeued(t)
+	return t, err
+}
+
+// byKey resolves key and runs statement on its task, under the key's lock
+// so a concurrent replace cannot repoint the key in between.
+func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Args) (t *Task, err error) {
+	if err := checkKey(statement, key); err != nil {
+		return nil, err
+	}
+	err = s.be.write(ctx, func(q querier) error {
+		t = nil
+		keyArgs := protocol.Args{"key": key}
+		if _, err := s.exec(ctx, q, protocol.StmtLockKey, keyArgs); err != nil {
+			return err
+		}
+		rows, err := s.exec(ctx, q, protocol.StmtGetKey, keyArgs)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		a["id"] = rows[0]["task_id"]
+		rows, err = s.exec(ctx, q, statement, a)
+		if err != nil {
+			return err
+		}
+		t, err = oneTask(rows)
+		return err
+	})
+	return t, err
+}
+
+// PurgeParams bounds one purge. Empty filters do not filter.
+type PurgeParams struct {
+	OlderThan time.Duration // only tasks that finished at least this long ago
+	Queue     string
+	Status    Status // a terminal status
+	Name      string
+	Limit     int // rows per call; default 1000
+}
+
+// DefaultPurgeLimit is how many rows one Purge deletes at most by default.
+const DefaultPurgeLimit = 1000
+
+// validatePurge checks p the way Purge does, for callers that want to fail
+// at configuration time.
+func validatePurge(p PurgeParams) error {
+	if p.OlderThan < 0 {
+		return argError("purge", "older than", "must be >= 0, got %v", p.OlderThan)
+	}
+	if p.Limit < 0 {
+		return argError("purge", "limit", "must be >= 1, got %d", p.Limit)
+	}
+	if p.Status != "" && !p.Status.IsTerminal() {
+		return argError("purge", "status", "must be succeeded, failed or canceled, got %q", p.Status)
+	}
+	if err := checkOptionalName("purge", "queue", p.Queue); err != nil {
+		return err
+	}
+	return checkOptionalName("purge", "name", p.Name)
+}
+
+// Purge deletes up to Limit terminal tasks that finished more than
+// OlderThan ago and returns their ids; their keys go with them. Call it
+// again until it returns fewer than Limit to drain a backlog in short
+// writes.
+func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
+	if err := validatePurge(p); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = DefaultPurgeLimit
+	}
+	rows, err := s.writeOne(ctx, protocol.StmtPurge, protocol.Args{
+		"older_than_ms": ms(p.OlderThan),
+		"queue":         nullable(p.Queue),
+		"status":        nullable(string(p.Status)),
+		"name":          nullable(p.Name),
+		"limit":         int64(limit),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// ---------------------------------------------------------------- in-process wakeups
+
+// settled tells this process's waiters that t may have reached a terminal
+// status, so they re-read now instead of at their next poll.
+func (s *Store) settled(t *Task) {
+	if t != nil {
+		s.settledRef(TaskRef{ID: t.ID, Status: t.Status})
+	}
+}
+
+// settledRef is settled for a task known by its id and status.
+func (s *Store) settledRef(r TaskRef) {
+	if r.Status.IsTerminal() {
+		s.hub.done(r.ID)
+	}
+}
+
+// requeued tells this process's idle workers that t is claimable again.
+func (s *Store) requeued(t *Task) {
+	if t != nil && t.Status == StatusQueued {
+		s.hub.queued(t.Queue)
+	}
+}

@@ -1,0 +1,421 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// DefaultLease is the lease a claim or heartbeat takes unless told otherwise.
+const DefaultLease = 30 * time.Second
+
+// leaseExpiredError is the envelope lease recovery records on a task whose
+// worker vanished on its last attempt.
+var leaseExpiredError = mustEnvelopeJSON(ErrorEnvelope{
+	Type:    "LeaseExpired",
+	Code:    "lease_expired",
+	Message: "the worker's lease ran out on the task's last attempt",
+})
+
+func mustEnvelopeJSON(e ErrorEnvelope) string {
+	s, err := envelopeJSON(e)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// envelopeJSON encodes e with details defaulting to {} as every SDK writes it.
+func envelopeJSON(e ErrorEnvelope) (string, error) {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	return encodeJSON("error", e, "{}")
+}
+
+// storableEnvelope encodes env for the error column. An envelope that
+// breaks the value limits is a failure record all the same, so instead of
+// being refused it is cut down until it fits: details JSON cannot hold (or
+// too large) are replaced by {"details_error": why}; NUL characters and
+// invalid UTF-8 in the text fields become U+FFFD, and a message past
+// MaxMessageBytes is cut there.
+func storableEnvelope(env ErrorEnvelope) (string, error) {
+	text, err := envelopeJSON(env)
+	if err == nil {
+		return text, nil
+	}
+	if len(env.Details) > 0 {
+		if _, derr := encodeJSON("error details", env.Details, "{}"); derr != nil {
+			env.Details = map[string]any{"details_error": "the error's details were not stored: " + derr.Error()}
+			if text, err = envelopeJSON(env); err == nil {
+				return text, nil
+			}
+		}
+	}
+	clean := func(s string, max int) string {
+		s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+		if len(s) > max {
+			s = strings.ToValidUTF8(s[:max], "")
+		}
+		return s
+	}
+	env.Type = clean(env.Type, MaxNameBytes)
+	env.Code = clean(env.Code, MaxNameBytes)
+	env.Message = clean(env.Message, MaxMessageBytes)
+	if text, err = envelopeJSON(env); err == nil {
+		return text, nil
+	}
+	env.Details = map[string]any{"details_error": "the error's details were not stored: " + err.Error()}
+	return envelopeJSON(env)
+}
+
+// ClaimParams describes a claim.
+type ClaimParams struct {
+	Queues   []string // at least one
+	Names    []string // task names the caller can run; nil: any name; empty non-nil: none
+	WorkerID string   // required
+	Lease    time.Duration
+	Limit    int // tasks to take; default 1
+}
+
+// drawFunc claims up to limit tasks named in names (nil: any of the
+// session's names) inside an open claim session. An alias, so that the
+// worker's plan, which cannot name it, has the same type.
+type drawFunc = func(names []string, limit int) ([]*Task, error)
+
+func (p ClaimParams) validate() error {
+	if len(p.Queues) == 0 {
+		return argError("claim", "queues", "must name at least one queue")
+	}
+	if err := validateName("claim", "worker id", p.WorkerID); err != nil {
+		return err
+	}
+	for _, q := range p.Queues {
+		if err := validateName("claim", "queue", q); err != nil {
+			return err
+		}
+	}
+	for _, n := range p.Names {
+		if err := validateName("claim", "name", n); err != nil {
+			return err
+		}
+	}
+	if p.Lease < 0 {
+		return argError("claim", "lease", "must be > 0, got %v", p.Lease)
+	}
+	if p.Limit < 0 {
+		return argError("claim", "limit", "must be >= 0, got %d", p.Limit)
+	}
+	return nil
+}
+
+// Claim recovers expired leases, then leases up to Limit claimable tasks to
+// WorkerID, in claim order (priority, then due time, then id). On Postgres
+// it opens no transaction: recovery and the claim are one statement each,
+// so a busy worker's claim is a single round trip.
+func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
+	return s.claim(ctx, p, storeaccess.ClaimHints{})
+}
+
+// claim is Claim with the worker's hints.
+func (s *Store) claim(ctx context.Context, p ClaimParams, h storeaccess.ClaimHints) ([]*Task, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = 1
+	}
+	var out []*Task
+	_, err := s.claimSession(ctx, p, h, true, func(draw drawFunc) error {
+		var err error
+		out, err = draw(p.Names, limit)
+		return err
+	})
+	if out == nil {
+		out = []*Task{}
+	}
+	return out, err
+}
+
+// claimSession opens one claim transaction and lets plan draw from it any
+// number of times, each draw with its own names and limit, after a single
+// lease recovery (unless h.SkipRecover). A read-only probe runs first
+// (unless h.SkipProbe): when it finds nothing claimable and no expired
+// lease, no transaction is opened, plan is not called, and ran is false.
+// plan runs while the write lock is held, so it must do nothing slow; on
+// SQLite it may run more than once if the transaction is retried, so it
+// must not keep state from a failed run. single says plan draws once
+// (Claim), which on Postgres needs no shared transaction.
+func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.ClaimHints, single bool, plan func(draw drawFunc) error) (ran bool, err error) {
+	if err := p.validate(); err != nil {
+		return false, err
+	}
+	lease := p.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	oneQueue := len(p.Queues) == 1
+	base := protocol.Args{
+		"queues":              s.list(p.Queues),
+		"queue":               nil,
+		"names":               s.list(p.Names),
+		"worker_id":           p.WorkerID,
+		"lease_ms":            ms(lease),
+		"lease_expired_error": leaseExpiredError,
+	}
+	if oneQueue {
+		base["queue"] = p.Queues[0]
+	}
+	if p.Names != nil && len(p.Names) == 0 {
+		// Nothing can be claimed; only lease recovery could be owed, and
+		// every other poll of a worker with names does that.
+		return false, s.settleCompletions(ctx, h.Settle) // no claim ran, and no recovery
+	}
+	// The probe spares an idle worker's poll its write; one with
+	// settlements to write writes anyway.
+	if !h.SkipProbe && len(h.Settle) == 0 {
+		rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
+		if err != nil {
+			return false, err
+		}
+		if len(rows) == 0 {
+			return false, nil
+		}
+		if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
+			return false, err
+		}
+	}
+	settle := len(h.Settle) > 0
+	var recovered []*Task
+	recoverLeases := func(q querier) error {
+		recovered = nil
+		if h.SkipRecover {
+			return nil
+		}
+		rows, err := s.exec(ctx, q, protocol.StmtRecoverLeases, base)
+		if err != nil {
+			return err
+		}
+		recovered, err = rowsToTasks(rows)
+		return err
+	}
+	draws := func(q querier) error {
+		return plan(func(names []string, limit int) ([]*Task, error) {
+			if names == nil {
+				names = p.Names
+			}
+			if limit <= 0 || (names != nil && len(names) == 0) {
+				return nil, nil
+			}
+			a := make(protocol.Args, len(base)+3)
+			for k, v := range base {
+				a[k] = v
+			}
+			a["names"] = s.list(names)
+			a["name"] = nil
+			a["limit"] = int64(limit)
+			var statement string
+			switch {
+			case len(names) == 1 && oneQueue:
+				statement = protocol.StmtClaimOneQueueOneName
+				a["name"] = names[0]
+			case len(names) == 1:
+				statement = protocol.StmtClaimOneName
+				a["name"] = names[0]
+			case oneQueue:
+				statement = protocol.StmtClaimOneQueue
+			default:
+				statement = protocol.StmtClaim
+			}
+			rows, err := s.execRows(ctx, q, statement, a)
+			if err != nil {
+				return nil, err
+			}
+			return tasksOf(rows)
+		})
+	}
+	switch {
+	case s.dialect == protocol.Postgres && single && !settle:
+		// Each statement on its own: Postgres makes one atomic by itself,
+		// and recovery stands whether or not the draw after it succeeds. The
+		// draw's snapshot is taken after recovery committed, so it sees the
+		// recovered tasks as the shared transaction would.
+		if err = s.be.writeSingle(ctx, recoverLeases); err == nil {
+			err = s.be.writeSingle(ctx, draws)
+		}
+	case single && h.SkipRecover && !settle:
+		// One statement (SQLite): it needs no savepoint of its own in
+		// the writer's shared transaction.
+		err = s.be.writeSingle(ctx, draws)
+	default:
+		err = s.be.write(ctx, func(q querier) error {
+			if settle {
+				// The settlements first, in the claim's transaction.
+				if err := s.settleIn(ctx, q, h.Settle); err != nil {
+					return err
+				}
+			}
+			if err := recoverLeases(q); err != nil {
+				return err
+			}
+			return draws(q)
+		})
+	}
+	if err != nil {
+		return true, err
+	}
+	s.announce(h.Settle)
+	for _, t := range recovered {
+		s.settled(t)
+		s.requeued(t)
+	}
+	return true, nil
+}
+
+// owned runs an ownership-checked worker write: no row back means the lease
+// is gone.
+func (s *Store) owned(ctx context.Context, name, id string, a protocol.Args) (*Task, error) {
+	rows, err := s.writeOne(ctx, name, a)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, &LostLeaseError{ID: id}
+	}
+	return rowToTask(rows[0])
+}
+
+// Heartbeat extends the lease on a task workerID holds. The returned task
+// shows whether a cancel was requested.
+func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.Duration) (*Task, error) {
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return s.owned(ctx, protocol.StmtHeartbeat, id, protocol.Args{"id": id, "worker_id": workerID, "lease_ms": ms(lease)})
+}
+
+// HeartbeatBatch extends the leases workerID still holds among ids, in one
+// statement, and returns for each of them whether a cancel was requested.
+// An id absent from the result lost its lease; the others are unaffected.
+func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID string, lease time.Duration) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	rows, err := s.writeOne(ctx, protocol.StmtHeartbeatBatch, protocol.Args{
+		"ids": s.list(ids), "worker_id": workerID, "lease_ms": ms(lease),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return nil, err
+		}
+		out[id] = r["cancel_requested_at_ms"] != nil
+	}
+	return out, nil
+}
+
+// Progress records how far a running attempt got. A nil progress or message
+// keeps the stored one: neither can be cleared once set.
+func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*Task, error) {
+	if progress != nil && (math.IsNaN(*progress) || math.IsInf(*progress, 0)) {
+		return nil, argError("progress", "fraction", "must be a finite number, got %v", *progress)
+	}
+	if message != nil {
+		if err := checkText("progress", "message", *message, MaxMessageBytes); err != nil {
+			return nil, err
+		}
+	}
+	a := protocol.Args{"id": id, "worker_id": workerID, "progress": nil, "message": nil}
+	if progress != nil {
+		a["progress"] = *progress
+	}
+	if message != nil {
+		a["message"] = *message
+	}
+	return s.owned(ctx, protocol.StmtProgress, id, a)
+}
+
+// encodeResult encodes a handler's result; nil stores SQL NULL.
+func encodeResult(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if r, ok := v.(json.RawMessage); ok && r == nil {
+		return nil, nil
+	}
+	return encodeJSON("result", v, "null")
+}
+
+// Succeed marks a running task succeeded with result, whatever cancel was
+// requested. Workers settle with Complete instead.
+func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*Task, error) {
+	res, err := encodeResult(result)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.owned(ctx, protocol.StmtSucceed, id, protocol.Args{
+		"id": id, "worker_id": workerID, "result": res, "message": nil,
+	})
+	s.settled(t)
+	return t, err
+}
+
+// Complete settles a finished attempt: canceled if a cancel was requested
+// while it ran (the result is discarded: cancel wins), else succeeded. It
+// returns the status the task took, not the whole row: this is every
+// task's settlement, and the worker needs nothing more (Get reads the row).
+func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
+	res, err := encodeResult(result)
+	if err != nil {
+		return TaskRef{}, err
+	}
+	return s.complete(ctx, id, workerID, res)
+}
+
+func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref TaskRef, err error) {
+	if be, ok := s.be.(*pgBackend); ok {
+		ref, err = be.completeGrouped(ctx, id, workerID, res)
+	} else if be, ok := s.be.(*sqliteBackend); ok {
+		ref, err = s.completeSQLite(ctx, be, id, workerID, res)
+	} else {
+		var t *Task
+		if t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {
+			ref = TaskRef{ID: t.ID, Status: t.Status}
+		}
+	}
+	if err == nil {
+		s.settledRef(ref)
+	}
+	return ref, err
+}
+
+// Fail records a failed attempt: canceled if a cancel was requested, queued
+// again after delay if retryable and attempts remain, else failed for good.
+// The envelope is stored on every branch, and a failure record never
+// strands the task: an envelope past the value limits is stored in a form
+// that fits (see storableEnvelope), saying what was changed.
+func (s *Store) Fail(ctx context.Context, id, workerID string, env ErrorEnvelope, retryable bool, delay time.Duration) (*Task, error) {
+	if delay < 0 {
+		delay = 0
+	}
+	text, err := storableEnvelope(env)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.owned(ctx, protocol.StmtFail, id, protocol.Args{
+		"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay),
+	})
+	s.settled(t)
+	s.requeued(t)
+	return t, err
+}

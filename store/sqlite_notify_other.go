@@ -1,9 +1,0 @@
-//go:build !linux
-
-package store
-
-import "os"
-
-// walWriteLocked cannot test the WAL write lock here: the watch re-reads
-// the change counter a few times with backoff after each event instead.
-func walWriteLocked(*os.File) (busy, known bool) { return false, false }
