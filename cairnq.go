@@ -29,6 +29,20 @@ type ErrorEnvelope = cairnqtype.ErrorEnvelope
 // StatusCounts holds per-status task counts for one queue.
 type StatusCounts = cairnqtype.StatusCounts
 
+// SubmitOptions are the optional parts of a submit: queue, key and its
+// conflict strategy, attempts, priority, delay, metadata and the ids that
+// link tasks into chains. nil submits to DefaultQueue with the defaults.
+type SubmitOptions = cairnqtype.SubmitOptions
+
+// ListOptions filters List by status, queue, name, root or correlation
+// id, with a limit (default 100) and an offset. Empty fields do not filter.
+type ListOptions = cairnqtype.ListOptions
+
+// PurgeOptions chooses what Purge deletes: finished tasks older than
+// OlderThan, optionally of one queue, status or name, at most Limit rows
+// (default 1000) per call.
+type PurgeOptions = cairnqtype.PurgeOptions
+
 // Conflict is a keyed submit's conflict strategy.
 type Conflict = cairnqtype.Conflict
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/store"
 )
 
 // Options are a Client's settings on either backend. SQLiteOptions and
@@ -92,7 +93,6 @@ type PostgresOptions struct {
 // them. It is safe for concurrent use. Close it when done.
 type Client struct {
 	store   *engine.Store
-	ops     storeOps
 	ownsSt  bool
 	log     *slog.Logger
 	gate    *depthGate
@@ -157,7 +157,7 @@ func ownClient(st *engine.Store, opts *Options) (*Client, error) {
 }
 
 func newClient(st *engine.Store, opts *Options) (*Client, error) {
-	c := &Client{store: st, ops: opsOf(st), log: opts.Logger, hooks: slices.Clone(opts.SubmitHooks)}
+	c := &Client{store: st, log: opts.Logger, hooks: slices.Clone(opts.SubmitHooks)}
 	for i, h := range c.hooks {
 		if h == nil {
 			return nil, &ArgumentError{Op: "open", Arg: "SubmitHooks", Reason: fmt.Sprintf("hook %d is nil", i)}
@@ -196,40 +196,14 @@ func (c *Client) Close() error {
 	return c.closeErr
 }
 
-// SubmitOptions are the optional parts of a submit. The zero value (or nil)
-// submits to DefaultQueue with priority 0, three attempts and no key.
-type SubmitOptions struct {
-	Queue string
-	// Key names the task for deduplication: a second submit with the same
-	// key follows Conflict instead of blindly inserting.
-	Key string
-	// Conflict is what a keyed submit does when the key is taken. Default
-	// ConflictReuse.
-	Conflict Conflict
-	// MaxAttempts bounds how many times the task is tried. Default 3.
-	MaxAttempts int
-	// Priority: higher is claimed first.
-	Priority int
-	// Delay defers the task's first claim.
-	Delay time.Duration
-	// Metadata is any JSON object stored beside the payload.
-	Metadata any
-	// ParentID, RootID and CorrelationID link tasks into chains. RootID
-	// defaults to the task's own id.
-	ParentID      string
-	RootID        string
-	CorrelationID string
-}
+// Store returns the protocol-level API over c's database: one call per
+// protocol operation, for tools and certification (package store). It
+// lives as long as c.
+func (c *Client) Store() *store.Store { return store.New(c.store) }
 
-func (o *SubmitOptions) params(name string, payload any) engine.SubmitParams {
-	if o == nil {
-		o = &SubmitOptions{}
-	}
-	return engine.SubmitParams{
-		Name: name, Payload: payload, Queue: o.Queue, Key: o.Key, Conflict: o.Conflict,
-		MaxAttempts: o.MaxAttempts, Priority: o.Priority, Delay: o.Delay, Metadata: o.Metadata,
-		ParentID: o.ParentID, RootID: o.RootID, CorrelationID: o.CorrelationID,
-	}
+// submitParams is what the engine submits for name, payload and o.
+func submitParams(name string, payload any, o SubmitOptions) engine.SubmitParams {
+	return engine.SubmitParams{Name: name, Payload: payload, SubmitOptions: o}
 }
 
 // Submit stores a task named name with payload (any JSON-encodable value;
@@ -259,9 +233,9 @@ func newSubmission(name string, payload any, opts *SubmitOptions, inTx bool) *Su
 
 // insert is Submit past the hooks.
 func (c *Client) insert(ctx context.Context, s *Submission) (*Task, error) {
-	p := s.Options.params(s.Name, s.Payload)
+	p := submitParams(s.Name, s.Payload, s.Options)
 	if c.gate != nil {
-		if err := c.ops.ValidateSubmit(p); err != nil {
+		if err := engine.ValidateSubmit(p); err != nil {
 			return nil, err
 		}
 		queue := p.Queue
@@ -294,27 +268,12 @@ func (c *Client) GetStatusByKey(ctx context.Context, key string) (TaskRef, error
 	return c.store.GetStatusByKey(ctx, key)
 }
 
-// ListOptions filters List. Empty fields do not filter.
-type ListOptions struct {
-	Status        Status
-	Queue         string
-	Name          string
-	RootID        string
-	CorrelationID string
-	// Limit caps the result; default 100.
-	Limit  int
-	Offset int
-}
-
 // List returns the tasks matching every given filter, newest first.
 func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
 	if opts == nil {
 		opts = &ListOptions{}
 	}
-	return c.store.List(ctx, engine.ListParams{
-		Status: opts.Status, Queue: opts.Queue, Name: opts.Name, RootID: opts.RootID,
-		CorrelationID: opts.CorrelationID, Limit: opts.Limit, Offset: opts.Offset,
-	})
+	return c.store.List(ctx, *opts)
 }
 
 // Stats counts tasks per queue and status, zero-filled. queue "" counts
@@ -363,18 +322,6 @@ func (c *Client) RetryByKey(ctx context.Context, key string, opts *RetryOptions)
 	return c.store.RetryByKey(ctx, key, opts != nil && opts.ResetAttempt)
 }
 
-// PurgeOptions bounds a purge. Empty filters do not filter.
-type PurgeOptions struct {
-	// OlderThan keeps tasks that finished less than this long ago.
-	OlderThan time.Duration
-	Queue     string
-	// Status limits the purge to one terminal status.
-	Status Status
-	Name   string
-	// Limit caps the rows one call deletes; default 1000.
-	Limit int
-}
-
 // Purge deletes up to Limit finished tasks (succeeded, failed, canceled)
 // older than OlderThan, with their keys, and returns their ids. Live tasks
 // are never purged.
@@ -382,9 +329,7 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 	if opts == nil {
 		opts = &PurgeOptions{}
 	}
-	return c.store.Purge(ctx, engine.PurgeParams{
-		OlderThan: opts.OlderThan, Queue: opts.Queue, Status: opts.Status, Name: opts.Name, Limit: opts.Limit,
-	})
+	return c.store.Purge(ctx, *opts)
 }
 
 // checkCtx refuses a nil context with an *ArgumentError instead of the

@@ -7,4 +7,4 @@ import "github.com/cairnq/cairnq-go/internal/engine"
 func StoreOf(c *Client) *engine.Store { return c.store }
 
 // DoneWaiters counts the settlement subscriptions open in c's process.
-func DoneWaiters(c *Client) int { return c.ops.DoneWaiters() }
+func DoneWaiters(c *Client) int { return c.store.DoneWaiters() }

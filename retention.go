@@ -66,7 +66,7 @@ func newSweeper(st *engine.Store, o RetentionOptions, log *slog.Logger) (*sweepe
 	}
 	for _, r := range o.Rules {
 		p := engine.PurgeParams{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
-		if err := opsOf(st).ValidatePurge(p); err != nil {
+		if err := engine.ValidatePurge(p); err != nil {
 			return nil, err
 		}
 		s.rules = append(s.rules, p)

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/cronspec"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/protocol"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // SlotKeyPrefix starts the key of every task a Scheduler submits; see
@@ -194,7 +193,7 @@ func (s *Scheduler) Add(spec, name string, payload any, opts *ScheduleOptions) (
 	if opts == nil {
 		opts = &ScheduleOptions{}
 	}
-	if err := s.c.ops.ValidateName(op, "name", name); err != nil {
+	if err := engine.ValidateName(op, "name", name); err != nil {
 		return "", err
 	}
 	sched, err := cronspec.Parse(spec, opts.Location, time.Now())
@@ -208,7 +207,7 @@ func (s *Scheduler) Add(spec, name string, payload any, opts *ScheduleOptions) (
 			e.id += " " + opts.Location.String()
 		}
 	}
-	if err := s.c.ops.ValidateName(op, "id", e.id); err != nil {
+	if err := engine.ValidateName(op, "id", e.id); err != nil {
 		return "", err
 	}
 	if opts.Submit != nil {
@@ -224,7 +223,7 @@ func (s *Scheduler) Add(spec, name string, payload any, opts *ScheduleOptions) (
 	// The longest key this entry will make: a slot in the year 9999.
 	probe := e.opts
 	probe.Key = SlotKey(e.id, time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
-	if err := s.c.ops.ValidateSubmit(probe.params(name, payload)); err != nil {
+	if err := engine.ValidateSubmit(submitParams(name, payload, probe)); err != nil {
 		return "", err
 	}
 	switch {
@@ -354,11 +353,10 @@ type schedDBClock interface {
 // whose statements use this process's clock (shared by every process on
 // the host the file lives on).
 func (s *Scheduler) clockReader() schedDBClock {
-	if s.c.store.Dialect() == protocol.SQLite {
-		return nil
+	if clock := s.c.store.DatabaseClock(); clock != nil {
+		return clock
 	}
-	clock, _ := storeaccess.Ops(s.c.store).(schedDBClock)
-	return clock
+	return nil
 }
 
 // clockRefresh is how often the offset from the database clock is measured

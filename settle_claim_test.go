@@ -9,19 +9,18 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // ridingOps records the completions that reached the store through the
 // claim loop: carried by a claim, or settled by the loop when it could
 // not claim. The rest went to the writer one call at a time.
 type ridingOps struct {
-	storeOps
+	claimer
 	mu   sync.Mutex
 	rode []string
 }
 
-func (o *ridingOps) note(cs []*storeaccess.Completion) {
+func (o *ridingOps) note(cs []*engine.Completion) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, c := range cs {
@@ -29,19 +28,19 @@ func (o *ridingOps) note(cs []*storeaccess.Completion) {
 	}
 }
 
-func (o *ridingOps) Claim(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints) ([]*engine.Task, error) {
+func (o *ridingOps) ClaimWith(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints) ([]*engine.Task, error) {
 	o.note(h.Settle)
-	return o.storeOps.Claim(ctx, p, h)
+	return o.claimer.ClaimWith(ctx, p, h)
 }
 
-func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints, plan func(draw drawFunc) error) (bool, error) {
+func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (bool, error) {
 	o.note(h.Settle)
-	return o.storeOps.ClaimSession(ctx, p, h, plan)
+	return o.claimer.ClaimSession(ctx, p, h, single, plan)
 }
 
-func (o *ridingOps) SettleCompletions(ctx context.Context, cs []*storeaccess.Completion) error {
+func (o *ridingOps) SettleCompletions(ctx context.Context, cs []*engine.Completion) error {
 	o.note(cs)
-	return o.storeOps.SettleCompletions(ctx, cs)
+	return o.claimer.SettleCompletions(ctx, cs)
 }
 
 func (o *ridingOps) carried(id string) bool {
@@ -67,8 +66,8 @@ func TestCompletionsRideWhileOtherCallsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops := &ridingOps{storeOps: w.ops}
-	w.ops = ops
+	ops := &ridingOps{claimer: w.claims}
+	w.claims = ops
 	started := make(chan struct{}, 3)
 	release := make(chan struct{})
 	if err := w.Handle("slow", func(ctx context.Context, tc *TaskContext) (any, error) {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // On Postgres a call whose handler succeeded does not wait for its
@@ -19,22 +19,21 @@ import (
 // the claims.
 //
 // Waiting cost more than the write: every call parked on its own reply
-// and was woken by it, ~60 wake-ups per statement, and a pgx burn-down
-// measured client CPU 21-23 -> 16 ms per 1k tasks for this hand-over
-// (docs/benchmarks.md). SQLite keeps its own path: there completions
+// and was woken by it, one wake-up per call for each statement
+// (docs/benchmarks.md has the measurement). SQLite keeps its own path: there completions
 // ride on the loop's next claim (settle_claim.go), and the single writer,
 // not the wake-ups, sets the pace.
 //
 // What the settler does not take settles on the call's own goroutine as
 // before: failures, batch calls, results that are not JSON or too large
-// to share a write (rideResult), and anything after the settler stopped.
+// to share a write (engine.HandOverResult), and anything after the settler stopped.
 type settler struct {
 	w   *Worker
 	ctx context.Context // the settlements': Run's handlerCtx
 
+	pending engine.Pending
 	mu      sync.Mutex
-	pending []*pendingCompletion
-	stopped bool
+	calls   map[*engine.Completion]*TaskContext // whose outcome each records
 
 	kick chan struct{} // something was handed over (capacity 1)
 	quit chan struct{} // closed by stop
@@ -44,7 +43,8 @@ type settler struct {
 // startSettler starts w's settler for one Run; its owner stops it with
 // stop once every call has ended.
 func (w *Worker) startSettler(ctx context.Context) *settler {
-	s := &settler{w: w, ctx: ctx, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	s := &settler{w: w, ctx: ctx, calls: map[*engine.Completion]*TaskContext{},
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go w.runSettler(s) // a Worker method, so that stacks name the worker
 	return s
 }
@@ -54,19 +54,22 @@ func (w *Worker) startSettler(ctx context.Context) *settler {
 // stopped or the result cannot share a write; the caller then settles tc
 // itself.
 func (s *settler) handOver(tc *TaskContext, result any) bool {
-	enc, ok := s.w.rideResult(result)
+	enc, ok := engine.HandOverResult(result)
 	if !ok {
 		return false
 	}
-	p := &pendingCompletion{c: storeaccess.Completion{ID: tc.task.ID, WorkerID: s.w.id, Result: enc}, tc: tc}
+	c := &engine.Completion{ID: tc.task.ID, WorkerID: s.w.id, Result: enc}
+	tc.startSettling() // done once write has recorded the outcome
 	s.mu.Lock()
-	if s.stopped {
+	s.calls[c] = tc
+	s.mu.Unlock()
+	if !s.pending.Add(c) {
+		s.mu.Lock()
+		delete(s.calls, c)
 		s.mu.Unlock()
+		tc.doneSettling()
 		return false
 	}
-	tc.startSettling() // done once write has recorded the outcome
-	s.pending = append(s.pending, p)
-	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -79,9 +82,6 @@ func (s *settler) handOver(tc *TaskContext, result any) bool {
 // hand anything over any more; the settler ends early only when the
 // settlements' context ends (Run abandoning its calls).
 func (s *settler) stop() <-chan struct{} {
-	s.mu.Lock()
-	s.stopped = true
-	s.mu.Unlock()
 	close(s.quit)
 	return s.done
 }
@@ -98,6 +98,7 @@ func (w *Worker) runSettler(s *settler) {
 		case <-s.kick:
 		case <-s.quit:
 			s.writeAll()
+			s.write(s.pending.Close())
 			return
 		}
 		s.writeAll()
@@ -105,13 +106,10 @@ func (w *Worker) runSettler(s *settler) {
 }
 
 // writeAll writes what is handed over until nothing is left, at most
-// maxRideBytes of results per statement.
+// engine.MaxHandOverBytes of results per statement.
 func (s *settler) writeAll() {
 	for {
-		s.mu.Lock()
-		var taken []*pendingCompletion
-		taken, s.pending = cutPending(s.pending)
-		s.mu.Unlock()
+		taken := s.pending.Take()
 		if len(taken) == 0 {
 			return
 		}
@@ -122,22 +120,31 @@ func (s *settler) writeAll() {
 // write settles taken in one statement, retried as a lone settlement
 // would be (retrySettle), records each outcome on its context, and
 // releases the calls' share of the settling bound.
-func (s *settler) write(taken []*pendingCompletion) {
+func (s *settler) write(taken []*engine.Completion) {
+	if len(taken) == 0 {
+		return
+	}
 	w := s.w
-	cs := completions(taken)
-	err := w.retrySettle(s.ctx, func() error { return w.ops.SettleCompletions(s.ctx, cs) })
-	for _, p := range taken {
+	err := w.retrySettle(s.ctx, func() error { return w.claims.SettleCompletions(s.ctx, taken) })
+	s.mu.Lock()
+	tcs := make([]*TaskContext, len(taken))
+	for i, c := range taken {
+		tcs[i] = s.calls[c]
+		delete(s.calls, c)
+	}
+	s.mu.Unlock()
+	for i, c := range taken {
 		switch {
 		case err != nil:
-			w.report(err, PhaseExecute, p.c.ID)
-		case !recordOutcome(p.tc, &p.c):
-			w.report(cmp.Or(p.c.Err, errNoOutcome), PhaseExecute, p.c.ID)
+			w.report(err, PhaseExecute, c.ID)
+		case !recordOutcome(tcs[i], c):
+			w.report(cmp.Or(c.Err, errNoOutcome), PhaseExecute, c.ID)
 		}
-		p.tc.doneSettling()
+		tcs[i].doneSettling()
 	}
 	w.mu.Lock()
-	for _, p := range taken {
-		delete(w.live, p.c.ID)
+	for _, c := range taken {
+		delete(w.live, c.ID)
 	}
 	w.settling -= len(taken)
 	w.mu.Unlock()

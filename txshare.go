@@ -14,7 +14,7 @@ import (
 func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name string, payload any, opts *SubmitOptions) (*Task, error) {
 	s := newSubmission(name, payload, opts, true)
 	return c.submitThrough(ctx, s, func(ctx context.Context, s *Submission) (*Task, error) {
-		return c.store.SubmitTx(ctx, sess, s.Options.params(s.Name, s.Payload))
+		return c.store.SubmitTx(ctx, sess, submitParams(s.Name, s.Payload, s.Options))
 	})
 }
 
@@ -27,7 +27,7 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 // the handler ends. Settling twice is a no-op. Postgres only.
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
 	return tc.settle(func() error {
-		_, err := tc.w.ops.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
+		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
 		return err
 	})
 }

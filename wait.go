@@ -169,7 +169,7 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 		var wake <-chan struct{}
 		unsubscribe := func() {}
 		if id != "" {
-			wake, unsubscribe = c.ops.SubscribeDone(ctx, id)
+			wake, unsubscribe = c.store.SubscribeDone(ctx, id)
 		}
 		// Whether this is the last read is decided once, before it: the
 		// last one reads the whole row for the timeout error, and a

@@ -45,7 +45,7 @@ func (c *Client) Watch(ctx context.Context, opts *WatchOptions, fn func(Signal))
 	if ctx == nil {
 		ctx = context.Background() // Watch has no error to return; stop still ends it
 	}
-	signals, unsubscribe := c.ops.Subscribe(ctx)
+	signals, unsubscribe := c.store.Subscribe(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -115,7 +115,7 @@ type Worker struct {
 	client *Client
 	log    *slog.Logger
 	st     *engine.Store
-	ops    storeOps
+	claims claimer // st, but for tests
 	id     string
 	queues []string
 	conc   int
@@ -153,16 +153,18 @@ type Worker struct {
 	perResource  map[string]int
 	inFlightSize int64
 	live         map[string]*TaskContext
-	// Completions waiting for the loop's next claim (settle_claim.go),
-	// accepted while riding (during Run's loop, on SQLite). rideOpen adds
+	// ride holds the completions waiting for the loop's next claim
+	// (settle_claim.go), accepted while riding (during Run's loop, where
+	// the store settles on claims). rideOpen adds
 	// that the loop's last claim drew several tasks or left other calls
 	// running (rideAfterClaim), read without the lock: completions on
 	// Postgres never take it.
 	riding   bool
 	rideOpen atomic.Bool
-	pending  []*pendingCompletion
-	// settler writes the calls' completions on Postgres (settler.go); set
-	// by Run before its loop starts any call, nil on SQLite.
+	ride     engine.Pending
+	// settler writes the calls' completions where the store does not
+	// settle on claims (settler.go); set by Run before its loop starts any
+	// call, nil otherwise.
 	settler *settler
 }
 
@@ -185,11 +187,11 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if err := o.validate(c.ops); err != nil {
+	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		client: c, st: c.store, ops: c.ops, id: o.ID, queues: o.Queues, conc: o.Concurrency,
+		client: c, st: c.store, claims: c.store, id: o.ID, queues: o.Queues, conc: o.Concurrency,
 		lease: o.LeaseDuration, beat: o.HeartbeatInterval, poll: o.PollInterval, opts: o,
 		backoff: o.RetryBackoff, backoffMax: o.RetryBackoffMax,
 		regs: map[string]*registration{}, paused: map[string]bool{}, resumed: make(chan struct{}, 1),
@@ -248,7 +250,7 @@ const (
 )
 
 // validate checks the options once, at construction.
-func (o *WorkerOptions) validate(ops storeOps) error {
+func (o *WorkerOptions) validate() error {
 	bad := func(arg, format string, a ...any) error {
 		return &ArgumentError{Op: "worker", Arg: arg, Reason: fmt.Sprintf(format, a...)}
 	}
@@ -281,12 +283,12 @@ func (o *WorkerOptions) validate(ops storeOps) error {
 		return bad("PollInterval", "must be >= %v, got %v", MinPollInterval, p)
 	}
 	if o.ID != "" {
-		if err := ops.ValidateName("worker", "ID", o.ID); err != nil {
+		if err := engine.ValidateName("worker", "ID", o.ID); err != nil {
 			return err
 		}
 	}
 	for _, q := range o.Queues {
-		if err := ops.ValidateName("worker", "queue", q); err != nil {
+		if err := engine.ValidateName("worker", "queue", q); err != nil {
 			return err
 		}
 	}
@@ -331,7 +333,7 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 	if opts != nil {
 		r.opts = *opts
 	}
-	if err := w.ops.ValidateName("handle", "name", r.name); err != nil {
+	if err := engine.ValidateName("handle", "name", r.name); err != nil {
 		return err
 	}
 	if r.opts.Concurrency < 0 {

@@ -8,28 +8,21 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/internal/workeraccess"
 )
-
-func init() {
-	workeraccess.WorkOne = func(ctx context.Context, w any) ([]*engine.Task, error) {
-		return w.(*Worker).workOne(ctx)
-	}
-}
 
 // rereadTimeout bounds the read of a call's tasks after it settled, which
 // runs even when the caller's context has ended, to report what the call
 // left behind.
 const rereadTimeout = 10 * time.Second
 
-// workOne claims at most one handler call's tasks, with the claim Run
+// WorkOne claims at most one handler call's tasks, with the claim Run
 // makes (same registrations, queues and per-name limits, free slots
 // counted as one), and runs that call in the caller's goroutine through
 // runCall: TaskContext, middleware, MaxRun, settlement. Every lease it
 // holds is renewed by the heartbeat while the call runs. It returns the
 // call's tasks read back after settlement, or none when nothing was
-// claimable. It serves package cairnqtest (through internal/workeraccess).
+// claimable. It is for tests: package cairnqtest's Work wraps it, and a
+// test that drives a worker one call at a time can call it directly.
 //
 // A worker runs one workOne at a time and never during Run: both hold
 // the started flag, so a Run (or another workOne) meanwhile fails with
@@ -42,7 +35,7 @@ const rereadTimeout = 10 * time.Second
 // is left running to its lease. workOne waits up to maxShutdownGrace for
 // the handler to return, then returns the tasks as they stand with ctx's
 // error.
-func (w *Worker) workOne(ctx context.Context) ([]*Task, error) {
+func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 	if err := checkCtx(ctx, "worker work"); err != nil {
 		return nil, err
 	}
@@ -141,7 +134,7 @@ func (w *Worker) claimOne(ctx context.Context) (dispatch, bool, error) {
 	if len(queues) == 0 {
 		return dispatch{}, false, nil
 	}
-	drawn, _, err := w.claim(ctx, sources, names, queues, 1, storeaccess.ClaimHints{})
+	drawn, _, err := w.claim(ctx, sources, names, queues, 1, engine.ClaimHints{})
 	if err != nil || len(drawn) == 0 {
 		return dispatch{}, false, err
 	}

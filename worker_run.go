@@ -13,9 +13,18 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
-	"github.com/cairnq/cairnq-go/protocol"
 )
+
+// drawFunc claims up to limit tasks named in names inside a claim session.
+type drawFunc = func(names []string, limit int) ([]*engine.Task, error)
+
+// claimer is what a worker's claim loop writes through: its store, or in
+// tests a wrapper that watches what rides on the claims.
+type claimer interface {
+	ClaimWith(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints) ([]*engine.Task, error)
+	ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (bool, error)
+	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
+}
 
 // source is one draw of a poll's claim: one name that limits itself, or
 // all the names that do not, sharing one draw.
@@ -118,7 +127,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		w.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, logWorkerStopped, slog.String("worker_id", w.id))
 	}()
-	if w.st.Dialect() == protocol.Postgres {
+	if !w.st.SettleOnClaim() {
 		w.settler = w.startSettler(handlerCtx)
 	}
 	runErr := w.loop(loopCtx, handlerCtx)
@@ -279,13 +288,13 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		var wake <-chan struct{}
 		unsubscribe := func() {}
 		if subscribed {
-			wake, unsubscribe = w.ops.SubscribeQueued(ctx, w.queues)
+			wake, unsubscribe = w.st.SubscribeQueued(ctx, w.queues)
 		}
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
-		taken := w.takePending()
-		hints := storeaccess.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: completions(taken)}
+		taken := w.ride.Take()
+		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken}
 		drawn, ran, err := w.claim(ctx, sources, names, queues, free, hints)
-		answer(taken, err)
+		engine.Answer(taken, err)
 		// Leases were recovered, or the probe saw none expired.
 		recovered := ran && !skipRecover
 		if err != nil {
@@ -415,7 +424,7 @@ const (
 // backlog cannot starve the rest. ran reports whether a claim statement
 // ran (a draw every limit skipped runs none). The rate limits are charged
 // for what it returns.
-func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints storeaccess.ClaimHints) (drawn []dispatch, ran bool, err error) {
+func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran bool, err error) {
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
@@ -427,15 +436,15 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			p := params
 			p.Names, p.Limit = names, limit
 			ran = true
-			return w.ops.Claim(ctx, p, hints)
+			return w.claims.ClaimWith(ctx, p, hints)
 		}, order, free, &drawn)
 		if err == nil && !ran && len(hints.Settle) > 0 {
 			// Every limit skipped the draw: the settlements go alone.
-			err = w.ops.SettleCompletions(ctx, hints.Settle)
+			err = w.claims.SettleCompletions(ctx, hints.Settle)
 		}
 	} else {
 		ran = true
-		_, err = w.ops.ClaimSession(ctx, params, hints, func(draw drawFunc) error {
+		_, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
 			drawn = drawn[:0] // a retried transaction starts over
 			return w.plan(draw, order, free, &drawn)
 		})

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/workeraccess"
 )
 
 // Work runs one handler call on w, in the test's goroutine, and returns
@@ -115,7 +114,7 @@ func workOne(ctx context.Context, w *cairnq.Worker) ([]*cairnq.Task, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("the context is nil")
 	}
-	return workeraccess.WorkOne(ctx, w)
+	return w.WorkOne(ctx)
 }
 
 // stillRunning describes the tasks a call left running, or "".

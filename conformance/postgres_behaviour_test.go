@@ -16,7 +16,6 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -561,10 +560,7 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 	}
 	var drawn int
 	// The shared claim transaction of a worker with several names.
-	type claimSessioner interface {
-		ClaimSession(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints, plan func(draw func(names []string, limit int) ([]*engine.Task, error)) error) (bool, error)
-	}
-	_, err = storeaccess.Ops(st).(claimSessioner).ClaimSession(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, storeaccess.ClaimHints{}, func(draw func([]string, int) ([]*engine.Task, error)) error {
+	_, err = st.ClaimSession(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, engine.ClaimHints{}, false, func(draw func([]string, int) ([]*engine.Task, error)) error {
 		for _, name := range []string{"a", "b"} {
 			ts, err := draw([]string{name}, 1)
 			if err != nil {

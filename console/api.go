@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // taskJSON is a task as the API serves it: the protocol's wire shape, with
@@ -124,7 +123,7 @@ type apiWorker struct {
 	LeaseUntilMs int64  `json:"lease_until_ms"`
 }
 
-func apiWorkers(ws []storeaccess.ConsoleWorker) []apiWorker {
+func apiWorkers(ws []engine.ConsoleWorker) []apiWorker {
 	out := make([]apiWorker, len(ws))
 	for i, w := range ws {
 		out[i] = apiWorker{w.ID, w.Running, ms(w.LeaseUntil)}

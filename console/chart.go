@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // The overview's chart: one stacked bar per minute, succeeded above failed,
@@ -30,7 +30,7 @@ type bar struct {
 	Label      string
 }
 
-func newChart(ms []storeaccess.ConsoleMinute) chart {
+func newChart(ms []engine.ConsoleMinute) chart {
 	c := chart{Height: chartHeight, Width: max(len(ms), 1) * (chartBarW + chartGap)}
 	for _, m := range ms {
 		c.Max = max(c.Max, m.Succeeded+m.Failed)

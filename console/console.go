@@ -88,7 +88,6 @@
 package console
 
 import (
-	"context"
 	"embed"
 	"io/fs"
 	"log/slog"
@@ -101,7 +100,6 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // Options configures Handler. The zero value (or nil) is a read-only console
@@ -170,24 +168,10 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 type console struct {
 	c       *cairnq.Client
-	st      queries
+	st      *engine.Store // the console's own reads, beside the Client's
 	opts    Options
 	pages   *pages
 	counter *counter
-}
-
-// queries are the console's reads that a Client does not offer, run by
-// package store and handed over through internal/storeaccess, so that
-// they are not part of a Store's documented surface.
-type queries interface {
-	ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan int) (tasks []*engine.Task, scannedTo string, err error)
-	ConsoleChildren(ctx context.Context, t *engine.Task, limit int) ([]*engine.Task, error)
-	ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*engine.Task, error)
-	ConsoleTaskKey(ctx context.Context, id string, scan int) (key string, looked bool, err error)
-	ConsoleRunning(ctx context.Context, limit int) ([]*engine.Task, error)
-	ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, error)
-	ConsoleNow(ctx context.Context) (time.Time, error)
-	ConsoleSettled(ctx context.Context, since, now time.Time) ([]storeaccess.ConsoleMinute, error)
 }
 
 // Handler returns the console over c. Mount it under a prefix with
@@ -228,7 +212,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 		o.CountWait = defaultCountWait
 	}
 	o.BasePath = strings.TrimSuffix(o.BasePath, "/")
-	k := &console{c: c, st: storeaccess.Ops(storeaccess.ClientStore(c)).(queries), opts: o, pages: newPages()}
+	k := &console{c: c, st: c.Store().Engine(), opts: o, pages: newPages()}
 	k.counter = newCounter(k)
 
 	static, _ := fs.Sub(assets, "assets/static") // a constant path of the embed

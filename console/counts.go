@@ -11,7 +11,6 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // The overview's aggregates (tasks per queue and status, the oldest due
@@ -36,7 +35,7 @@ type counts struct {
 	At      time.Time
 	Took    time.Duration
 	Queues  []queueRow
-	Settled []storeaccess.ConsoleMinute
+	Settled []engine.ConsoleMinute
 	Failing []engine.FailureCount
 
 	began time.Time // this process's clock, to tell counts apart from requests

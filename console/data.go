@@ -11,7 +11,6 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // How much the overview and task pages read.
@@ -49,9 +48,9 @@ func (q queueRow) MarshalJSON() ([]byte, error) {
 type overview struct {
 	Now     time.Time
 	Queues  []queueRow
-	Settled []storeaccess.ConsoleMinute
+	Settled []engine.ConsoleMinute
 	Running []*engine.Task
-	Workers []storeaccess.ConsoleWorker
+	Workers []engine.ConsoleWorker
 	Failing []engine.FailureCount
 	// Counted is the background count Queues, Settled and Failing come
 	// from; nil while the first one runs. Counting: a newer one is under way.
@@ -91,8 +90,8 @@ var filterFields = []struct{ Param, Label string }{
 }
 
 // listQuery reads the list filters and cursor from a query string.
-func listQuery(v url.Values) (storeaccess.ConsoleQuery, error) {
-	q := storeaccess.ConsoleQuery{
+func listQuery(v url.Values) (engine.ConsoleQuery, error) {
+	q := engine.ConsoleQuery{
 		Status:        v.Get("status"),
 		Queue:         v.Get("queue"),
 		Name:          v.Get("name"),
@@ -135,7 +134,7 @@ type taskPage struct {
 
 // listTasks reads one page, and one more row to know whether another page
 // follows in the direction of travel.
-func (k *console) listTasks(ctx context.Context, q storeaccess.ConsoleQuery) (*taskPage, error) {
+func (k *console) listTasks(ctx context.Context, q engine.ConsoleQuery) (*taskPage, error) {
 	limit := q.Limit
 	q.Limit = limit + 1
 	tasks, scannedTo, err := k.st.ConsoleTasks(ctx, q, k.opts.ScanLimit)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // pages holds one template set per page, each the layout plus that page's
@@ -129,7 +128,7 @@ func (k *console) overviewPage(w http.ResponseWriter, r *http.Request) {
 
 type tasksView struct {
 	*taskPage
-	Query   storeaccess.ConsoleQuery
+	Query   engine.ConsoleQuery
 	Filters []filterValue
 	// NewerURL, OlderURL and NewestURL are the pagination links; empty
 	// when there is no such page.

@@ -3,9 +3,28 @@ package engine
 import (
 	"context"
 
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
 )
+
+// ClaimHints are what a busy worker tells its claims.
+type ClaimHints struct {
+	// SkipProbe opens the claim transaction without the read-only probe
+	// first. A worker whose last poll found work sets it: the probe exists
+	// to keep idle workers off the write lock, and a busy one would pay
+	// for it on every claim.
+	SkipProbe bool
+	// SkipRecover leaves expired leases for a later claim. A busy worker
+	// sets it between recoveries: it claims many times a second, and
+	// leases run for seconds at least.
+	SkipRecover bool
+	// Settle are finished attempts the claim settles before it draws, each
+	// as Store.Complete would, in the claim's transaction: on SQLite a busy
+	// worker's settlements ride on its next claim, one request and one
+	// commit for both. The claim sets each one's outcome when it returns
+	// without an error; with one, none of them was settled by it (as
+	// uncertainly as any write whose reply was lost).
+	Settle []*Completion
+}
 
 // A busy worker's settlements can ride on its next claim
 // (ClaimHints.Settle): complete_many runs ahead of the claim in the
@@ -18,13 +37,9 @@ import (
 // take as JSON text runs alone, as the writer's grouped completions do.
 // It may run again when the transaction is retried; each run sets every
 // outcome afresh.
-func (s *Store) settleIn(ctx context.Context, q querier, cs []*storeaccess.Completion) error {
+func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error {
 	if s.dialect == protocol.Postgres {
-		group := make([]completion, len(cs))
-		for i, c := range cs {
-			group[i] = completion{id: c.ID, workerID: c.WorkerID, result: c.Result}
-		}
-		for i, res := range s.completeManyPG(ctx, q, group) {
+		for i, res := range s.completeManyPG(ctx, q, cs) {
 			if res.err != nil {
 				return res.err
 			}
@@ -34,38 +49,28 @@ func (s *Store) settleIn(ctx context.Context, q querier, cs []*storeaccess.Compl
 				if err != nil {
 					return err
 				}
-				cs[i].Status, cs[i].Err = string(ref.Status), nil
+				cs[i].Status, cs[i].Err = ref.Status, nil
 			}
 		}
 		return nil
 	}
-	group := make([]*sqliteCompletion, len(cs))
-	for i, c := range cs {
-		group[i] = &sqliteCompletion{id: c.ID, workerID: c.WorkerID, result: c.Result}
-	}
-	err := s.completeMany(q, group)
+	err := s.completeMany(q, cs)
 	if err == errNotJSONText {
-		for _, c := range group {
+		for _, c := range cs {
 			if err := s.completeOne(q, c); err != nil {
 				return err
 			}
 		}
 		err = nil
 	}
-	if err != nil {
-		return err
-	}
-	for i, c := range group {
-		cs[i].Status, cs[i].Err = string(c.status), c.err
-	}
-	return nil
+	return err
 }
 
 // announce tells this process's waiters about the settled tasks of cs.
-func (s *Store) announce(cs []*storeaccess.Completion) {
+func (s *Store) announce(cs []*Completion) {
 	for _, c := range cs {
 		if c.Err == nil {
-			s.settledRef(TaskRef{ID: c.ID, Status: Status(c.Status)})
+			s.settledRef(TaskRef{ID: c.ID, Status: c.Status})
 		}
 	}
 }
@@ -73,7 +78,7 @@ func (s *Store) announce(cs []*storeaccess.Completion) {
 // settleCompletions settles cs in a write of their own: on SQLite a
 // worker's completions its claim loop could not carry, on Postgres those
 // of its settler, there one statement outside any explicit transaction.
-func (s *Store) settleCompletions(ctx context.Context, cs []*storeaccess.Completion) error {
+func (s *Store) SettleCompletions(ctx context.Context, cs []*Completion) error {
 	if len(cs) == 0 {
 		return nil
 	}

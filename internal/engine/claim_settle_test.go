@@ -3,8 +3,6 @@ package engine
 import (
 	"errors"
 	"testing"
-
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 )
 
 // Completions handed to a claim settle in its transaction, each exactly as
@@ -25,26 +23,26 @@ func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
 		if _, err := s.Complete(ctx, ids[2], "w", nil); err != nil {
 			t.Fatal(err)
 		}
-		done, unsubscribe := s.subscribeDone(ctx, ids[0])
+		done, unsubscribe := s.SubscribeDone(ctx, ids[0])
 		defer unsubscribe()
 
-		cs := []*storeaccess.Completion{
+		cs := []*Completion{
 			{ID: ids[0], WorkerID: "w", Result: `{"x": 1}`},
 			{ID: ids[1], WorkerID: "w"},
 			{ID: ids[2], WorkerID: "w"},
 		}
-		got, err := s.claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 5},
-			storeaccess.ClaimHints{Settle: cs})
+		got, err := s.ClaimWith(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 5},
+			ClaimHints{Settle: cs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0].ID != next.ID {
 			t.Fatalf("claimed %d tasks, want the one queued (%s)", len(got), next.ID)
 		}
-		if cs[0].Status != string(StatusSucceeded) || cs[0].Err != nil {
+		if cs[0].Status != StatusSucceeded || cs[0].Err != nil {
 			t.Errorf("completion of a running task: %q %v, want succeeded", cs[0].Status, cs[0].Err)
 		}
-		if cs[1].Status != string(StatusCanceled) || cs[1].Err != nil {
+		if cs[1].Status != StatusCanceled || cs[1].Err != nil {
 			t.Errorf("completion of a task whose cancel was requested: %q %v, want canceled", cs[1].Status, cs[1].Err)
 		}
 		var lost *LostLeaseError
@@ -73,13 +71,13 @@ func TestClaimWithoutNamesStillSettles(t *testing.T) {
 	bothStores(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		ids := claimed(t, s, 1)
-		cs := []*storeaccess.Completion{{ID: ids[0], WorkerID: "w"}}
-		got, err := s.claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, Names: []string{}, WorkerID: "w"},
-			storeaccess.ClaimHints{Settle: cs})
+		cs := []*Completion{{ID: ids[0], WorkerID: "w"}}
+		got, err := s.ClaimWith(ctx, ClaimParams{Queues: []string{DefaultQueue}, Names: []string{}, WorkerID: "w"},
+			ClaimHints{Settle: cs})
 		if err != nil || len(got) != 0 {
 			t.Fatalf("claim: %d tasks, %v", len(got), err)
 		}
-		if task, err := s.Get(ctx, ids[0]); err != nil || task.Status != StatusSucceeded || cs[0].Status != string(StatusSucceeded) {
+		if task, err := s.Get(ctx, ids[0]); err != nil || task.Status != StatusSucceeded || cs[0].Status != StatusSucceeded {
 			t.Errorf("task %v %v, completion %q: want succeeded", task.Status, err, cs[0].Status)
 		}
 	})

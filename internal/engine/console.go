@@ -8,9 +8,42 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
 )
+
+type ConsoleQuery struct {
+	Status        string
+	Queue         string
+	Name          string
+	Key           string // the task the key points at now
+	CorrelationID string
+	RootID        string
+	// ParentID matches tasks naming it as parent. The protocol has no index
+	// on parent_id, so this filter alone walks the id index.
+	ParentID string
+	IDPrefix string // ids starting with it, e.g. "task_01J8"
+	// Before returns the page after a cursor (tasks with smaller ids);
+	// After the page before it (larger ids). Both are task ids; at most one
+	// may be set.
+	Before, After string
+	// Limit caps the page; default 50, at most 1000.
+	Limit int
+}
+
+// ConsoleWorker is one worker holding leases now.
+type ConsoleWorker struct {
+	ID      string `json:"id"`
+	Running int    `json:"running"`
+	// LeaseUntil is the soonest expiry among its leases.
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+// ConsoleMinute is how many tasks settled in one minute.
+type ConsoleMinute struct {
+	Minute    time.Time `json:"minute"`
+	Succeeded int       `json:"succeeded"`
+	Failed    int       `json:"failed"`
+}
 
 // This file is the read-only API of the web console (package console): the
 // queries a dashboard needs that the protocol's statements do not cover.
@@ -45,8 +78,7 @@ const consoleColumns = `id, name, queue, status, error, progress, message, attem
 // to it, and a page continuing from it (Before or After it, in the same
 // direction) goes on where this one stopped. scannedTo is "" when the page
 // is exact.
-func (o ops) ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan int) (tasks []*Task, scannedTo string, err error) {
-	s := o.s
+func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tasks []*Task, scannedTo string, err error) {
 	const op = "console tasks"
 	if q.Before != "" && q.After != "" {
 		return nil, "", argError(op, "cursor", "before and after are exclusive")
@@ -180,8 +212,7 @@ func (o ops) ConsoleTasks(ctx context.Context, q storeaccess.ConsoleQuery, scan 
 // submitted with a ParentID but no RootID starts a chain of its own and is
 // not found here; ConsoleTasks with ParentID finds every child, without an
 // index.
-func (o ops) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Task, error) {
-	s := o.s
+func (s *Store) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Task, error) {
 	root := t.RootID
 	if root == "" {
 		root = t.ID
@@ -192,8 +223,7 @@ func (o ops) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Task, 
 
 // ConsoleCorrelated returns up to limit tasks sharing correlationID, newest
 // first, through the correlation index.
-func (o ops) ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*Task, error) {
-	s := o.s
+func (s *Store) ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*Task, error) {
 	return s.consoleNewest(ctx, "console_correlated", "correlation_id = :correlation_id",
 		protocol.Args{"correlation_id": correlationID, "limit": int64(max(limit, 1))})
 }
@@ -238,8 +268,7 @@ func (s *Store) consoleNewest(ctx context.Context, name, cond string, a protocol
 // none does. The key table has no index on task_id, so this reads the key
 // table. With scan > 0 it first counts the keys up to scan and, when there
 // are that many, reads nothing and returns looked false.
-func (o ops) ConsoleTaskKey(ctx context.Context, id string, scan int) (key string, looked bool, err error) {
-	s := o.s
+func (s *Store) ConsoleTaskKey(ctx context.Context, id string, scan int) (key string, looked bool, err error) {
 	if scan > 0 {
 		n, err := s.consoleCount(ctx, "console_key_probe",
 			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_task_keys LIMIT :scan) AS probe", protocol.Args{"scan": int64(scan)})
@@ -258,8 +287,7 @@ func (o ops) ConsoleTaskKey(ctx context.Context, id string, scan int) (key strin
 
 // ConsoleRunning returns up to limit running tasks, the soonest lease
 // expiry first, through the partial lease index.
-func (o ops) ConsoleRunning(ctx context.Context, limit int) ([]*Task, error) {
-	s := o.s
+func (s *Store) ConsoleRunning(ctx context.Context, limit int) ([]*Task, error) {
 	return s.consoleTasks(ctx, "console_running",
 		"SELECT "+consoleColumns+" FROM cairnq_tasks WHERE status = 'running' AND lease_until_ms IS NOT NULL ORDER BY lease_until_ms ASC, id ASC LIMIT :limit",
 		protocol.Args{"limit": int64(max(limit, 1))})
@@ -267,8 +295,7 @@ func (o ops) ConsoleRunning(ctx context.Context, limit int) ([]*Task, error) {
 
 // ConsoleWorkers returns the workers holding leases now and how many tasks
 // each runs, through the partial lease index, most tasks first.
-func (o ops) ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, error) {
-	s := o.s
+func (s *Store) ConsoleWorkers(ctx context.Context) ([]ConsoleWorker, error) {
 	rows, err := s.consoleQuery(ctx, "console_workers",
 		`SELECT worker_id, count(*) AS running, min(lease_until_ms) AS lease_until_ms
 		FROM cairnq_tasks WHERE status = 'running' AND lease_until_ms IS NOT NULL
@@ -276,9 +303,9 @@ func (o ops) ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, e
 	if err != nil {
 		return nil, err
 	}
-	out := make([]storeaccess.ConsoleWorker, 0, len(rows))
+	out := make([]ConsoleWorker, 0, len(rows))
 	for _, r := range rows {
-		var w storeaccess.ConsoleWorker
+		var w ConsoleWorker
 		var n, until int64
 		var ok bool
 		if w.ID, _, err = asString("worker_id", r["worker_id"]); err != nil {
@@ -299,8 +326,7 @@ func (o ops) ConsoleWorkers(ctx context.Context) ([]storeaccess.ConsoleWorker, e
 // ConsoleNow returns the clock the store's statements use: the database
 // clock on Postgres, this process's on SQLite. Ages and lease time left are
 // measured against it.
-func (o ops) ConsoleNow(ctx context.Context) (time.Time, error) {
-	s := o.s
+func (s *Store) ConsoleNow(ctx context.Context) (time.Time, error) {
 	if s.dialect == protocol.SQLite {
 		return s.now(), nil
 	}
@@ -319,8 +345,7 @@ func (o ops) ConsoleNow(ctx context.Context) (time.Time, error) {
 // ConsoleSettled returns the tasks that succeeded and failed for good per
 // minute since since, oldest minute first, every minute up to now present
 // (zero-filled). It reads only the (status, completed_at_ms) index.
-func (o ops) ConsoleSettled(ctx context.Context, since, now time.Time) ([]storeaccess.ConsoleMinute, error) {
-	s := o.s
+func (s *Store) ConsoleSettled(ctx context.Context, since, now time.Time) ([]ConsoleMinute, error) {
 	rows, err := s.consoleQuery(ctx, "console_settled",
 		`SELECT status, completed_at_ms / 60000 AS minute, count(*) AS n FROM cairnq_tasks
 		WHERE status IN ('succeeded', 'failed') AND completed_at_ms >= :since_ms
@@ -333,7 +358,7 @@ func (o ops) ConsoleSettled(ctx context.Context, since, now time.Time) ([]storea
 	if last < first {
 		last = first
 	}
-	out := make([]storeaccess.ConsoleMinute, last-first+1)
+	out := make([]ConsoleMinute, last-first+1)
 	for i := range out {
 		out[i].Minute = time.UnixMilli((first + int64(i)) * 60000)
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -19,7 +18,7 @@ type consoleProbe struct {
 // consoleProbes returns the filters of q an index finds. Each is counted up
 // to the scan bound before a page is read, so that a rare value is read
 // through its index and a common one in id order.
-func (s *Store) consoleProbes(q storeaccess.ConsoleQuery) []consoleProbe {
+func (s *Store) consoleProbes(q ConsoleQuery) []consoleProbe {
 	var out []consoleProbe
 	add := func(index string, cols ...string) {
 		p := consoleProbe{index: index}

@@ -11,7 +11,7 @@
 // reads for operators (inspect.go: InspectSQLite, InspectPostgres and the
 // health reads cairnq doctor shows); what only a cairnq Client or Worker
 // needs (the worker's claim planning, in-process wakeups) stays unexported
-// and reaches the root package through internal/storeaccess.
+// and reaches the root package through internal/
 //
 // It also holds the types every floor shares: Task, its statuses, the
 // error envelope and the errors (sentinels for errors.Is, typed errors

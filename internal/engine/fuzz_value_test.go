@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -676,6 +677,6 @@ func FuzzSubmitSQLite(f *testing.F) {
 		if verr == nil && !bytes.HasPrefix(bytes.TrimSpace(sent), []byte("{")) {
 			verr = errors.New("not an object")
 		}
-		try("metadata", SubmitParams{Metadata: json.RawMessage(raw)}, sent, verr)
+		try("metadata", SubmitParams{SubmitOptions: cairnqtype.SubmitOptions{Metadata: json.RawMessage(raw)}}, sent, verr)
 	})
 }

@@ -84,7 +84,7 @@ func (h *hub) queued(queue string) {
 // they read. On Postgres the first subscriber may wait for LISTEN to be
 // set up, bounded by ctx. Calling the unsubscribe func again does nothing,
 // here and in subscribeQueued and subscribe.
-func (s *Store) subscribeDone(ctx context.Context, id string) (<-chan struct{}, func()) {
+func (s *Store) SubscribeDone(ctx context.Context, id string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
@@ -114,7 +114,7 @@ func (s *Store) subscribeDone(ctx context.Context, id string) (<-chan struct{}, 
 // claimable on one of queues (a submit or a requeue, in this process or on
 // Postgres in any), and a func that unsubscribes. Like subscribeDone, it
 // may wait for LISTEN to be set up.
-func (s *Store) subscribeQueued(ctx context.Context, queues []string) (<-chan struct{}, func()) {
+func (s *Store) SubscribeQueued(ctx context.Context, queues []string) (<-chan struct{}, func()) {
 	h := s.hub
 	ch := make(chan struct{})
 	h.mu.Lock()
@@ -131,7 +131,7 @@ func (s *Store) subscribeQueued(ctx context.Context, queues []string) (<-chan st
 
 // doneWaiters reports how many subscriptions wait on a task's settlement
 // in this process. It is introspection for tests and diagnostics.
-func (s *Store) doneWaiters() int {
+func (s *Store) DoneWaiters() int {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
 	n := 0
@@ -145,7 +145,7 @@ func (s *Store) doneWaiters() int {
 // this process (from its own writes, and on Postgres from LISTEN), and a
 // func that unsubscribes. The channel buffers a few signals; more arriving
 // while it is full are dropped, since any signal means "re-read".
-func (s *Store) subscribe(ctx context.Context) (<-chan Signal, func()) {
+func (s *Store) Subscribe(ctx context.Context) (<-chan Signal, func()) {
 	w := &watcher{ch: make(chan Signal, 16)}
 	s.hub.mu.Lock()
 	s.hub.watchers[w] = struct{}{}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/dirsnap"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
@@ -228,7 +229,7 @@ func TestQueueAgesReadsTheClockOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	task, err := s.Submit(ctx, SubmitParams{Name: "render", Queue: "gpu"})
+	task, err := s.Submit(ctx, SubmitParams{Name: "render", SubmitOptions: cairnqtype.SubmitOptions{Queue: "gpu"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestHealthReads(t *testing.T) {
 		defer s.Close()
 		submit := func(name, queue string, delay time.Duration) *Task {
 			t.Helper()
-			task, err := s.Submit(ctx, SubmitParams{Name: name, Queue: queue, Delay: delay, MaxAttempts: 1})
+			task, err := s.Submit(ctx, SubmitParams{Name: name, SubmitOptions: cairnqtype.SubmitOptions{Queue: queue, Delay: delay, MaxAttempts: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}

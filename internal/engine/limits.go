@@ -15,7 +15,7 @@ import (
 // validateName checks a name-like argument of op (a task or queue name, a
 // worker id, a parent, root or correlation id): non-empty, valid UTF-8,
 // no NUL, at most MaxNameBytes.
-func validateName(op, arg, s string) error {
+func ValidateName(op, arg, s string) error {
 	if s == "" {
 		return argError(op, arg, "must not be empty")
 	}
@@ -195,7 +195,7 @@ func hex4(s string) rune {
 // checkID checks a task id a caller looks up: a text the databases can
 // compare (any string of the right kind that names no task is simply not
 // found).
-func checkID(op, id string) error { return validateName(op, "id", id) }
+func checkID(op, id string) error { return ValidateName(op, "id", id) }
 
 // checkKey checks a key a caller looks up.
 func checkKey(op, key string) error {

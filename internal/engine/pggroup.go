@@ -269,14 +269,8 @@ func byID(ids []string, rows rowSet, err error) []groupResult {
 
 // ---------------------------------------------------------------- completions
 
-// completion is one finished attempt to settle.
-type completion struct {
-	id, workerID string
-	result       any // JSON text, or nil for no result
-}
-
-func newCompleter(s *Store, ex executor.Executor) *grouper[completion] {
-	return newGrouper(func(ctx context.Context, cs []completion) []groupResult {
+func newCompleter(s *Store, ex executor.Executor) *grouper[*Completion] {
+	return newGrouper(func(ctx context.Context, cs []*Completion) []groupResult {
 		return s.completeManyPG(ctx, pgQuerier{ex}, cs)
 	}, nil)
 }
@@ -284,12 +278,12 @@ func newCompleter(s *Store, ex executor.Executor) *grouper[completion] {
 // completeManyPG settles cs with one complete_many on q and returns one
 // result per completion, in order: its row (id, status), nil when its
 // lease was gone, or the statement's error.
-func (s *Store) completeManyPG(ctx context.Context, q querier, cs []completion) []groupResult {
+func (s *Store) completeManyPG(ctx context.Context, q querier, cs []*Completion) []groupResult {
 	ids := make([]string, len(cs))
 	workers := make([]string, len(cs))
 	results := make([]any, len(cs))
 	for i, c := range cs {
-		ids[i], workers[i], results[i] = c.id, c.workerID, c.result
+		ids[i], workers[i], results[i] = c.ID, c.WorkerID, c.Result
 	}
 	rows, err := s.execRows(ctx, q, protocol.StmtCompleteMany,
 		protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
@@ -299,7 +293,7 @@ func (s *Store) completeManyPG(ctx context.Context, q querier, cs []completion) 
 // completeGrouped settles one task through the backend's completion
 // groups. A row the statement did not return is a lease that was gone.
 func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
-	res, err := b.completer.do(ctx, completion{id: id, workerID: workerID, result: result})
+	res, err := b.completer.do(ctx, &Completion{ID: id, WorkerID: workerID, Result: result})
 	if err != nil {
 		return TaskRef{}, err
 	}

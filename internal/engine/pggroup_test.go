@@ -12,6 +12,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
@@ -131,11 +132,7 @@ func TestInsertGroupsConcurrentSubmits(t *testing.T) {
 	ctx := t.Context()
 	var rest []SubmitParams
 	for i := range 20 {
-		p := SubmitParams{
-			Name: fmt.Sprintf("job-%d", i), Queue: fmt.Sprintf("q%d", i%3), Priority: i - 10,
-			Payload: map[string]any{"i": i, "s": `quote " and back\slash`}, Metadata: map[string]any{"m": i},
-			MaxAttempts: 1 + i%4, Delay: time.Duration(i) * time.Second,
-		}
+		p := SubmitParams{Name: fmt.Sprintf("job-%d", i), Payload: map[string]any{"i": i, "s": `quote " and back\slash`}, SubmitOptions: cairnqtype.SubmitOptions{Queue: fmt.Sprintf("q%d", i%3), Priority: i - 10, Metadata: map[string]any{"m": i}, MaxAttempts: 1 + i%4, Delay: time.Duration(i) * time.Second}}
 		if i%2 == 0 {
 			p.ParentID, p.RootID, p.CorrelationID = "task_parent", "task_root", fmt.Sprintf("corr-%d", i)
 		}
@@ -234,11 +231,7 @@ func submitServerRefused(ctx context.Context, be *pgBackend) (*Task, error) {
 func TestInsertGroupRejectedRowFailsOnlyItsOwnSubmit(t *testing.T) {
 	s, g := openGatedPG(t)
 	ctx := t.Context()
-	rest := []SubmitParams{
-		{Name: "good-1"},
-		{Name: serverRefusedRow},
-		{Name: "good-2"},
-	}
+	rest := []SubmitParams{{Name: "good-1"}, {Name: serverRefusedRow}, {Name: "good-2"}}
 	out := lineUp(t, ctx, s, g, SubmitParams{Name: "first"}, rest)
 	if n := g.count(g.many); n != 1 {
 		t.Errorf("insert_many ran %d times, want 1", n)
@@ -311,10 +304,7 @@ func TestInsertGroupAbandonedSubmitNeverLands(t *testing.T) {
 // Every parameter insertArgs gives insert_task goes into insert_many, and
 // each value is of a kind textOf writes.
 func TestInsertParamsCoverInsertArgs(t *testing.T) {
-	args, err := insertArgs(SubmitParams{
-		Name: "n", Payload: 1, Queue: "q", MaxAttempts: 2, Priority: -3, Delay: time.Second,
-		Metadata: map[string]any{}, ParentID: "p", RootID: "r", CorrelationID: "c",
-	}, time.Now())
+	args, err := insertArgs(SubmitParams{Name: "n", Payload: 1, SubmitOptions: cairnqtype.SubmitOptions{Queue: "q", MaxAttempts: 2, Priority: -3, Delay: time.Second, Metadata: map[string]any{}, ParentID: "p", RootID: "r", CorrelationID: "c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

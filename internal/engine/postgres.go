@@ -267,7 +267,7 @@ type pgBackend struct {
 	log  *slog.Logger
 
 	listeners []*demandListener
-	completer *grouper[completion]
+	completer *grouper[*Completion]
 	inserter  *grouper[protocol.Args]
 	closeOnce sync.Once
 	closed    atomic.Bool

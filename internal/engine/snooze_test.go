@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // wireRow is a task as the protocol's columns hold it (MarshalJSON's wire
@@ -62,8 +64,7 @@ func TestSnoozeUndoesTheClaim(t *testing.T) {
 		}
 		defer s.Close()
 		ctx := t.Context()
-		sub, err := s.Submit(ctx, SubmitParams{Name: "poll", Payload: map[string]any{"n": 1}, MaxAttempts: 1,
-			Metadata: map[string]any{"owner": "a"}, CorrelationID: "corr"})
+		sub, err := s.Submit(ctx, SubmitParams{Name: "poll", Payload: map[string]any{"n": 1}, SubmitOptions: cairnqtype.SubmitOptions{MaxAttempts: 1, Metadata: map[string]any{"owner": "a"}, CorrelationID: "corr"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -116,19 +116,10 @@ type writeReq struct {
 	single bool
 	// completion marks a Complete (fn runs it alone). The completions of
 	// one transaction run together, as one complete_many statement.
-	completion *sqliteCompletion
+	completion *Completion
 	// state settles the race between a caller giving up and the writer
 	// starting the request: whoever moves it from reqQueued first decides.
 	state atomic.Int32
-}
-
-// sqliteCompletion is one Complete waiting for the writer, and, once its
-// transaction commits, its outcome.
-type sqliteCompletion struct {
-	id, workerID string
-	result       any // JSON text, or nil to store none
-	status       Status
-	err          error // a *LostLeaseError when the lease was gone
 }
 
 // sqliteSettler runs completions on the writer's connection: the Store,
@@ -138,7 +129,7 @@ type sqliteSettler interface {
 	// statement, setting each one's status or err. An error means the
 	// statement failed as a whole and took no effect (or SQLite tore the
 	// transaction down).
-	completeMany(q querier, cs []*sqliteCompletion) error
+	completeMany(q querier, cs []*Completion) error
 }
 
 const (
@@ -628,7 +619,7 @@ func (b *sqliteBackend) writeSingle(ctx context.Context, fn func(q querier) erro
 // complete settles one finished attempt through the writer. The writer
 // runs the completions that share a transaction as one statement; a lone
 // one is complete.sql, as fn runs it.
-func (b *sqliteBackend) complete(ctx context.Context, c *sqliteCompletion, fn func(q querier) error) error {
+func (b *sqliteBackend) complete(ctx context.Context, c *Completion, fn func(q querier) error) error {
 	return b.enqueue(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), single: true, completion: c})
 }
 
@@ -890,7 +881,7 @@ func countCompletions(live []*writeReq) int {
 // was torn down, or the connection panicked.
 func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results []error) bool {
 	q := sqliteQuerier{c}
-	var group []*sqliteCompletion
+	var group []*Completion
 	var at []int
 	ids := map[string]bool{}
 	size := 0
@@ -913,7 +904,7 @@ func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results 
 		}
 		if err == nil {
 			for k, i := range at {
-				results[i] = group[k].err
+				results[i] = group[k].Err
 			}
 			return true
 		}
@@ -936,16 +927,16 @@ func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results 
 			continue
 		}
 		n := 0
-		if text, ok := cp.result.(string); ok {
+		if text, ok := cp.Result.(string); ok {
 			n = len(text)
 		}
-		if ids[cp.id] || (len(group) > 0 && size+n > maxCompletionBytes) {
+		if ids[cp.ID] || (len(group) > 0 && size+n > maxCompletionBytes) {
 			if !flush() {
 				return false
 			}
 		}
 		group, at = append(group, cp), append(at, i)
-		ids[cp.id] = true
+		ids[cp.ID] = true
 		size += n
 	}
 	return flush()

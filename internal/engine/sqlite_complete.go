@@ -15,34 +15,34 @@ import (
 
 // completeSQLite settles one finished attempt through the SQLite writer.
 func (s *Store) completeSQLite(ctx context.Context, be *sqliteBackend, id, workerID string, res any) (TaskRef, error) {
-	c := &sqliteCompletion{id: id, workerID: workerID, result: res}
+	c := &Completion{ID: id, WorkerID: workerID, Result: res}
 	err := be.complete(ctx, c, func(q querier) error {
 		if err := s.completeOne(q, c); err != nil {
 			return err
 		}
-		return c.err
+		return c.Err
 	})
 	if err != nil {
 		return TaskRef{}, err
 	}
-	return TaskRef{ID: id, Status: c.status}, nil
+	return TaskRef{ID: id, Status: c.Status}, nil
 }
 
 // completeOne settles c with complete.sql, the protocol's statement. An
-// error is the statement's own; a lost lease is c.err.
-func (s *Store) completeOne(q querier, c *sqliteCompletion) error {
+// error is the statement's own; a lost lease is c.Err.
+func (s *Store) completeOne(q querier, c *Completion) error {
 	rows, err := s.exec(context.Background(), q, protocol.StmtComplete,
-		protocol.Args{"id": c.id, "worker_id": c.workerID, "result": c.result})
+		protocol.Args{"id": c.ID, "worker_id": c.WorkerID, "result": c.Result})
 	if err != nil {
 		return err
 	}
-	return c.take(rows)
+	return takeOutcome(c, rows)
 }
 
 // completeMany is sqliteSettler's: cs in one statement, complete.sql for
 // one alone. A text that JSON cannot carry byte for byte (invalid UTF-8)
 // fails the group before it runs, so each of its completions runs alone.
-func (s *Store) completeMany(q querier, cs []*sqliteCompletion) error {
+func (s *Store) completeMany(q querier, cs []*Completion) error {
 	if len(cs) == 1 {
 		return s.completeOne(q, cs[0])
 	}
@@ -63,26 +63,26 @@ func (s *Store) completeMany(q querier, cs []*sqliteCompletion) error {
 		status[ref.ID] = ref.Status
 	}
 	for _, c := range cs {
-		if st, ok := status[c.id]; ok {
-			c.status, c.err = st, nil
+		if st, ok := status[c.ID]; ok {
+			c.Status, c.Err = st, nil
 		} else {
-			c.status, c.err = "", &LostLeaseError{ID: c.id}
+			c.Status, c.Err = "", &LostLeaseError{ID: c.ID}
 		}
 	}
 	return nil
 }
 
 // take reads complete.sql's rows into c.
-func (c *sqliteCompletion) take(rows []executor.Row) error {
+func takeOutcome(c *Completion, rows []executor.Row) error {
 	if len(rows) == 0 {
-		c.status, c.err = "", &LostLeaseError{ID: c.id}
+		c.Status, c.Err = "", &LostLeaseError{ID: c.ID}
 		return nil
 	}
 	ref, err := rowToRef(rows[0])
 	if err != nil {
 		return err
 	}
-	c.status, c.err = ref.Status, nil
+	c.Status, c.Err = ref.Status, nil
 	return nil
 }
 
@@ -96,29 +96,29 @@ const errNotJSONText = errString("cairnq: a completion holds text JSON cannot ca
 // [id, worker_id, result] triples, result as a JSON string holding the
 // result's text, or null. ok is false when a text is not valid UTF-8,
 // which a JSON string cannot carry unchanged.
-func completionsJSON(cs []*sqliteCompletion) (string, bool) {
+func completionsJSON(cs []*Completion) (string, bool) {
 	n := 2
 	for _, c := range cs {
-		n += len(c.id) + len(c.workerID) + 16
-		if t, ok := c.result.(string); ok {
+		n += len(c.ID) + len(c.WorkerID) + 16
+		if t, ok := c.Result.(string); ok {
 			n += len(t) + len(t)/8
 		}
 	}
 	b := make([]byte, 0, n)
 	b = append(b, '[')
 	for i, c := range cs {
-		if !utf8.ValidString(c.id) || !utf8.ValidString(c.workerID) {
+		if !utf8.ValidString(c.ID) || !utf8.ValidString(c.WorkerID) {
 			return "", false
 		}
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = appendJSONString(b, c.id)
+		b = appendJSONString(b, c.ID)
 		b = append(b, ',')
-		b = appendJSONString(b, c.workerID)
+		b = appendJSONString(b, c.WorkerID)
 		b = append(b, ',')
-		switch t := c.result.(type) {
+		switch t := c.Result.(type) {
 		case nil:
 			b = append(b, "null"...)
 		case string:

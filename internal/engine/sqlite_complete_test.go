@@ -13,7 +13,7 @@ import (
 // completeQueued issues one Complete per entry of cs while the writer is
 // blocked, so that all of them reach the writer's queue and run in one
 // batch, and returns each one's outcome.
-func completeQueued(t *testing.T, s *Store, cs []completion) ([]TaskRef, []error) {
+func completeQueued(t *testing.T, s *Store, cs []*Completion) ([]TaskRef, []error) {
 	t.Helper()
 	be := s.be.(*sqliteBackend)
 	release := blockWriter(t, s)
@@ -25,10 +25,10 @@ func completeQueued(t *testing.T, s *Store, cs []completion) ([]TaskRef, []error
 		go func() {
 			defer wg.Done()
 			var result any // the JSON text as the caller's own encoding
-			if text, ok := c.result.(string); ok {
+			if text, ok := c.Result.(string); ok {
 				result = json.RawMessage(text)
 			}
-			refs[i], errs[i] = s.Complete(context.Background(), c.id, c.workerID, result)
+			refs[i], errs[i] = s.Complete(context.Background(), c.ID, c.WorkerID, result)
 		}()
 	}
 	for len(be.reqs) < len(cs) {
@@ -94,14 +94,14 @@ func TestSQLiteCompletionsSettleTogetherAndApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	oddJSON = strings.ReplaceAll(oddJSON, `\u003c`, "<") // stored as given, HTML escapes or not
-	cs := []completion{
-		{id: ids[0], workerID: "w", result: `{"n":1}`},
-		{id: ids[1], workerID: "w", result: nil},
-		{id: ids[2], workerID: "w", result: `"dropped"`}, // cancel requested: canceled, result dropped
-		{id: ids[3], workerID: "someone-else"},           // not its lease
-		{id: ids[4], workerID: "w", result: `1`},
-		{id: ids[4], workerID: "w", result: `2`}, // the same attempt settled twice
-		{id: ids[5], workerID: "w", result: oddJSON},
+	cs := []*Completion{
+		{ID: ids[0], WorkerID: "w", Result: `{"n":1}`},
+		{ID: ids[1], WorkerID: "w", Result: nil},
+		{ID: ids[2], WorkerID: "w", Result: `"dropped"`}, // cancel requested: canceled, result dropped
+		{ID: ids[3], WorkerID: "someone-else"},           // not its lease
+		{ID: ids[4], WorkerID: "w", Result: `1`},
+		{ID: ids[4], WorkerID: "w", Result: `2`}, // the same attempt settled twice
+		{ID: ids[5], WorkerID: "w", Result: oddJSON},
 	}
 	be := s.be.(*sqliteBackend)
 	before := be.commits.Load()
@@ -124,11 +124,11 @@ func TestSQLiteCompletionsSettleTogetherAndApart(t *testing.T) {
 			}
 			continue
 		}
-		if errs[i] != nil || refs[i] != (TaskRef{ID: cs[i].id, Status: st}) {
+		if errs[i] != nil || refs[i] != (TaskRef{ID: cs[i].ID, Status: st}) {
 			t.Errorf("completion %d: %+v, %v; want %s", i, refs[i], errs[i], st)
 		}
 	}
-	for i, wantResult := range map[int]string{0: `{"n":1}`, 4: cs[first].result.(string), 5: oddJSON} {
+	for i, wantResult := range map[int]string{0: `{"n":1}`, 4: cs[first].Result.(string), 5: oddJSON} {
 		id := ids[i]
 		if got, _ := storedResult(t, s, id); got != wantResult {
 			t.Errorf("task %d result %q, want %q", i, got, wantResult)
@@ -166,7 +166,7 @@ func TestSQLiteCompletionsSettleTogetherAndApart(t *testing.T) {
 // does when one of its rows breaks a constraint.
 type refusingSettler struct{ s *Store }
 
-func (r refusingSettler) completeMany(q querier, cs []*sqliteCompletion) error {
+func (r refusingSettler) completeMany(q querier, cs []*Completion) error {
 	if len(cs) > 1 {
 		return errors.New("the group's statement was refused")
 	}
@@ -195,7 +195,7 @@ func TestSQLiteCompletionRefusedAloneInItsGroup(t *testing.T) {
 				refs[i], errs[i] = s.Complete(ctx, id, "w", json.RawMessage(`true`))
 				return
 			}
-			c := &sqliteCompletion{id: id, workerID: "w"}
+			c := &Completion{ID: id, WorkerID: "w"}
 			errs[i] = be.complete(ctx, c, func(querier) error { return errors.New("this row is refused") })
 		}()
 	}
@@ -223,13 +223,13 @@ func TestSQLiteCompletionRefusedAloneInItsGroup(t *testing.T) {
 // Text a JSON string cannot carry unchanged (invalid UTF-8) never goes
 // through complete_many: the group runs each completion alone.
 func TestSQLiteCompletionsJSONRefusesInvalidUTF8(t *testing.T) {
-	if _, ok := completionsJSON([]*sqliteCompletion{{id: "a", workerID: "w\xff"}}); ok {
+	if _, ok := completionsJSON([]*Completion{{ID: "a", WorkerID: "w\xff"}}); ok {
 		t.Error("invalid UTF-8 in a worker id was encoded")
 	}
-	if _, ok := completionsJSON([]*sqliteCompletion{{id: "a", workerID: "w", result: "\"\xff\""}}); ok {
+	if _, ok := completionsJSON([]*Completion{{ID: "a", WorkerID: "w", Result: "\"\xff\""}}); ok {
 		t.Error("invalid UTF-8 in a result was encoded")
 	}
-	got, ok := completionsJSON([]*sqliteCompletion{{id: "a", workerID: "w", result: "\"x\\n\u0001\""}, {id: "b", workerID: "w"}})
+	got, ok := completionsJSON([]*Completion{{ID: "a", WorkerID: "w", Result: "\"x\\n\u0001\""}, {ID: "b", WorkerID: "w"}})
 	var back [][3]*string
 	if !ok || json.Unmarshal([]byte(got), &back) != nil || len(back) != 2 ||
 		*back[0][2] != "\"x\\n\u0001\"" || back[1][2] != nil || *back[1][0] != "b" {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -35,8 +36,7 @@ func TestScanReadsWhatQueryReads(t *testing.T) {
 	t.Parallel()
 	s, _ := openTestStore(t, SQLiteOptions{})
 	ctx := context.Background()
-	if _, err := s.Submit(ctx, SubmitParams{Name: "scan", Payload: map[string]any{"n": 1.5, "s": "x"},
-		Metadata: map[string]any{"m": true}, Priority: 3}); err != nil {
+	if _, err := s.Submit(ctx, SubmitParams{Name: "scan", Payload: map[string]any{"n": 1.5, "s": "x"}, SubmitOptions: cairnqtype.SubmitOptions{Metadata: map[string]any{"m": true}, Priority: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Submit(ctx, SubmitParams{Name: "scan2"}); err != nil {

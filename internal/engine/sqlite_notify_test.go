@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -40,7 +41,7 @@ func TestSQLiteNotifyChild(t *testing.T) {
 	defer s.Close()
 	switch role {
 	case "submit":
-		if _, err := s.Submit(ctx, SubmitParams{Name: "notify.job", Queue: "q1"}); err != nil {
+		if _, err := s.Submit(ctx, SubmitParams{Name: "notify.job", SubmitOptions: cairnqtype.SubmitOptions{Queue: "q1"}}); err != nil {
 			t.Fatal(err)
 		}
 	case "complete":
@@ -114,7 +115,7 @@ func TestSQLiteNotifyCrossProcess(t *testing.T) {
 	s, path := openNotifyTemp(t)
 	ctx := context.Background()
 
-	wake, unsubscribe := s.subscribeQueued(ctx, []string{"q1"})
+	wake, unsubscribe := s.SubscribeQueued(ctx, []string{"q1"})
 	defer unsubscribe()
 	if !s.queuedListen.listening() {
 		t.Fatal("the watch did not start with the first subscriber")
@@ -126,7 +127,7 @@ func TestSQLiteNotifyCrossProcess(t *testing.T) {
 		t.Fatalf("list: %v %v", ts, err)
 	}
 
-	done, unsubDone := s.subscribeDone(ctx, ts[0].ID)
+	done, unsubDone := s.SubscribeDone(ctx, ts[0].ID)
 	defer unsubDone()
 	runNotifyChild(t, path, "complete", notifyEnvID+"="+ts[0].ID)
 	awaitWake(t, done, "another process's completion")
@@ -147,7 +148,7 @@ func TestSQLiteNotifyOwnCommitsWakeNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	_, unsubscribe := s.subscribe(ctx)
+	_, unsubscribe := s.Subscribe(ctx)
 	defer unsubscribe()
 	n := s.be.(*sqliteBackend).wal
 	for round := 1; round <= 3; round++ {
@@ -182,11 +183,11 @@ func TestSQLiteNotifyStops(t *testing.T) {
 	if n.running.Load() != 0 {
 		t.Fatal("the watch runs with no subscriber")
 	}
-	_, unsubscribe := s.subscribeQueued(ctx, []string{"q"})
+	_, unsubscribe := s.SubscribeQueued(ctx, []string{"q"})
 	if n.running.Load() != 1 {
 		t.Fatalf("%d watch goroutines with one subscriber", n.running.Load())
 	}
-	_, unsub2 := s.subscribeDone(ctx, "task_x")
+	_, unsub2 := s.SubscribeDone(ctx, "task_x")
 	if n.running.Load() != 1 {
 		t.Fatalf("%d watch goroutines with two subscribers: want one per store", n.running.Load())
 	}
@@ -194,7 +195,7 @@ func TestSQLiteNotifyStops(t *testing.T) {
 	unsub2()
 	// The stop ends the goroutine, then closes the WAL index.
 	notifyWaitFor(t, "the watch to stop after the linger", func() bool { return n.running.Load() == 0 && n.shm.Load() == nil })
-	_, unsubscribe = s.subscribeQueued(ctx, []string{"q"})
+	_, unsubscribe = s.SubscribeQueued(ctx, []string{"q"})
 	defer unsubscribe()
 	if n.running.Load() != 1 {
 		t.Fatal("the watch did not start again")
@@ -215,7 +216,7 @@ func TestSQLiteNotifyUnavailable(t *testing.T) {
 	n.newWatch = func() (*fsnotify.Watcher, error) { return nil, errors.New("too many open files") }
 	ctx := context.Background()
 	for range 2 {
-		_, unsubscribe := s.subscribeQueued(ctx, []string{"q"})
+		_, unsubscribe := s.SubscribeQueued(ctx, []string{"q"})
 		unsubscribe()
 	}
 	if s.queuedListen.listening() || n.running.Load() != 0 {

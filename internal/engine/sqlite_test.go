@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/ncruces/go-sqlite3"
 )
 
@@ -44,7 +45,7 @@ func TestGroupCommitSharesOneTransactionAndIsolatesFailures(t *testing.T) {
 	t.Parallel()
 	s, _ := openTestStore(t, SQLiteOptions{})
 	ctx := context.Background()
-	if _, err := s.Submit(ctx, SubmitParams{Name: "seed", Key: "taken"}); err != nil {
+	if _, err := s.Submit(ctx, SubmitParams{Name: "seed", SubmitOptions: cairnqtype.SubmitOptions{Key: "taken"}}); err != nil {
 		t.Fatal(err)
 	}
 	be := s.be.(*sqliteBackend)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -43,6 +44,10 @@ type Store struct {
 	// caller's goroutine, which spares it the grouper's two hand-offs.
 	statusReads   *grouper[string]
 	statusReading atomic.Bool
+	// How a worker runs on this store, fixed where it is opened; the
+	// root asks these rather than the dialect.
+	settleOnClaim bool // SQLite: completions ride on the next claim
+	processClock  bool // SQLite: statements read this process's clock
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the
@@ -55,10 +60,14 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	}
 	s := &Store{
 		dialect: protocol.SQLite,
-		stmts:   protocol.Statements(protocol.SQLite),
-		be:      be,
-		hub:     newHub(),
-		now:     time.Now,
+		// One writer commits everything: a worker's completions share its
+		// claim's commit rather than queue beside it.
+		settleOnClaim: true,
+		processClock:  true,
+		stmts:         protocol.Statements(protocol.SQLite),
+		be:            be,
+		hub:           newHub(),
+		now:           time.Now,
 	}
 	be.settler = s
 	// One watch of the file for both: a commit elsewhere may mean either.
@@ -66,6 +75,25 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	s.doneListen = s.queuedListen
 	s.statusReads = newStatusReader(s)
 	return s, nil
+}
+
+// SettleOnClaim reports whether a busy worker's completions ride on its
+// next claim (ClaimHints.Settle), as on SQLite, where one writer commits
+// everything. Otherwise (Postgres) a worker hands them to a settler that
+// writes them beside its claims, on a connection of their own.
+func (s *Store) SettleOnClaim() bool { return s.settleOnClaim }
+
+// DatabaseClock returns s itself when statements read the database's
+// clock (Postgres), so that a scheduler can measure its offset, and nil
+// when they read this process's clock (SQLite: every process on the host
+// the file lives on shares it).
+func (s *Store) DatabaseClock() interface {
+	ConsoleNow(ctx context.Context) (time.Time, error)
+} {
+	if s.processClock {
+		return nil
+	}
+	return s
 }
 
 // Dialect reports which SQL dialect the store speaks.
@@ -200,23 +228,14 @@ const DefaultMaxAttempts = 3
 
 // SubmitParams is one task to submit. Zero values mean the defaults.
 type SubmitParams struct {
-	Name          string   // required
-	Payload       any      // any JSON-encodable value; nil is JSON {}
-	Queue         string   // default DefaultQueue
-	Key           string   // optional business key
-	Conflict      Conflict // default ConflictReuse; only with Key
-	MaxAttempts   int      // default DefaultMaxAttempts; must be >= 1 when set
-	Priority      int      // higher runs first
-	Delay         time.Duration
-	Metadata      any // JSON object; nil is {}
-	ParentID      string
-	RootID        string // default: the new task's own id
-	CorrelationID string
+	Name    string // required
+	Payload any    // any JSON-encodable value; nil is JSON {}
+	cairnqtype.SubmitOptions
 }
 
 // validateSubmit checks p exactly as Submit does, without writing, for
 // callers that must reject bad input before waiting on anything.
-func validateSubmit(p SubmitParams) error {
+func ValidateSubmit(p SubmitParams) error {
 	_, err := insertArgs(p, time.Time{})
 	return err
 }
@@ -225,7 +244,7 @@ func validateSubmit(p SubmitParams) error {
 // that can fail on bad input fails here, before any write.
 func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
 	const op = "submit"
-	if err := validateName(op, "name", p.Name); err != nil {
+	if err := ValidateName(op, "name", p.Name); err != nil {
 		return nil, err
 	}
 	if err := checkOptionalName(op, "queue", p.Queue); err != nil {
@@ -480,15 +499,7 @@ func foundRef(rows []executor.Row, err error) (TaskRef, error) {
 }
 
 // ListParams filters List. Empty fields do not filter.
-type ListParams struct {
-	Status        Status
-	Queue         string
-	Name          string
-	RootID        string
-	CorrelationID string
-	Limit         int // default 100
-	Offset        int
-}
+type ListParams = cairnqtype.ListOptions
 
 // List returns tasks matching every given filter, newest first.
 func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
@@ -566,7 +577,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCount
 // maxDepth queued tasks (delayed ones included); 0 once it is full. It reads
 // at most maxDepth index entries.
 func (s *Store) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (int, error) {
-	if err := validateName("queue_depth", "queue", queue); err != nil {
+	if err := ValidateName("queue_depth", "queue", queue); err != nil {
 		return 0, err
 	}
 	if maxDepth < 0 {
@@ -656,20 +667,14 @@ func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Arg
 }
 
 // PurgeParams bounds one purge. Empty filters do not filter.
-type PurgeParams struct {
-	OlderThan time.Duration // only tasks that finished at least this long ago
-	Queue     string
-	Status    Status // a terminal status
-	Name      string
-	Limit     int // rows per call; default 1000
-}
+type PurgeParams = cairnqtype.PurgeOptions
 
 // DefaultPurgeLimit is how many rows one Purge deletes at most by default.
 const DefaultPurgeLimit = 1000
 
 // validatePurge checks p the way Purge does, for callers that want to fail
 // at configuration time.
-func validatePurge(p PurgeParams) error {
+func ValidatePurge(p PurgeParams) error {
 	if p.OlderThan < 0 {
 		return argError("purge", "older than", "must be >= 0, got %v", p.OlderThan)
 	}
@@ -690,7 +695,7 @@ func validatePurge(p PurgeParams) error {
 // again until it returns fewer than Limit to drain a backlog in short
 // writes.
 func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
-	if err := validatePurge(p); err != nil {
+	if err := ValidatePurge(p); err != nil {
 		return nil, err
 	}
 	limit := p.Limit

@@ -49,7 +49,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 	if err := s.needsPostgres(ctx, "CompleteTx", sess); err != nil {
 		return nil, err
 	}
-	res, err := encodeResult(result)
+	res, err := EncodeResult(result)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 // rolls fn's writes back with the settlement and returns ErrLostLease; an
 // error from fn rolls back and returns it. fn may run again if the caller
 // retries, so it must not keep state of its own. Postgres only.
-func (s *Store) completeWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
+func (s *Store) CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
 	if err := s.needsPostgres(ctx, "SucceedIn"); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import "github.com/cairnq/cairnq-go/cairnqtype"
 // The values every floor shares are defined in package cairnqtype; the
 // engine names them unqualified.
 type (
+	ClaimParams                  = cairnqtype.ClaimParams
 	AlreadyExistsError           = cairnqtype.AlreadyExistsError
 	ArgumentError                = cairnqtype.ArgumentError
 	BusyError                    = cairnqtype.BusyError

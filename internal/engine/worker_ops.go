@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -74,34 +73,25 @@ func storableEnvelope(env ErrorEnvelope) (string, error) {
 	return envelopeJSON(env)
 }
 
-// ClaimParams describes a claim.
-type ClaimParams struct {
-	Queues   []string // at least one
-	Names    []string // task names the caller can run; nil: any name; empty non-nil: none
-	WorkerID string   // required
-	Lease    time.Duration
-	Limit    int // tasks to take; default 1
-}
-
 // drawFunc claims up to limit tasks named in names (nil: any of the
 // session's names) inside an open claim session. An alias, so that the
 // worker's plan, which cannot name it, has the same type.
 type drawFunc = func(names []string, limit int) ([]*Task, error)
 
-func (p ClaimParams) validate() error {
+func validateClaim(p ClaimParams) error {
 	if len(p.Queues) == 0 {
 		return argError("claim", "queues", "must name at least one queue")
 	}
-	if err := validateName("claim", "worker id", p.WorkerID); err != nil {
+	if err := ValidateName("claim", "worker id", p.WorkerID); err != nil {
 		return err
 	}
 	for _, q := range p.Queues {
-		if err := validateName("claim", "queue", q); err != nil {
+		if err := ValidateName("claim", "queue", q); err != nil {
 			return err
 		}
 	}
 	for _, n := range p.Names {
-		if err := validateName("claim", "name", n); err != nil {
+		if err := ValidateName("claim", "name", n); err != nil {
 			return err
 		}
 	}
@@ -119,17 +109,17 @@ func (p ClaimParams) validate() error {
 // it opens no transaction: recovery and the claim are one statement each,
 // so a busy worker's claim is a single round trip.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
-	return s.claim(ctx, p, storeaccess.ClaimHints{})
+	return s.ClaimWith(ctx, p, ClaimHints{})
 }
 
-// claim is Claim with the worker's hints.
-func (s *Store) claim(ctx context.Context, p ClaimParams, h storeaccess.ClaimHints) ([]*Task, error) {
+// ClaimWith is Claim with a worker's hints.
+func (s *Store) ClaimWith(ctx context.Context, p ClaimParams, h ClaimHints) ([]*Task, error) {
 	limit := p.Limit
 	if limit == 0 {
 		limit = 1
 	}
 	var out []*Task
-	_, err := s.claimSession(ctx, p, h, true, func(draw drawFunc) error {
+	_, err := s.ClaimSession(ctx, p, h, true, func(draw drawFunc) error {
 		var err error
 		out, err = draw(p.Names, limit)
 		return err
@@ -149,8 +139,8 @@ func (s *Store) claim(ctx context.Context, p ClaimParams, h storeaccess.ClaimHin
 // SQLite it may run more than once if the transaction is retried, so it
 // must not keep state from a failed run. single says plan draws once
 // (Claim), which on Postgres needs no shared transaction.
-func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.ClaimHints, single bool, plan func(draw drawFunc) error) (ran bool, err error) {
-	if err := p.validate(); err != nil {
+func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, single bool, plan func(draw drawFunc) error) (ran bool, err error) {
+	if err := validateClaim(p); err != nil {
 		return false, err
 	}
 	lease := p.Lease
@@ -172,7 +162,7 @@ func (s *Store) claimSession(ctx context.Context, p ClaimParams, h storeaccess.C
 	if p.Names != nil && len(p.Names) == 0 {
 		// Nothing can be claimed; only lease recovery could be owed, and
 		// every other poll of a worker with names does that.
-		return false, s.settleCompletions(ctx, h.Settle) // no claim ran, and no recovery
+		return false, s.SettleCompletions(ctx, h.Settle) // no claim ran, and no recovery
 	}
 	// The probe spares an idle worker's poll its write; one with
 	// settlements to write writes anyway.
@@ -346,7 +336,7 @@ func (s *Store) Progress(ctx context.Context, id, workerID string, progress *flo
 }
 
 // encodeResult encodes a handler's result; nil stores SQL NULL.
-func encodeResult(v any) (any, error) {
+func EncodeResult(v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -359,7 +349,7 @@ func encodeResult(v any) (any, error) {
 // Succeed marks a running task succeeded with result, whatever cancel was
 // requested. Workers settle with Complete instead.
 func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*Task, error) {
-	res, err := encodeResult(result)
+	res, err := EncodeResult(result)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +365,7 @@ func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*
 // returns the status the task took, not the whole row: this is every
 // task's settlement, and the worker needs nothing more (Get reads the row).
 func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
-	res, err := encodeResult(result)
+	res, err := EncodeResult(result)
 	if err != nil {
 		return TaskRef{}, err
 	}

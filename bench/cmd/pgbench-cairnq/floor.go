@@ -13,7 +13,6 @@ import (
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/storeaccess"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -354,11 +353,10 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 		ex.Close()
 		return nil, nil, nil, err
 	}
-	ops := storeaccess.Ops(st).(storeOps)
 	// A busy worker's claims: no probe first, leases recovered elsewhere.
-	hints := storeaccess.ClaimHints{SkipProbe: true, SkipRecover: true}
+	hints := engine.ClaimHints{SkipProbe: true, SkipRecover: true}
 	claim := func(ctx context.Context, limit int, _ bool) ([]string, error) {
-		tasks, err := ops.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
+		tasks, err := st.ClaimWith(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
 			WorkerID: worker, Lease: 30 * time.Second, Limit: limit}, hints)
 		ids := make([]string, len(tasks))
 		for i, t := range tasks {
@@ -367,11 +365,11 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 		return ids, err
 	}
 	complete := func(ctx context.Context, ids []string) error {
-		cs := make([]*storeaccess.Completion, len(ids))
+		cs := make([]*engine.Completion, len(ids))
 		for i, id := range ids {
-			cs[i] = &storeaccess.Completion{ID: id, WorkerID: worker}
+			cs[i] = &engine.Completion{ID: id, WorkerID: worker}
 		}
-		if err := ops.SettleCompletions(ctx, cs); err != nil {
+		if err := st.SettleCompletions(ctx, cs); err != nil {
 			return err
 		}
 		for _, c := range cs {
@@ -382,13 +380,6 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 		return nil
 	}
 	return claim, complete, st, nil
-}
-
-// storeOps are the parts of a store's worker machinery (internal/storeaccess)
-// that storeFloor calls, as the worker itself calls them.
-type storeOps interface {
-	Claim(ctx context.Context, p engine.ClaimParams, h storeaccess.ClaimHints) ([]*engine.Task, error)
-	SettleCompletions(ctx context.Context, cs []*storeaccess.Completion) error
 }
 
 // floorSettle completes ids in one complete_many, as the worker's
