@@ -235,16 +235,7 @@ func newSubmission(name string, payload any, opts *SubmitOptions, inTx bool) *Su
 func (c *Client) insert(ctx context.Context, s *Submission) (*Task, error) {
 	p := submitParams(s.Name, s.Payload, s.Options)
 	if c.gate != nil {
-		if err := engine.ValidateSubmit(p); err != nil {
-			return nil, err
-		}
-		queue := p.Queue
-		if queue == "" {
-			queue = DefaultQueue
-		}
-		if err := c.gate.acquire(ctx, queue); err != nil {
-			return nil, err
-		}
+		p.Admit = c.gate.acquire
 	}
 	return c.store.Submit(ctx, p)
 }

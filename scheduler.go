@@ -389,7 +389,7 @@ func (s *Scheduler) measureUntilDone(ctx context.Context, clock schedDBClock) er
 		}
 		backoff = schedBackoff(backoff)
 		s.log.LogAttrs(ctx, slog.LevelWarn, logSchedClock, slog.Any("error", err), slog.Duration("retry_in", backoff))
-		if !schedSleep(ctx, backoff) {
+		if !sleepCtx(ctx, backoff) {
 			return ctx.Err()
 		}
 	}
@@ -398,7 +398,7 @@ func (s *Scheduler) measureUntilDone(ctx context.Context, clock schedDBClock) er
 // keepMeasuring refreshes the offset every clockRefresh until ctx ends.
 func (s *Scheduler) keepMeasuring(ctx context.Context, clock schedDBClock) {
 	for {
-		if !schedSleep(ctx, clockRefresh) {
+		if !sleepCtx(ctx, clockRefresh) {
 			return
 		}
 		if err := s.measure(ctx, clock); err != nil && ctx.Err() == nil {
@@ -427,7 +427,7 @@ func (s *Scheduler) runEntry(ctx context.Context, e *schedEntry) error {
 			}
 			backoff = schedBackoff(backoff)
 			s.log.LogAttrs(ctx, slog.LevelWarn, logSchedError, append(attrs, slog.Any("error", err), slog.Duration("retry_in", backoff))...)
-			if !schedSleep(ctx, backoff) {
+			if !sleepCtx(ctx, backoff) {
 				return ctx.Err()
 			}
 			continue
@@ -438,7 +438,7 @@ func (s *Scheduler) runEntry(ctx context.Context, e *schedEntry) error {
 		if due := e.sched.Next(now); !due.IsZero() {
 			wait = min(wait, due.Sub(now))
 		}
-		if !schedSleep(ctx, wait) {
+		if !sleepCtx(ctx, wait) {
 			return ctx.Err()
 		}
 	}
@@ -491,19 +491,4 @@ func schedBackoff(d time.Duration) time.Duration {
 		return time.Second
 	}
 	return min(2*d, 30*time.Second)
-}
-
-// schedSleep waits d, or until ctx ends (then it reports false).
-func schedSleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -19,9 +19,8 @@ import (
 // drew several tasks, or left other calls running: a lone call's
 // completion goes straight to the writer, as the claim would add its
 // statement and two hand-offs to the call's latency. (The calls still
-// running count too: after a claim that drew one task, the ~60 calls of
-// an earlier draw finishing each settled with a commit of its own, and a
-// burn-down lost a few milliseconds whenever one claim came up short.)
+// running count too: otherwise, after a claim that drew one task, the
+// calls of an earlier draw would each settle with a commit of their own.)
 //
 // Not on Postgres: there the claim is a round trip during which the slots
 // it fills stand idle, and the settlements, on a connection of their own

@@ -482,8 +482,8 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 // lastValues remembers each column's last short immutable value and its
 // bytes, so that a row repeating it reuses the decoded value instead of
 // allocating it again: the rows a claim returns share their queue, name,
-// status, worker and lease, and a group's settlements their status (a
-// third of a burn-down's allocations were these decodes).
+// status, worker and lease, and a group's settlements their status
+// (docs/benchmarks.md has what the decodes cost).
 type lastValues struct {
 	raw  [][]byte // a copy of each column's last kept bytes
 	vals []any

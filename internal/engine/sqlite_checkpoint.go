@@ -12,8 +12,8 @@ import (
 // WAL past 1,000 frames, on the connection that committed: for cairnq
 // that is the one writer, which then holds every caller while the
 // checkpoint syncs the WAL, copies its pages into the database and syncs
-// that. A burn-down measured it at ~12 ms per 1,000 frames, the writer's
-// largest stall, nearly all of it waiting on the disk.
+// that: the writer's largest stall, nearly all of it waiting on the disk
+// (docs/benchmarks.md).
 //
 // The writer instead hands the bulk of that work to a connection of its
 // own (checkpointer): a PASSIVE checkpoint there copies and syncs while
@@ -26,8 +26,8 @@ import (
 const (
 	// ckptStartFrames is where a background pass starts: SQLite's default
 	// automatic checkpoint threshold. The WAL then grows by what the
-	// writer appends during the pass (to ~1,300-1,500 frames in a
-	// burn-down) before the writer finishes it and starts over.
+	// writer appends during the pass before the writer finishes it and
+	// starts over.
 	ckptStartFrames = 1000
 	// ckptFinishFrames is the most the writer copies itself to finish.
 	ckptFinishFrames = 256

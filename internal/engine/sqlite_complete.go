@@ -11,7 +11,7 @@ import (
 
 // SQLite settles the completions that share one group commit with one
 // complete_many statement (sqliteBackend.runCompletions decides which):
-// a statement each cost ~30% of the writer's time in a burn-down.
+// a statement each was the writer's largest cost (docs/benchmarks.md).
 
 // completeSQLite settles one finished attempt through the SQLite writer.
 func (s *Store) completeSQLite(ctx context.Context, be *sqliteBackend, id, workerID string, res any) (TaskRef, error) {

@@ -231,6 +231,10 @@ type SubmitParams struct {
 	Name    string // required
 	Payload any    // any JSON-encodable value; nil is JSON {}
 	cairnqtype.SubmitOptions
+	// Admit, when set, is called with the task's queue once p has been
+	// validated and before anything is written; its error ends the submit
+	// (a Client's queue-depth gate waits here).
+	Admit func(ctx context.Context, queue string) error
 }
 
 // validateSubmit checks p exactly as Submit does, without writing, for
@@ -325,6 +329,17 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 	ins, err := insertArgs(p, s.now())
 	if err != nil {
 		return nil, err
+	}
+	if p.Admit != nil {
+		if err := p.Admit(ctx, ins["queue"].(string)); err != nil {
+			return nil, err
+		}
+		// The id carries the time of the write, not of the wait.
+		id := newTaskID(s.now())
+		if p.RootID == "" {
+			ins["root_id"] = id
+		}
+		ins["id"] = id
 	}
 	var t *Task
 	if be, ok := s.be.(*pgBackend); ok && p.Key == "" {

@@ -1,0 +1,288 @@
+package cairnq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+)
+
+// start charges a call to the budgets and runs it in its own goroutine.
+func (w *Worker) start(handlerCtx context.Context, d dispatch) {
+	var size int64
+	for _, t := range d.tasks {
+		size += int64(len(t.Payload))
+	}
+	w.mu.Lock()
+	w.running++
+	w.calls++
+	w.inFlightSize += size
+	if d.src.ownConc > 0 {
+		w.perName[d.src.names[0]]++
+	}
+	if d.src.resource != "" {
+		w.perResource[d.src.resource]++
+	}
+	w.mu.Unlock()
+	go func() {
+		// The call's slot (and its name's and resource's share) frees as
+		// soon as the handler returns, not when its settlement commits:
+		// settlements are grouped into shared commits, and holding the
+		// slot through one would make claims and commits take turns. The
+		// settling calls are bounded separately (see loop).
+		var once sync.Once
+		release := func() {
+			once.Do(func() {
+				w.mu.Lock()
+				w.running--
+				w.settling++
+				w.inFlightSize -= size
+				if d.src.ownConc > 0 {
+					w.perName[d.src.names[0]]--
+				}
+				if d.src.resource != "" {
+					w.perResource[d.src.resource]--
+				}
+				w.mu.Unlock()
+				w.signalSlot()
+			})
+		}
+		handedOver := false
+		defer func() {
+			release()
+			w.mu.Lock()
+			w.calls--
+			if !handedOver { // else the settler ends its settling
+				w.settling--
+			}
+			w.mu.Unlock()
+			w.signalSlot()
+		}()
+		handedOver = w.runCall(handlerCtx, d, release, true)
+	}()
+}
+
+// abandonCalls gives up on the calls in flight: abandon cancels the
+// context of their settlements with cause, and every live call is
+// flagged lease-lost (its writes through the TaskContext are refused) and
+// its context canceled (endCalls). abandon goes first, so a call that is
+// not live yet finds handlerCtx done once it is (runCall).
+func (w *Worker) abandonCalls(abandon context.CancelCauseFunc, cause error) {
+	abandon(cause)
+	w.mu.Lock()
+	live := slices.Collect(maps.Values(w.live))
+	w.mu.Unlock()
+	endCalls(live, cause)
+}
+
+// endCalls flags tcs lease-lost and cancels their calls' contexts with
+// cause (a single task's context already canceled by markLost keeps the
+// lost lease as its cause).
+func endCalls(tcs []*TaskContext, cause error) {
+	for _, tc := range tcs {
+		tc.markLost()
+		tc.endCall(cause)
+	}
+}
+
+// signalSlot wakes the claim loop if it waits for a free slot.
+func (w *Worker) signalSlot() {
+	select {
+	case w.slotFreed <- struct{}{}:
+	default:
+	}
+}
+
+// errAttemptTimeout marks an attempt abandoned at MaxRun.
+var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
+
+// runCall runs one handler call and settles whatever it left unsettled,
+// or hands a lone task's success to the settler, reporting handedOver:
+// its context then stays live until the settler has written it. own says
+// the call is Run's (see attempt).
+func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(), own bool) (handedOver bool) {
+	if d.reg == nil { // unreachable while claims are filtered by name
+		for _, t := range d.tasks {
+			env := ErrorEnvelope{Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}
+			if _, err := w.st.Fail(handlerCtx, t.ID, w.id, env, false, 0); err != nil && !errIsLostLease(err) {
+				w.report(err, PhaseExecute, t.ID)
+			}
+		}
+		return false
+	}
+	// Not a child of handlerCtx: every call registering with the one
+	// parent at once serialized them on its lock (docs/benchmarks.md). A shutdown past its deadline ends the
+	// calls' contexts through their TaskContexts instead (endCalls).
+	callCtx, cancelCall := context.WithCancelCause(context.WithoutCancel(handlerCtx))
+	defer cancelCall(nil)
+	tcs := make([]*TaskContext, len(d.tasks))
+	for i, t := range d.tasks {
+		tc := &TaskContext{task: t, w: w, cancel: func(error) {}, endCall: cancelCall}
+		if d.reg.batch == 0 {
+			// A single task owns the call's context: losing its lease or a
+			// cancel request ends the handler's work.
+			tc.cancel = cancelCall
+		}
+		tcs[i] = tc
+	}
+	w.track(tcs, true)
+	// Until attempt returns: a handler on this goroutine that calls
+	// runtime.Goexit ends the call here.
+	exited := true
+	defer func() {
+		if exited { // nothing is settled; writes through the contexts are refused
+			endCalls(tcs, errHandlerExited)
+		}
+		if !handedOver {
+			w.track(tcs, false)
+		}
+	}()
+	if handlerCtx.Err() != nil { // the shutdown's pass over the live calls missed this one
+		endCalls(tcs, context.Cause(handlerCtx))
+	}
+
+	result, results, err := w.attempt(callCtx, d.reg, tcs, own)
+	exited = err == errHandlerExited
+	release()
+	if exited {
+		return false
+	}
+
+	// Leftovers are settled on the worker's authority, so they bypass the
+	// contexts' short-circuit, except where a context already knows its
+	// lease is gone.
+	var wg sync.WaitGroup
+	for _, tc := range tcs {
+		if tc.isSettled() || (tc.LostLease() && err != errAttemptTimeout) {
+			continue
+		}
+		settle := func() bool { return w.settleLeftover(handlerCtx, tc, d.reg, err, result, results) }
+		if len(tcs) == 1 {
+			handedOver = settle()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			settle()
+		}()
+	}
+	wg.Wait()
+	return handedOver
+}
+
+// attempt runs the handler, recovering a panic, and bounded by MaxRun when
+// set. On timeout every context of the call is flagged lease-lost before
+// the caller records the failure, so a handler that keeps running cannot
+// settle anything behind the worker's back.
+//
+// With MaxRun set, or when the call is not Run's (own is false), the
+// handler runs in a goroutine of its own, so that a handler ignoring its
+// context holds up neither this call past MaxRun nor RunOnce past its
+// shutdown (w.giveUp): Go cannot stop it, but the worker need not wait.
+// The goroutine ends when the handler returns; done is buffered for it.
+// Otherwise it runs on the call's own goroutine, sparing every call a
+// goroutine and a hand-off (docs/benchmarks.md has what that saves); Run then stops waiting for such a call at
+// its shutdown's end by its slot, still held (see callsOver).
+func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext, own bool) (result any, results map[string]any, err error) {
+	if own && w.opts.MaxRun <= 0 {
+		o := w.callHandler(ctx, reg, tcs)
+		return o.result, o.results, o.err
+	}
+	done := make(chan handlerOutcome, 1)
+	go func() {
+		o := handlerOutcome{err: errHandlerExited} // unless callHandler returns
+		defer func() { done <- o }()
+		o = w.callHandler(ctx, reg, tcs)
+	}()
+	var timeout <-chan time.Time
+	if w.opts.MaxRun > 0 {
+		timer := time.NewTimer(w.opts.MaxRun)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case o := <-done:
+		return o.result, o.results, o.err
+	case <-timeout:
+		for _, tc := range tcs {
+			tc.markLost()
+		}
+		return nil, nil, errAttemptTimeout
+	case <-w.giveUp:
+		// Run stopped waiting: the contexts were flagged lost and canceled
+		// ShutdownTimeout ago, and the handler still runs.
+		return nil, nil, errAbandoned
+	}
+}
+
+// handlerOutcome is what one handler call returned.
+type handlerOutcome struct {
+	result  any
+	results map[string]any
+	err     error
+}
+
+// callHandler calls the handler of reg through the worker's middleware and
+// turns a panic into a panicError. A handler that calls runtime.Goexit
+// (t.FailNow in a test) gives no outcome: callHandler reports it, and the
+// goroutine goes on ending, the call with it when the handler runs on the
+// call's goroutine; either way nothing is settled and the task is left to
+// its lease (runCall).
+func (w *Worker) callHandler(ctx context.Context, reg *registration, tcs []*TaskContext) (o handlerOutcome) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if p := recover(); p != nil {
+			o = handlerOutcome{err: &panicError{value: p, stack: string(debug.Stack())}}
+			return
+		}
+		for _, tc := range tcs {
+			w.report(fmt.Errorf("%w (task %s)", errHandlerExited, tc.task.ID), PhaseExecute, tc.task.ID)
+		}
+	}()
+	if len(w.opts.Middleware) == 0 {
+		if reg.batch > 0 {
+			o.results, o.err = reg.batchFn(ctx, tcs)
+		} else {
+			o.result, o.err = reg.fn(ctx, tcs[0])
+		}
+		returned = true
+		return o
+	}
+	call := &Call{Tasks: tcs, Batch: reg.batch > 0}
+	handler := func(ctx context.Context) (any, error) {
+		if reg.batch > 0 {
+			return reg.batchFn(ctx, tcs)
+		}
+		return reg.fn(ctx, tcs[0])
+	}
+	result, err := chainMiddleware(w.opts.Middleware, call, handler)(ctx)
+	returned = true
+	o.err = err
+	if reg.batch == 0 {
+		o.result = result
+	} else if m, ok := result.(map[string]any); ok {
+		o.results = m
+	}
+	return o
+}
+
+// errHandlerExited marks a call whose handler called runtime.Goexit.
+var errHandlerExited = errors.New("cairnq: handler called runtime.Goexit; its task is left to its lease")
+
+// errAbandoned marks a call Run stopped waiting for at shutdown.
+var errAbandoned = errors.New("cairnq: handler still running after shutdown; abandoned")
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
