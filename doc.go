@@ -185,7 +185,8 @@
 // and waiters when the executor offers it. [Client.SubmitTx] and
 // [TaskContext.SucceedTx] take part in a transaction the application holds.
 //
-// Types shared with package store (Task, its statuses, the errors) live
-// there and are re-exported here, so a program imports only this package
-// and its adapter.
+// The values shared with package store (Task, its statuses, the errors)
+// are defined in package cairnqtype and named here too, so a program
+// imports only this package and its adapter. [Client.Store] gives tools
+// the protocol-level API, one call per protocol operation.
 package cairnq

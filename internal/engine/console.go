@@ -47,9 +47,8 @@ type ConsoleMinute struct {
 
 // This file is the read-only API of the web console (package console): the
 // queries a dashboard needs that the protocol's statements do not cover.
-// They are methods of ops, so they reach the console through
-// internal/storeaccess and stay out of a Store's documented surface. They
-// read, never write, run on the read side of the backend (SQLite's reader
+// They are methods of the engine's Store, which the console imports;
+// package store's API leaves them out. They read, never write, run on the read side of the backend (SQLite's reader
 // pool), and each is shaped to use an index protocol v1 already has; where
 // none fits, the method says so.
 

@@ -1,22 +1,27 @@
-// Package store runs cairnq protocol v1's operations (submit with its key
-// conflict strategies, reads, cancel, retry, purge, claim with lease
-// recovery, heartbeats, settlement) written once over the statements of
-// package protocol and two dialect backends: SQLite on
-// github.com/ncruces/go-sqlite3 (one writer goroutine group-committing the
-// writes that wait together, a pool of WAL readers) and Postgres over any
-// executor.Executor (the database clock, SKIP LOCKED claims, LISTEN
-// wakeups, grouped completions).
+// Package engine is what a cairnq Client and its Workers run on: protocol
+// v1's operations (submit with its key conflict strategies, reads, cancel,
+// retry, purge, claim with lease recovery, heartbeats, settlement) written
+// once over the statements of package protocol and two dialect backends:
+// SQLite on github.com/ncruces/go-sqlite3 (one writer goroutine
+// group-committing the writes that wait together, a pool of WAL readers)
+// and Postgres over any executor.Executor (the database clock, SKIP LOCKED
+// claims, LISTEN wakeups, grouped statements).
 //
-// A Store's exported methods are the protocol's operations and read-only
-// reads for operators (inspect.go: InspectSQLite, InspectPostgres and the
-// health reads cairnq doctor shows); what only a cairnq Client or Worker
-// needs (the worker's claim planning, in-process wakeups) stays unexported
-// and reaches the root package through internal/
+// The dialect is chosen once, by OpenSQLite or OpenPostgres; what a worker
+// must do differently on each (SettleOnClaim, DatabaseClock) is asked of
+// the Store, never of the dialect.
 //
-// It also holds the types every floor shares: Task, its statuses, the
-// error envelope and the errors (sentinels for errors.Is, typed errors
-// carrying a task id, key or envelope for errors.As). The root package
-// re-exports them; most programs use that, not this package.
+// Settlements are grouped here and only here: the SQLite writer's group
+// commit (sqlite_writer.go, sqlite_complete.go), the Postgres grouper
+// (pggroup.go), and a worker's hand-over (handover.go, Completion and
+// Pending), which rides on the worker's next claim (claim_settle.go) or
+// goes to its settler.
+//
+// Beside the protocol's operations it holds what a worker's claim loop
+// needs (ClaimWith, ClaimSession, the in-process wakeup hub and the
+// listeners behind it), the console's read-only queries (console.go) and
+// the health reads cairnq doctor shows (inspect.go). It is internal: users
+// reach it through package cairnq, and tools through package store.
 //
 // Rows become values in one place (rows.go), whatever form the driver
 // produced them in, so no adapter has to reconfigure its driver.

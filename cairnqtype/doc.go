@@ -1,0 +1,10 @@
+// Package cairnqtype holds the values every floor of cairnq shares: a
+// Task and its Status, the ErrorEnvelope a failure is stored as, the
+// error types and sentinels, the limits every backend enforces alike, and
+// the option structs of the protocol's operations.
+//
+// It imports nothing of cairnq, so that the engine, package store and the
+// root package can all use it, as River's rivertype is used. Programs
+// usually name these values through package cairnq, which re-exports
+// them.
+package cairnqtype
