@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
 )
@@ -105,10 +107,10 @@ type Factory struct {
 // executor.ErrListenUnavailable; an executor that may sit behind such a
 // pooler must return an error wrapping it there.
 //
-// The server comes from [PostgresDSN]; the package under test should run
-// its tests through [PostgresMain]:
+// The server comes from [pgserver.DSN]; the package under test should run
+// its tests through [pgserver.Main]:
 //
-//	func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+//	func TestMain(m *testing.M) { pgserver.Main(m) }
 //
 //	func TestMyExecutor(t *testing.T) {
 //		conformance.CertifyExecutor(t, conformance.Factory{
@@ -253,7 +255,7 @@ func (s *suite) setupOpen(r reporter) env {
 	t := r.test()
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	t.Cleanup(cancel)
-	ex := s.f.Open(t, PostgresDSN(t))
+	ex := s.f.Open(t, pgserver.DSN(t))
 	if ex == nil {
 		r.Fatalf("Factory.Open returned a nil executor. Fix: return an executor over a pool opened for the dsn Open is given")
 	}

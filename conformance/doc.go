@@ -11,13 +11,13 @@
 // every scenario and a short worker run on top of it. A third party
 // certifies its own adapter with one call:
 //
-//	func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+//	func TestMain(m *testing.M) { pgserver.Main(m) }
 //
 //	func TestMyExecutor(t *testing.T) {
 //		conformance.CertifyExecutor(t, conformance.Factory{Open: openMyExecutor})
 //	}
 //
-// [PostgresDSN] and [PostgresMain] provision the server: CAIRNQ_TEST_PG_DSN,
+// [pgserver.DSN] and [pgserver.Main] provision the server: CAIRNQ_TEST_PG_DSN,
 // else a Docker container through testcontainers when the test binary
 // imports conformance/pgdocker, else local PostgreSQL binaries;
 // CAIRNQ_REQUIRE_PG=1 turns "no server" from a skip into a failure.

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
-	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/console"
 )
 
@@ -109,7 +110,7 @@ func BenchmarkPages(b *testing.B) {
 		"postgres": func(b *testing.B) *cairnq.Client {
 			dsn := os.Getenv("CAIRNQ_CONSOLE_BENCH_PG")
 			if dsn == "" {
-				dsn = conformance.PostgresDSN(b)
+				dsn = pgserver.DSN(b)
 			}
 			ex, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{MaxConns: 8})
 			if err != nil {

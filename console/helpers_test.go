@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
-	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/console"
 )
 
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 // opener opens another Client on the same database.
 type opener func(t *testing.T) *cairnq.Client
@@ -37,7 +38,7 @@ func backends(t *testing.T, fn func(t *testing.T, open opener)) {
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := conformance.PostgresDSN(t)
+		dsn := pgserver.DSN(t)
 		fn(t, func(t *testing.T) *cairnq.Client {
 			ex, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{MaxConns: 4})
 			if err != nil {

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnq/cairnq-go/conformance"
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
 )
 
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 // examples lists every example with a line its successful run prints.
 var examples = []struct {
@@ -81,7 +81,7 @@ func TestExamplesRun(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := conformance.PostgresDSN(t)
+			dsn := pgserver.DSN(t)
 			start := time.Now()
 			out, err := goRun(t, root, ex.name, dsn)
 			t.Logf("go run ./%s (%v):\n%s", ex.name, time.Since(start).Round(time.Millisecond), out)

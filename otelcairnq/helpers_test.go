@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -16,12 +18,11 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
-	"github.com/cairnq/cairnq-go/conformance"
 	otelcairnq "github.com/cairnq/cairnq-go/otelcairnq"
 )
 
-// The Postgres server conformance.PostgresDSN starts is stopped here.
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+// The Postgres server pgserver.DSN starts is stopped here.
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -48,7 +49,7 @@ var backends = []struct {
 		}
 	}},
 	{"postgres", func(t *testing.T) opener {
-		dsn := conformance.PostgresDSN(t)
+		dsn := pgserver.DSN(t)
 		return func(t *testing.T, o cairnq.Options) *cairnq.Client {
 			t.Helper()
 			ex, err := cairnqpgx.Open(t.Context(), dsn, nil)

@@ -15,17 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/ncruces/go-sqlite3"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 // result is what one run of the CLI left: its output, its error and the
 // exit status main would have used.
@@ -136,7 +137,7 @@ func sqliteBackend(t *testing.T) backend {
 }
 
 func postgresBackend(t *testing.T) backend {
-	dsn := conformance.PostgresDSN(t)
+	dsn := pgserver.DSN(t)
 	connect := func(t *testing.T) *pgx.Conn {
 		t.Helper()
 		c, err := pgx.Connect(t.Context(), dsn)
@@ -310,7 +311,7 @@ func TestDBResolution(t *testing.T) {
 	want(t, r, exitOK, "migrate")
 	r = cliEnv(t, map[string]string{"CAIRNQ_DB": path}, "stats", "--json")
 	want(t, r, exitOK, "stats")
-	dsn := conformance.PostgresDSN(t)
+	dsn := pgserver.DSN(t)
 	vars := map[string]string{"DATABASE_URL": dsn}
 	want(t, cliEnv(t, vars, "migrate"), exitOK, "migrate")
 	r = cliEnv(t, vars, "submit", "--json", "hello")

@@ -1,5 +1,5 @@
 // Package pgdocker adds the Docker path to the PostgreSQL that
-// conformance.PostgresMain and conformance.PostgresDSN provision: a
+// pgserver.Main and pgserver.DSN provision: a
 // container from testcontainers-go's postgres module, used when
 // CAIRNQ_TEST_PG_DSN is unset and a Docker engine answers, before the
 // local PostgreSQL binaries. It is a module of its own so that
@@ -11,14 +11,14 @@
 //
 //	import _ "github.com/cairnq/cairnq-go/conformance/pgdocker"
 //
-//	func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+//	func TestMain(m *testing.M) { pgserver.Main(m) }
 //
 // The image is CAIRNQ_PG_IMAGE, default [DefaultImage]; any image keeping
 // the official postgres image's contract works (POSTGRES_USER,
 // POSTGRES_PASSWORD, POSTGRES_DB, a command of `postgres -c ...`, the
 // readiness line logged twice on a first start), such as the one
 // docker/postgres/build.sh in this repository builds where no registry is
-// reachable. The container is removed when PostgresMain's tests end.
+// reachable. The container is removed when pgserver.Main's tests end.
 // testcontainers' reaper (Ryuk) is turned off when its image is neither
 // present nor pullable, since the tests remove their container themselves;
 // TESTCONTAINERS_RYUK_DISABLED, when set, decides instead.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,7 +23,7 @@ import (
 // skip of the certification into a failure, for a CI job that runs one.
 const envRequireDocker = "CAIRNQ_REQUIRE_DOCKER"
 
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 // requireDocker reports whether envRequireDocker is set to a true value; an
 // unparsable value counts as true, as CAIRNQ_REQUIRE_PG's does.

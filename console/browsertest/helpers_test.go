@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
-	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/console"
 	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/chromedp/cdproto/page"
@@ -24,9 +25,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// TestMain stops the throwaway PostgreSQL server conformance.PostgresDSN
+// TestMain stops the throwaway PostgreSQL server pgserver.DSN
 // may have started.
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 const (
 	// liveDeadline bounds every wait for the page to change by itself: a
@@ -61,7 +62,7 @@ func newDB(t *testing.T, backend string) db {
 			return c
 		}}
 	}
-	dsn := conformance.PostgresDSN(t)
+	dsn := pgserver.DSN(t)
 	return db{backend: backend, open: func(t *testing.T) *cairnq.Client {
 		t.Helper()
 		pool, err := pgxpool.New(context.Background(), dsn)

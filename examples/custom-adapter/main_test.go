@@ -5,13 +5,15 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/cairnq/cairnq-go/conformance/pgserver"
+
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
 // The suite provisions Postgres (CAIRNQ_TEST_PG_DSN or the local
 // binaries) and stops a server it started.
-func TestMain(m *testing.M) { conformance.PostgresMain(m) }
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 // TestCertify runs cairnq's executor certification on the adapter of
 // executor.go: value forms, parameters, scripts, errors, transactions,

@@ -1,4 +1,7 @@
-package conformance
+// Package pgserver provisions the real PostgreSQL server that executor
+// certification (package conformance) and cairnq's own tests run against:
+// one server per test binary, a fresh database per test.
+package pgserver
 
 import (
 	"testing"
@@ -6,7 +9,7 @@ import (
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
-// PostgresDSN returns the DSN of a fresh, empty database on a real
+// DSN returns the DSN of a fresh, empty database on a real
 // PostgreSQL server, dropped when t ends. The server is found or started
 // once per test binary, by the first of these paths that works:
 //
@@ -22,20 +25,20 @@ import (
 //
 // With none t is skipped, unless CAIRNQ_REQUIRE_PG=1, which makes it a
 // failure so CI cannot pass by skipping. A package that calls it routes
-// its TestMain through [PostgresMain] so a server started for it is
+// its TestMain through [Main] so a server started for it is
 // stopped.
-func PostgresDSN(t testing.TB) string {
+func DSN(t testing.TB) string {
 	t.Helper()
 	return pgtest.DSN(t)
 }
 
-// PostgresMain runs the tests of m, stops the PostgreSQL server
-// [PostgresDSN] started (if it started one: a local cluster, or a container
+// Main runs the tests of m, stops the PostgreSQL server
+// [DSN] started (if it started one: a local cluster, or a container
 // it removes) and exits with the tests' exit code. Call it from the
 // TestMain of a package that certifies an executor; an adapter author who
 // wants the Docker path imports conformance/pgdocker beside it:
 //
 //	import _ "github.com/cairnq/cairnq-go/conformance/pgdocker" // optional: Docker first
 //
-//	func TestMain(m *testing.M) { conformance.PostgresMain(m) }
-func PostgresMain(m *testing.M) { pgtest.Main(m) }
+//	func TestMain(m *testing.M) { pgserver.Main(m) }
+func Main(m *testing.M) { pgtest.Main(m) }
