@@ -16,11 +16,22 @@ const (
 	channelDone   = "cairnq_done"   // payload: the task id
 )
 
-// The timings are executor's, where every adapter's documentation cites
-// them.
+// How the store uses a Listener. The package documentation of executor
+// states these figures for users; change both together.
 const (
-	listenLinger = executor.ListenLinger
-	listenRetry  = executor.ListenRetryPause
+	// listenLinger is how long a channel stays listened to after the last
+	// subscriber that needed it (an idle worker, a Wait or Call, a Watch)
+	// is gone, so that the next one does not pay a new LISTEN connection.
+	listenLinger = 30 * time.Second
+	// listenRetry is how long subscribers poll without asking for LISTEN
+	// again after a Listen call failed with an error other than
+	// ErrListenUnavailable (which stops the asking for good): a server
+	// that is down is not asked at every wait.
+	listenRetry = 5 * time.Second
+	// listenSetup bounds a Listen call, whichever Listener: as long as one
+	// connection attempt of this repository's adapters may take, so it
+	// never cuts the first one short.
+	listenSetup = 15 * time.Second
 )
 
 // demandListener runs LISTEN on one channel only while this process has a
@@ -129,7 +140,7 @@ func (d *demandListener) acquire(ctx context.Context) {
 // and records the outcome; it closes starting when done.
 func (d *demandListener) start(starting chan struct{}) {
 	defer d.setup.Done()
-	ctx, cancel := context.WithTimeout(d.setupCtx, executor.ListenConnectTimeout)
+	ctx, cancel := context.WithTimeout(d.setupCtx, listenSetup)
 	defer cancel()
 	stop, err := d.l.Listen(ctx, []string{d.channel}, func(_, payload string) { d.deliver(payload) })
 

@@ -1,17 +1,15 @@
 // Package pglisten is the LISTEN subscription that every Postgres adapter
-// shares (pgx, lib/pq, gorm, bun): one reconnect loop, with the timing that
-// package executor names. An adapter's executor keeps a [Group] and
-// implements its Listen with [Group.Listen]: each subscription is a
-// [Listener] that keeps one connection listening on its channels, replacing
-// it with backoff ([executor.ListenBackoffMin] doubling to
-// [executor.ListenBackoffMax]) whenever it drops, and checking it after
-// [executor.ListenIdleCheck] without a notification. The connections come
-// from a [Source] the adapter picks: [StdlibSource] for a database/sql pool
-// whose driver is pgx's stdlib, or one of the adapter's own (a session on a
-// *pgx.Conn it holds can be [Serve]; lib/pq's and bun pgdriver's listeners
-// are sources in their adapters). A Source holds one connection per
-// session and never reconnects by itself: deciding when to try again is
-// this package's alone.
+// shares (pgx, lib/pq, gorm, bun): one reconnect loop, with one timing,
+// held here. An adapter's executor keeps a [Group] and implements its
+// Listen with [Group.Listen]: each subscription is a [Listener] that keeps
+// one connection listening on its channels, replacing it with backoff
+// whenever it drops, and checking it after a while without a notification.
+// The connections come from a [Source] the adapter picks: [StdlibSource]
+// for a database/sql pool whose driver is pgx's stdlib, or one of the
+// adapter's own (a session on a *pgx.Conn it holds can be [Serve]; lib/pq's
+// and bun pgdriver's listeners are sources in their adapters). A Source
+// holds one connection per session and never reconnects by itself:
+// deciding when to try again is this package's alone.
 package pglisten
 
 import (
@@ -28,9 +26,25 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 )
 
-// ConnectTimeout bounds one connect + LISTEN attempt of a [Source]'s
-// session: [executor.ListenConnectTimeout].
-const ConnectTimeout = executor.ListenConnectTimeout
+// The listener's timing: how long a connection attempt may take, and the
+// defaults of Config. The package documentation of executor states these
+// figures for users; change both together.
+const (
+	// ConnectTimeout bounds one attempt of a [Source]'s session to connect
+	// and LISTEN on all its channels, the first one included (whose context
+	// may end it sooner).
+	ConnectTimeout = 15 * time.Second
+
+	// The defaults of Config.BackoffMin and BackoffMax.
+	backoffMin = 50 * time.Millisecond
+	backoffMax = 5 * time.Second
+
+	// The defaults of Config.IdleCheck and PingTimeout. TCP keepalive alone
+	// would take the better part of an hour to notice a half-open
+	// connection.
+	idleCheck   = 30 * time.Second
+	pingTimeout = 10 * time.Second
+)
 
 // initialAttempts bounds the attempts of the first subscription, which
 // Group.Listen waits for: a connection the pool handed out may turn out
@@ -75,17 +89,17 @@ type Config struct {
 	// dropped connection has been replaced and listens again.
 	OnReconnect func()
 	// IdleCheck is how long a session waits without a notification before
-	// it checks its connection, and PingTimeout how long that check may
-	// take before the connection counts as dropped. Zero means
-	// [executor.ListenIdleCheck] and [executor.ListenPingTimeout].
+	// it checks that its connection still answers (a ping, or a
+	// notification it sends itself), and PingTimeout how long that check
+	// may take before the connection counts as dropped. Zero means
+	// idleCheck and pingTimeout.
 	IdleCheck, PingTimeout time.Duration
 	// BackoffMin is the wait before the first attempt to replace a dropped
 	// connection, and BackoffMax caps that wait as it doubles after each
 	// failed attempt; each wait is drawn from [d/2, d], and a connection
 	// that stayed up for twice BackoffMax starts again from BackoffMin.
-	// Zero (or negative) means [executor.ListenBackoffMin] and
-	// [executor.ListenBackoffMax]; a BackoffMax below BackoffMin counts as
-	// BackoffMin.
+	// Zero (or negative) means backoffMin and backoffMax; a BackoffMax
+	// below BackoffMin counts as BackoffMin.
 	BackoffMin, BackoffMax time.Duration
 }
 
@@ -118,16 +132,16 @@ func NewListener(channels []string, onNotify func(channel, payload string), cfg 
 		cfg.Logger = slog.Default()
 	}
 	if cfg.IdleCheck == 0 {
-		cfg.IdleCheck = executor.ListenIdleCheck
+		cfg.IdleCheck = idleCheck
 	}
 	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = executor.ListenPingTimeout
+		cfg.PingTimeout = pingTimeout
 	}
 	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = executor.ListenBackoffMin
+		cfg.BackoffMin = backoffMin
 	}
 	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = executor.ListenBackoffMax
+		cfg.BackoffMax = backoffMax
 	}
 	cfg.BackoffMax = max(cfg.BackoffMax, cfg.BackoffMin)
 	l := &Listener{Config: cfg, wanted: map[string]struct{}{}, onNotify: onNotify}

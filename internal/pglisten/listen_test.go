@@ -48,10 +48,10 @@ func TestNewListenerDedupsAndDefaults(t *testing.T) {
 	if got, want := strings.Join(l.Channels(), ","), "b,a,"+strings.Repeat("x", 63); got != want {
 		t.Errorf("channels %q, want %q", got, want)
 	}
-	if l.IdleCheck != executor.ListenIdleCheck || l.PingTimeout != executor.ListenPingTimeout || l.Logger == nil {
+	if l.IdleCheck != idleCheck || l.PingTimeout != pingTimeout || l.Logger == nil {
 		t.Errorf("defaults not set: %v %v %v", l.IdleCheck, l.PingTimeout, l.Logger)
 	}
-	if l.BackoffMin != executor.ListenBackoffMin || l.BackoffMax != executor.ListenBackoffMax {
+	if l.BackoffMin != backoffMin || l.BackoffMax != backoffMax {
 		t.Errorf("backoff defaults not set: %v %v", l.BackoffMin, l.BackoffMax)
 	}
 }
@@ -61,7 +61,7 @@ func TestNewListenerBackoff(t *testing.T) {
 		min, max, wantMin, wantMax time.Duration
 	}{
 		{10 * time.Millisecond, 200 * time.Millisecond, 10 * time.Millisecond, 200 * time.Millisecond},
-		{-time.Second, 0, executor.ListenBackoffMin, executor.ListenBackoffMax},
+		{-time.Second, 0, backoffMin, backoffMax},
 		{time.Minute, 0, time.Minute, time.Minute}, // the default max is below min
 		{time.Second, time.Millisecond, time.Second, time.Second},
 	} {
@@ -226,7 +226,7 @@ func TestReconnectWaitsTheConfiguredBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The default backoff would have made the next attempt by now.
-	time.Sleep(4 * executor.ListenBackoffMin)
+	time.Sleep(4 * backoffMin)
 	stop()
 	if n := src.calls.Load(); n != 1 {
 		t.Errorf("%d sessions, want 1: the loop did not wait BackoffMin", n)
