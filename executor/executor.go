@@ -10,6 +10,37 @@
 // mapping) to suit cairnq.
 //
 // This package imports only the standard library.
+//
+// # LISTEN in this repository
+//
+// A Listener written elsewhere picks its own timing. These are what
+// "reconnects with backoff" means for the adapters of this repository
+// (pgx, lib/pq, gorm, bun), which share one reconnect loop, and how the
+// Postgres store uses any Listener; the adapters' documentation refers
+// here.
+//
+//   - Connecting: one attempt to connect and LISTEN on all of a
+//     subscription's channels, the first one included, may take 15
+//     seconds, and the store allows a whole Listen call no longer.
+//   - Reconnecting: the first attempt to replace a dropped connection
+//     waits 50 milliseconds, and the wait doubles after each failed
+//     attempt, up to 5 seconds. Each wait is drawn at random from the
+//     upper half of its value, and a connection that stayed up for 10
+//     seconds starts the next reconnection from 50 milliseconds again, so
+//     a server that accepts and drops at once is not hammered. The lib/pq
+//     adapter's MinReconnectInterval and MaxReconnectInterval options
+//     replace the 50 milliseconds and the 5 seconds.
+//   - Checking: a connection that has had no notification for 30 seconds
+//     is checked (a ping, or a notification the listener sends itself),
+//     and counts as dropped when the check takes longer than 10 seconds.
+//     TCP keepalive alone would take the better part of an hour to notice
+//     a half-open connection.
+//   - Listening on demand: the store listens to a channel while a waiter
+//     needs it (an idle worker, a Wait or Call, a Watch) and for 30
+//     seconds after the last one is gone, so that the next one does not
+//     pay a new LISTEN connection. After a Listen call failed with an
+//     error other than [ErrListenUnavailable] (which stops the asking for
+//     good), the store's waiters poll for 5 seconds before they ask again.
 package executor
 
 import (

@@ -189,13 +189,12 @@ func (e *Executor) Close() error {
 // server refusing LISTEN (SQLSTATE 0A000) yields an error wrapping
 // executor.ErrListenUnavailable: permanent, cairnq polls instead.
 //
-// ctx bounds only the initial subscription (and each attempt at it by
-// [executor.ListenConnectTimeout]). After [executor.ListenIdleCheck]
-// without a notification the listener checks its connection; no answer
-// within [executor.ListenPingTimeout] counts as a drop. A dropped
-// connection is replaced with jittered exponential backoff
-// ([executor.ListenBackoffMin] doubling to [executor.ListenBackoffMax]);
-// once the new one listens, [Options.OnReconnect] runs.
+// ctx bounds only the initial subscription (each attempt at it has a
+// bound of its own). After a while without a notification the listener
+// checks its connection, and a check left unanswered counts as a drop. A
+// dropped connection is replaced with jittered exponential backoff; once
+// the new one listens, [Options.OnReconnect] runs. Every adapter here
+// shares this timing; the package documentation of [executor] gives it.
 //
 // stop ends the subscription, closes its connection and returns once the
 // goroutine has exited; it is safe to call more than once and from several

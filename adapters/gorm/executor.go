@@ -258,14 +258,13 @@ func runExec(ctx context.Context, p gorm.ConnPool, script string) error {
 // OnNotification, that handler receives the notifications and this
 // listener never sees them.
 //
-// ctx bounds only the initial subscription (and each attempt at it by
-// [executor.ListenConnectTimeout]). After [executor.ListenIdleCheck]
-// without a notification the listener pings its connection; no answer
-// within [executor.ListenPingTimeout] counts as a drop. A dropped
-// connection is discarded and a fresh one reserved with jittered
-// exponential backoff ([executor.ListenBackoffMin] doubling to
-// [executor.ListenBackoffMax]); once it listens again,
-// [Options.OnReconnect] runs.
+// ctx bounds only the initial subscription (each attempt at it has a
+// bound of its own). After a while without a notification the listener
+// pings its connection, and a ping left unanswered counts as a drop. A
+// dropped connection is discarded and a fresh one reserved with jittered
+// exponential backoff; once it listens again, [Options.OnReconnect] runs.
+// Every adapter here shares this timing; the package documentation of
+// [executor] gives it.
 //
 // stop ends the subscription, closes the reserved connection and returns
 // once the goroutine has exited; it is safe to call more than once and from

@@ -24,9 +24,8 @@
 // connection of its own opened from the DSN (lib/pq cannot lend a pooled
 // connection for it). When the connection drops it is replaced with
 // backoff, on the reconnect loop and with the timing every adapter here
-// shares ([executor.ListenBackoffMin] doubling to
-// [executor.ListenBackoffMax] unless [Options.MinReconnectInterval] and
-// [Options.MaxReconnectInterval] say otherwise). That is why [New] takes a
-// DSN too; without one, Listen reports [executor.ErrListenUnavailable] and
-// cairnq polls instead.
+// shares (the package documentation of [executor] gives it), unless
+// [Options.MinReconnectInterval] and [Options.MaxReconnectInterval] say
+// otherwise. That is why [New] takes a DSN too; without one, Listen
+// reports [executor.ErrListenUnavailable] and cairnq polls instead.
 package cairnqlibpq

@@ -55,13 +55,15 @@ type Options struct {
 	OnReconnect func()
 
 	// MinReconnectInterval is the listener's first wait before reconnecting;
-	// zero means [executor.ListenBackoffMin].
+	// zero means the first wait of every adapter's listener (see the
+	// package documentation of [executor]).
 	MinReconnectInterval time.Duration
 
 	// MaxReconnectInterval caps the listener's doubling wait between
-	// reconnection attempts; zero means [executor.ListenBackoffMax], and a
-	// value below MinReconnectInterval counts as MinReconnectInterval. A
-	// stop ends the wait at once.
+	// reconnection attempts; zero means the cap of every adapter's listener
+	// (see the package documentation of [executor]), and a value below
+	// MinReconnectInterval counts as MinReconnectInterval. A stop ends the
+	// wait at once.
 	MaxReconnectInterval time.Duration
 
 	// ConnectTimeout bounds making each connection cairnq opens itself

@@ -24,17 +24,17 @@ const logPrefix = "cairnq/libpq"
 // Listen subscribes to channels on a connection of its own, dialed from the
 // executor's DSN by a pq.Listener, and calls onNotify, on one goroutine,
 // for every notification on them until stop is called. It returns once the
-// server has acknowledged every LISTEN; ctx bounds that wait (and each
-// attempt at it by [executor.ListenConnectTimeout]), not the subscription.
+// server has acknowledged every LISTEN; ctx bounds that wait (each attempt
+// at it has a bound of its own), not the subscription.
 // No channels at all is a subscription to nothing, which stop ends.
 //
 // The listener runs on the reconnect loop every adapter of this repository
-// shares. After [executor.ListenIdleCheck] without a notification it pings
-// its connection, and a ping unanswered within [executor.ListenPingTimeout]
-// counts as a drop. When the connection drops, the listener connects again
-// with backoff ([Options.MinReconnectInterval] doubling to
-// [Options.MaxReconnectInterval]), subscribes again, and then calls
-// [Options.OnReconnect]; notifications sent in between are lost.
+// shares, with the timing the package documentation of [executor] gives.
+// After a while without a notification it pings its connection, and a
+// ping left unanswered counts as a drop. When the connection drops, the
+// listener connects again with backoff ([Options.MinReconnectInterval]
+// doubling to [Options.MaxReconnectInterval]), subscribes again, and then
+// calls [Options.OnReconnect]; notifications sent in between are lost.
 //
 // Listen reports [executor.ErrListenUnavailable] (wrapping the cause) when
 // LISTEN can never work here: the executor has no DSN or is closed, the DSN

@@ -37,13 +37,13 @@
 // [Executor.Listen] takes one connection out of the pool (acquire, then
 // hijack: no DSN is parsed again, so custom dialers, TLS and auth hooks keep
 // working), LISTENs on it and delivers notifications from one goroutine. A
-// dropped connection is replaced with jittered exponential backoff (from
-// [executor.ListenBackoffMin] to [executor.ListenBackoffMax], the timing
-// every adapter here shares) and the channels are listened on again, after
-// which [Options.OnReconnect] runs so the caller can poll for what it may
-// have missed. A server that refuses
-// LISTEN (SQLSTATE 0A000) yields [executor.ErrListenUnavailable], which is
-// permanent: the caller polls instead.
+// dropped connection is replaced with jittered exponential backoff (on the
+// timing every adapter here shares, which the package documentation of
+// [executor] gives) and the channels are listened on again, after which
+// [Options.OnReconnect] runs so the caller can poll for what it may have
+// missed. A server that refuses LISTEN (SQLSTATE 0A000) yields
+// [executor.ErrListenUnavailable], which is permanent: the caller polls
+// instead.
 //
 // # Errors
 //

@@ -17,23 +17,22 @@ const closeTimeout = 2 * time.Second
 // takes them) on a connection of its own and calls onNotify for each
 // notification on them, from a single goroutine, until stop is called.
 //
-// ctx bounds only the initial connection and LISTEN (each attempt at it is
-// bounded by [executor.ListenConnectTimeout]); the subscription lasts
-// until stop (or [Executor.Close]). The connection is acquired from the
+// ctx bounds only the initial connection and LISTEN (each attempt at it
+// has a bound of its own); the subscription lasts until stop (or
+// [Executor.Close]). The connection is acquired from the
 // pool and hijacked, so it no longer counts against the pool's size and no
 // DSN is parsed again; only when the pool's ConnConfig sets its own
 // OnNotification (which would swallow the notifications) is a connection
 // dialed from a copy of that config instead, running the pool's
 // BeforeConnect and AfterConnect hooks.
 //
-// After [executor.ListenIdleCheck] without a notification the listener
-// pings its connection; a ping unanswered within
-// [executor.ListenPingTimeout] counts as a drop, so a half-open connection
-// is noticed long before TCP keepalive gives up. When the connection
-// drops, Listen reconnects in the background with jittered exponential
-// backoff ([executor.ListenBackoffMin] doubling to
-// [executor.ListenBackoffMax]), listens again and then calls
-// Options.OnReconnect. A server answering SQLSTATE 0A000
+// After a while without a notification the listener pings its
+// connection, and a ping left unanswered counts as a drop, so a half-open
+// connection is noticed long before TCP keepalive gives up. When the
+// connection drops, Listen reconnects in the background with jittered
+// exponential backoff, listens again and then calls Options.OnReconnect.
+// Every adapter here shares this timing; the package documentation of
+// [executor] gives it. A server answering SQLSTATE 0A000
 // (feature_not_supported) is permanent: the initial call returns an error
 // wrapping executor.ErrListenUnavailable (and the server's *pgconn.PgError),
 // and a reconnecting listener logs it and stops trying.
