@@ -14,6 +14,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
+	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
 // logPrefix starts every error and log message of this package.
@@ -105,13 +106,13 @@ func (e *Executor) Native() any { return e.db }
 // server. pgdriver writes the arguments into the text and sends one
 // message, which keeps nothing on the server.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, e.db.DB, query, e.wire.Args(ctx, args))
+	return sqlrows.Query(ctx, e.db.DB, query, e.wire.Args(ctx, args), wrapErr)
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, e.db.DB, query, e.wire.Args(ctx, args))
+	return sqlrows.QueryPositional(ctx, e.db.DB, query, e.wire.Args(ctx, args), wrapErr)
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled
@@ -119,7 +120,7 @@ func (e *Executor) QueryPositional(ctx context.Context, query string, args ...an
 // stdlib and pgdriver send it over the simple query protocol, which accepts
 // several statements.
 func (e *Executor) Exec(ctx context.Context, script string) error {
-	return runExec(ctx, e.db.DB, script)
+	return sqlrows.Exec(ctx, e.db.DB, script, wrapErr)
 }
 
 // Tx runs fn in one transaction opened by bun's own RunInTx (with
@@ -215,33 +216,6 @@ func (e *Executor) Listen(ctx context.Context, channels []string, onNotify func(
 		}
 		return src, "bun-listener", nil
 	})
-}
-
-// runQuery runs query on r and collects its rows.
-func runQuery(ctx context.Context, r sqlexec.Runner, query string, args []any) ([]executor.Row, error) {
-	out, err := sqlexec.QueryRows(ctx, r, query, args)
-	if err != nil {
-		return nil, wrapErr("query", err)
-	}
-	return out, nil
-}
-
-// runQueryPositional runs query on r and collects its rows by position.
-func runQueryPositional(ctx context.Context, r sqlexec.Runner, query string, args []any) (*executor.Rows, error) {
-	out, err := sqlexec.QueryPositional(ctx, r, query, args)
-	if err != nil {
-		return nil, wrapErr("query", err)
-	}
-	return out, nil
-}
-
-// runExec runs a parameterless script on r. Passing no arguments is what
-// keeps database/sql from preparing it.
-func runExec(ctx context.Context, r sqlexec.Runner, script string) error {
-	if _, err := r.ExecContext(ctx, script); err != nil {
-		return wrapErr("exec", err)
-	}
-	return nil
 }
 
 // wrapErr wraps err as "cairnq/bun: <op>: ..." with %w, giving a pgdriver

@@ -9,8 +9,8 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
+	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
 // Session is the executor.Session of one bun.Tx (from [Executor.Tx] or
@@ -22,7 +22,7 @@ type Session struct {
 	mu   sync.Mutex
 	idb  bun.IDB
 	tx   bun.Tx // zero unless idb is a transaction
-	run  sqlexec.Runner
+	run  sqlrows.Runner
 	wire *pgroute.Stdlib // the executor's, in its own transactions; nil in the application's
 }
 
@@ -91,7 +91,7 @@ func (s *Session) Native() any { return s.idb }
 func (s *Session) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQuery(ctx, s.run, query, s.wire.Args(ctx, args))
+	return sqlrows.Query(ctx, s.run, query, s.wire.Args(ctx, args), wrapErr)
 }
 
 // QueryPositional is Query with the rows by position; see
@@ -99,7 +99,7 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) ([]execu
 func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQueryPositional(ctx, s.run, query, s.wire.Args(ctx, args))
+	return sqlrows.QueryPositional(ctx, s.run, query, s.wire.Args(ctx, args), wrapErr)
 }
 
 // Exec runs a parameterless, possibly multi-statement script in the
@@ -107,7 +107,7 @@ func (s *Session) QueryPositional(ctx context.Context, query string, args ...any
 func (s *Session) Exec(ctx context.Context, script string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runExec(ctx, s.run, script)
+	return sqlrows.Exec(ctx, s.run, script, wrapErr)
 }
 
 // BunTx returns the bun.Tx behind a session cairnq hands out (such as the

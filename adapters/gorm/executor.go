@@ -12,6 +12,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
+	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
 // logPrefix starts every error and log message of this package.
@@ -109,13 +110,13 @@ func (e *Executor) Native() any { return e.db }
 // first argument) unless the pool's connections are proven direct to the
 // server; see the package documentation.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, connPool(e.db), query, e.wire.Args(ctx, args))
+	return sqlrows.Query(ctx, connPool(e.db), query, e.wire.Args(ctx, args), wrapErr)
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (e *Executor) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, connPool(e.db), query, e.wire.Args(ctx, args))
+	return sqlrows.QueryPositional(ctx, connPool(e.db), query, e.wire.Args(ctx, args), wrapErr)
 }
 
 // Exec runs a parameterless, possibly multi-statement script on one pooled
@@ -123,7 +124,7 @@ func (e *Executor) QueryPositional(ctx context.Context, query string, args ...an
 // unprepared (gorm's PrepareStmt cache is bypassed), so pgx's stdlib uses the
 // simple query protocol, which accepts several statements.
 func (e *Executor) Exec(ctx context.Context, script string) error {
-	return runExec(ctx, connPool(e.db), script)
+	return sqlrows.Exec(ctx, connPool(e.db), script, wrapErr)
 }
 
 // Tx runs fn in one transaction opened by gorm's own Transaction (with
@@ -158,11 +159,11 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	case err == nil:
 		return nil
 	case !began:
-		return fmt.Errorf("%s: begin: %w", logPrefix, err)
+		return wrapErr("begin", err)
 	case fnErr != nil:
 		return fnErr
 	default:
-		return fmt.Errorf("%s: commit: %w", logPrefix, err)
+		return wrapErr("commit", err)
 	}
 }
 
@@ -213,31 +214,9 @@ func inTransaction(db *gorm.DB) bool {
 	return ok
 }
 
-// runQuery runs query on the connection pool p and collects its rows.
-func runQuery(ctx context.Context, p gorm.ConnPool, query string, args []any) ([]executor.Row, error) {
-	out, err := sqlexec.QueryRows(ctx, p, query, args)
-	if err != nil {
-		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
-	}
-	return out, nil
-}
-
-// runQueryPositional runs query on p and collects its rows by position.
-func runQueryPositional(ctx context.Context, p gorm.ConnPool, query string, args []any) (*executor.Rows, error) {
-	out, err := sqlexec.QueryPositional(ctx, p, query, args)
-	if err != nil {
-		return nil, fmt.Errorf("%s: query: %w", logPrefix, err)
-	}
-	return out, nil
-}
-
-// runExec runs a parameterless script on p. Passing no arguments is what
-// keeps database/sql from preparing it.
-func runExec(ctx context.Context, p gorm.ConnPool, script string) error {
-	if _, err := p.ExecContext(ctx, script); err != nil {
-		return fmt.Errorf("%s: exec: %w", logPrefix, err)
-	}
-	return nil
+// wrapErr wraps err as "cairnq/gorm: <op>: ..." with %w.
+func wrapErr(op string, err error) error {
+	return fmt.Errorf("%s: %s: %w", logPrefix, op, err)
 }
 
 // Listen subscribes to channels (exact, case-sensitive names, as pg_notify

@@ -11,6 +11,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
+	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
 // Session is the executor.Session of one gorm transaction: the one
@@ -68,7 +69,7 @@ func (s *Session) Native() any { return s.db }
 func (s *Session) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQuery(ctx, s.pool, query, s.wire.Args(ctx, args))
+	return sqlrows.Query(ctx, s.pool, query, s.wire.Args(ctx, args), wrapErr)
 }
 
 // QueryPositional is Query with the rows by position; see
@@ -76,7 +77,7 @@ func (s *Session) Query(ctx context.Context, query string, args ...any) ([]execu
 func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runQueryPositional(ctx, s.pool, query, s.wire.Args(ctx, args))
+	return sqlrows.QueryPositional(ctx, s.pool, query, s.wire.Args(ctx, args), wrapErr)
 }
 
 // Exec runs a parameterless, possibly multi-statement script in the
@@ -84,7 +85,7 @@ func (s *Session) QueryPositional(ctx context.Context, query string, args ...any
 func (s *Session) Exec(ctx context.Context, script string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return runExec(ctx, s.pool, script)
+	return sqlrows.Exec(ctx, s.pool, script, wrapErr)
 }
 
 // GormDB returns the *gorm.DB behind a session cairnq hands out (such as the

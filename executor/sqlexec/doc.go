@@ -60,6 +60,6 @@
 // the application's own statements in it do.
 //
 // This package imports only the standard library (and this module's
-// executor, protocol and internal/pgroute, which do too); it never
-// imports a driver.
+// executor, protocol, internal/pgroute and internal/sqlrows, which do
+// too); it never imports a driver.
 package sqlexec

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
 // preparer is what Options.Prepare needs of a pool beyond DB.
@@ -117,11 +118,11 @@ func (c *stmtCache) drop(query string, cs *cachedStmt) {
 // prepared afresh; refused at QueryContext, before it ran, the query
 // runs unprepared this once. Any other error is the query's: rerunning a
 // statement that may have run could apply a write twice.
-func run[T any](ctx context.Context, c *stmtCache, db Runner, query string, args []any, collect func(*sql.Rows) (T, error), unprepared func(context.Context, Runner, string, []any) (T, error)) (T, error) {
+func run[T any](ctx context.Context, c *stmtCache, db sqlrows.Runner, query string, args []any, collect func(*sql.Rows) (T, error), unprepared func(context.Context, sqlrows.Runner, string, []any, sqlrows.Label) (T, error)) (T, error) {
 	var zero T
 	cs := c.acquire(ctx, query)
 	if cs == nil {
-		return unprepared(ctx, db, query, args)
+		return unprepared(ctx, db, query, args, label)
 	}
 	// Dropped before released, so that the last user closes it.
 	rows, err := cs.stmt.QueryContext(ctx, args...)
@@ -132,9 +133,9 @@ func run[T any](ctx context.Context, c *stmtCache, db Runner, query string, args
 		}
 		c.release(cs)
 		if isStale {
-			return unprepared(ctx, db, query, args)
+			return unprepared(ctx, db, query, args, label)
 		}
-		return zero, wrapQuery(err)
+		return zero, label("query", err)
 	}
 	out, err := collect(rows)
 	if err != nil && stale(err) { // a driver that reports the refusal with the rows
@@ -142,17 +143,17 @@ func run[T any](ctx context.Context, c *stmtCache, db Runner, query string, args
 	}
 	c.release(cs)
 	if err != nil {
-		return zero, wrapQuery(err)
+		return zero, label("query", err)
 	}
 	return out, nil
 }
 
-func (c *stmtCache) query(ctx context.Context, db Runner, query string, args []any) ([]executor.Row, error) {
-	return run(ctx, c, db, query, args, CollectRows, runQuery)
+func (c *stmtCache) query(ctx context.Context, db sqlrows.Runner, query string, args []any) ([]executor.Row, error) {
+	return run(ctx, c, db, query, args, sqlrows.Collect, sqlrows.Query)
 }
 
-func (c *stmtCache) queryPositional(ctx context.Context, db Runner, query string, args []any) (*executor.Rows, error) {
-	return run(ctx, c, db, query, args, CollectPositional, runQueryPositional)
+func (c *stmtCache) queryPositional(ctx context.Context, db sqlrows.Runner, query string, args []any) (*executor.Rows, error) {
+	return run(ctx, c, db, query, args, sqlrows.CollectPositional, sqlrows.QueryPositional)
 }
 
 // close empties the cache and keeps further statements from being

@@ -6,11 +6,10 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"reflect"
-	"slices"
-	"strings"
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
+	"github.com/cairnq/cairnq-go/internal/sqlrows"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -154,7 +153,7 @@ func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]exec
 	if err != nil {
 		return nil, err
 	}
-	return runQuery(ctx, e.db, query, args)
+	return sqlrows.Query(ctx, e.db, query, args, label)
 }
 
 // QueryPositional is Query with the rows by position; see
@@ -167,7 +166,7 @@ func (e *Executor) QueryPositional(ctx context.Context, query string, args ...an
 	if err != nil {
 		return nil, err
 	}
-	return runQueryPositional(ctx, e.db, query, args)
+	return sqlrows.QueryPositional(ctx, e.db, query, args, label)
 }
 
 // send returns query and args as they go to the pool: on lib/pq with the
@@ -182,7 +181,7 @@ func (e *Executor) send(ctx context.Context, query string, args []any) (string, 
 	}
 	text, err := protocol.Inline(query, args)
 	if err != nil {
-		return "", nil, wrapQuery(err)
+		return "", nil, label("query", err)
 	}
 	return text, nil, nil
 }
@@ -219,7 +218,7 @@ func inlines(db DB) bool {
 // without arguments unprepared, and both lib/pq and pgx's stdlib then use the
 // simple query protocol, which accepts several statements in one text.
 func (e *Executor) Exec(ctx context.Context, script string) error {
-	return runExec(ctx, e.db, script)
+	return sqlrows.Exec(ctx, e.db, script, label)
 }
 
 // Tx runs fn in one transaction begun with db.BeginTx and the configured
@@ -321,17 +320,17 @@ type txSession struct {
 
 // Query runs one statement in the transaction.
 func (s *txSession) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, s.tx, query, s.wire.Args(ctx, args))
+	return sqlrows.Query(ctx, s.tx, query, s.wire.Args(ctx, args), label)
 }
 
 // QueryPositional runs one statement in the transaction, its rows by position.
 func (s *txSession) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, s.tx, query, s.wire.Args(ctx, args))
+	return sqlrows.QueryPositional(ctx, s.tx, query, s.wire.Args(ctx, args), label)
 }
 
 // Exec runs a parameterless script in the transaction.
 func (s *txSession) Exec(ctx context.Context, script string) error {
-	return runExec(ctx, s.tx, script)
+	return sqlrows.Exec(ctx, s.tx, script, label)
 }
 
 // SQLTx returns the transaction the session runs in.
@@ -345,17 +344,17 @@ type connSession struct{ conn *sql.Conn }
 
 // Query runs one statement on the connection.
 func (s *connSession) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	return runQuery(ctx, s.conn, query, args)
+	return sqlrows.Query(ctx, s.conn, query, args, label)
 }
 
 // QueryPositional runs one statement on the connection, its rows by position.
 func (s *connSession) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	return runQueryPositional(ctx, s.conn, query, args)
+	return sqlrows.QueryPositional(ctx, s.conn, query, args, label)
 }
 
 // Exec runs a parameterless script on the connection.
 func (s *connSession) Exec(ctx context.Context, script string) error {
-	return runExec(ctx, s.conn, script)
+	return sqlrows.Exec(ctx, s.conn, script, label)
 }
 
 // SQLConn returns the connection the session runs on.
@@ -371,113 +370,31 @@ type Runner interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// runQuery runs query on r and collects its rows.
-func runQuery(ctx context.Context, r Runner, query string, args []any) ([]executor.Row, error) {
-	out, err := QueryRows(ctx, r, query, args)
-	if err != nil {
-		return nil, wrapQuery(err)
-	}
-	return out, nil
-}
-
-// runQueryPositional runs query on r and collects its rows by position.
-func runQueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
-	out, err := QueryPositional(ctx, r, query, args)
-	if err != nil {
-		return nil, wrapQuery(err)
-	}
-	return out, nil
-}
-
-// wrapQuery labels a statement's error, keeping the driver's reachable.
-func wrapQuery(err error) error { return fmt.Errorf("cairnq: query: %w", err) }
+// label labels a failed statement's error as this package's, keeping the
+// driver's reachable.
+func label(op string, err error) error { return fmt.Errorf("cairnq: %s: %w", op, err) }
 
 // QueryRows runs query on r and reads its rows with CollectRows. Errors come
-// back as the driver gave them, for the caller to label: the gorm and bun
-// adapters run their statements through it too.
+// back as the driver gave them, for the caller to label.
 func QueryRows(ctx context.Context, r Runner, query string, args []any) ([]executor.Row, error) {
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return CollectRows(rows)
+	return sqlrows.Query(ctx, r, query, args, unlabeled)
 }
 
 // QueryPositional is QueryRows with the rows by position
 // ([executor.PositionalQuerier]), read with CollectPositional.
 func QueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
-	rows, err := r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return CollectPositional(rows)
+	return sqlrows.QueryPositional(ctx, r, query, args, unlabeled)
 }
+
+// unlabeled returns err as the driver gave it.
+func unlabeled(_ string, err error) error { return err }
 
 // CollectRows reads every row of rows into executor.Rows, each value as the
 // driver produced it (database/sql already copies []byte for an any), and
 // closes rows; of two columns with one name, the later wins.
-func CollectRows(rows *sql.Rows) ([]executor.Row, error) {
-	out := []executor.Row{}
-	_, err := eachRow(rows, func(cols []string, vals []any) {
-		row := make(executor.Row, len(cols))
-		for i, c := range cols {
-			row[c] = vals[i]
-		}
-		out = append(out, row)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
+func CollectRows(rows *sql.Rows) ([]executor.Row, error) { return sqlrows.Collect(rows) }
 
 // CollectPositional is CollectRows with the rows by position.
 func CollectPositional(rows *sql.Rows) (*executor.Rows, error) {
-	out := &executor.Rows{}
-	cols, err := eachRow(rows, func(_ []string, vals []any) {
-		out.Values = append(out.Values, slices.Clone(vals))
-	})
-	if err != nil {
-		return nil, err
-	}
-	out.Columns = cols
-	return out, nil
-}
-
-// eachRow scans every row of rows and hands its values, in column order,
-// to row, in a slice row must not keep; it closes rows and returns the
-// columns' names.
-func eachRow(rows *sql.Rows, row func(cols []string, vals []any)) ([]string, error) {
-	defer rows.Close()
-	names, err := rows.Columns()
-	if err != nil {
-		return nil, fmt.Errorf("columns: %w", err)
-	}
-	// A driver may hand out names that alias a buffer it reuses once rows
-	// close (bun's pgdriver does), and the rows' keys outlive that.
-	cols := make([]string, len(names))
-	for i, n := range names {
-		cols[i] = strings.Clone(n)
-	}
-	vals := make([]any, len(cols))
-	dest := make([]any, len(cols))
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("scan: %w", err)
-		}
-		row(cols, vals)
-	}
-	return cols, rows.Err()
-}
-
-// runExec runs a parameterless script. Passing no arguments is what keeps
-// database/sql from preparing it.
-func runExec(ctx context.Context, r Runner, script string) error {
-	if _, err := r.ExecContext(ctx, script); err != nil {
-		return fmt.Errorf("cairnq: exec: %w", err)
-	}
-	return nil
+	return sqlrows.CollectPositional(rows)
 }
