@@ -363,38 +363,6 @@ func (s *connSession) SQLConn() *sql.Conn { return s.conn }
 // Native returns the connection the session runs on, as an any.
 func (s *connSession) Native() any { return s.conn }
 
-// Runner is what *sql.DB, *sql.Tx, *sql.Conn (and gorm's ConnPool) have in
-// common: all QueryRows needs.
-type Runner interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // label labels a failed statement's error as this package's, keeping the
 // driver's reachable.
 func label(op string, err error) error { return fmt.Errorf("cairnq: %s: %w", op, err) }
-
-// QueryRows runs query on r and reads its rows with CollectRows. Errors come
-// back as the driver gave them, for the caller to label.
-func QueryRows(ctx context.Context, r Runner, query string, args []any) ([]executor.Row, error) {
-	return sqlrows.Query(ctx, r, query, args, unlabeled)
-}
-
-// QueryPositional is QueryRows with the rows by position
-// ([executor.PositionalQuerier]), read with CollectPositional.
-func QueryPositional(ctx context.Context, r Runner, query string, args []any) (*executor.Rows, error) {
-	return sqlrows.QueryPositional(ctx, r, query, args, unlabeled)
-}
-
-// unlabeled returns err as the driver gave it.
-func unlabeled(_ string, err error) error { return err }
-
-// CollectRows reads every row of rows into executor.Rows, each value as the
-// driver produced it (database/sql already copies []byte for an any), and
-// closes rows; of two columns with one name, the later wins.
-func CollectRows(rows *sql.Rows) ([]executor.Row, error) { return sqlrows.Collect(rows) }
-
-// CollectPositional is CollectRows with the rows by position.
-func CollectPositional(rows *sql.Rows) (*executor.Rows, error) {
-	return sqlrows.CollectPositional(rows)
-}
