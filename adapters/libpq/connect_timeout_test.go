@@ -18,23 +18,6 @@ import (
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
-// shortConnect is the connect timeout the tests give the executor, so that
-// giving up on a silent server takes a moment rather than
-// DefaultConnectTimeout.
-const shortConnect = 300 * time.Millisecond
-
-// relayedConnect is the connect timeout of the tests whose first
-// connection reaches a real server through a relay: long enough for that
-// connection to be made on a loaded machine running the race detector,
-// short enough that each silent connection after it costs little.
-const relayedConnect = 2 * time.Second
-
-// isTimeout reports an error that says a deadline passed.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
 // TestOpenGivesUpOnASilentServer: a server that accepts the connection and
 // never answers must not hang Open, even with a context that has no
 // deadline.
@@ -44,7 +27,7 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=x dbname=x sslmode=disable", srv.Port())
 	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
 		err := adaptertest.Watchdog(t, "Open", func() error {
-			e, err := cairnqlibpq.Open(context.Background(), dsn, &cairnqlibpq.Options{ConnectTimeout: shortConnect, Schema: schema})
+			e, err := cairnqlibpq.Open(context.Background(), dsn, &cairnqlibpq.Options{ConnectTimeout: adaptertest.ShortConnect, Schema: schema})
 			if err == nil {
 				_ = e.Close()
 			}
@@ -53,7 +36,7 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 		if err == nil {
 			t.Fatalf("schema %q: Open against a silent server succeeded", schema)
 		}
-		if !isTimeout(err) {
+		if !adaptertest.IsTimeout(err) {
 			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
 		}
 	}
@@ -74,7 +57,7 @@ func TestListenGivesUpOnASilentServer(t *testing.T) {
 		fmt.Sprintf("postgres://x@127.0.0.1:%d/x?sslmode=disable", srv.Port()),
 	} {
 		before := srv.Accepted()
-		e := cairnqlibpq.New(appDB(t, dsn), dsn, &cairnqlibpq.Options{ConnectTimeout: shortConnect})
+		e := cairnqlibpq.New(appDB(t, dsn), dsn, &cairnqlibpq.Options{ConnectTimeout: adaptertest.ShortConnect})
 		err := adaptertest.Watchdog(t, "Listen", func() error {
 			stop, err := e.Listen(context.Background(), []string{"a"}, func(string, string) {})
 			if err == nil {
@@ -82,7 +65,7 @@ func TestListenGivesUpOnASilentServer(t *testing.T) {
 			}
 			return err
 		})
-		if err == nil || errors.Is(err, executor.ErrListenUnavailable) || !isTimeout(err) {
+		if err == nil || errors.Is(err, executor.ErrListenUnavailable) || !adaptertest.IsTimeout(err) {
 			t.Errorf("%s: Listen = %v, want a transient timeout", dsn, err)
 		}
 		if srv.Accepted() == before {
@@ -109,7 +92,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	srv := adaptertest.StartSilentServer(t, 2, network, upstream)
 	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s dbname=%s sslmode=disable",
 		srv.Port(), quoteValue(real.User), quoteValue(real.Password), quoteValue(real.Database))
-	e := open(t, dsn, &cairnqlibpq.Options{ConnectTimeout: relayedConnect})
+	e := open(t, dsn, &cairnqlibpq.Options{ConnectTimeout: adaptertest.RelayedConnect})
 	// Keep the one working connection busy, so the ping below needs a new
 	// one.
 	held, err := e.DB().Conn(context.Background())
@@ -121,7 +104,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 	err = adaptertest.Watchdog(t, "a ping on a new connection", func() error {
 		return e.DB().PingContext(context.Background())
 	})
-	if err == nil || !isTimeout(err) {
+	if err == nil || !adaptertest.IsTimeout(err) {
 		t.Errorf("PingContext = %v, want a timeout", err)
 	}
 	err = adaptertest.Watchdog(t, "Listen", func() error {
@@ -131,7 +114,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 		}
 		return err
 	})
-	if err == nil || !isTimeout(err) {
+	if err == nil || !adaptertest.IsTimeout(err) {
 		t.Errorf("Listen = %v, want a timeout", err)
 	}
 	requireNoListenerGoroutines(t)

@@ -2,8 +2,6 @@ package cairnqpgx_test
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -15,22 +13,6 @@ import (
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
-// shortConnect is the connect timeout the tests give Open, so that giving
-// up on a silent server takes a moment rather than DefaultConnectTimeout.
-const shortConnect = 300 * time.Millisecond
-
-// relayedConnect is the connect timeout of the tests whose first
-// connection reaches a real server through a relay: long enough for that
-// connection to be made on a loaded machine running the race detector,
-// short enough that each silent connection after it costs little.
-const relayedConnect = 2 * time.Second
-
-// isTimeout reports an error that says a deadline passed.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
 // TestOpenGivesUpOnASilentServer: a server that accepts the connection and
 // never answers must not hang Open, even with a context that has no
 // deadline.
@@ -40,7 +22,7 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 	dsn := "postgres://nobody@" + srv.Addr() + "/none?sslmode=disable"
 	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
 		err := adaptertest.Watchdog(t, "Open", func() error {
-			e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: shortConnect, Schema: schema})
+			e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: adaptertest.ShortConnect, Schema: schema})
 			if err == nil {
 				_ = e.Close()
 			}
@@ -49,7 +31,7 @@ func TestOpenGivesUpOnASilentServer(t *testing.T) {
 		if err == nil {
 			t.Fatalf("schema %q: Open against a silent server succeeded", schema)
 		}
-		if !isTimeout(err) {
+		if !adaptertest.IsTimeout(err) {
 			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
 		}
 	}
@@ -73,7 +55,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 		Scheme: "postgres", User: url.UserPassword(real.User, real.Password), Host: srv.Addr(),
 		Path: "/" + real.Database, RawQuery: "sslmode=disable",
 	}).String()
-	e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: relayedConnect})
+	e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: adaptertest.RelayedConnect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +72,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 		_, err := e.Query(context.Background(), "SELECT 1 AS one")
 		return err
 	})
-	if err == nil || !isTimeout(err) {
+	if err == nil || !adaptertest.IsTimeout(err) {
 		t.Errorf("Query = %v, want a timeout", err)
 	}
 	err = adaptertest.Watchdog(t, "Listen", func() error {
@@ -100,7 +82,7 @@ func TestOpenBoundsLaterConnections(t *testing.T) {
 		}
 		return err
 	})
-	if err == nil || !isTimeout(err) {
+	if err == nil || !adaptertest.IsTimeout(err) {
 		t.Errorf("Listen = %v, want a timeout", err)
 	}
 	if n := srv.Accepted(); n < 3 {
@@ -123,7 +105,7 @@ func TestConnectTimeoutPrecedence(t *testing.T) {
 		{"DSN's own", "postgres://x@127.0.0.1:1/db?connect_timeout=7", 0, 7 * time.Second},
 		{"keyword/value DSN's own", "host=127.0.0.1 connect_timeout=3", 0, 3 * time.Second},
 		{"DSN's zero counts as unset", "postgres://x@127.0.0.1:1/db?connect_timeout=0", 0, cairnqpgx.DefaultConnectTimeout},
-		{"option over DSN", "postgres://x@127.0.0.1:1/db?connect_timeout=7", shortConnect, shortConnect},
+		{"option over DSN", "postgres://x@127.0.0.1:1/db?connect_timeout=7", adaptertest.ShortConnect, adaptertest.ShortConnect},
 		{"option alone", "postgres://x@127.0.0.1:1/db", 2 * time.Minute, 2 * time.Minute},
 	} {
 		cfg, err := cairnqpgx.PoolConfig(c.dsn, &cairnqpgx.Options{ConnectTimeout: c.opt})

@@ -1,6 +1,8 @@
 package adaptertest
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -106,6 +108,23 @@ func (s *SilentServer) close() {
 		_ = c.Close()
 	}
 	s.wg.Wait()
+}
+
+// ShortConnect is the connect timeout a test gives an executor facing a
+// silent server, so that giving up takes a moment rather than the
+// adapter's default connect timeout.
+const ShortConnect = 300 * time.Millisecond
+
+// RelayedConnect is the connect timeout of the tests whose first
+// connection reaches a real server through a relay: long enough for that
+// connection to be made on a loaded machine running the race detector,
+// short enough that each silent connection after it costs little.
+const RelayedConnect = 2 * time.Second
+
+// IsTimeout reports an error that says a deadline passed.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // Watchdog returns fn's error, failing the test if fn has not returned
