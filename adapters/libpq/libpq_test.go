@@ -36,21 +36,9 @@ func open(t *testing.T, dsn string, opts *cairnqlibpq.Options) *cairnqlibpq.Exec
 	return e
 }
 
-func queryOne(t *testing.T, ctx context.Context, s executor.Session, q string, args ...any) executor.Row {
-	t.Helper()
-	rows, err := s.Query(ctx, q, args...)
-	if err != nil {
-		t.Fatalf("Query(%q): %v", q, err)
-	}
-	if len(rows) != 1 {
-		t.Fatalf("Query(%q): %d rows, want 1", q, len(rows))
-	}
-	return rows[0]
-}
-
 func countRows(t *testing.T, ctx context.Context, s executor.Session, from string) int64 {
 	t.Helper()
-	return queryOne(t, ctx, s, "SELECT count(*) AS n FROM "+from)["n"].(int64)
+	return adaptertest.QueryOne(t, ctx, s, "SELECT count(*) AS n FROM "+from)["n"].(int64)
 }
 
 // appDB opens the application's own *sql.DB on dsn, closed at cleanup;
@@ -74,7 +62,7 @@ func TestQueryExecTx(t *testing.T) {
 		INSERT INTO jobs VALUES (1, '{"a": [1]}', true)`); err != nil {
 		t.Fatal(err)
 	}
-	row := queryOne(t, ctx, e, "SELECT id, doc, ok, NULL::text AS nothing FROM jobs WHERE id = $1", int64(1))
+	row := adaptertest.QueryOne(t, ctx, e, "SELECT id, doc, ok, NULL::text AS nothing FROM jobs WHERE id = $1", int64(1))
 	want := executor.Row{"id": int64(1), "doc": []byte(`{"a": [1]}`), "ok": true, "nothing": nil}
 	if !reflect.DeepEqual(row, want) {
 		t.Fatalf("row = %#v, want %#v", row, want)
@@ -178,7 +166,7 @@ func TestOpenPreparesStatements(t *testing.T) {
 			e := tc.ex(t)
 			e.DB().SetMaxOpenConns(1) // so that the count below reads the connection that ran it
 			for i := range 3 {
-				if row := queryOne(t, ctx, e, "SELECT $1::int8 AS x", int64(i)); row["x"] != int64(i) {
+				if row := adaptertest.QueryOne(t, ctx, e, "SELECT $1::int8 AS x", int64(i)); row["x"] != int64(i) {
 					t.Fatalf("x = %#v, want %d", row["x"], i)
 				}
 			}
@@ -203,7 +191,7 @@ func TestNewLeavesAppDBOpen(t *testing.T) {
 		t.Fatal("DB is not the app's db")
 	}
 	// current_schema() is of type name, which lib/pq returns as []byte.
-	if row := queryOne(t, ctx, e, "SELECT current_schema()::text AS s"); row["s"] != "public" {
+	if row := adaptertest.QueryOne(t, ctx, e, "SELECT current_schema()::text AS s"); row["s"] != "public" {
 		t.Fatalf("New changed the app's search_path: %v", row["s"])
 	}
 	if err := e.Close(); err != nil {
@@ -324,7 +312,7 @@ func TestSchemaOnEveryConnection(t *testing.T) {
 	if err := e.Exec(ctx, "CREATE TABLE jobs (id int8); INSERT INTO jobs VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
-	row := queryOne(t, ctx, e, "SELECT table_schema::text FROM information_schema.tables WHERE table_name = 'jobs'")
+	row := adaptertest.QueryOne(t, ctx, e, "SELECT table_schema::text FROM information_schema.tables WHERE table_name = 'jobs'")
 	if row["table_schema"] != schema {
 		t.Fatalf("table created in %v", row["table_schema"])
 	}
@@ -458,7 +446,7 @@ func awaitOneListener(t *testing.T, ctx context.Context, e executor.Session, gon
 	for {
 		pids := listenerBackends(t, ctx, e)
 		left := gone == 0 ||
-			queryOne(t, ctx, e, "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1::int4", gone)["n"] == int64(0)
+			adaptertest.QueryOne(t, ctx, e, "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1::int4", gone)["n"] == int64(0)
 		if left && len(pids) == 1 {
 			return pids[0]
 		}
@@ -572,7 +560,7 @@ func TestListenReconnectsAfterTerminate(t *testing.T) {
 	}
 
 	pid := awaitOneListener(t, ctx, e, 0)
-	row := queryOne(t, ctx, e, "SELECT pg_terminate_backend($1::int4) AS ok", pid)
+	row := adaptertest.QueryOne(t, ctx, e, "SELECT pg_terminate_backend($1::int4) AS ok", pid)
 	if row["ok"] != true {
 		t.Fatalf("pg_terminate_backend(%d) = %v", pid, row["ok"])
 	}

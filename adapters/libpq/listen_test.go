@@ -224,7 +224,7 @@ func TestSessionEndsWithItsConnection(t *testing.T) {
 		t.Fatalf("got %v", n)
 	}
 	pid := awaitOneListener(t, ctx, e, 0)
-	if row := queryOne(t, ctx, e, "SELECT pg_terminate_backend($1::int4) AS ok", pid); row["ok"] != true {
+	if row := adaptertest.QueryOne(t, ctx, e, "SELECT pg_terminate_backend($1::int4) AS ok", pid); row["ok"] != true {
 		t.Fatalf("pg_terminate_backend(%d) = %v", pid, row["ok"])
 	}
 	res := awaitSession(t, done)

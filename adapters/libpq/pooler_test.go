@@ -140,7 +140,7 @@ func TestOpenPreparesOverTheServersOwnUnixSocket(t *testing.T) {
 	e.DB().SetMaxOpenConns(1)
 	ctx := adaptertest.Ctx(t)
 	for i := range 2 {
-		queryOne(t, ctx, e, "SELECT $1::int8 AS x", int64(i))
+		adaptertest.QueryOne(t, ctx, e, "SELECT $1::int8 AS x", int64(i))
 	}
 	var n int64
 	if err := e.DB().QueryRowContext(ctx, "SELECT count(*) FROM pg_prepared_statements").Scan(&n); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
@@ -36,7 +37,7 @@ func TestPrepareOncePerConnection(t *testing.T) {
 			want = 1
 		}
 		for i := range 3 {
-			row := queryOne(t, e.ctx, e.exec, "SELECT $1::int8 AS x", int64(i))
+			row := adaptertest.QueryOne(t, e.ctx, e.exec, "SELECT $1::int8 AS x", int64(i))
 			if row["x"] != int64(i) {
 				t.Fatalf("run %d: x = %#v", i, row["x"])
 			}
@@ -54,7 +55,7 @@ func TestPrepareOncePerConnection(t *testing.T) {
 			t.Errorf("after Close: %d statements prepared on the connection, want 0", got)
 		}
 		// A closed executor's pool is the application's: it still runs, unprepared.
-		if row := queryOne(t, e.ctx, e.exec, "SELECT $1::int8 AS x", int64(7)); row["x"] != int64(7) {
+		if row := adaptertest.QueryOne(t, e.ctx, e.exec, "SELECT $1::int8 AS x", int64(7)); row["x"] != int64(7) {
 			t.Errorf("after Close: x = %#v", row["x"])
 		}
 		if got := preparedOnConn(t, e); got != 0 {
@@ -71,12 +72,12 @@ func TestPreparedStatementSurvivesANewColumn(t *testing.T) {
 	eachSetupOf(t, []string{"libpq-prepared", "pgxstdlib-prepared"}, func(t *testing.T, _ setup, e env) {
 		mustExec(t, e.ctx, e.exec, "CREATE TABLE t (id int8, a text); INSERT INTO t VALUES (1, 'a')")
 		const q = "SELECT * FROM t WHERE id = $1"
-		if row := queryOne(t, e.ctx, e.exec, q, int64(1)); len(row) != 2 {
+		if row := adaptertest.QueryOne(t, e.ctx, e.exec, q, int64(1)); len(row) != 2 {
 			t.Fatalf("before: %v, want 2 columns", row)
 		}
 		mustExec(t, e.ctx, e.exec, "ALTER TABLE t ADD COLUMN b text DEFAULT 'b'")
 		for i := range 3 {
-			row := queryOne(t, e.ctx, e.exec, q, int64(1))
+			row := adaptertest.QueryOne(t, e.ctx, e.exec, q, int64(1))
 			if len(row) != 3 || row["b"] != "b" {
 				t.Fatalf("run %d after the new column: %v, want 3 columns, b = b", i, row)
 			}
@@ -93,7 +94,7 @@ func TestPreparedStatementsAreBounded(t *testing.T) {
 	db.SetMaxOpenConns(2)
 	ctx := t.Context()
 	for i := range sqlexec.MaxPrepared + 10 {
-		row := queryOne(t, ctx, e, fmt.Sprintf("SELECT $1::int8 + %d AS x", i), int64(1))
+		row := adaptertest.QueryOne(t, ctx, e, fmt.Sprintf("SELECT $1::int8 + %d AS x", i), int64(1))
 		if row["x"] != int64(1+i) {
 			t.Fatalf("statement %d: x = %#v", i, row["x"])
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/lib/pq"
@@ -145,18 +146,6 @@ func setupNamed(name string) setup {
 	panic("no setup " + name)
 }
 
-func queryOne(t *testing.T, ctx context.Context, s executor.Session, q string, args ...any) executor.Row {
-	t.Helper()
-	rows, err := s.Query(ctx, q, args...)
-	if err != nil {
-		t.Fatalf("Query(%q): %v", q, err)
-	}
-	if len(rows) != 1 {
-		t.Fatalf("Query(%q): %d rows, want 1", q, len(rows))
-	}
-	return rows[0]
-}
-
 func mustExec(t *testing.T, ctx context.Context, s executor.Session, script string) {
 	t.Helper()
 	if err := s.Exec(ctx, script); err != nil {
@@ -166,7 +155,7 @@ func mustExec(t *testing.T, ctx context.Context, s executor.Session, script stri
 
 func count(t *testing.T, ctx context.Context, s executor.Session, table string) int64 {
 	t.Helper()
-	row := queryOne(t, ctx, s, "SELECT count(*)::int8 AS n FROM "+table)
+	row := adaptertest.QueryOne(t, ctx, s, "SELECT count(*)::int8 AS n FROM "+table)
 	n, ok := row["n"].(int64)
 	if !ok {
 		t.Fatalf("count(*) arrived as %T", row["n"])
@@ -182,7 +171,7 @@ func TestValueForms(t *testing.T) {
 			handle, _ := s.open(t, pgtest.DSN(t))
 			e := sqlexec.New(handle, s.options())
 			// An argument, so that a prepared setup runs it prepared.
-			row := queryOne(t, ctx, e, `SELECT $1::int8 AS i8, '{"a":1}'::jsonb AS jb, 'txt'::text AS t,
+			row := adaptertest.QueryOne(t, ctx, e, `SELECT $1::int8 AS i8, '{"a":1}'::jsonb AS jb, 'txt'::text AS t,
 				true AS b, 1.5::float8 AS f, pg_sleep(0) AS v, NULL::int8 AS n, 7::int4 AS i4,
 				12.5::numeric AS num, '{a,b}'::text[] AS arr, 'nm'::name AS nm`, int64(42))
 			if len(row) != len(s.forms) {
@@ -254,7 +243,7 @@ func TestQueryManyRowsOwnTheirBytes(t *testing.T) {
 func TestParams(t *testing.T) {
 	eachSetup(t, func(t *testing.T, e env) {
 		t.Run("scalars", func(t *testing.T) {
-			row := queryOne(t, e.ctx, e.exec,
+			row := adaptertest.QueryOne(t, e.ctx, e.exec,
 				"SELECT $1::text AS s, $2::int8 AS i, $3::float8 AS f, $4::bool AS b, $5::int8 + 1 AS big",
 				"héllo", int64(-7), 2.25, false, int64(1)<<62)
 			want := executor.Row{"s": "héllo", "i": int64(-7), "f": 2.25, "b": false, "big": int64(1)<<62 + 1}
@@ -263,7 +252,7 @@ func TestParams(t *testing.T) {
 			}
 		})
 		t.Run("nulls", func(t *testing.T) {
-			row := queryOne(t, e.ctx, e.exec,
+			row := adaptertest.QueryOne(t, e.ctx, e.exec,
 				`SELECT $1::text IS NULL AS a, $2::int8 IS NULL AS b, $3::jsonb IS NULL AS c,
 					$4::text[] IS NULL AS d, coalesce($5::int8, -1) AS e`,
 				nil, nil, nil, nil, nil)
@@ -287,14 +276,14 @@ func TestParams(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("unnest = %#v, want %#v", got, want)
 			}
-			row := queryOne(t, e.ctx, e.exec,
+			row := adaptertest.QueryOne(t, e.ctx, e.exec,
 				"SELECT cardinality($1::text[])::int8 AS n, 'b' = ANY($2::text[]) AS hit", "{}", `{"a","b"}`)
 			if row["n"] != int64(0) || row["hit"] != true {
 				t.Fatalf("row = %#v", row)
 			}
 		})
 		t.Run("jsonb", func(t *testing.T) {
-			row := queryOne(t, e.ctx, e.exec,
+			row := adaptertest.QueryOne(t, e.ctx, e.exec,
 				"SELECT ($1::jsonb)->>'k' AS k, jsonb_typeof($1::jsonb) AS ty, jsonb_array_length($2::jsonb)::int8 AS n",
 				`{"k":"v ü","n":[1,2]}`, `[1,"x",null]`)
 			want := executor.Row{"k": "v ü", "ty": "object", "n": int64(3)}
@@ -500,7 +489,7 @@ func TestTxSessionOnAppTransaction(t *testing.T) {
 				if got, ok := sqlexec.TxOf(s); !ok || got != tx {
 					t.Fatal("TxOf(TxSession(tx)) is not tx")
 				}
-				row := queryOne(t, e.ctx, s, "UPDATE t SET note = note || '+cairnq' WHERE id = $1 RETURNING note", id)
+				row := adaptertest.QueryOne(t, e.ctx, s, "UPDATE t SET note = note || '+cairnq' WHERE id = $1 RETURNING note", id)
 				if row["note"] != "app+cairnq" {
 					t.Fatalf("note = %#v", row["note"])
 				}
@@ -543,7 +532,7 @@ func TestConnSession(t *testing.T) {
 		}
 		// Session state set by Exec is seen by a later Query: one connection.
 		mustExec(t, e.ctx, s, "SET application_name = 'cairnq-conn'; CREATE TEMP TABLE scratch (x int8)")
-		row := queryOne(t, e.ctx, s, "SELECT current_setting('application_name') AS a, count(*)::int8 AS n FROM scratch")
+		row := adaptertest.QueryOne(t, e.ctx, s, "SELECT current_setting('application_name') AS a, count(*)::int8 AS n FROM scratch")
 		if row["a"] != "cairnq-conn" || row["n"] != int64(0) {
 			t.Fatalf("row = %#v", row)
 		}
@@ -594,7 +583,7 @@ func TestTxOptions(t *testing.T) {
 	e := sqlexec.New(handle, opts)
 	opts.TxOptions.ReadOnly = false // New copied the options
 	err := e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-		row := queryOne(t, ctx, s, "SELECT current_setting('transaction_isolation') AS iso, current_setting('transaction_read_only') AS ro")
+		row := adaptertest.QueryOne(t, ctx, s, "SELECT current_setting('transaction_isolation') AS iso, current_setting('transaction_read_only') AS ro")
 		if row["iso"] != "serializable" || row["ro"] != "on" {
 			t.Errorf("row = %#v, want serializable read-only", row)
 		}

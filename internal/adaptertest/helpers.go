@@ -64,6 +64,20 @@ func Query(t testing.TB, s executor.Session, query string, args ...any) []execut
 	return rows
 }
 
+// QueryOne runs a statement on s within ctx that must succeed with exactly
+// one row, and returns that row.
+func QueryOne(t testing.TB, ctx context.Context, s executor.Session, query string, args ...any) executor.Row {
+	t.Helper()
+	rows, err := s.Query(ctx, query, args...)
+	if err != nil {
+		t.Fatalf("Query(%q): %v", query, err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("Query(%q): %d rows, want 1", query, len(rows))
+	}
+	return rows[0]
+}
+
 // Count runs a query returning one row whose column n is a bigint, as the
 // count(*) checks all do, and fails the test on any other shape.
 func Count(t testing.TB, s executor.Session, query string, args ...any) int64 {
