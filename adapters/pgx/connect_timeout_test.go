@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
@@ -18,26 +19,10 @@ import (
 // deadline.
 func TestOpenGivesUpOnASilentServer(t *testing.T) {
 	t.Parallel()
-	srv := adaptertest.StartSilentServer(t, 0, "", "")
-	dsn := "postgres://nobody@" + srv.Addr() + "/none?sslmode=disable"
-	for _, schema := range []string{"", "cairnq"} { // a ping, or the schema's statements
-		err := adaptertest.Watchdog(t, "Open", func() error {
-			e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{ConnectTimeout: adaptertest.ShortConnect, Schema: schema})
-			if err == nil {
-				_ = e.Close()
-			}
-			return err
-		})
-		if err == nil {
-			t.Fatalf("schema %q: Open against a silent server succeeded", schema)
-		}
-		if !adaptertest.IsTimeout(err) {
-			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
-		}
-	}
-	if srv.Accepted() == 0 {
-		t.Fatal("Open never reached the silent server: the test proves nothing")
-	}
+	adaptertest.OpenGivesUpOnASilentServer(t, func(ctx context.Context, srv *adaptertest.SilentServer, schema string) (executor.Executor, error) {
+		dsn := "postgres://nobody@" + srv.Addr() + "/none?sslmode=disable"
+		return cairnqpgx.Open(ctx, dsn, &cairnqpgx.Options{ConnectTimeout: adaptertest.ShortConnect, Schema: schema})
+	})
 }
 
 // TestOpenBoundsLaterConnections: the pool's connections after the first,

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cairnq/cairnq-go/executor"
 )
 
 // HangAfter is the watchdog of the connect timeout tests: a call that has
@@ -125,6 +127,33 @@ const RelayedConnect = 2 * time.Second
 func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// OpenGivesUpOnASilentServer checks that an adapter's Open, facing a
+// server that accepts the connection and never answers, returns a
+// timeout instead of hanging, with a context that has no deadline: with
+// no schema (a ping) and with one (the schema's statements). open opens
+// an executor on srv with ShortConnect and schema.
+func OpenGivesUpOnASilentServer(t *testing.T, open func(ctx context.Context, srv *SilentServer, schema string) (executor.Executor, error)) {
+	srv := StartSilentServer(t, 0, "", "")
+	for _, schema := range []string{"", "cairnq"} {
+		err := Watchdog(t, "Open", func() error {
+			e, err := open(context.Background(), srv, schema)
+			if err == nil {
+				_ = e.Close()
+			}
+			return err
+		})
+		if err == nil {
+			t.Fatalf("schema %q: Open against a silent server succeeded", schema)
+		}
+		if !IsTimeout(err) {
+			t.Errorf("schema %q: Open = %v, want a timeout", schema, err)
+		}
+	}
+	if srv.Accepted() == 0 {
+		t.Fatal("Open never reached the silent server: the test proves nothing")
+	}
 }
 
 // Watchdog returns fn's error, failing the test if fn has not returned
