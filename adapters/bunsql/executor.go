@@ -142,7 +142,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	err := e.db.RunInTx(ctx, e.txOpts, func(ctx context.Context, tx bun.Tx) error {
 		began = true
 		s := newTxSession(tx)
-		s.wire = e.wire
+		s.stmts.Wire = e.wire
 		fnErr = fn(ctx, s)
 		return fnErr
 	})

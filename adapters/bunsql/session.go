@@ -3,13 +3,11 @@ package cairnqbunsql
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/uptrace/bun"
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgroute"
 	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
@@ -19,14 +17,21 @@ import (
 // hooks as [Executor.Query] does, and are serialized, so it may be shared
 // by goroutines. It never commits, rolls back or closes what it wraps.
 type Session struct {
-	mu   sync.Mutex
-	idb  bun.IDB
-	tx   bun.Tx // zero unless idb is a transaction
-	run  sqlrows.Runner
-	wire *pgroute.Stdlib // the executor's, in its own transactions; nil in the application's
+	idb   bun.IDB
+	tx    bun.Tx         // zero unless idb is a transaction
+	stmts sqlrows.Serial // on what idb wraps; Wire is the executor's in its own transactions
 }
 
-func newTxSession(tx bun.Tx) *Session { return &Session{idb: tx, tx: tx, run: tx.Tx} }
+// newSession returns the session of idb, whose statements run on run.
+func newSession(idb bun.IDB, run sqlrows.Runner) *Session {
+	return &Session{idb: idb, stmts: sqlrows.Serial{Run: run, Label: wrapErr}}
+}
+
+func newTxSession(tx bun.Tx) *Session {
+	s := newSession(tx, tx.Tx)
+	s.tx = tx
+	return s
+}
 
 // TxSession wraps tx, a bun transaction the application holds (the tx of
 // db.RunInTx, or what db.BeginTx returned), so cairnq can submit or settle
@@ -59,15 +64,15 @@ func IDBSession(db bun.IDB) (executor.Session, error) {
 		}
 	case bun.Conn:
 		if d.Conn != nil {
-			return &Session{idb: d, run: d.Conn}, nil
+			return newSession(d, d.Conn), nil
 		}
 	case *bun.Conn:
 		if d != nil && d.Conn != nil {
-			return &Session{idb: *d, run: d.Conn}, nil
+			return newSession(*d, d.Conn), nil
 		}
 	case *bun.DB:
 		if d != nil {
-			return &Session{idb: d, run: d.DB}, nil
+			return newSession(d, d.DB), nil
 		}
 	}
 	return nil, fmt.Errorf("%s: IDBSession: want a bun.Tx, bun.Conn or *bun.DB in use, got %T", logPrefix, db)
@@ -89,25 +94,19 @@ func (s *Session) Native() any { return s.idb }
 // [Executor.Query]. A failed statement aborts an enclosing transaction, as
 // in Postgres.
 func (s *Session) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sqlrows.Query(ctx, s.run, query, s.wire.Args(ctx, args), wrapErr)
+	return s.stmts.Query(ctx, query, args)
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sqlrows.QueryPositional(ctx, s.run, query, s.wire.Args(ctx, args), wrapErr)
+	return s.stmts.QueryPositional(ctx, query, args)
 }
 
 // Exec runs a parameterless, possibly multi-statement script in the
 // session.
 func (s *Session) Exec(ctx context.Context, script string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sqlrows.Exec(ctx, s.run, script, wrapErr)
+	return s.stmts.Exec(ctx, script)
 }
 
 // BunTx returns the bun.Tx behind a session cairnq hands out (such as the

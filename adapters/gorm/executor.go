@@ -151,7 +151,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	err := db.Transaction(func(tx *gorm.DB) error {
 		began = true
 		s := newSession(tx)
-		s.wire = e.wire
+		s.stmts.Wire = e.wire
 		fnErr = fn(ctx, s)
 		return fnErr
 	}, txOptions(e.txOpts)...)

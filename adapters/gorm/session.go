@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"gorm.io/gorm"
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgroute"
 	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
@@ -20,13 +18,13 @@ import (
 // statement builder and logger as [Executor.Query] does, and are serialized,
 // so it may be shared by goroutines. It never commits or rolls back.
 type Session struct {
-	mu   sync.Mutex
-	db   *gorm.DB
-	pool gorm.ConnPool
-	wire *pgroute.Stdlib // the executor's, in its own transactions; nil in the application's
+	db    *gorm.DB
+	stmts sqlrows.Serial // on connPool(db); Wire is the executor's in its own transactions
 }
 
-func newSession(tx *gorm.DB) *Session { return &Session{db: tx, pool: connPool(tx)} }
+func newSession(tx *gorm.DB) *Session {
+	return &Session{db: tx, stmts: sqlrows.Serial{Run: connPool(tx), Label: wrapErr}}
+}
 
 // TxSession wraps tx, a gorm transaction the application holds (the tx of
 // db.Transaction(func(tx *gorm.DB) error {...}), or what db.Begin()
@@ -67,25 +65,19 @@ func (s *Session) Native() any { return s.db }
 // [Executor.Query]. A failed statement aborts the transaction, as in
 // Postgres.
 func (s *Session) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sqlrows.Query(ctx, s.pool, query, s.wire.Args(ctx, args), wrapErr)
+	return s.stmts.Query(ctx, query, args)
 }
 
 // QueryPositional is Query with the rows by position; see
 // [executor.PositionalQuerier].
 func (s *Session) QueryPositional(ctx context.Context, query string, args ...any) (*executor.Rows, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sqlrows.QueryPositional(ctx, s.pool, query, s.wire.Args(ctx, args), wrapErr)
+	return s.stmts.QueryPositional(ctx, query, args)
 }
 
 // Exec runs a parameterless, possibly multi-statement script in the
 // transaction.
 func (s *Session) Exec(ctx context.Context, script string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sqlrows.Exec(ctx, s.pool, script, wrapErr)
+	return s.stmts.Exec(ctx, script)
 }
 
 // GormDB returns the *gorm.DB behind a session cairnq hands out (such as the

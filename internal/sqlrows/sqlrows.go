@@ -1,7 +1,8 @@
 // Package sqlrows runs statements on database/sql for every executor over
 // it (executor/sqlexec and the gorm and bun adapters): one way to read a
-// result's rows as the driver produced them, and one way to send a
-// script, each caller labeling the errors as its own.
+// result's rows as the driver produced them, one way to send a script,
+// each caller labeling the errors as its own, and [Serial] for a session
+// whose statements must take turns.
 package sqlrows
 
 import (
@@ -10,8 +11,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // Runner is what *sql.DB, *sql.Tx, *sql.Conn and gorm's ConnPool have in
@@ -59,6 +62,41 @@ func Exec(ctx context.Context, r Runner, script string, label Label) error {
 		return label("exec", err)
 	}
 	return nil
+}
+
+// Serial runs statements on one Runner one at a time: the statements of a
+// session that goroutines may share, over a connection that runs one at a
+// time (an ORM's transaction). Wire, where set, gives each statement the
+// executor's query mode on pgx's stdlib ([pgroute.Stdlib.Args]); Label
+// labels the errors. A Serial must not be copied once used.
+type Serial struct {
+	Run   Runner
+	Wire  *pgroute.Stdlib
+	Label Label
+
+	mu sync.Mutex
+}
+
+// Query is [Query] on s.Run, after the statements before it.
+func (s *Serial) Query(ctx context.Context, query string, args []any) ([]executor.Row, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Query(ctx, s.Run, query, s.Wire.Args(ctx, args), s.Label)
+}
+
+// QueryPositional is [QueryPositional] on s.Run, after the statements
+// before it.
+func (s *Serial) QueryPositional(ctx context.Context, query string, args []any) (*executor.Rows, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return QueryPositional(ctx, s.Run, query, s.Wire.Args(ctx, args), s.Label)
+}
+
+// Exec is [Exec] on s.Run, after the statements before it.
+func (s *Serial) Exec(ctx context.Context, script string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Exec(ctx, s.Run, script, s.Label)
 }
 
 // Collect reads every row of rows into executor.Rows, each value as the
