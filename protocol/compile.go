@@ -65,7 +65,6 @@ func Compile(name, src string, d Dialect) (*Statement, error) {
 	var out strings.Builder
 	out.Grow(len(src))
 	// outAt[i] is where meaningful token i starts and ends in the output.
-	type span struct{ start, end int }
 	outAt := make([]span, last+1)
 	var sep byte
 	for i, t := range toks[:last+1] {
@@ -124,23 +123,9 @@ func Compile(name, src string, d Dialect) (*Statement, error) {
 		break
 	}
 
-	for k := 0; k < len(code); k++ {
-		m, ok := matchFilter(src, toks, code[k:], d)
-		if !ok {
-			continue
-		}
-		open, colFrom, colTo, close := code[k], code[k+m.colFrom], code[k+m.colTo], code[k+m.width-1]
-		n := index[m.param]
-		st.filters = append(st.filters, filter{
-			param: m.param,
-			start: outAt[open].start,
-			end:   outAt[close].end,
-			repl:  "(" + st.SQL[outAt[colFrom].start:outAt[colTo].end] + " = " + placeholder(d, n) + ")",
-		})
-		k += m.width - 1
-	}
+	st.filters = findFilters(src, toks, code, st.SQL, outAt, index, d)
 	if len(st.filters) > maxFilters {
-		return nil, fail("%d optional filters; at most %d are supported", len(st.filters), maxFilters)
+		return nil, fail("%d filters to specialize; at most %d are supported", len(st.filters), maxFilters)
 	}
 	st.memo = make([]memoSlot, 1<<len(st.filters))
 	return st, nil
@@ -154,91 +139,5 @@ func placeholder(d Dialect, n int) string {
 	return "?" + strconv.Itoa(n)
 }
 
-// filterMatch describes an optional filter found at the head of a token run:
-// its width in meaningful tokens, its parameter, and the column's token range.
-type filterMatch struct {
-	param          string
-	width          int
-	colFrom, colTo int
-}
-
-// matchFilter recognizes the one optional-filter shape at the head of code
-// (indices into toks of the meaningful tokens):
-//
-//	SQLite:   ( :p IS NULL OR col = :p )
-//	Postgres: ( :p::text IS NULL OR col = :p )
-//
-// Keywords match case-insensitively and whitespace is free; col may be
-// qualified (alias.col) or quoted. Both parameters must be the same name.
-func matchFilter(src string, toks []token, code []int, d Dialect) (filterMatch, bool) {
-	var m filterMatch
-	pos := 0
-	next := func() (token, bool) {
-		if pos >= len(code) {
-			return token{}, false
-		}
-		t := toks[code[pos]]
-		pos++
-		return t, true
-	}
-	punct := func(c byte) bool {
-		t, ok := next()
-		return ok && t.kind == tokPunct && src[t.start] == c
-	}
-	word := func(w string) bool {
-		t, ok := next()
-		return ok && t.kind == tokWord && strings.EqualFold(src[t.start:t.end], w)
-	}
-	param := func() (string, bool) {
-		t, ok := next()
-		if !ok || t.kind != tokParam {
-			return "", false
-		}
-		return src[t.start+1 : t.end], true
-	}
-	column := func() bool {
-		t, ok := next()
-		return ok && (t.kind == tokWord || t.kind == tokQuoted)
-	}
-
-	if !punct('(') {
-		return m, false
-	}
-	p, ok := param()
-	if !ok {
-		return m, false
-	}
-	if d == Postgres {
-		if t, ok := next(); !ok || t.kind != tokCast || !word("text") {
-			return m, false
-		}
-	}
-	if !word("is") || !word("null") || !word("or") {
-		return m, false
-	}
-	m.colFrom = pos
-	if !column() {
-		return m, false
-	}
-	m.colTo = pos - 1
-	if pos < len(code) {
-		if t := toks[code[pos]]; t.kind == tokPunct && src[t.start] == '.' {
-			pos++
-			if !column() {
-				return m, false
-			}
-			m.colTo = pos - 1
-		}
-	}
-	if !punct('=') {
-		return m, false
-	}
-	if q, ok := param(); !ok || q != p {
-		return m, false
-	}
-	if !punct(')') {
-		return m, false
-	}
-	m.param, m.width = p, pos
-	return m, true
-}
+// span is a half-open byte range of the compiled text.
+type span struct{ start, end int }

@@ -366,3 +366,192 @@ func TestSpecializeMemoizedAllocatesNothing(t *testing.T) {
 		t.Errorf("inactive Specialize allocates %v times per call", n)
 	}
 }
+
+func TestListFilterShapes(t *testing.T) {
+	const (
+		liteIn  = "IN (SELECT value FROM json_each(:q))"
+		liteOpt = "(:q IS NULL OR name IN (SELECT value FROM json_each(:q)))"
+		pgAny   = "= ANY (:q::text[])"
+		pgOpt   = "(:q::text[] IS NULL OR name = ANY (:q::text[]))"
+	)
+	cases := []struct {
+		name    string
+		dialect Dialect
+		src     string
+		want    string // specialized for One(q); "" when nothing is a list filter
+	}{
+		{"sqlite list", SQLite, "SELECT 1 FROM t WHERE queue " + liteIn + " AND x = :x", "SELECT 1 FROM t WHERE queue = ?1 AND x = ?2"},
+		{"sqlite optional list", SQLite, "SELECT 1 FROM t WHERE x = :x AND " + liteOpt, "SELECT 1 FROM t WHERE x = ?1 AND name = ?2"},
+		{"postgres list", Postgres, "SELECT 1 FROM t WHERE queue " + pgAny + " AND x = :x", "SELECT 1 FROM t WHERE queue = $1 AND x = $2"},
+		{"postgres optional list", Postgres, "SELECT 1 FROM t WHERE x = :x AND " + pgOpt, "SELECT 1 FROM t WHERE x = $1 AND name = $2"},
+		{"keywords any case, free whitespace", SQLite, "select 1 from t where queue in ( select VALUE from JSON_EACH( :q ) )", "select 1 from t where queue = ?1"},
+		{"postgres free whitespace", Postgres, "SELECT 1 WHERE ( :q :: text [ ] is null or name=any(:q::TEXT[]) )", "SELECT 1 WHERE name = $1"},
+		{"qualified column", Postgres, "SELECT 1 FROM t WHERE t.queue " + pgAny, "SELECT 1 FROM t WHERE t.queue = $1"},
+		{"quoted column", SQLite, `SELECT 1 FROM t WHERE "queue" ` + liteIn, `SELECT 1 FROM t WHERE "queue" = ?1`},
+		{"after NOT", SQLite, "SELECT 1 FROM t WHERE NOT queue " + liteIn, "SELECT 1 FROM t WHERE NOT queue = ?1"},
+		{"between ORs", Postgres, "SELECT 1 WHERE a OR queue " + pgAny + " OR b", "SELECT 1 WHERE a OR queue = $1 OR b"},
+		{"in parentheses", SQLite, "SELECT 1 WHERE (queue " + liteIn + ")", "SELECT 1 WHERE (queue = ?1)"},
+		{"before ORDER", SQLite, "SELECT 1 FROM t WHERE queue " + liteIn + " ORDER BY id", "SELECT 1 FROM t WHERE queue = ?1 ORDER BY id"},
+		{"before LIMIT", Postgres, "SELECT 1 FROM t WHERE " + pgOpt + " LIMIT 1", "SELECT 1 FROM t WHERE name = $1 LIMIT 1"},
+		{"word right after", SQLite, "SELECT 1 WHERE queue " + liteIn + "AND x", "SELECT 1 WHERE queue = ?1 AND x"},
+		{"before RETURNING", SQLite, "DELETE FROM t WHERE queue " + liteIn + " RETURNING id", "DELETE FROM t WHERE queue = ?1 RETURNING id"},
+
+		// An operator next to it would bind differently around an equality.
+		{"after an operator", SQLite, "SELECT 1 WHERE 1 + queue " + liteIn, ""},
+		{"after a qualifier only", SQLite, "SELECT 1 WHERE t.\"a\".queue " + liteIn, ""},
+		{"before an operator", SQLite, "SELECT 1 WHERE queue " + liteIn + " = 0", ""},
+		{"before IS", Postgres, "SELECT 1 WHERE " + pgOpt + " IS TRUE", ""},
+		{"before a cast", Postgres, "SELECT 1 WHERE (queue " + pgAny + ")::int = 1", "SELECT 1 WHERE (queue = $1)::int = 1"},
+		{"optional after an operator", Postgres, "SELECT 1 WHERE 1 = " + pgOpt, ""},
+		{"statement start", SQLite, "queue " + liteIn, ""},
+
+		// Near misses of the shapes.
+		{"NOT IN", SQLite, "SELECT 1 WHERE queue NOT " + liteIn, ""},
+		{"other table function", SQLite, "SELECT 1 WHERE queue IN (SELECT value FROM json_tree(:q))", ""},
+		{"other column of json_each", SQLite, "SELECT 1 WHERE queue IN (SELECT key FROM json_each(:q))", ""},
+		{"postgres needs the array cast", Postgres, "SELECT 1 WHERE queue = ANY (:q)", ""},
+		{"postgres other array type", Postgres, "SELECT 1 WHERE queue = ANY (:q::int[])", ""},
+		{"postgres ALL", Postgres, "SELECT 1 WHERE queue = ALL (:q::text[])", ""},
+		{"postgres other operator", Postgres, "SELECT 1 WHERE queue <> ANY (:q::text[])", ""},
+		{"postgres scalar null test", Postgres, "SELECT 1 WHERE (:q::text IS NULL OR name = ANY (:q::text[]))", ""},
+		{"different params: the inner list alone", SQLite, "SELECT 1 WHERE (:x IS NULL OR name IN (SELECT value FROM json_each(:q)))",
+			"SELECT 1 WHERE (?1 IS NULL OR name = ?2)"},
+		{"postgres shape on sqlite", SQLite, "SELECT 1 WHERE queue = ANY (:q)", ""},
+		{"sqlite shape on postgres", Postgres, "SELECT 1 WHERE queue " + liteIn, ""},
+		{"parameter also used elsewhere", SQLite, "SELECT json_array_length(:q) WHERE queue " + liteIn, ""},
+		{"inside a string", SQLite, "SELECT 'WHERE queue " + liteIn + "', :q", ""},
+		{"inside a comment", Postgres, "SELECT :q -- WHERE queue " + pgAny, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := Compile("l", c.src, c.dialect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := Args{"q": One("v"), "r": One("w"), "x": 1}
+			sp := st.Specialize(args)
+			if c.want == "" {
+				if sp != st || len(st.filterParams(true)) != 0 {
+					t.Fatalf("took %q for a list filter: %q", c.src, sp.SQL)
+				}
+				if _, err := st.Bind(args); err == nil {
+					t.Error("Bind took One for a list it cannot stand for")
+				}
+				return
+			}
+			if sp.SQL != c.want {
+				t.Errorf("SQL = %q, want %q", sp.SQL, c.want)
+			}
+			if !slices.Equal(sp.Params, st.Params) {
+				t.Errorf("Params = %q, want %q", sp.Params, st.Params)
+			}
+			if got := st.filterParams(true); !slices.Equal(got, []string{"q"}) {
+				t.Errorf("list filters = %q, want [q]", got)
+			}
+			bound, err := sp.Bind(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.Index(sp.Params, "q"); bound[i] != "v" {
+				t.Errorf("Bind = %v, want v unwrapped at %d", bound, i)
+			}
+		})
+	}
+}
+
+func TestSpecializeListFilters(t *testing.T) {
+	src := "SELECT * FROM t WHERE queue IN (SELECT value FROM json_each(:queues))" +
+		" AND (:names IS NULL OR name IN (SELECT value FROM json_each(:names)))" +
+		" AND (:status IS NULL OR status = :status)"
+	st, err := Compile("spec", src, SQLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		list   = "queue IN (SELECT value FROM json_each(?1))"
+		names  = "(?2 IS NULL OR name IN (SELECT value FROM json_each(?2)))"
+		status = "(?3 IS NULL OR status = ?3)"
+	)
+	sql := func(parts ...string) string { return "SELECT * FROM t WHERE " + strings.Join(parts, " AND ") }
+	cases := []struct {
+		name string
+		args Args
+		sql  string
+	}{
+		{"lists stay lists", Args{"queues": `["a","b"]`, "names": `["n"]`, "status": nil}, sql(list, names, status)},
+		{"a nil list stays", Args{"queues": `["a"]`, "names": nil}, sql(list, names, status)},
+		{"one queue", Args{"queues": One("a"), "names": nil}, sql("queue = ?1", names, status)},
+		{"one name", Args{"queues": `["a"]`, "names": One("n")}, sql(list, "name = ?2", status)},
+		{"one of each and a status", Args{"queues": One("a"), "names": One("n"), "status": "queued"},
+			sql("queue = ?1", "name = ?2", "(status = ?3)")},
+		{"One(nil) is still one value", Args{"queues": One(nil), "names": nil}, sql("queue = ?1", names, status)},
+		{"One on an optional filter rewrites nothing", Args{"status": One("queued")}, sql(list, names, status)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := st.Specialize(c.args)
+			if got.SQL != c.sql {
+				t.Errorf("SQL = %q\nwant  %q", got.SQL, c.sql)
+			}
+			if again := st.Specialize(c.args); again != got {
+				t.Error("second call returned a different pointer; not memoized")
+			}
+		})
+	}
+
+	one := st.Specialize(Args{"queues": One("a")})
+	if one.Specialize(Args{"names": One("n")}) != st.Specialize(Args{"queues": One("a"), "names": One("n")}) {
+		t.Error("the same filter set reached two ways must share one memo entry")
+	}
+	if got := one.filterParams(true); !slices.Equal(got, []string{"names"}) {
+		t.Errorf("list filters left = %q, want [names]", got)
+	}
+
+	// Bind holds the argument to what the text takes.
+	bound, err := one.Bind(Args{"queues": One("a"), "names": `["n"]`, "status": nil})
+	if err != nil || !slices.Equal(bound, []any{"a", `["n"]`, nil}) {
+		t.Errorf("Bind = %v, %v; want [a [\"n\"] <nil>]", bound, err)
+	}
+	if bound, err := one.Bind(Args{"queues": One(nil), "names": nil, "status": nil}); err != nil || bound[0] != nil {
+		t.Errorf("Bind One(nil) = %v, %v; want NULL", bound, err)
+	}
+	for _, c := range []struct {
+		name string
+		st   *Statement
+		args Args
+		want string
+	}{
+		{"One into a list", st, Args{"queues": One("a"), "names": nil, "status": nil}, "takes a list"},
+		{"a list into the equality", one, Args{"queues": `["a"]`, "names": nil, "status": nil}, "specialized for one"},
+		{"One into a scalar", st, Args{"queues": `["a"]`, "names": nil, "status": One("queued")}, "takes a list"},
+	} {
+		_, err := c.st.Bind(c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"spec"`) {
+			t.Errorf("%s: Bind err = %v, want one naming the statement and saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestSpecializeListPostgres(t *testing.T) {
+	src := "SELECT 1 FROM t WHERE queue = ANY (:queues::text[]) AND (:names::text[] IS NULL OR name = ANY (:names::text[])) AND n = :n"
+	st, err := Compile("spec", src, Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.Specialize(Args{"queues": One("default"), "names": One("send"), "n": 1})
+	if want := "SELECT 1 FROM t WHERE queue = $1 AND name = $2 AND n = $3"; got.SQL != want {
+		t.Errorf("SQL = %q, want %q", got.SQL, want)
+	}
+	if got := st.Specialize(Args{"queues": `{"a","b"}`, "names": nil}); got != st {
+		t.Errorf("lists must stay lists: %q", got.SQL)
+	}
+}
+
+func TestSpecializeOneAllocatesNothing(t *testing.T) {
+	st := Statements(SQLite).Get(StmtClaim)
+	args := Args{"queues": One("q"), "names": One("n")}
+	st.Specialize(args) // warm the memo
+	if n := testing.AllocsPerRun(200, func() { st.Specialize(args) }); n != 0 {
+		t.Errorf("memoized Specialize allocates %v times per call", n)
+	}
+}

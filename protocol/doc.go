@@ -47,21 +47,32 @@
 //     booleans; JSON values are cast to jsonb. lock_key takes key on Postgres
 //     only, since on SQLite BEGIN IMMEDIATE already serializes.
 //
-// # Optional filters
+// # Filters Specialize rewrites
 //
-// A filter that applies only when its argument is non-NULL is written in
-// exactly one shape, which Specialize recognizes token by token (keywords in
-// any case, whitespace free, col optionally qualified as alias.col):
+// SQLite plans a statement before its parameters have values, and neither
+// planner seeks an index through a predicate that must also serve every
+// other value its parameter might take. So the filters that narrow a draw
+// or a listing are written in exactly one shape each, which Specialize
+// recognizes token by token (keywords in any case, whitespace free, col
+// optionally qualified as alias.col or quoted) and rewrites, for the
+// arguments at hand, to an equality an index can serve:
 //
-//	SQLite:   (:p IS NULL OR col = :p)
-//	Postgres: (:p::text IS NULL OR col = :p)
+//	optional filter: (col = :p) when :p is non-NULL
+//	  SQLite:   (:p IS NULL OR col = :p)
+//	  Postgres: (:p::text IS NULL OR col = :p)
+//	list filter: col = :p when :p's argument is One(v)
+//	  SQLite:   col IN (SELECT value FROM json_each(:p))
+//	            (:p IS NULL OR col IN (SELECT value FROM json_each(:p)))
+//	  Postgres: col = ANY (:p::text[])
+//	            (:p::text[] IS NULL OR col = ANY (:p::text[]))
 //
-// SQLite plans a statement before its parameters have values, so this form
-// cannot use an index; Specialize rewrites each filter whose argument is
-// present to (col = :p), which can. list (status, queue, name, root_id,
-// correlation_id), purge (queue, status, name) and stats (queue) carry such
-// filters. The list-valued names filter of claim is a different statement
-// family (claim_one_name and friends), not an optional filter.
+// list (status, queue, name, root_id, correlation_id), purge (queue, status,
+// name) and stats (queue) carry optional filters; claim and claimable_probe
+// carry list filters on queues and names, get_status_many and
+// heartbeat_batch on ids. A list filter counts only as a term of an AND/OR
+// chain and only when its parameter appears nowhere else in the statement,
+// since a single value cannot stand in for the list anywhere else; Bind
+// refuses a One the statement was not specialized for.
 //
 // # Compiled text
 //

@@ -253,6 +253,51 @@ func TestClaimVariants(t *testing.T) {
 	}
 }
 
+// TestClaimOneSpecializesToVariants proves that claim, specialized for a
+// One queue and/or a One name, is the very text of the hand-written
+// variant, so it plans as that variant does.
+func TestClaimOneSpecializesToVariants(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		claim := Statements(d).Get(StmtClaim)
+		for name, args := range map[string]Args{
+			StmtClaimOneQueue:        {"queues": One("q"), "names": nil},
+			StmtClaimOneName:         {"queues": `["q"]`, "names": One("n")},
+			StmtClaimOneQueueOneName: {"queues": One("q"), "names": One("n")},
+		} {
+			variant := Statements(d).Get(name)
+			got := claim.Specialize(args)
+			if got.SQL != variant.SQL {
+				t.Errorf("%s: claim specialized for %s:\n got  %s\n want %s", d, name, got.SQL, variant.SQL)
+			}
+			// The parameters stand in the same places under the list names.
+			for i, p := range variant.Params {
+				if q := got.Params[i]; q != p && q != p+"s" {
+					t.Errorf("%s/%s: param %d is %q, the variant's %q", d, name, i+1, q, p)
+				}
+			}
+		}
+	}
+}
+
+func TestEmbeddedListFilters(t *testing.T) {
+	want := map[string][]string{
+		StmtClaim:          {"queues", "names"},
+		StmtClaimableProbe: {"queues", "names"},
+		StmtGetStatusMany:  {"ids"},
+		StmtHeartbeatBatch: {"ids"},
+		StmtClaimOneName:   {"queues"},
+		StmtClaimOneQueue:  {"names"},
+	}
+	for _, d := range []Dialect{SQLite, Postgres} {
+		set := Statements(d)
+		for _, name := range set.Names() {
+			if got := set.Get(name).filterParams(true); !slices.Equal(got, want[name]) {
+				t.Errorf("%s/%s list filters = %q, want %q", d, name, got, want[name])
+			}
+		}
+	}
+}
+
 func TestMigrationNames(t *testing.T) {
 	common := []string{
 		"0001_init.sql", "0002_purge_index.sql", "0004_lease_index.sql",

@@ -18,7 +18,8 @@ import (
 //   - an independently written scanner finds the same parameters and literals;
 //   - both dialects find the same parameters wherever they agree on what is
 //     quoted and commented;
-//   - fully specialized text keeps the same markers.
+//   - fully specialized text keeps the same markers, and binds the arguments
+//     it was specialized for while the unspecialized text refuses a One.
 func FuzzCompile(f *testing.F) {
 	for _, dir := range []string{"sql/sqlite", "sql/postgres", "migrations/sqlite", "migrations/postgres"} {
 		entries, err := fs.ReadDir(files, dir)
@@ -43,6 +44,8 @@ func FuzzCompile(f *testing.F) {
 		"SELECT 1 -- :a\n, :b; ;",
 		"SELECT `:a`, [:b], :c",
 		"WHERE (:p IS NULL OR col = :p) AND (:q::text IS NULL OR t.q = :q)",
+		"WHERE q IN (SELECT value FROM json_each(:q)) AND (:n IS NULL OR n IN (SELECT value FROM json_each(:n))) LIMIT :l",
+		"WHERE q = ANY (:q::text[]) AND (:n::text[] IS NULL OR t.n = ANY (:n::text[])) OR (x = ANY (:q::text[]))",
 		"SELECT x:a, $:b, 1:c, :d$",
 		"SELECT ?, ?1, $1, @a, #b, :1",
 		"SELECT 'a'\n'b', arr[1:2], f(a := :v)",
@@ -67,7 +70,10 @@ func FuzzCompile(f *testing.F) {
 			}
 			got[i] = st
 			checkCompiled(t, src, st)
-			checkCompiled(t, src, st.Specialize(allFilters(st)))
+			all := allFilters(st)
+			sp := st.Specialize(all)
+			checkCompiled(t, src, sp)
+			checkBind(t, st, sp, all)
 		}
 		if got[0] == nil || got[1] == nil {
 			if sameInBothDialects(src) && (got[0] == nil) != (got[1] == nil) {
@@ -130,11 +136,42 @@ func checkCompiled(t *testing.T, src string, st *Statement) {
 	}
 }
 
-// allFilters is an Args that activates every optional filter of st.
+// checkBind verifies that the statement specialized for args binds them,
+// unwrapping each One, and that the unspecialized one refuses a One.
+func checkBind(t *testing.T, st, sp *Statement, args Args) {
+	t.Helper()
+	full := Args{}
+	for _, p := range st.Params {
+		full[p] = "y"
+	}
+	hasOne := false
+	for p, v := range args {
+		_, isOne := v.(oneValue)
+		hasOne = hasOne || isOne
+		full[p] = v
+	}
+	bound, err := sp.Bind(full)
+	if err != nil {
+		t.Fatalf("%s: the statement specialized for %v does not bind them: %v\n%s", st.Dialect, args, err, sp.SQL)
+	}
+	for i, v := range bound {
+		if v != "x" && v != "y" {
+			t.Fatalf("%s: Bind left %#v for %q", st.Dialect, v, sp.Params[i])
+		}
+	}
+	if _, err := st.Bind(full); hasOne && err == nil {
+		t.Fatalf("%s: the unspecialized statement binds One: %q", st.Dialect, st.SQL)
+	}
+}
+
+// allFilters is an Args that activates every filter of st.
 func allFilters(st *Statement) Args {
 	args := Args{}
-	for _, p := range st.OptionalFilters() {
+	for _, p := range st.filterParams(false) {
 		args[p] = "x"
+	}
+	for _, p := range st.filterParams(true) {
+		args[p] = One("x")
 	}
 	return args
 }

@@ -11,8 +11,21 @@ import (
 
 // Args carries a statement's arguments by parameter name. Callers pass one
 // dialect-neutral superset (for example both now_ms and lease_ms); each
-// statement binds only the names it uses.
+// statement binds only the names it uses. A list-valued parameter takes
+// either the dialect's list form or One(v).
 type Args map[string]any
+
+// One marks the argument of a list-valued parameter (claim's queues and
+// names) as a list of exactly v. Specialize rewrites the statement's list
+// filters on that parameter to col = :p, which lets the planner seek the
+// index on col rather than read every entry the list could match, and Bind
+// binds v itself. Bind refuses a One the statement was not specialized for,
+// since a single value where the text takes a list would fail or match
+// the wrong rows.
+func One(v any) any { return oneValue{v} }
+
+// oneValue is an argument marked by One.
+type oneValue struct{ v any }
 
 // Statement is one compiled protocol statement. Its exported fields are
 // read-only once compiled; a *Statement is safe for concurrent use.
@@ -33,18 +46,11 @@ type Statement struct {
 	Write bool
 
 	src     string     // the :name source text
-	filters []filter   // the root statement's optional filters, in text order
+	filters []filter   // the root statement's filters, in text order
 	mask    uint32     // which of root's filters this statement has rewritten
+	single  []bool     // per Params entry: rewritten for a One argument
 	root    *Statement // the statement this one specializes; nil if none
 	memo    []memoSlot // root only: one slot per subset of filters
-}
-
-// filter is one optional filter: SQL[start:end] is the whole parenthesized
-// filter in the root statement's compiled text, repl its equality form.
-type filter struct {
-	param      string
-	start, end int
-	repl       string
 }
 
 type memoSlot struct{ p atomic.Pointer[Statement] }
@@ -60,9 +66,11 @@ func (e *MissingParamError) Error() string {
 	return fmt.Sprintf("protocol: statement %q needs parameter %q, which the arguments do not carry", e.Statement, e.Param)
 }
 
-// Bind returns the positional arguments for args, in Params order. A parameter
-// absent from args (key not present; a present nil is fine and binds NULL) is
-// a *MissingParamError naming the statement and the parameter.
+// Bind returns the positional arguments for args, in Params order, with
+// One(v) bound as v. A parameter absent from args (key not present; a
+// present nil is fine and binds NULL) is an error naming the statement and
+// the parameter, and so is a One where s takes a list (Specialize s for
+// args first) or a list where s was specialized for a One.
 func (s *Statement) Bind(args Args) ([]any, error) {
 	out := make([]any, len(s.Params))
 	for i, p := range s.Params {
@@ -70,29 +78,54 @@ func (s *Statement) Bind(args Args) ([]any, error) {
 		if !ok {
 			return nil, &MissingParamError{Statement: s.Name, Param: p}
 		}
+		o, isOne := v.(oneValue)
+		if want := s.single != nil && s.single[i]; isOne != want {
+			return nil, &oneError{statement: s.Name, param: p, specialized: want}
+		}
+		if isOne {
+			v = o.v
+		}
 		out[i] = v
 	}
 	return out, nil
 }
 
+// oneError reports a One argument and a statement that disagree.
+type oneError struct {
+	statement, param string
+	specialized      bool // s was specialized for a One and got a list
+}
+
+func (e *oneError) Error() string {
+	if e.specialized {
+		return fmt.Sprintf("protocol: statement %q is specialized for one %q; bind it with protocol.One", e.statement, e.param)
+	}
+	return fmt.Sprintf("protocol: statement %q takes a list for %q here: specialize it for the protocol.One argument first", e.statement, e.param)
+}
+
 // OptionalFilters lists the parameter names of this statement's optional
 // filters that are still in optional form, in text order, without repeats.
 // On a statement from Specialize the rewritten ones are no longer listed.
-func (s *Statement) OptionalFilters() []string {
+func (s *Statement) OptionalFilters() []string { return s.filterParams(false) }
+
+// filterParams lists the parameters of the optional (list false) or list
+// filters s has not rewritten, in text order, without repeats.
+func (s *Statement) filterParams(list bool) []string {
 	root := s.base()
 	var names []string
 	for i, f := range root.filters {
-		if s.mask&(1<<i) == 0 && !slices.Contains(names, f.param) {
+		if f.list == list && s.mask&(1<<i) == 0 && !slices.Contains(names, f.param) {
 			names = append(names, f.param)
 		}
 	}
 	return names
 }
 
-// Specialize returns the statement with every optional filter whose parameter
-// is non-nil in args rewritten to a plain equality, (col = :p); filters whose
-// argument is nil or absent stay as they are. The result has the same Params
-// as s, so Bind works on it unchanged.
+// Specialize returns the statement with its filters rewritten for args:
+// every optional filter, (:p IS NULL OR col = :p), whose argument is
+// non-nil becomes (col = :p), and every list filter whose argument is One
+// becomes col = :p; other filters stay as they are. The result has the same
+// Params as s, so Bind works on it unchanged.
 //
 // A value counts as nil when it is the nil interface, a nil pointer, or a
 // driver.Valuer whose Value is nil: whatever the driver would bind as NULL.
@@ -106,7 +139,7 @@ func (s *Statement) Specialize(args Args) *Statement {
 	root := s.base()
 	mask := s.mask
 	for i, f := range root.filters {
-		if mask&(1<<i) == 0 && !isNull(args[f.param]) {
+		if mask&(1<<i) == 0 && f.active(args[f.param]) {
 			mask |= 1 << i
 		}
 	}
@@ -131,7 +164,8 @@ func (s *Statement) base() *Statement {
 	return s
 }
 
-// rewrite builds root's text with the filters in mask replaced by equalities.
+// rewrite builds root's text with the filters in mask replaced by
+// equalities, and notes which parameters Bind must take as One.
 func (s *Statement) rewrite(mask uint32) *Statement {
 	var b strings.Builder
 	b.Grow(len(s.SQL))
@@ -145,6 +179,15 @@ func (s *Statement) rewrite(mask uint32) *Statement {
 		prev = f.end
 	}
 	b.WriteString(s.SQL[prev:])
+	var single []bool
+	for i, f := range s.filters {
+		if f.list && mask&(1<<i) != 0 {
+			if single == nil {
+				single = make([]bool, len(s.Params))
+			}
+			single[slices.Index(s.Params, f.param)] = true
+		}
+	}
 	return &Statement{
 		Name:    s.Name,
 		Dialect: s.Dialect,
@@ -153,6 +196,7 @@ func (s *Statement) rewrite(mask uint32) *Statement {
 		Write:   s.Write,
 		src:     s.src,
 		mask:    mask,
+		single:  single,
 		root:    s,
 	}
 }
