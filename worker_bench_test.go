@@ -187,9 +187,9 @@ func benchCallLatency(b *testing.B, c *cairnq.Client) {
 // BenchmarkSQLiteFloor drains the burn-down's backlog with the worker's
 // statements alone, on one ncruces connection configured as the store
 // configures its writer, in the worker's shape: claims of at most 64 tasks
-// (claim_one_queue_one_name, each its own transaction, as the worker's
-// claims are durable), and the settlements of four claims' worth in one
-// transaction (settlingCap). No handler, goroutine, row decoding or
+// (claim for one queue and one name, each its own transaction, as the
+// worker's claims are durable), and the settlements of four claims' worth
+// in one transaction (settlingCap). No handler, goroutine, row decoding or
 // write queue: what is left is what SQLite spends on the protocol's
 // statements and commits, the floor the worker's cost is measured
 // against. settle=each settles a task per complete statement (the
@@ -274,6 +274,12 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// floorClaimArgs is what the floor's claim is specialized for: one queue
+// and one name, as a worker with one queue and one task registered claims.
+func floorClaimArgs() protocol.Args {
+	return protocol.Args{"queues": protocol.One("default"), "names": protocol.One("noop")}
+}
+
 // floorConn is BenchmarkSQLiteFloor's connection and statements.
 type floorConn struct {
 	c                      *sqlite3.Conn
@@ -293,7 +299,7 @@ func openFloor(b *testing.B, path string) *floorConn {
 		b.Fatal(err)
 	}
 	set := protocol.Statements(protocol.SQLite)
-	f := &floorConn{c: c, claimSt: set.Get(protocol.StmtClaimOneQueueOneName),
+	f := &floorConn{c: c, claimSt: set.Get(protocol.StmtClaim).Specialize(floorClaimArgs()),
 		oneSt: set.Get(protocol.StmtComplete), manySt: set.Get(protocol.StmtCompleteMany)}
 	prep := func(sql string) *sqlite3.Stmt {
 		st, _, err := c.Prepare(sql)
@@ -375,7 +381,7 @@ func (f *floorConn) drainRide(b *testing.B) int {
 			got = f.run(b, f.many, f.manySt, protocol.Args{"done": string(text), "now_ms": now}, got[:0])
 			settled += len(got)
 		}
-		next = f.run(b, f.claim, f.claimSt, protocol.Args{"queue": "default", "name": "noop",
+		next = f.run(b, f.claim, f.claimSt, protocol.Args{"queues": protocol.One("default"), "names": protocol.One("noop"),
 			"worker_id": worker, "now_ms": now, "lease_until_ms": now + 30_000, "limit": int64(64)}, next[:0])
 		f.exec(b, f.commit)
 		if len(claimed) == 0 && len(next) == 0 {
@@ -395,7 +401,7 @@ func (f *floorConn) drain(b *testing.B, many bool) int {
 		now := time.Now().UnixMilli()
 		f.exec(b, f.begin)
 		before := len(claimed)
-		claimed = f.run(b, f.claim, f.claimSt, protocol.Args{"queue": "default", "name": "noop",
+		claimed = f.run(b, f.claim, f.claimSt, protocol.Args{"queues": protocol.One("default"), "names": protocol.One("noop"),
 			"worker_id": worker, "now_ms": now, "lease_until_ms": now + 30_000, "limit": int64(64)}, claimed)
 		f.exec(b, f.commit)
 		empty := len(claimed) == before

@@ -11,22 +11,19 @@ import (
 // sqliteParams is every SQLite statement's parameter set, as the other SDKs
 // bind it.
 var sqliteParams = map[string][]string{
-	StmtCancel:               {"id", "now_ms"},
-	StmtClaim:                {"queues", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
-	StmtClaimOneName:         {"queues", "name", "now_ms", "worker_id", "lease_until_ms", "limit"},
-	StmtClaimOneQueue:        {"queue", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
-	StmtClaimOneQueueOneName: {"queue", "name", "now_ms", "worker_id", "lease_until_ms", "limit"},
-	StmtClaimableProbe:       {"queues", "names", "now_ms"},
-	StmtComplete:             {"id", "worker_id", "now_ms", "result"},
-	StmtFail:                 {"id", "worker_id", "now_ms", "error", "retryable", "delay_ms"},
-	StmtGet:                  {"id"},
-	StmtGetByKey:             {"key"},
-	StmtGetKey:               {"key"},
-	StmtGetStatus:            {"id"},
-	StmtGetStatusByKey:       {"key"},
-	StmtGetStatusMany:        {"ids"},
-	StmtHeartbeat:            {"id", "worker_id", "now_ms", "lease_until_ms"},
-	StmtHeartbeatBatch:       {"ids", "worker_id", "now_ms", "lease_until_ms"},
+	StmtCancel:         {"id", "now_ms"},
+	StmtClaim:          {"queues", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
+	StmtClaimableProbe: {"queues", "names", "now_ms"},
+	StmtComplete:       {"id", "worker_id", "now_ms", "result"},
+	StmtFail:           {"id", "worker_id", "now_ms", "error", "retryable", "delay_ms"},
+	StmtGet:            {"id"},
+	StmtGetByKey:       {"key"},
+	StmtGetKey:         {"key"},
+	StmtGetStatus:      {"id"},
+	StmtGetStatusByKey: {"key"},
+	StmtGetStatusMany:  {"ids"},
+	StmtHeartbeat:      {"id", "worker_id", "now_ms", "lease_until_ms"},
+	StmtHeartbeatBatch: {"ids", "worker_id", "now_ms", "lease_until_ms"},
 	StmtInsertTask: {"id", "name", "queue", "payload", "metadata", "max_attempts", "priority",
 		"run_at_ms", "parent_id", "root_id", "correlation_id", "now_ms"},
 	StmtList:            {"status", "queue", "name", "root_id", "correlation_id", "limit", "offset"},
@@ -51,33 +48,29 @@ var sqliteParams = map[string][]string{
 // clock; Postgres reads its own clock and takes relative durations instead.
 // Any difference not listed here is drift.
 var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
-	StmtCancel:               {sqliteOnly: []string{"now_ms"}},
-	StmtClaim:                {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtClaimOneName:         {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtClaimOneQueue:        {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtClaimOneQueueOneName: {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtClaimableProbe:       {sqliteOnly: []string{"now_ms"}},
-	StmtComplete:             {sqliteOnly: []string{"now_ms"}},
-	StmtFail:                 {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both
-	StmtHeartbeat:            {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtHeartbeatBatch:       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtInsertTask:           {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
-	StmtLockKey:              {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
-	StmtProgress:             {sqliteOnly: []string{"now_ms"}},
-	StmtPurge:                {[]string{"before_ms"}, []string{"older_than_ms"}},
-	StmtRecoverLeases:        {sqliteOnly: []string{"now_ms"}},
-	StmtRetry:                {sqliteOnly: []string{"now_ms"}},
-	StmtSucceed:              {sqliteOnly: []string{"now_ms"}},
-	StmtUpsertKey:            {sqliteOnly: []string{"now_ms"}},
-	StmtExpiredLeases:        {sqliteOnly: []string{"now_ms"}},
-	StmtQueueAges:            {sqliteOnly: []string{"now_ms"}},
-	StmtRecentFailures:       {[]string{"before_ms"}, []string{"older_than_ms"}},
-	StmtSnooze:               {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
+	StmtCancel:         {sqliteOnly: []string{"now_ms"}},
+	StmtClaim:          {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtClaimableProbe: {sqliteOnly: []string{"now_ms"}},
+	StmtComplete:       {sqliteOnly: []string{"now_ms"}},
+	StmtFail:           {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both
+	StmtHeartbeat:      {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtHeartbeatBatch: {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	StmtInsertTask:     {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
+	StmtLockKey:        {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
+	StmtProgress:       {sqliteOnly: []string{"now_ms"}},
+	StmtPurge:          {[]string{"before_ms"}, []string{"older_than_ms"}},
+	StmtRecoverLeases:  {sqliteOnly: []string{"now_ms"}},
+	StmtRetry:          {sqliteOnly: []string{"now_ms"}},
+	StmtSucceed:        {sqliteOnly: []string{"now_ms"}},
+	StmtUpsertKey:      {sqliteOnly: []string{"now_ms"}},
+	StmtExpiredLeases:  {sqliteOnly: []string{"now_ms"}},
+	StmtQueueAges:      {sqliteOnly: []string{"now_ms"}},
+	StmtRecentFailures: {[]string{"before_ms"}, []string{"older_than_ms"}},
+	StmtSnooze:         {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
 }
 
 var allStatementNames = []string{
-	StmtCancel, StmtClaim, StmtClaimOneName, StmtClaimOneQueue, StmtClaimOneQueueOneName,
-	StmtClaimableProbe, StmtComplete, StmtFail, StmtGet, StmtGetByKey, StmtGetKey,
+	StmtCancel, StmtClaim, StmtClaimableProbe, StmtComplete, StmtFail, StmtGet, StmtGetByKey, StmtGetKey,
 	StmtGetStatus, StmtGetStatusByKey, StmtGetStatusMany, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
 	StmtList, StmtLockKey, StmtProgress, StmtProtocolVersion, StmtPurge, StmtQueueDepth,
 	StmtRecoverLeases, StmtRetry, StmtStats, StmtSucceed, StmtUpsertKey,
@@ -210,70 +203,45 @@ func TestEmbeddedWrite(t *testing.T) {
 	}
 }
 
-// TestClaimVariants pins the four claim statements to one another: each
-// variant differs from claim only in the predicates it turns into equalities.
-func TestClaimVariants(t *testing.T) {
+// TestClaimSpecializations pins claim, specialized for One queue and/or One
+// name, to the text the hand-written variants it replaced compiled to:
+// claim with exactly those predicates turned into equalities, so it plans
+// as they did. (Until the variants went, this compared against their
+// files.) The parameters keep their numbers, so only the names differ.
+func TestClaimSpecializations(t *testing.T) {
 	type swap struct{ from, to string }
-	variants := map[Dialect]map[string][]swap{
-		SQLite: {
-			StmtClaimOneQueue: {{"queue IN (SELECT value FROM json_each(:queues))", "queue = :queue"}},
-			StmtClaimOneName:  {{"(:names IS NULL OR name IN (SELECT value FROM json_each(:names)))", "name = :name"}},
-			StmtClaimOneQueueOneName: {
-				{"queue IN (SELECT value FROM json_each(:queues))", "queue = :queue"},
-				{"(:names IS NULL OR name IN (SELECT value FROM json_each(:names)))", "name = :name"},
-			},
-		},
-		Postgres: {
-			StmtClaimOneQueue: {{"queue = ANY (:queues::text[])", "queue = :queue"}},
-			StmtClaimOneName:  {{"(:names::text[] IS NULL OR name = ANY (:names::text[]))", "name = :name"}},
-			StmtClaimOneQueueOneName: {
-				{"queue = ANY (:queues::text[])", "queue = :queue"},
-				{"(:names::text[] IS NULL OR name = ANY (:names::text[]))", "name = :name"},
-			},
-		},
+	queue := map[Dialect]swap{
+		SQLite:   {"queue IN (SELECT value FROM json_each(:queues))", "queue = :queues"},
+		Postgres: {"queue = ANY (:queues::text[])", "queue = :queues"},
 	}
-	for d, vs := range variants {
-		base := Statements(d).Get(StmtClaim).src
-		for name, swaps := range vs {
-			want := base
-			for _, s := range swaps {
+	name := map[Dialect]swap{
+		SQLite:   {"(:names IS NULL OR name IN (SELECT value FROM json_each(:names)))", "name = :names"},
+		Postgres: {"(:names::text[] IS NULL OR name = ANY (:names::text[]))", "name = :names"},
+	}
+	for _, d := range []Dialect{SQLite, Postgres} {
+		claim := Statements(d).Get(StmtClaim)
+		for _, c := range []struct {
+			variant string
+			args    Args
+			swaps   []swap
+		}{
+			{"claim_one_queue", Args{"queues": One("q"), "names": nil}, []swap{queue[d]}},
+			{"claim_one_name", Args{"queues": "list", "names": One("n")}, []swap{name[d]}},
+			{"claim_one_queue_one_name", Args{"queues": One("q"), "names": One("n")}, []swap{queue[d], name[d]}},
+		} {
+			want := claim.src
+			for _, s := range c.swaps {
 				if strings.Count(want, s.from) != 1 {
 					t.Fatalf("%s claim: predicate %q not found exactly once", d, s.from)
 				}
 				want = strings.Replace(want, s.from, s.to, 1)
 			}
-			got, err := Compile(name, want, d)
+			variant, err := Compile(c.variant, want, d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st := Statements(d).Get(name); st.SQL != got.SQL {
-				t.Errorf("%s/%s drifted from claim:\n got  %s\n want %s", d, name, st.SQL, got.SQL)
-			}
-		}
-	}
-}
-
-// TestClaimOneSpecializesToVariants proves that claim, specialized for a
-// One queue and/or a One name, is the very text of the hand-written
-// variant, so it plans as that variant does.
-func TestClaimOneSpecializesToVariants(t *testing.T) {
-	for _, d := range []Dialect{SQLite, Postgres} {
-		claim := Statements(d).Get(StmtClaim)
-		for name, args := range map[string]Args{
-			StmtClaimOneQueue:        {"queues": One("q"), "names": nil},
-			StmtClaimOneName:         {"queues": `["q"]`, "names": One("n")},
-			StmtClaimOneQueueOneName: {"queues": One("q"), "names": One("n")},
-		} {
-			variant := Statements(d).Get(name)
-			got := claim.Specialize(args)
-			if got.SQL != variant.SQL {
-				t.Errorf("%s: claim specialized for %s:\n got  %s\n want %s", d, name, got.SQL, variant.SQL)
-			}
-			// The parameters stand in the same places under the list names.
-			for i, p := range variant.Params {
-				if q := got.Params[i]; q != p && q != p+"s" {
-					t.Errorf("%s/%s: param %d is %q, the variant's %q", d, name, i+1, q, p)
-				}
+			if got := claim.Specialize(c.args); got.SQL != variant.SQL {
+				t.Errorf("%s: claim specialized as %s:\n got  %s\n want %s", d, c.variant, got.SQL, variant.SQL)
 			}
 		}
 	}
@@ -285,8 +253,6 @@ func TestEmbeddedListFilters(t *testing.T) {
 		StmtClaimableProbe: {"queues", "names"},
 		StmtGetStatusMany:  {"ids"},
 		StmtHeartbeatBatch: {"ids"},
-		StmtClaimOneName:   {"queues"},
-		StmtClaimOneQueue:  {"names"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -21,39 +21,36 @@ var taskColumns = []string{
 
 // resultColumns is what each statement returns, by column name.
 var resultColumns = map[string][]string{
-	StmtCancel:               taskColumns,
-	StmtClaim:                taskColumns,
-	StmtClaimOneName:         taskColumns,
-	StmtClaimOneQueue:        taskColumns,
-	StmtClaimOneQueueOneName: taskColumns,
-	StmtClaimableProbe:       {"has_work"},
-	StmtComplete:             taskColumns,
-	StmtCompleteMany:         {"id", "status"},
-	StmtFail:                 taskColumns,
-	StmtGet:                  taskColumns,
-	StmtGetByKey:             taskColumns,
-	StmtGetKey:               {"task_id"},
-	StmtGetStatus:            {"id", "status"},
-	StmtGetStatusByKey:       {"id", "status"},
-	StmtGetStatusMany:        {"id", "status"},
-	StmtHeartbeat:            taskColumns,
-	StmtHeartbeatBatch:       {"id", "cancel_requested_at_ms"},
-	StmtInsertTask:           taskColumns,
-	StmtList:                 taskColumns,
-	StmtLockKey:              {"locked"},
-	StmtProgress:             taskColumns,
-	StmtProtocolVersion:      {"value"},
-	StmtPurge:                {"id"},
-	StmtQueueDepth:           {"headroom"},
-	StmtRecoverLeases:        taskColumns,
-	StmtRetry:                taskColumns,
-	StmtStats:                {"queue", "status", "count"},
-	StmtSucceed:              taskColumns,
-	StmtSnooze:               taskColumns,
-	StmtUpsertKey:            nil,
-	StmtExpiredLeases:        taskColumns,
-	StmtQueueAges:            {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
-	StmtRecentFailures:       {"name", "count", "last_failed_at_ms"},
+	StmtCancel:          taskColumns,
+	StmtClaim:           taskColumns,
+	StmtClaimableProbe:  {"has_work"},
+	StmtComplete:        taskColumns,
+	StmtCompleteMany:    {"id", "status"},
+	StmtFail:            taskColumns,
+	StmtGet:             taskColumns,
+	StmtGetByKey:        taskColumns,
+	StmtGetKey:          {"task_id"},
+	StmtGetStatus:       {"id", "status"},
+	StmtGetStatusByKey:  {"id", "status"},
+	StmtGetStatusMany:   {"id", "status"},
+	StmtHeartbeat:       taskColumns,
+	StmtHeartbeatBatch:  {"id", "cancel_requested_at_ms"},
+	StmtInsertTask:      taskColumns,
+	StmtList:            taskColumns,
+	StmtLockKey:         {"locked"},
+	StmtProgress:        taskColumns,
+	StmtProtocolVersion: {"value"},
+	StmtPurge:           {"id"},
+	StmtQueueDepth:      {"headroom"},
+	StmtRecoverLeases:   taskColumns,
+	StmtRetry:           taskColumns,
+	StmtStats:           {"queue", "status", "count"},
+	StmtSucceed:         taskColumns,
+	StmtSnooze:          taskColumns,
+	StmtUpsertKey:       nil,
+	StmtExpiredLeases:   taskColumns,
+	StmtQueueAges:       {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
+	StmtRecentFailures:  {"name", "count", "last_failed_at_ms"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -261,9 +258,11 @@ func TestSQLitePlans(t *testing.T) {
 		index string
 	}{
 		{StmtRecoverLeases, Args{"now_ms": 5000, "lease_expired_error": "{}"}, "cairnq_tasks_lease_idx"},
-		{StmtClaimOneQueue, Args{"queue": "q1", "names": nil, "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+		{StmtClaim, Args{"queues": One("q1"), "names": nil, "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
 			"cairnq_tasks_claim_idx (queue=? AND status=?)"},
-		{StmtClaimOneQueueOneName, Args{"queue": "q1", "name": "n1", "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+		{StmtClaim, Args{"queues": `["q1","q2"]`, "names": One("n1"), "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=?)"},
+		{StmtClaim, Args{"queues": One("q1"), "names": One("n1"), "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
 			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=?)"},
 		// The operators' reads (cairnq doctor) stay off full scans too.
 		{StmtExpiredLeases, Args{"now_ms": 5000, "limit": 10}, "cairnq_tasks_lease_idx"},
@@ -308,10 +307,18 @@ func TestSQLiteLifecycle(t *testing.T) {
 			"root_id": "task_a", "correlation_id": corr, "now_ms": now,
 		}))
 	}
-	claimArgs := func(now int64, worker string) Args {
-		return Args{"now_ms": now, "worker_id": worker, "lease_until_ms": now + 1000, "limit": 5,
-			"queues": `["default","other"]`, "queue": "default", "names": nil, "name": "render"}
+	// claimArgs draws from both queues for any name; oneQueue and oneName
+	// narrow the draw to the default queue and the name render.
+	claimArgs := func(now int64, worker string, narrow ...func(Args)) Args {
+		a := Args{"now_ms": now, "worker_id": worker, "lease_until_ms": now + 1000, "limit": 5,
+			"queues": `["default","other"]`, "names": nil}
+		for _, f := range narrow {
+			f(a)
+		}
+		return a
 	}
+	oneQueue := func(a Args) { a["queues"] = One("default") }
+	oneName := func(a Args) { a["names"] = One("render") }
 	const now = int64(1_000_000)
 	nilv := any(nil)
 
@@ -348,7 +355,7 @@ func TestSQLiteLifecycle(t *testing.T) {
 	c["names"] = `["render"]`
 	expect(one(call(StmtClaim, c)), row{"id": "task_a", "status": "running", "attempt": 1, "worker_id": "w1",
 		"lease_until_ms": now + 1010, "updated_at_ms": now + 10})
-	expect(one(call(StmtClaimOneQueue, claimArgs(now+10, "w2"))), row{"id": "task_b", "attempt": 1, "worker_id": "w2"})
+	expect(one(call(StmtClaim, claimArgs(now+10, "w2", oneQueue))), row{"id": "task_b", "attempt": 1, "worker_id": "w2"})
 	if probe(`["default"]`, nil, now+10) != int64(0) {
 		t.Error("probe sees work with everything claimed")
 	}
@@ -377,13 +384,13 @@ func TestSQLiteLifecycle(t *testing.T) {
 	expect(one(call(StmtFail, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 60, "error": `{"code":"x"}`, "retryable": 1, "delay_ms": 500})),
 		row{"status": "queued", "run_at_ms": now + 560, "worker_id": nilv, "lease_until_ms": nilv, "progress": nilv,
 			"message": nilv, "completed_at_ms": nilv, "error": `{"code":"x"}`, "attempt": 1})
-	none(call(StmtClaimOneName, claimArgs(now+100, "w1")))
-	expect(one(call(StmtClaimOneName, claimArgs(now+560, "w1"))), row{"id": "task_a", "attempt": 2})
+	none(call(StmtClaim, claimArgs(now+100, "w1", oneName)))
+	expect(one(call(StmtClaim, claimArgs(now+560, "w1", oneName))), row{"id": "task_a", "attempt": 2})
 
 	// Lease expiry: requeued while attempts remain, then failed.
 	expect(one(call(StmtRecoverLeases, Args{"now_ms": now + 5000, "lease_expired_error": `{"code":"lease_expired"}`})),
 		row{"id": "task_a", "status": "queued", "worker_id": nilv, "run_at_ms": now + 5000, "error": `{"code":"x"}`, "completed_at_ms": nilv})
-	expect(one(call(StmtClaimOneQueueOneName, claimArgs(now+5000, "w1"))), row{"id": "task_a", "attempt": 3})
+	expect(one(call(StmtClaim, claimArgs(now+5000, "w1", oneQueue, oneName))), row{"id": "task_a", "attempt": 3})
 	none(call(StmtRecoverLeases, Args{"now_ms": now + 5999, "lease_expired_error": `{}`}))
 	expect(one(call(StmtRecoverLeases, Args{"now_ms": now + 6000, "lease_expired_error": `{"code":"lease_expired"}`})),
 		row{"status": "failed", "error": `{"code":"lease_expired"}`, "completed_at_ms": now + 6000, "worker_id": "w1", "lease_until_ms": nilv})

@@ -49,7 +49,7 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 			args := protocolArgs()
 			set := protocol.Statements(protocol.Postgres)
 
-			run := func(st *protocol.Statement) []executor.Row {
+			runWith := func(st *protocol.Statement, args protocol.Args) []executor.Row {
 				t.Helper()
 				bound, err := st.Bind(args)
 				if err != nil {
@@ -65,6 +65,7 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 				}
 				return rows
 			}
+			run := func(st *protocol.Statement) []executor.Row { t.Helper(); return runWith(st, args) }
 
 			// A task to act on, then every statement in name order.
 			rows := run(set.Get(protocol.StmtInsertTask))
@@ -78,6 +79,10 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 			if len(rows) != 1 || rows[0]["status"] != "running" || rows[0]["attempt"] != int32(1) {
 				t.Fatalf("claim returned %#v", rows)
 			}
+			// claim for one queue and one name: equalities on plain text.
+			one := protocolArgs()
+			one["queues"], one["names"] = protocol.One("default"), protocol.One("send")
+			runWith(set.Get(protocol.StmtClaim).Specialize(one), one)
 			for _, name := range set.Names() {
 				if name == protocol.StmtInsertTask {
 					continue // its id is taken now

@@ -147,17 +147,12 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 	if lease == 0 {
 		lease = DefaultLease
 	}
-	oneQueue := len(p.Queues) == 1
 	base := protocol.Args{
 		"queues":              s.list(p.Queues),
-		"queue":               nil,
 		"names":               s.list(p.Names),
 		"worker_id":           p.WorkerID,
 		"lease_ms":            ms(lease),
 		"lease_expired_error": leaseExpiredError,
-	}
-	if oneQueue {
-		base["queue"] = p.Queues[0]
 	}
 	if p.Names != nil && len(p.Names) == 0 {
 		// Nothing can be claimed; only lease recovery could be owed, and
@@ -205,22 +200,16 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 				a[k] = v
 			}
 			a["names"] = s.list(names)
-			a["name"] = nil
 			a["limit"] = int64(limit)
-			var statement string
-			switch {
-			case len(names) == 1 && oneQueue:
-				statement = protocol.StmtClaimOneQueueOneName
-				a["name"] = names[0]
-			case len(names) == 1:
-				statement = protocol.StmtClaimOneName
-				a["name"] = names[0]
-			case oneQueue:
-				statement = protocol.StmtClaimOneQueue
-			default:
-				statement = protocol.StmtClaim
+			// A single queue or name as an equality (protocol.One) is what
+			// lets the draw seek cairnq_tasks_claim_idx or claim_name_idx.
+			if len(p.Queues) == 1 {
+				a["queues"] = protocol.One(p.Queues[0])
 			}
-			rows, err := s.execRows(ctx, q, statement, a)
+			if len(names) == 1 {
+				a["names"] = protocol.One(names[0])
+			}
+			rows, err := s.execRows(ctx, q, protocol.StmtClaim, a)
 			if err != nil {
 				return nil, err
 			}

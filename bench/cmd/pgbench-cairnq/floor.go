@@ -136,7 +136,7 @@ func floorBurnDown(ctx context.Context, cfg *config, sys string, run int) (burnR
 	before := readCounters(ctx, db)
 
 	stmts := protocol.Statements(protocol.Postgres)
-	claimStmt := stmts.Get(protocol.StmtClaimOneQueueOneName)
+	claimStmt := stmts.Get(protocol.StmtClaim).Specialize(floorClaimArgs())
 	completeStmt := stmts.Get(protocol.StmtCompleteMany)
 	const worker = "floor"
 	claim := func(ctx context.Context, limit int, durable bool) ([]string, error) {
@@ -403,14 +403,19 @@ func floorSettle(ctx context.Context, pool *pgxpool.Pool, complete *protocol.Sta
 	return nil
 }
 
+// floorClaimArgs is the one queue and one name the floor's claim draws
+// from, which it is specialized for: a worker's claim in the same case.
+func floorClaimArgs() protocol.Args {
+	return protocol.Args{"queues": protocol.One("default"), "names": protocol.One(noopName)}
+}
+
 // floorClaim runs one claim and returns the ids it leased, read from the
 // undecoded rows: a statement of its own when durable, as the worker's,
 // else in a transaction that commits asynchronously.
 func floorClaim(ctx context.Context, pool *pgxpool.Pool, claim *protocol.Statement, worker string, limit int, durable bool) ([]string, error) {
-	args, err := claim.Bind(protocol.Args{
-		"queues": nil, "queue": "default", "names": nil, "name": noopName,
-		"worker_id": worker, "lease_ms": int64(30_000), "limit": int64(limit), "lease_expired_error": nil,
-	})
+	a := floorClaimArgs()
+	a["worker_id"], a["lease_ms"], a["limit"] = worker, int64(30_000), int64(limit)
+	args, err := claim.Bind(a)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,8 @@
 -- Lease up to :limit due tasks from :queues (text[]) for :lease_ms. :names
 -- (text[], or NULL for any name) limits the draw to names the worker can run.
+-- Either may be One(v): specialized, its filter is then an equality, which
+-- lets one queue walk cairnq_tasks_claim_idx in claim order instead of
+-- sorting, and one name read cairnq_tasks_claim_name_idx.
 -- SKIP LOCKED keeps concurrent claimers off each other's rows. clock_timestamp()
 -- rather than now(): the transaction may have waited on locks since it began.
 -- Order: priority, then due time, then id, so ties resolve deterministically.

@@ -1,6 +1,9 @@
 -- Lease up to :limit due tasks from the :queues JSON array. :names is a JSON
--- array of runnable task names, or NULL to take any name. The caller runs this
--- under BEGIN IMMEDIATE, which is what makes the pick-and-update atomic.
+-- array of runnable task names, or NULL to take any name. Either may be
+-- One(v): specialized, its filter is then an equality, which lets one queue
+-- walk cairnq_tasks_claim_idx in claim order instead of sorting, and one
+-- name seek cairnq_tasks_claim_name_idx. The caller runs this under BEGIN
+-- IMMEDIATE, which is what makes the pick-and-update atomic.
 -- Order: priority, then due time, then id, so ties resolve deterministically.
 UPDATE cairnq_tasks
 SET status         = 'running',
