@@ -299,8 +299,8 @@ func openFloor(b *testing.B, path string) *floorConn {
 		b.Fatal(err)
 	}
 	set := protocol.Statements(protocol.SQLite)
-	f := &floorConn{c: c, claimSt: set.Get(protocol.StmtClaim).Specialize(floorClaimArgs()),
-		oneSt: set.Get(protocol.StmtComplete), manySt: set.Get(protocol.StmtCompleteMany)}
+	f := &floorConn{c: c, claimSt: set.Get("claim").Specialize(floorClaimArgs()),
+		oneSt: set.Get("complete"), manySt: set.Get("complete_many")}
 	prep := func(sql string) *sqlite3.Stmt {
 		st, _, err := c.Prepare(sql)
 		if err != nil {

@@ -138,7 +138,7 @@ func (s *suite) concurrentSubmits(r reporter) {
 		r.Errorf("the database holds %d tasks after %d concurrent submits; want exactly %d", total, n, n)
 	}
 
-	st := protocol.Statements(protocol.Postgres).Get(protocol.StmtInsertMany)
+	st := protocol.Statements(protocol.Postgres).Get("insert_many")
 	args, err := st.Bind(protocol.Args{
 		"each_id": `{"task_m1","task_m2"}`, "each_name": `{"certify.many","certify.many"}`,
 		"each_queue": `{"certify","certify"}`, "each_payload": `{"{\"s\": \"a \\\"q\\\" b\"}","[]"}`,

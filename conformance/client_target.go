@@ -245,7 +245,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 		}
 		return st.Fail(ctx, a.str("id"), a.str("worker_id"), env, a.bool("retryable", true), a.ms("delay_ms"))
 	case "snooze":
-		// This SDK's own statement (see protocol.StmtSnooze), not the
+		// This SDK's own statement (protocol/sql/*/snooze.sql), not the
 		// reference's: its scenarios are ours alone.
 		return st.Snooze(ctx, a.str("id"), a.str("worker_id"), a.ms("delay_ms"))
 	}

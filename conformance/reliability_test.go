@@ -65,7 +65,7 @@ func faultyClient(t *testing.T, f *faultyExecutor) *cairnq.Client {
 // ErrBusy was retried, and the task ran again once its lease expired.
 func TestPostgresSettlementRetriedAfterConnectionError(t *testing.T) {
 	t.Parallel()
-	f := &faultyExecutor{match: protocol.Statements(protocol.Postgres).Get(protocol.StmtCompleteMany).SQL}
+	f := &faultyExecutor{match: protocol.Statements(protocol.Postgres).Get("complete_many").SQL}
 	f.failNext.Store(3)
 	c := faultyClient(t, f)
 	var runs atomic.Int32

@@ -339,7 +339,7 @@ func TestSpecializePostgres(t *testing.T) {
 }
 
 func TestSpecializeConcurrent(t *testing.T) {
-	st := Statements(SQLite).Get(StmtList)
+	st := Statements(SQLite).Get("list")
 	var wg sync.WaitGroup
 	results := make([]*Statement, 64)
 	for i := range results {
@@ -356,7 +356,7 @@ func TestSpecializeConcurrent(t *testing.T) {
 }
 
 func TestSpecializeMemoizedAllocatesNothing(t *testing.T) {
-	st := Statements(SQLite).Get(StmtList)
+	st := Statements(SQLite).Get("list")
 	args := Args{"status": "queued", "queue": nil, "name": "n", "root_id": nil, "correlation_id": nil, "limit": 10, "offset": 0}
 	st.Specialize(args) // warm the memo
 	if n := testing.AllocsPerRun(200, func() { st.Specialize(args) }); n != 0 {
@@ -548,7 +548,7 @@ func TestSpecializeListPostgres(t *testing.T) {
 }
 
 func TestSpecializeOneAllocatesNothing(t *testing.T) {
-	st := Statements(SQLite).Get(StmtClaim)
+	st := Statements(SQLite).Get("claim")
 	args := Args{"queues": One("q"), "names": One("n")}
 	st.Specialize(args) // warm the memo
 	if n := testing.AllocsPerRun(200, func() { st.Specialize(args) }); n != 0 {

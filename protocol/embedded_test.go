@@ -11,36 +11,36 @@ import (
 // sqliteParams is every SQLite statement's parameter set, as the other SDKs
 // bind it.
 var sqliteParams = map[string][]string{
-	StmtCancel:         {"id", "now_ms"},
-	StmtClaim:          {"queues", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
-	StmtClaimableProbe: {"queues", "names", "now_ms"},
-	StmtComplete:       {"id", "worker_id", "now_ms", "result"},
-	StmtFail:           {"id", "worker_id", "now_ms", "error", "retryable", "delay_ms"},
-	StmtGet:            {"id"},
-	StmtGetByKey:       {"key"},
-	StmtGetKey:         {"key"},
-	StmtGetStatus:      {"id"},
-	StmtGetStatusByKey: {"key"},
-	StmtGetStatusMany:  {"ids"},
-	StmtHeartbeat:      {"id", "worker_id", "now_ms", "lease_until_ms"},
-	StmtHeartbeatBatch: {"ids", "worker_id", "now_ms", "lease_until_ms"},
-	StmtInsertTask: {"id", "name", "queue", "payload", "metadata", "max_attempts", "priority",
+	"cancel":            {"id", "now_ms"},
+	"claim":             {"queues", "names", "now_ms", "worker_id", "lease_until_ms", "limit"},
+	"claimable_probe":   {"queues", "names", "now_ms"},
+	"complete":          {"id", "worker_id", "now_ms", "result"},
+	"fail":              {"id", "worker_id", "now_ms", "error", "retryable", "delay_ms"},
+	"get":               {"id"},
+	"get_by_key":        {"key"},
+	"get_key":           {"key"},
+	"get_status":        {"id"},
+	"get_status_by_key": {"key"},
+	"get_status_many":   {"ids"},
+	"heartbeat":         {"id", "worker_id", "now_ms", "lease_until_ms"},
+	"heartbeat_batch":   {"ids", "worker_id", "now_ms", "lease_until_ms"},
+	"insert_task": {"id", "name", "queue", "payload", "metadata", "max_attempts", "priority",
 		"run_at_ms", "parent_id", "root_id", "correlation_id", "now_ms"},
-	StmtList:            {"status", "queue", "name", "root_id", "correlation_id", "limit", "offset"},
-	StmtLockKey:         {},
-	StmtProgress:        {"id", "worker_id", "now_ms", "progress", "message"},
-	StmtProtocolVersion: {},
-	StmtPurge:           {"before_ms", "queue", "status", "name", "limit"},
-	StmtQueueDepth:      {"queue", "max_depth"},
-	StmtRecoverLeases:   {"now_ms", "lease_expired_error"},
-	StmtRetry:           {"id", "now_ms", "reset_attempt"},
-	StmtStats:           {"queue"},
-	StmtSucceed:         {"id", "worker_id", "now_ms", "result", "message"},
-	StmtUpsertKey:       {"key", "task_id", "now_ms"},
-	StmtExpiredLeases:   {"now_ms", "limit"},
-	StmtQueueAges:       {"now_ms"},
-	StmtRecentFailures:  {"before_ms"},
-	StmtSnooze:          {"id", "worker_id", "now_ms", "delay_ms"},
+	"list":             {"status", "queue", "name", "root_id", "correlation_id", "limit", "offset"},
+	"lock_key":         {},
+	"progress":         {"id", "worker_id", "now_ms", "progress", "message"},
+	"protocol_version": {},
+	"purge":            {"before_ms", "queue", "status", "name", "limit"},
+	"queue_depth":      {"queue", "max_depth"},
+	"recover_leases":   {"now_ms", "lease_expired_error"},
+	"retry":            {"id", "now_ms", "reset_attempt"},
+	"stats":            {"queue"},
+	"succeed":          {"id", "worker_id", "now_ms", "result", "message"},
+	"upsert_key":       {"key", "task_id", "now_ms"},
+	"expired_leases":   {"now_ms", "limit"},
+	"queue_ages":       {"now_ms"},
+	"recent_failures":  {"before_ms"},
+	"snooze":           {"id", "worker_id", "now_ms", "delay_ms"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -48,33 +48,33 @@ var sqliteParams = map[string][]string{
 // clock; Postgres reads its own clock and takes relative durations instead.
 // Any difference not listed here is drift.
 var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
-	StmtCancel:         {sqliteOnly: []string{"now_ms"}},
-	StmtClaim:          {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtClaimableProbe: {sqliteOnly: []string{"now_ms"}},
-	StmtComplete:       {sqliteOnly: []string{"now_ms"}},
-	StmtFail:           {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both
-	StmtHeartbeat:      {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtHeartbeatBatch: {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	StmtInsertTask:     {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
-	StmtLockKey:        {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
-	StmtProgress:       {sqliteOnly: []string{"now_ms"}},
-	StmtPurge:          {[]string{"before_ms"}, []string{"older_than_ms"}},
-	StmtRecoverLeases:  {sqliteOnly: []string{"now_ms"}},
-	StmtRetry:          {sqliteOnly: []string{"now_ms"}},
-	StmtSucceed:        {sqliteOnly: []string{"now_ms"}},
-	StmtUpsertKey:      {sqliteOnly: []string{"now_ms"}},
-	StmtExpiredLeases:  {sqliteOnly: []string{"now_ms"}},
-	StmtQueueAges:      {sqliteOnly: []string{"now_ms"}},
-	StmtRecentFailures: {[]string{"before_ms"}, []string{"older_than_ms"}},
-	StmtSnooze:         {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
+	"cancel":          {sqliteOnly: []string{"now_ms"}},
+	"claim":           {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	"claimable_probe": {sqliteOnly: []string{"now_ms"}},
+	"complete":        {sqliteOnly: []string{"now_ms"}},
+	"fail":            {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both
+	"heartbeat":       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	"heartbeat_batch": {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	"insert_task":     {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
+	"lock_key":        {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
+	"progress":        {sqliteOnly: []string{"now_ms"}},
+	"purge":           {[]string{"before_ms"}, []string{"older_than_ms"}},
+	"recover_leases":  {sqliteOnly: []string{"now_ms"}},
+	"retry":           {sqliteOnly: []string{"now_ms"}},
+	"succeed":         {sqliteOnly: []string{"now_ms"}},
+	"upsert_key":      {sqliteOnly: []string{"now_ms"}},
+	"expired_leases":  {sqliteOnly: []string{"now_ms"}},
+	"queue_ages":      {sqliteOnly: []string{"now_ms"}},
+	"recent_failures": {[]string{"before_ms"}, []string{"older_than_ms"}},
+	"snooze":          {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
 }
 
 var allStatementNames = []string{
-	StmtCancel, StmtClaim, StmtClaimableProbe, StmtComplete, StmtFail, StmtGet, StmtGetByKey, StmtGetKey,
-	StmtGetStatus, StmtGetStatusByKey, StmtGetStatusMany, StmtHeartbeat, StmtHeartbeatBatch, StmtInsertTask,
-	StmtList, StmtLockKey, StmtProgress, StmtProtocolVersion, StmtPurge, StmtQueueDepth,
-	StmtRecoverLeases, StmtRetry, StmtStats, StmtSucceed, StmtUpsertKey,
-	StmtExpiredLeases, StmtQueueAges, StmtRecentFailures, StmtSnooze,
+	"cancel", "claim", "claimable_probe", "complete", "fail", "get", "get_by_key", "get_key",
+	"get_status", "get_status_by_key", "get_status_many", "heartbeat", "heartbeat_batch", "insert_task",
+	"list", "lock_key", "progress", "protocol_version", "purge", "queue_depth",
+	"recover_leases", "retry", "stats", "succeed", "upsert_key",
+	"expired_leases", "queue_ages", "recent_failures", "snooze",
 }
 
 func sorted(s []string) []string {
@@ -88,21 +88,21 @@ func without(s, drop []string) []string {
 }
 
 func TestEmbeddedStatementSets(t *testing.T) {
-	want := sorted(append(slices.Clone(allStatementNames), StmtCompleteMany))
+	want := sorted(append(slices.Clone(allStatementNames), "complete_many"))
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), StmtInstallations, StmtCompleteMany, StmtInsertMany))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
 	// complete_many takes its group in each dialect's own list form: one
 	// JSON array of [id, worker_id, result] triples on SQLite, parallel
 	// text[] on Postgres.
-	if got := sorted(Statements(SQLite).Get(StmtCompleteMany).Params); !slices.Equal(got, []string{"done", "now_ms"}) {
+	if got := sorted(Statements(SQLite).Get("complete_many").Params); !slices.Equal(got, []string{"done", "now_ms"}) {
 		t.Errorf("sqlite complete_many params = %q", got)
 	}
-	if Statements(SQLite).Get(StmtInstallations) != nil {
+	if Statements(SQLite).Get("installations") != nil {
 		t.Error("installations is Postgres only")
 	}
 	if Statements(SQLite).Get("nope") != nil {
@@ -166,16 +166,16 @@ func TestEmbeddedParams(t *testing.T) {
 			t.Errorf("%s: shared params in different order: sqlite %q, postgres %q", name, a, b)
 		}
 	}
-	if got := Statements(Postgres).Get(StmtInstallations).Params; len(got) != 0 {
+	if got := Statements(Postgres).Get("installations").Params; len(got) != 0 {
 		t.Errorf("installations params = %q, want none", got)
 	}
 }
 
 func TestEmbeddedOptionalFilters(t *testing.T) {
 	want := map[string][]string{
-		StmtList:  {"status", "queue", "name", "root_id", "correlation_id"},
-		StmtPurge: {"queue", "status", "name"},
-		StmtStats: {"queue"},
+		"list":  {"status", "queue", "name", "root_id", "correlation_id"},
+		"purge": {"queue", "status", "name"},
+		"stats": {"queue"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)
@@ -189,9 +189,9 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 
 func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
-		StmtClaimableProbe, StmtGet, StmtGetByKey, StmtGetKey, StmtGetStatus, StmtGetStatusByKey,
-		StmtGetStatusMany, StmtInstallations, StmtList, StmtLockKey, StmtProtocolVersion, StmtQueueDepth, StmtStats,
-		StmtExpiredLeases, StmtQueueAges, StmtRecentFailures,
+		"claimable_probe", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
+		"get_status_many", "installations", "list", "lock_key", "protocol_version", "queue_depth", "stats",
+		"expired_leases", "queue_ages", "recent_failures",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)
@@ -219,7 +219,7 @@ func TestClaimSpecializations(t *testing.T) {
 		Postgres: {"(:names::text[] IS NULL OR name = ANY (:names::text[]))", "name = :names"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
-		claim := Statements(d).Get(StmtClaim)
+		claim := Statements(d).Get("claim")
 		for _, c := range []struct {
 			variant string
 			args    Args
@@ -249,10 +249,10 @@ func TestClaimSpecializations(t *testing.T) {
 
 func TestEmbeddedListFilters(t *testing.T) {
 	want := map[string][]string{
-		StmtClaim:          {"queues", "names"},
-		StmtClaimableProbe: {"queues", "names"},
-		StmtGetStatusMany:  {"ids"},
-		StmtHeartbeatBatch: {"ids"},
+		"claim":           {"queues", "names"},
+		"claimable_probe": {"queues", "names"},
+		"get_status_many": {"ids"},
+		"heartbeat_batch": {"ids"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -29,47 +29,6 @@ const (
 	Postgres Dialect = "postgres"
 )
 
-// Statement names. Each names one embedded file, sql/<dialect>/<name>.sql.
-const (
-	StmtCancel          = "cancel"
-	StmtClaim           = "claim"
-	StmtClaimableProbe  = "claimable_probe"
-	StmtComplete        = "complete"
-	StmtCompleteMany    = "complete_many" // ours, beside the protocol's
-	StmtFail            = "fail"
-	StmtGet             = "get"
-	StmtGetByKey        = "get_by_key"
-	StmtGetKey          = "get_key"
-	StmtGetStatus       = "get_status"
-	StmtGetStatusByKey  = "get_status_by_key"
-	StmtGetStatusMany   = "get_status_many" // ours, beside the protocol's
-	StmtHeartbeat       = "heartbeat"
-	StmtHeartbeatBatch  = "heartbeat_batch"
-	StmtInsertMany      = "insert_many" // Postgres only; ours, beside the protocol's
-	StmtInsertTask      = "insert_task"
-	StmtInstallations   = "installations" // Postgres only
-	StmtList            = "list"
-	StmtLockKey         = "lock_key"
-	StmtProgress        = "progress"
-	StmtProtocolVersion = "protocol_version"
-	StmtPurge           = "purge"
-	StmtQueueDepth      = "queue_depth"
-	StmtRecoverLeases   = "recover_leases"
-	StmtRetry           = "retry"
-	StmtStats           = "stats"
-	StmtSucceed         = "succeed"
-	StmtUpsertKey       = "upsert_key"
-
-	// Reads for operators (cairnq doctor), ours, beside the protocol's.
-	StmtExpiredLeases  = "expired_leases"
-	StmtQueueAges      = "queue_ages"
-	StmtRecentFailures = "recent_failures"
-
-	// StmtSnooze hands a running task back to the queue with its attempt
-	// given back (both dialects), ours, beside the protocol's.
-	StmtSnooze = "snooze"
-)
-
 //go:embed sql/sqlite/*.sql sql/postgres/*.sql migrations/sqlite/*.sql migrations/postgres/*.sql
 var files embed.FS
 

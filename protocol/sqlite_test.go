@@ -21,36 +21,36 @@ var taskColumns = []string{
 
 // resultColumns is what each statement returns, by column name.
 var resultColumns = map[string][]string{
-	StmtCancel:          taskColumns,
-	StmtClaim:           taskColumns,
-	StmtClaimableProbe:  {"has_work"},
-	StmtComplete:        taskColumns,
-	StmtCompleteMany:    {"id", "status"},
-	StmtFail:            taskColumns,
-	StmtGet:             taskColumns,
-	StmtGetByKey:        taskColumns,
-	StmtGetKey:          {"task_id"},
-	StmtGetStatus:       {"id", "status"},
-	StmtGetStatusByKey:  {"id", "status"},
-	StmtGetStatusMany:   {"id", "status"},
-	StmtHeartbeat:       taskColumns,
-	StmtHeartbeatBatch:  {"id", "cancel_requested_at_ms"},
-	StmtInsertTask:      taskColumns,
-	StmtList:            taskColumns,
-	StmtLockKey:         {"locked"},
-	StmtProgress:        taskColumns,
-	StmtProtocolVersion: {"value"},
-	StmtPurge:           {"id"},
-	StmtQueueDepth:      {"headroom"},
-	StmtRecoverLeases:   taskColumns,
-	StmtRetry:           taskColumns,
-	StmtStats:           {"queue", "status", "count"},
-	StmtSucceed:         taskColumns,
-	StmtSnooze:          taskColumns,
-	StmtUpsertKey:       nil,
-	StmtExpiredLeases:   taskColumns,
-	StmtQueueAges:       {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
-	StmtRecentFailures:  {"name", "count", "last_failed_at_ms"},
+	"cancel":            taskColumns,
+	"claim":             taskColumns,
+	"claimable_probe":   {"has_work"},
+	"complete":          taskColumns,
+	"complete_many":     {"id", "status"},
+	"fail":              taskColumns,
+	"get":               taskColumns,
+	"get_by_key":        taskColumns,
+	"get_key":           {"task_id"},
+	"get_status":        {"id", "status"},
+	"get_status_by_key": {"id", "status"},
+	"get_status_many":   {"id", "status"},
+	"heartbeat":         taskColumns,
+	"heartbeat_batch":   {"id", "cancel_requested_at_ms"},
+	"insert_task":       taskColumns,
+	"list":              taskColumns,
+	"lock_key":          {"locked"},
+	"progress":          taskColumns,
+	"protocol_version":  {"value"},
+	"purge":             {"id"},
+	"queue_depth":       {"headroom"},
+	"recover_leases":    taskColumns,
+	"retry":             taskColumns,
+	"stats":             {"queue", "status", "count"},
+	"succeed":           taskColumns,
+	"snooze":            taskColumns,
+	"upsert_key":        nil,
+	"expired_leases":    taskColumns,
+	"queue_ages":        {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
+	"recent_failures":   {"name", "count", "last_failed_at_ms"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -167,7 +167,7 @@ func TestSQLiteSchemaMatchesFixture(t *testing.T) {
 			t.Errorf("%s does not prepare against the fixture: %v", name, err)
 		}
 	}
-	stats := run(t, theirs, StmtStats, Args{"queue": "gpu"})
+	stats := run(t, theirs, "stats", Args{"queue": "gpu"})
 	if len(stats) != 1 || stats[0]["status"] != "running" || stats[0]["count"] != int64(1) {
 		t.Errorf("fixture stats for gpu = %v", stats)
 	}
@@ -210,15 +210,15 @@ func TestSQLitePlans(t *testing.T) {
 		args  Args
 		index string // what the specialized plan must search
 	}{
-		{"purge by queue", StmtPurge, purgeArgs, "SEARCH cairnq_tasks USING INDEX cairnq_tasks_queue_completed_idx (queue=?"},
-		{"purge by status", StmtPurge, Args{"before_ms": 5000, "queue": nil, "status": "failed", "name": nil, "limit": 10},
+		{"purge by queue", "purge", purgeArgs, "SEARCH cairnq_tasks USING INDEX cairnq_tasks_queue_completed_idx (queue=?"},
+		{"purge by status", "purge", Args{"before_ms": 5000, "queue": nil, "status": "failed", "name": nil, "limit": 10},
 			"SEARCH cairnq_tasks USING INDEX cairnq_tasks_status_completed_idx (status=?"},
-		{"stats by queue", StmtStats, Args{"queue": "q1"}, "SEARCH cairnq_tasks USING COVERING INDEX cairnq_tasks_claim_idx (queue=?)"},
-		{"list by status", StmtList, listArgs("status", "failed"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_status_completed_idx (status=?)"},
-		{"list by queue", StmtList, listArgs("queue", "q1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_claim_idx (queue=?)"},
-		{"list by name", StmtList, listArgs("name", "n1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_name_idx (name=?)"},
-		{"list by root", StmtList, listArgs("root_id", "task_0010"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_root_idx (root_id=?)"},
-		{"list by correlation", StmtList, listArgs("correlation_id", "corr-1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_correlation_idx (correlation_id=?)"},
+		{"stats by queue", "stats", Args{"queue": "q1"}, "SEARCH cairnq_tasks USING COVERING INDEX cairnq_tasks_claim_idx (queue=?)"},
+		{"list by status", "list", listArgs("status", "failed"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_status_completed_idx (status=?)"},
+		{"list by queue", "list", listArgs("queue", "q1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_claim_idx (queue=?)"},
+		{"list by name", "list", listArgs("name", "n1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_name_idx (name=?)"},
+		{"list by root", "list", listArgs("root_id", "task_0010"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_root_idx (root_id=?)"},
+		{"list by correlation", "list", listArgs("correlation_id", "corr-1"), "SEARCH cairnq_tasks USING INDEX cairnq_tasks_correlation_idx (correlation_id=?)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,8 +243,8 @@ func TestSQLitePlans(t *testing.T) {
 		stmt string
 		args Args
 	}{
-		{StmtStats, Args{"queue": "q1"}},
-		{StmtList, listArgs("root_id", "task_0010")},
+		{"stats", Args{"queue": "q1"}},
+		{"list", listArgs("root_id", "task_0010")},
 	} {
 		if p := explain(c.stmt, c.args, false); !fullScan(p) {
 			t.Errorf("unspecialized %s does not scan:\n%s", c.stmt, p)
@@ -257,16 +257,16 @@ func TestSQLitePlans(t *testing.T) {
 		args  Args
 		index string
 	}{
-		{StmtRecoverLeases, Args{"now_ms": 5000, "lease_expired_error": "{}"}, "cairnq_tasks_lease_idx"},
-		{StmtClaim, Args{"queues": One("q1"), "names": nil, "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+		{"recover_leases", Args{"now_ms": 5000, "lease_expired_error": "{}"}, "cairnq_tasks_lease_idx"},
+		{"claim", Args{"queues": One("q1"), "names": nil, "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
 			"cairnq_tasks_claim_idx (queue=? AND status=?)"},
-		{StmtClaim, Args{"queues": `["q1","q2"]`, "names": One("n1"), "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+		{"claim", Args{"queues": `["q1","q2"]`, "names": One("n1"), "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
 			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=?)"},
-		{StmtClaim, Args{"queues": One("q1"), "names": One("n1"), "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
+		{"claim", Args{"queues": One("q1"), "names": One("n1"), "now_ms": 5000, "worker_id": "w", "lease_until_ms": 9000, "limit": 1},
 			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=?)"},
 		// The operators' reads (cairnq doctor) stay off full scans too.
-		{StmtExpiredLeases, Args{"now_ms": 5000, "limit": 10}, "cairnq_tasks_lease_idx"},
-		{StmtRecentFailures, Args{"before_ms": 5000}, "cairnq_tasks_status_completed_idx (status=? AND completed_at_ms>?)"},
+		{"expired_leases", Args{"now_ms": 5000, "limit": 10}, "cairnq_tasks_lease_idx"},
+		{"recent_failures", Args{"before_ms": 5000}, "cairnq_tasks_status_completed_idx (status=? AND completed_at_ms>?)"},
 	} {
 		if p := explain(c.stmt, c.args, true); !strings.Contains(p, c.index) || fullScan(p) {
 			t.Errorf("%s does not use %s:\n%s", c.stmt, c.index, p)
@@ -301,7 +301,7 @@ func TestSQLiteLifecycle(t *testing.T) {
 		}
 	}
 	insert := func(id, name string, priority int, parent, corr any, now int64) row {
-		return one(call(StmtInsertTask, Args{
+		return one(call("insert_task", Args{
 			"id": id, "name": name, "queue": "default", "payload": `{"n":1}`, "metadata": "{}",
 			"max_attempts": 3, "priority": priority, "run_at_ms": now, "parent_id": parent,
 			"root_id": "task_a", "correlation_id": corr, "now_ms": now,
@@ -322,28 +322,28 @@ func TestSQLiteLifecycle(t *testing.T) {
 	const now = int64(1_000_000)
 	nilv := any(nil)
 
-	expect(one(call(StmtProtocolVersion, Args{})), row{"value": "1"})
+	expect(one(call("protocol_version", Args{})), row{"value": "1"})
 
 	a := insert("task_a", "render", 0, nil, "c1", now)
 	expect(a, row{"status": "queued", "attempt": 0, "max_attempts": 3, "run_at_ms": now, "created_at_ms": now,
 		"updated_at_ms": now, "metadata": "{}", "payload": `{"n":1}`, "root_id": "task_a", "worker_id": nilv})
 	insert("task_b", "embed", 5, "task_a", nil, now)
 
-	expect(one(call(StmtLockKey, Args{"key": "k"})), row{"locked": 1})
-	none(call(StmtUpsertKey, Args{"key": "k", "task_id": "task_a", "now_ms": now}))
-	expect(one(call(StmtGetKey, Args{"key": "k"})), row{"task_id": "task_a"})
-	expect(one(call(StmtGetByKey, Args{"key": "k"})), row{"id": "task_a", "name": "render"})
-	expect(one(call(StmtGetStatusByKey, Args{"key": "k"})), row{"id": "task_a", "status": "queued"})
-	none(call(StmtUpsertKey, Args{"key": "k", "task_id": "task_b", "now_ms": now + 1}))
+	expect(one(call("lock_key", Args{"key": "k"})), row{"locked": 1})
+	none(call("upsert_key", Args{"key": "k", "task_id": "task_a", "now_ms": now}))
+	expect(one(call("get_key", Args{"key": "k"})), row{"task_id": "task_a"})
+	expect(one(call("get_by_key", Args{"key": "k"})), row{"id": "task_a", "name": "render"})
+	expect(one(call("get_status_by_key", Args{"key": "k"})), row{"id": "task_a", "status": "queued"})
+	none(call("upsert_key", Args{"key": "k", "task_id": "task_b", "now_ms": now + 1}))
 	expect(one(query(t, conn, "SELECT * FROM cairnq_task_keys")), row{"task_id": "task_b", "created_at_ms": now, "updated_at_ms": now + 1})
-	none(call(StmtGetKey, Args{"key": "missing"}))
+	none(call("get_key", Args{"key": "missing"}))
 
-	expect(one(call(StmtQueueDepth, Args{"queue": "default", "max_depth": 10})), row{"headroom": 8})
-	expect(one(call(StmtQueueDepth, Args{"queue": "default", "max_depth": 1})), row{"headroom": 0})
-	expect(one(call(StmtQueueDepth, Args{"queue": "other", "max_depth": 10})), row{"headroom": 10})
+	expect(one(call("queue_depth", Args{"queue": "default", "max_depth": 10})), row{"headroom": 8})
+	expect(one(call("queue_depth", Args{"queue": "default", "max_depth": 1})), row{"headroom": 0})
+	expect(one(call("queue_depth", Args{"queue": "other", "max_depth": 10})), row{"headroom": 10})
 
 	probe := func(queues, names any, at int64) any {
-		return one(call(StmtClaimableProbe, Args{"queues": queues, "names": names, "now_ms": at}))["has_work"]
+		return one(call("claimable_probe", Args{"queues": queues, "names": names, "now_ms": at}))["has_work"]
 	}
 	if probe(`["default"]`, nil, now) != int64(1) || probe(`["other"]`, nil, now) != int64(0) ||
 		probe(`["default"]`, `["nope"]`, now) != int64(0) || probe(`["default"]`, nil, now-1) != int64(0) {
@@ -353,61 +353,61 @@ func TestSQLiteLifecycle(t *testing.T) {
 	// A name filter beats priority; the single-queue form takes what is left.
 	c := claimArgs(now+10, "w1")
 	c["names"] = `["render"]`
-	expect(one(call(StmtClaim, c)), row{"id": "task_a", "status": "running", "attempt": 1, "worker_id": "w1",
+	expect(one(call("claim", c)), row{"id": "task_a", "status": "running", "attempt": 1, "worker_id": "w1",
 		"lease_until_ms": now + 1010, "updated_at_ms": now + 10})
-	expect(one(call(StmtClaim, claimArgs(now+10, "w2", oneQueue))), row{"id": "task_b", "attempt": 1, "worker_id": "w2"})
+	expect(one(call("claim", claimArgs(now+10, "w2", oneQueue))), row{"id": "task_b", "attempt": 1, "worker_id": "w2"})
 	if probe(`["default"]`, nil, now+10) != int64(0) {
 		t.Error("probe sees work with everything claimed")
 	}
 
-	none(call(StmtHeartbeat, Args{"id": "task_a", "worker_id": "w2", "now_ms": now + 20, "lease_until_ms": now + 2000}))
-	expect(one(call(StmtHeartbeat, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 20, "lease_until_ms": now + 2000})),
+	none(call("heartbeat", Args{"id": "task_a", "worker_id": "w2", "now_ms": now + 20, "lease_until_ms": now + 2000}))
+	expect(one(call("heartbeat", Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 20, "lease_until_ms": now + 2000})),
 		row{"lease_until_ms": now + 2000, "updated_at_ms": now + 20})
-	beat := one(call(StmtHeartbeatBatch, Args{"ids": `["task_a","task_b"]`, "worker_id": "w1", "now_ms": now + 30, "lease_until_ms": now + 3000}))
+	beat := one(call("heartbeat_batch", Args{"ids": `["task_a","task_b"]`, "worker_id": "w1", "now_ms": now + 30, "lease_until_ms": now + 3000}))
 	if len(beat) != 2 || beat["id"] != "task_a" || beat["cancel_requested_at_ms"] != nil {
 		t.Errorf("heartbeat_batch = %v", beat)
 	}
 
-	expect(one(call(StmtProgress, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 40, "progress": 0.5, "message": nil})),
+	expect(one(call("progress", Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 40, "progress": 0.5, "message": nil})),
 		row{"progress": 0.5, "message": nilv})
-	expect(one(call(StmtProgress, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 41, "progress": nil, "message": "half"})),
+	expect(one(call("progress", Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 41, "progress": nil, "message": "half"})),
 		row{"progress": 0.5, "message": "half"})
 
 	// Cancel a running task: it keeps running until its worker finishes, then
 	// the cancel wins over the result.
-	expect(one(call(StmtCancel, Args{"id": "task_b", "now_ms": now + 50})),
+	expect(one(call("cancel", Args{"id": "task_b", "now_ms": now + 50})),
 		row{"status": "running", "cancel_requested_at_ms": now + 50, "completed_at_ms": nilv})
-	expect(one(call(StmtComplete, Args{"id": "task_b", "worker_id": "w2", "now_ms": now + 55, "result": `{"r":1}`})),
+	expect(one(call("complete", Args{"id": "task_b", "worker_id": "w2", "now_ms": now + 55, "result": `{"r":1}`})),
 		row{"status": "canceled", "result": nilv, "lease_until_ms": nilv, "completed_at_ms": now + 55, "worker_id": "w2"})
 
 	// A retryable failure requeues with a delay and clears the attempt.
-	expect(one(call(StmtFail, Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 60, "error": `{"code":"x"}`, "retryable": 1, "delay_ms": 500})),
+	expect(one(call("fail", Args{"id": "task_a", "worker_id": "w1", "now_ms": now + 60, "error": `{"code":"x"}`, "retryable": 1, "delay_ms": 500})),
 		row{"status": "queued", "run_at_ms": now + 560, "worker_id": nilv, "lease_until_ms": nilv, "progress": nilv,
 			"message": nilv, "completed_at_ms": nilv, "error": `{"code":"x"}`, "attempt": 1})
-	none(call(StmtClaim, claimArgs(now+100, "w1", oneName)))
-	expect(one(call(StmtClaim, claimArgs(now+560, "w1", oneName))), row{"id": "task_a", "attempt": 2})
+	none(call("claim", claimArgs(now+100, "w1", oneName)))
+	expect(one(call("claim", claimArgs(now+560, "w1", oneName))), row{"id": "task_a", "attempt": 2})
 
 	// Lease expiry: requeued while attempts remain, then failed.
-	expect(one(call(StmtRecoverLeases, Args{"now_ms": now + 5000, "lease_expired_error": `{"code":"lease_expired"}`})),
+	expect(one(call("recover_leases", Args{"now_ms": now + 5000, "lease_expired_error": `{"code":"lease_expired"}`})),
 		row{"id": "task_a", "status": "queued", "worker_id": nilv, "run_at_ms": now + 5000, "error": `{"code":"x"}`, "completed_at_ms": nilv})
-	expect(one(call(StmtClaim, claimArgs(now+5000, "w1", oneQueue, oneName))), row{"id": "task_a", "attempt": 3})
-	none(call(StmtRecoverLeases, Args{"now_ms": now + 5999, "lease_expired_error": `{}`}))
-	expect(one(call(StmtRecoverLeases, Args{"now_ms": now + 6000, "lease_expired_error": `{"code":"lease_expired"}`})),
+	expect(one(call("claim", claimArgs(now+5000, "w1", oneQueue, oneName))), row{"id": "task_a", "attempt": 3})
+	none(call("recover_leases", Args{"now_ms": now + 5999, "lease_expired_error": `{}`}))
+	expect(one(call("recover_leases", Args{"now_ms": now + 6000, "lease_expired_error": `{"code":"lease_expired"}`})),
 		row{"status": "failed", "error": `{"code":"lease_expired"}`, "completed_at_ms": now + 6000, "worker_id": "w1", "lease_until_ms": nilv})
 
 	// Manual retry, then a plain success.
-	expect(one(call(StmtRetry, Args{"id": "task_a", "now_ms": now + 7000, "reset_attempt": 1})),
+	expect(one(call("retry", Args{"id": "task_a", "now_ms": now + 7000, "reset_attempt": 1})),
 		row{"status": "queued", "attempt": 0, "error": nilv, "completed_at_ms": nilv, "run_at_ms": now + 7000, "worker_id": nilv})
-	expect(one(call(StmtClaim, claimArgs(now+7000, "w3"))), row{"id": "task_a", "attempt": 1})
-	expect(one(call(StmtSucceed, Args{"id": "task_a", "worker_id": "w3", "now_ms": now + 7100, "result": `{"ok":true}`, "message": nil})),
+	expect(one(call("claim", claimArgs(now+7000, "w3"))), row{"id": "task_a", "attempt": 1})
+	expect(one(call("succeed", Args{"id": "task_a", "worker_id": "w3", "now_ms": now + 7100, "result": `{"ok":true}`, "message": nil})),
 		row{"status": "succeeded", "result": `{"ok":true}`, "progress": 1.0, "lease_until_ms": nilv, "completed_at_ms": now + 7100, "worker_id": "w3"})
-	none(call(StmtSucceed, Args{"id": "task_a", "worker_id": "w3", "now_ms": now + 7100, "result": `{}`, "message": nil}))
-	none(call(StmtCancel, Args{"id": "task_a", "now_ms": now + 7200}))
-	none(call(StmtRetry, Args{"id": "task_a", "now_ms": now + 7200, "reset_attempt": 0}))
+	none(call("succeed", Args{"id": "task_a", "worker_id": "w3", "now_ms": now + 7100, "result": `{}`, "message": nil}))
+	none(call("cancel", Args{"id": "task_a", "now_ms": now + 7200}))
+	none(call("retry", Args{"id": "task_a", "now_ms": now + 7200, "reset_attempt": 0}))
 
 	// A queued task cancels at once.
 	insert("task_c", "render", 0, nil, nil, now+8000)
-	expect(one(call(StmtCancel, Args{"id": "task_c", "now_ms": now + 8100})),
+	expect(one(call("cancel", Args{"id": "task_c", "now_ms": now + 8100})),
 		row{"status": "canceled", "completed_at_ms": now + 8100, "cancel_requested_at_ms": nilv})
 
 	ids := func(rows []row) string {
@@ -422,7 +422,7 @@ func TestSQLiteLifecycle(t *testing.T) {
 		if k != "" {
 			a[k] = v
 		}
-		return ids(call(StmtList, a))
+		return ids(call("list", a))
 	}
 	for _, c := range []struct {
 		k    string
@@ -446,7 +446,7 @@ func TestSQLiteLifecycle(t *testing.T) {
 
 	statsText := func(q any) string {
 		var out []string
-		for _, r := range call(StmtStats, Args{"queue": q}) {
+		for _, r := range call("stats", Args{"queue": q}) {
 			out = append(out, fmt.Sprintf("%v/%v=%v", r["queue"], r["status"], r["count"]))
 		}
 		return strings.Join(out, " ")
@@ -460,17 +460,17 @@ func TestSQLiteLifecycle(t *testing.T) {
 	if got := statsText("other"); got != "" {
 		t.Errorf("stats other = %q", got)
 	}
-	expect(one(call(StmtGet, Args{"id": "task_a"})), row{"status": "succeeded"})
-	expect(one(call(StmtGetStatus, Args{"id": "task_c"})), row{"id": "task_c", "status": "canceled"})
+	expect(one(call("get", Args{"id": "task_a"})), row{"status": "succeeded"})
+	expect(one(call("get_status", Args{"id": "task_c"})), row{"id": "task_c", "status": "canceled"})
 	// Many at once: one row per task that exists, whatever the repeats.
-	if got := sorted(strings.Split(ids(call(StmtGetStatusMany, Args{"ids": `["task_c","nope","task_a","task_c"]`})), ",")); !slices.Equal(got, []string{"task_a", "task_c"}) {
+	if got := sorted(strings.Split(ids(call("get_status_many", Args{"ids": `["task_c","nope","task_a","task_c"]`})), ",")); !slices.Equal(got, []string{"task_a", "task_c"}) {
 		t.Errorf("get_status_many = %q", got)
 	}
-	none(call(StmtGet, Args{"id": "nope"}))
+	none(call("get", Args{"id": "nope"}))
 
 	// Retention: filtered and bounded, oldest first; the key goes with its task.
 	purge := func(before int64, status any, limit int) string {
-		return ids(call(StmtPurge, Args{"before_ms": before, "queue": "default", "status": status, "name": nil, "limit": limit}))
+		return ids(call("purge", Args{"before_ms": before, "queue": "default", "status": status, "name": nil, "limit": limit}))
 	}
 	if got := purge(now+8100, nil, 1); got != "task_b" {
 		t.Errorf("purge, oldest first = %q", got)
@@ -478,7 +478,7 @@ func TestSQLiteLifecycle(t *testing.T) {
 	if got := purge(now+8100, nil, 10); got != "task_a" {
 		t.Errorf("purge before cutoff = %q", got)
 	}
-	none(call(StmtGetKey, Args{"key": "k"}))
+	none(call("get_key", Args{"key": "k"}))
 	if got := purge(now+9000, "succeeded", 10); got != "" {
 		t.Errorf("purge succeeded = %q", got)
 	}

@@ -30,7 +30,8 @@ type oneValue struct{ v any }
 // Statement is one compiled protocol statement. Its exported fields are
 // read-only once compiled; a *Statement is safe for concurrent use.
 type Statement struct {
-	// Name is the statement's name, e.g. "claim" (see the Stmt constants).
+	// Name is the statement's name, e.g. "claim", the base name of its
+	// file sql/<dialect>/<name>.sql.
 	Name string
 	// Dialect is the dialect SQL is written for.
 	Dialect Dialect

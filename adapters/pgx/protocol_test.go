@@ -68,23 +68,23 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 			run := func(st *protocol.Statement) []executor.Row { t.Helper(); return runWith(st, args) }
 
 			// A task to act on, then every statement in name order.
-			rows := run(set.Get(protocol.StmtInsertTask))
+			rows := run(set.Get("insert_task"))
 			if len(rows) != 1 || rows[0]["id"] != "t1" || rows[0]["run_at_ms"] == nil {
 				t.Fatalf("insert_task returned %#v", rows)
 			}
 			if p, ok := rows[0]["payload"].(json.RawMessage); !ok || !json.Valid(p) {
 				t.Fatalf("payload = %#v, want the jsonb column's JSON text", rows[0]["payload"])
 			}
-			rows = run(set.Get(protocol.StmtClaim))
+			rows = run(set.Get("claim"))
 			if len(rows) != 1 || rows[0]["status"] != "running" || rows[0]["attempt"] != int32(1) {
 				t.Fatalf("claim returned %#v", rows)
 			}
 			// claim for one queue and one name: equalities on plain text.
 			one := protocolArgs()
 			one["queues"], one["names"] = protocol.One("default"), protocol.One("send")
-			runWith(set.Get(protocol.StmtClaim).Specialize(one), one)
+			runWith(set.Get("claim").Specialize(one), one)
 			for _, name := range set.Names() {
-				if name == protocol.StmtInsertTask {
+				if name == "insert_task" {
 					continue // its id is taken now
 				}
 				st := set.Get(name)

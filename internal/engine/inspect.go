@@ -469,7 +469,7 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*Task, error) {
 	if limit == 0 {
 		limit = DefaultExpiredLeasesLimit
 	}
-	rows, err := s.readOne(ctx, protocol.StmtExpiredLeases, protocol.Args{"limit": int64(limit)})
+	rows, err := s.readOne(ctx, stmtExpiredLeases, protocol.Args{"limit": int64(limit)})
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +480,7 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*Task, error) {
 // there are and how long the longest-waiting has been claimable, in queue
 // order. Delayed tasks not yet due are not counted. It only reads.
 func (s *Store) QueueAges(ctx context.Context) ([]QueueAge, error) {
-	rows, err := s.readOne(ctx, protocol.StmtQueueAges, protocol.Args{})
+	rows, err := s.readOne(ctx, stmtQueueAges, protocol.Args{})
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +514,7 @@ func (s *Store) RecentFailures(ctx context.Context, window time.Duration) ([]Fai
 	if window <= 0 {
 		return nil, argError("recent failures", "window", "must be > 0, got %v", window)
 	}
-	rows, err := s.readOne(ctx, protocol.StmtRecentFailures, protocol.Args{"older_than_ms": ms(window)})
+	rows, err := s.readOne(ctx, stmtRecentFailures, protocol.Args{"older_than_ms": ms(window)})
 	if err != nil {
 		return nil, err
 	}

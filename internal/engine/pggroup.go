@@ -285,7 +285,7 @@ func (s *Store) completeManyPG(ctx context.Context, q querier, cs []*Completion)
 	for i, c := range cs {
 		ids[i], workers[i], results[i] = c.ID, c.WorkerID, c.Result
 	}
-	rows, err := s.execRows(ctx, q, protocol.StmtCompleteMany,
+	rows, err := s.execRows(ctx, q, stmtCompleteMany,
 		protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
 	return byID(ids, rows, err)
 }
@@ -323,7 +323,7 @@ func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task
 // whose outcome is then as uncertain as a lone statement's would be.
 func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *grouper[protocol.Args] {
 	one := func(ctx context.Context, ins protocol.Args) groupResult {
-		rows, err := s.execRows(ctx, pgQuerier{ex}, protocol.StmtInsertTask, ins)
+		rows, err := s.execRows(ctx, pgQuerier{ex}, stmtInsertTask, ins)
 		if err == nil && rows.len() == 0 {
 			err = errors.New("cairnq: insert returned no row")
 		}
@@ -350,7 +350,7 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *grouper[prot
 		for i, ins := range all {
 			ids[i], _ = ins["id"].(string)
 		}
-		rows, err := s.execRows(ctx, pgQuerier{ex}, protocol.StmtInsertMany, args)
+		rows, err := s.execRows(ctx, pgQuerier{ex}, stmtInsertMany, args)
 		if rowsRefused(err) {
 			out := make([]groupResult, len(all))
 			refused := 0

@@ -56,7 +56,7 @@ func (g *gatedExecutor) count(sql string) int {
 // openGatedPG opens a Postgres store over a fresh database through
 // database/sql with pgx's stdlib, its inserts behind a gate.
 func openGatedPG(t *testing.T) (*Store, *gatedExecutor) {
-	return openGatedPGOn(t, protocol.StmtInsertTask, protocol.StmtInsertMany)
+	return openGatedPGOn(t, stmtInsertTask, stmtInsertMany)
 }
 
 // openGatedPGOn is openGatedPG with the statements single and many (which

@@ -133,7 +133,7 @@ func (s *Store) checkSchema(ctx context.Context, want string, existing bool) (st
 // when no schema of its search_path exists) and every schema holding a
 // cairnq_tasks table.
 func installations(ctx context.Context, q querier) (current string, found []string, err error) {
-	st := protocol.Statements(protocol.Postgres).Get(protocol.StmtInstallations)
+	st := protocol.Statements(protocol.Postgres).Get(stmtInstallations)
 	rows, err := q.query(ctx, st.SQL, nil)
 	if err != nil {
 		return "", nil, fmt.Errorf("cairnq: reading installations: %w", err)
@@ -241,7 +241,7 @@ func pgProtocolVersion(ctx context.Context, sess executor.Session, mayBeMissing 
 			return 0, false, err
 		}
 	}
-	st := protocol.Statements(protocol.Postgres).Get(protocol.StmtProtocolVersion)
+	st := protocol.Statements(protocol.Postgres).Get(stmtProtocolVersion)
 	rows, err := sess.Query(ctx, st.SQL)
 	if err != nil || len(rows) == 0 {
 		return 0, false, err

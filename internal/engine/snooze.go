@@ -26,7 +26,7 @@ func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Dura
 	if delay < 0 {
 		return nil, argError("snooze", "delay", "must be >= 0, got %v", delay)
 	}
-	t, err := s.owned(ctx, protocol.StmtSnooze, id, protocol.Args{
+	t, err := s.owned(ctx, stmtSnooze, id, protocol.Args{
 		"id": id, "worker_id": workerID, "delay_ms": ms(delay),
 	})
 	if err != nil {

@@ -513,7 +513,7 @@ func readProtocolVersion(c *sqliteConn, mayBeMissing bool) (int, bool, error) {
 			return 0, false, err
 		}
 	}
-	st := protocol.Statements(protocol.SQLite).Get(protocol.StmtProtocolVersion)
+	st := protocol.Statements(protocol.SQLite).Get(stmtProtocolVersion)
 	rows, err := c.query(st.SQL, nil)
 	if err != nil || len(rows) == 0 {
 		return 0, false, err

@@ -31,7 +31,7 @@ func (s *Store) completeSQLite(ctx context.Context, be *sqliteBackend, id, worke
 // completeOne settles c with complete.sql, the protocol's statement. An
 // error is the statement's own; a lost lease is c.Err.
 func (s *Store) completeOne(q querier, c *Completion) error {
-	rows, err := s.exec(context.Background(), q, protocol.StmtComplete,
+	rows, err := s.exec(context.Background(), q, stmtComplete,
 		protocol.Args{"id": c.ID, "worker_id": c.WorkerID, "result": c.Result})
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func (s *Store) completeMany(q querier, cs []*Completion) error {
 	if !ok {
 		return errNotJSONText
 	}
-	rows, err := s.execRows(context.Background(), q, protocol.StmtCompleteMany, protocol.Args{"done": done})
+	rows, err := s.execRows(context.Background(), q, stmtCompleteMany, protocol.Args{"done": done})
 	if err != nil {
 		return err
 	}

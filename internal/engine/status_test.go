@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-
-	"github.com/cairnq/cairnq-go/protocol"
 )
 
 // statusCase is one GetStatus and what it must return.
@@ -58,7 +56,7 @@ func checkStatus(t *testing.T, c statusCase, ref TaskRef, err error) {
 // arriving while it runs go into get_status_many groups, and each caller
 // gets its own task's status, or ErrNotFound.
 func TestGetStatusGroupsConcurrentReads(t *testing.T) {
-	s, g := openGatedPGOn(t, protocol.StmtGetStatus, protocol.StmtGetStatusMany)
+	s, g := openGatedPGOn(t, stmtGetStatus, stmtGetStatusMany)
 	cases := statusCases(t, s)
 	ctx := t.Context()
 	refs := make([]TaskRef, len(cases))

@@ -366,7 +366,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 // submitIn is the body of Submit, run inside the transaction q belongs to.
 func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args) (*Task, error) {
 	if key == "" {
-		rows, err := s.exec(ctx, q, protocol.StmtInsertTask, ins)
+		rows, err := s.exec(ctx, q, stmtInsertTask, ins)
 		if err != nil {
 			return nil, err
 		}
@@ -376,10 +376,10 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 		conflict = ConflictReuse
 	}
 	keyArgs := protocol.Args{"key": key}
-	if _, err := s.exec(ctx, q, protocol.StmtLockKey, keyArgs); err != nil {
+	if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
 		return nil, err
 	}
-	rows, err := s.exec(ctx, q, protocol.StmtGetKey, keyArgs)
+	rows, err := s.exec(ctx, q, stmtGetKey, keyArgs)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +390,7 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 		}
 		// Read the task itself: a purge (which takes no key lock) may have
 		// removed it, and then the key is free whatever the strategy.
-		rows, err = s.exec(ctx, q, protocol.StmtGet, protocol.Args{"id": current})
+		rows, err = s.exec(ctx, q, stmtGet, protocol.Args{"id": current})
 		if err != nil {
 			return nil, err
 		}
@@ -408,13 +408,13 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 			// Only a live task is canceled: a finished one has nothing to
 			// stop, and re-canceling would rewrite a settled row.
 			if !existing.IsTerminal() {
-				if _, err := s.exec(ctx, q, protocol.StmtCancel, protocol.Args{"id": existing.ID}); err != nil {
+				if _, err := s.exec(ctx, q, stmtCancel, protocol.Args{"id": existing.ID}); err != nil {
 					return nil, err
 				}
 			}
 		}
 	}
-	rows, err = s.exec(ctx, q, protocol.StmtInsertTask, ins)
+	rows, err = s.exec(ctx, q, stmtInsertTask, ins)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +422,7 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.exec(ctx, q, protocol.StmtUpsertKey, protocol.Args{"key": key, "task_id": t.ID}); err != nil {
+	if _, err := s.exec(ctx, q, stmtUpsertKey, protocol.Args{"key": key, "task_id": t.ID}); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -435,7 +435,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if err := checkID("get", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.readOne(ctx, protocol.StmtGet, protocol.Args{"id": id})
+	rows, err := s.readOne(ctx, stmtGet, protocol.Args{"id": id})
 	return found(rows, err)
 }
 
@@ -444,7 +444,7 @@ func (s *Store) GetByKey(ctx context.Context, key string) (*Task, error) {
 	if err := checkKey("get", key); err != nil {
 		return nil, err
 	}
-	rows, err := s.readOne(ctx, protocol.StmtGetByKey, protocol.Args{"key": key})
+	rows, err := s.readOne(ctx, stmtGetByKey, protocol.Args{"key": key})
 	return found(rows, err)
 }
 
@@ -468,7 +468,7 @@ func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
 	}
 	if s.statusReading.CompareAndSwap(false, true) {
 		defer s.statusReading.Store(false)
-		rows, err := s.readOne(ctx, protocol.StmtGetStatus, protocol.Args{"id": id})
+		rows, err := s.readOne(ctx, stmtGetStatus, protocol.Args{"id": id})
 		return foundRef(rows, err)
 	}
 	res, err := s.statusReads.do(ctx, id)
@@ -487,7 +487,7 @@ func newStatusReader(s *Store) *grouper[string] {
 	return newGrouper(func(ctx context.Context, ids []string) []groupResult {
 		var rows rowSet
 		err := s.be.read(ctx, func(q querier) (err error) {
-			rows, err = s.execRows(ctx, q, protocol.StmtGetStatusMany, protocol.Args{"ids": s.list(ids)})
+			rows, err = s.execRows(ctx, q, stmtGetStatusMany, protocol.Args{"ids": s.list(ids)})
 			return err
 		})
 		return byID(ids, rows, err)
@@ -499,7 +499,7 @@ func (s *Store) GetStatusByKey(ctx context.Context, key string) (TaskRef, error)
 	if err := checkKey("get status", key); err != nil {
 		return TaskRef{}, err
 	}
-	rows, err := s.readOne(ctx, protocol.StmtGetStatusByKey, protocol.Args{"key": key})
+	rows, err := s.readOne(ctx, stmtGetStatusByKey, protocol.Args{"key": key})
 	return foundRef(rows, err)
 }
 
@@ -538,7 +538,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
 	if limit == 0 {
 		limit = 100
 	}
-	rows, err := s.readOne(ctx, protocol.StmtList, protocol.Args{
+	rows, err := s.readOne(ctx, stmtList, protocol.Args{
 		"status":         nullable(string(p.Status)),
 		"queue":          nullable(p.Queue),
 		"name":           nullable(p.Name),
@@ -560,7 +560,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCount
 	if err := checkOptionalName("stats", "queue", queue); err != nil {
 		return nil, err
 	}
-	rows, err := s.readOne(ctx, protocol.StmtStats, protocol.Args{"queue": nullable(queue)})
+	rows, err := s.readOne(ctx, stmtStats, protocol.Args{"queue": nullable(queue)})
 	if err != nil {
 		return nil, err
 	}
@@ -598,7 +598,7 @@ func (s *Store) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (
 	if maxDepth < 0 {
 		return 0, argError("queue_depth", "max depth", "must be >= 0, got %d", maxDepth)
 	}
-	rows, err := s.readOne(ctx, protocol.StmtQueueDepth, protocol.Args{"queue": queue, "max_depth": int64(maxDepth)})
+	rows, err := s.readOne(ctx, stmtQueueDepth, protocol.Args{"queue": queue, "max_depth": int64(maxDepth)})
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
@@ -615,7 +615,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (*Task, error) {
 	if err := checkID("cancel", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.writeOne(ctx, protocol.StmtCancel, protocol.Args{"id": id})
+	rows, err := s.writeOne(ctx, stmtCancel, protocol.Args{"id": id})
 	if err != nil {
 		return nil, err
 	}
@@ -626,7 +626,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (*Task, error) {
 
 // CancelByKey is Cancel for the task key points at, under the key's lock.
 func (s *Store) CancelByKey(ctx context.Context, key string) (*Task, error) {
-	t, err := s.byKey(ctx, key, protocol.StmtCancel, protocol.Args{})
+	t, err := s.byKey(ctx, key, stmtCancel, protocol.Args{})
 	s.settled(t)
 	return t, err
 }
@@ -638,7 +638,7 @@ func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*Task,
 	if err := checkID("retry", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.writeOne(ctx, protocol.StmtRetry, protocol.Args{"id": id, "reset_attempt": resetAttempt})
+	rows, err := s.writeOne(ctx, stmtRetry, protocol.Args{"id": id, "reset_attempt": resetAttempt})
 	if err != nil {
 		return nil, err
 	}
@@ -649,7 +649,7 @@ func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*Task,
 
 // RetryByKey is Retry for the task key points at, under the key's lock.
 func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (*Task, error) {
-	t, err := s.byKey(ctx, key, protocol.StmtRetry, protocol.Args{"reset_attempt": resetAttempt})
+	t, err := s.byKey(ctx, key, stmtRetry, protocol.Args{"reset_attempt": resetAttempt})
 	s.requeued(t)
 	return t, err
 }
@@ -663,10 +663,10 @@ func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Arg
 	err = s.be.write(ctx, func(q querier) error {
 		t = nil
 		keyArgs := protocol.Args{"key": key}
-		if _, err := s.exec(ctx, q, protocol.StmtLockKey, keyArgs); err != nil {
+		if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
 			return err
 		}
-		rows, err := s.exec(ctx, q, protocol.StmtGetKey, keyArgs)
+		rows, err := s.exec(ctx, q, stmtGetKey, keyArgs)
 		if err != nil || len(rows) == 0 {
 			return err
 		}
@@ -717,7 +717,7 @@ func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
 	if limit == 0 {
 		limit = DefaultPurgeLimit
 	}
-	rows, err := s.writeOne(ctx, protocol.StmtPurge, protocol.Args{
+	rows, err := s.writeOne(ctx, stmtPurge, protocol.Args{
 		"older_than_ms": ms(p.OlderThan),
 		"queue":         nullable(p.Queue),
 		"status":        nullable(string(p.Status)),

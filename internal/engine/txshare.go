@@ -53,7 +53,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.exec(ctx, pgQuerier{sess}, protocol.StmtComplete, protocol.Args{"id": id, "worker_id": workerID, "result": res})
+	rows, err := s.exec(ctx, pgQuerier{sess}, stmtComplete, protocol.Args{"id": id, "worker_id": workerID, "result": res})
 	if err != nil {
 		return nil, err
 	}

@@ -162,7 +162,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 	// The probe spares an idle worker's poll its write; one with
 	// settlements to write writes anyway.
 	if !h.SkipProbe && len(h.Settle) == 0 {
-		rows, err := s.readOne(ctx, protocol.StmtClaimableProbe, base)
+		rows, err := s.readOne(ctx, stmtClaimableProbe, base)
 		if err != nil {
 			return false, err
 		}
@@ -180,7 +180,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		if h.SkipRecover {
 			return nil
 		}
-		rows, err := s.exec(ctx, q, protocol.StmtRecoverLeases, base)
+		rows, err := s.exec(ctx, q, stmtRecoverLeases, base)
 		if err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 			if len(names) == 1 {
 				a["names"] = protocol.One(names[0])
 			}
-			rows, err := s.execRows(ctx, q, protocol.StmtClaim, a)
+			rows, err := s.execRows(ctx, q, stmtClaim, a)
 			if err != nil {
 				return nil, err
 			}
@@ -273,7 +273,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.D
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return s.owned(ctx, protocol.StmtHeartbeat, id, protocol.Args{"id": id, "worker_id": workerID, "lease_ms": ms(lease)})
+	return s.owned(ctx, stmtHeartbeat, id, protocol.Args{"id": id, "worker_id": workerID, "lease_ms": ms(lease)})
 }
 
 // HeartbeatBatch extends the leases workerID still holds among ids, in one
@@ -287,7 +287,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID strin
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	rows, err := s.writeOne(ctx, protocol.StmtHeartbeatBatch, protocol.Args{
+	rows, err := s.writeOne(ctx, stmtHeartbeatBatch, protocol.Args{
 		"ids": s.list(ids), "worker_id": workerID, "lease_ms": ms(lease),
 	})
 	if err != nil {
@@ -321,7 +321,7 @@ func (s *Store) Progress(ctx context.Context, id, workerID string, progress *flo
 	if message != nil {
 		a["message"] = *message
 	}
-	return s.owned(ctx, protocol.StmtProgress, id, a)
+	return s.owned(ctx, stmtProgress, id, a)
 }
 
 // encodeResult encodes a handler's result; nil stores SQL NULL.
@@ -342,7 +342,7 @@ func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.owned(ctx, protocol.StmtSucceed, id, protocol.Args{
+	t, err := s.owned(ctx, stmtSucceed, id, protocol.Args{
 		"id": id, "worker_id": workerID, "result": res, "message": nil,
 	})
 	s.settled(t)
@@ -368,7 +368,7 @@ func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref
 		ref, err = s.completeSQLite(ctx, be, id, workerID, res)
 	} else {
 		var t *Task
-		if t, err = s.owned(ctx, protocol.StmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {
+		if t, err = s.owned(ctx, stmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {
 			ref = TaskRef{ID: t.ID, Status: t.Status}
 		}
 	}
@@ -391,7 +391,7 @@ func (s *Store) Fail(ctx context.Context, id, workerID string, env ErrorEnvelope
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.owned(ctx, protocol.StmtFail, id, protocol.Args{
+	t, err := s.owned(ctx, stmtFail, id, protocol.Args{
 		"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay),
 	})
 	s.settled(t)

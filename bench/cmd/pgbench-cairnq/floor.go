@@ -136,8 +136,8 @@ func floorBurnDown(ctx context.Context, cfg *config, sys string, run int) (burnR
 	before := readCounters(ctx, db)
 
 	stmts := protocol.Statements(protocol.Postgres)
-	claimStmt := stmts.Get(protocol.StmtClaim).Specialize(floorClaimArgs())
-	completeStmt := stmts.Get(protocol.StmtCompleteMany)
+	claimStmt := stmts.Get("claim").Specialize(floorClaimArgs())
+	completeStmt := stmts.Get("complete_many")
 	const worker = "floor"
 	claim := func(ctx context.Context, limit int, durable bool) ([]string, error) {
 		return floorClaim(ctx, pool, claimStmt, worker, limit, durable)

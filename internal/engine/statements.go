@@ -1,0 +1,44 @@
+package engine
+
+// The statements the store runs, by name: each names one file embedded in
+// package protocol, sql/<dialect>/<name>.sql. They are this repository's
+// own vocabulary, so they live here rather than in protocol's API.
+const (
+	stmtCancel          = "cancel"
+	stmtClaim           = "claim"
+	stmtClaimableProbe  = "claimable_probe"
+	stmtComplete        = "complete"
+	stmtCompleteMany    = "complete_many" // ours, beside the protocol's
+	stmtFail            = "fail"
+	stmtGet             = "get"
+	stmtGetByKey        = "get_by_key"
+	stmtGetKey          = "get_key"
+	stmtGetStatus       = "get_status"
+	stmtGetStatusByKey  = "get_status_by_key"
+	stmtGetStatusMany   = "get_status_many" // ours, beside the protocol's
+	stmtHeartbeat       = "heartbeat"
+	stmtHeartbeatBatch  = "heartbeat_batch"
+	stmtInsertMany      = "insert_many" // Postgres only; ours, beside the protocol's
+	stmtInsertTask      = "insert_task"
+	stmtInstallations   = "installations" // Postgres only
+	stmtList            = "list"
+	stmtLockKey         = "lock_key"
+	stmtProgress        = "progress"
+	stmtProtocolVersion = "protocol_version"
+	stmtPurge           = "purge"
+	stmtQueueDepth      = "queue_depth"
+	stmtRecoverLeases   = "recover_leases"
+	stmtRetry           = "retry"
+	stmtStats           = "stats"
+	stmtSucceed         = "succeed"
+	stmtUpsertKey       = "upsert_key"
+
+	// Reads for operators (cairnq doctor), ours, beside the protocol's.
+	stmtExpiredLeases  = "expired_leases"
+	stmtQueueAges      = "queue_ages"
+	stmtRecentFailures = "recent_failures"
+
+	// stmtSnooze hands a running task back to the queue with its attempt
+	// given back (both dialects), ours, beside the protocol's.
+	stmtSnooze = "snooze"
+)
