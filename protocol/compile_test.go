@@ -201,12 +201,12 @@ func TestBind(t *testing.T) {
 	}
 
 	_, err = st.Bind(Args{"b": "x"})
-	var missing *MissingParamError
+	var missing *missingParamError
 	if !errors.As(err, &missing) {
-		t.Fatalf("Bind without a: err = %v, want *MissingParamError", err)
+		t.Fatalf("Bind without a: err = %v, want *missingParamError", err)
 	}
-	if missing.Statement != "bind_me" || missing.Param != "a" {
-		t.Errorf("MissingParamError = %+v", missing)
+	if missing.statement != "bind_me" || missing.param != "a" {
+		t.Errorf("missingParamError = %+v", missing)
 	}
 	if msg := err.Error(); !strings.Contains(msg, `"bind_me"`) || !strings.Contains(msg, `"a"`) {
 		t.Errorf("message %q must name statement and parameter", msg)
@@ -253,8 +253,8 @@ func TestOptionalFilterShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := st.OptionalFilters(); !slices.Equal(got, c.filters) {
-				t.Errorf("OptionalFilters = %q, want %q", got, c.filters)
+			if got := st.filterParams(false); !slices.Equal(got, c.filters) {
+				t.Errorf("optional filters = %q, want %q", got, c.filters)
 			}
 		})
 	}
@@ -312,8 +312,8 @@ func TestSpecialize(t *testing.T) {
 	}
 
 	a := st.Specialize(Args{"a": 1})
-	if got := a.OptionalFilters(); !slices.Equal(got, []string{"b"}) {
-		t.Errorf("specialized OptionalFilters = %q, want [b]", got)
+	if got := a.filterParams(false); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("specialized optional filters = %q, want [b]", got)
 	}
 	if got := a.Specialize(Args{"a": nil, "b": nil}); got != a {
 		t.Error("specializing with nothing new must return the same statement")

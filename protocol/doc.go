@@ -19,6 +19,9 @@
 //	migrations/<dialect>/NNNN_*.sql  multi-statement scripts, no parameters,
 //	                                 applied in file name order
 //
+// A statement goes by its file's base name, Statements(d).Get("claim"):
+// the names are the files', not a vocabulary this package exports.
+//
 // Both dialects ship the same statements, except installations, which exists
 // on Postgres only. Migration ordinals are shared: 0003 (the notify trigger)
 // exists on Postgres only. Beside the protocol's statements are a few of this

@@ -113,9 +113,6 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)
-		if set.Dialect() != d {
-			t.Errorf("Set.Dialect() = %q, want %q", set.Dialect(), d)
-		}
 		for _, n := range set.Names() {
 			if st := set.Get(n); st.Name != n || st.Dialect != d {
 				t.Errorf("%s/%s: Name, Dialect = %q, %q", d, n, st.Name, st.Dialect)
@@ -180,8 +177,8 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)
 		for _, name := range set.Names() {
-			if got := set.Get(name).OptionalFilters(); !slices.Equal(got, want[name]) {
-				t.Errorf("%s/%s OptionalFilters = %q, want %q", d, name, got, want[name])
+			if got := set.Get(name).filterParams(false); !slices.Equal(got, want[name]) {
+				t.Errorf("%s/%s optional filters = %q, want %q", d, name, got, want[name])
 			}
 		}
 	}

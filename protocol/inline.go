@@ -20,6 +20,7 @@ type InlineError struct {
 	Reason string
 }
 
+// Error names the argument concerned, as $N, when there is one.
 func (e *InlineError) Error() string {
 	if e.Arg == 0 {
 		return "protocol: inline: " + e.Reason

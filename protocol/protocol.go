@@ -25,7 +25,9 @@ type Dialect string
 
 // The supported dialects.
 const (
-	SQLite   Dialect = "sqlite"
+	// SQLite is the dialect of SQLite databases.
+	SQLite Dialect = "sqlite"
+	// Postgres is the dialect of PostgreSQL databases.
 	Postgres Dialect = "postgres"
 )
 
@@ -35,13 +37,9 @@ var files embed.FS
 // Set is the compiled statements of one dialect. It is immutable and safe for
 // concurrent use.
 type Set struct {
-	dialect Dialect
-	byName  map[string]*Statement
-	names   []string
+	byName map[string]*Statement
+	names  []string
 }
-
-// Dialect returns the dialect the set was compiled for.
-func (s *Set) Dialect() Dialect { return s.dialect }
 
 // Get returns the named statement, or nil if the dialect has no such statement.
 func (s *Set) Get(name string) *Statement { return s.byName[name] }
@@ -85,7 +83,7 @@ func load(d Dialect) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := &Set{dialect: d, byName: make(map[string]*Statement, len(entries))}
+	set := &Set{byName: make(map[string]*Statement, len(entries))}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".sql")
 		if !ok {

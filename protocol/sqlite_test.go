@@ -93,13 +93,17 @@ func TestSQLiteStatementsPrepare(t *testing.T) {
 	set := Statements(SQLite)
 	for _, name := range set.Names() {
 		st := set.Get(name)
-		// Every combination of optional filters, rewritten or not.
-		filters := st.OptionalFilters()
+		// Every combination of filters, rewritten or not.
+		optional, list := st.filterParams(false), st.filterParams(true)
+		filters := append(slices.Clone(optional), list...)
 		for mask := range 1 << len(filters) {
 			args := Args{}
 			for i, f := range filters {
 				if mask&(1<<i) != 0 {
 					args[f] = "x"
+					if i >= len(optional) {
+						args[f] = One("x")
+					}
 				}
 			}
 			sp := st.Specialize(args)

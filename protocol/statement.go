@@ -56,15 +56,16 @@ type Statement struct {
 
 type memoSlot struct{ p atomic.Pointer[Statement] }
 
-// MissingParamError reports a parameter a statement needs that the arguments
-// did not carry at all. (A parameter present with a nil value binds NULL.)
-type MissingParamError struct {
-	Statement string
-	Param     string
+// missingParamError reports a parameter a statement needs that the
+// arguments did not carry at all. (A parameter present with a nil value
+// binds NULL.) It is a defect in the caller, not a condition to handle,
+// hence not exported.
+type missingParamError struct {
+	statement, param string
 }
 
-func (e *MissingParamError) Error() string {
-	return fmt.Sprintf("protocol: statement %q needs parameter %q, which the arguments do not carry", e.Statement, e.Param)
+func (e *missingParamError) Error() string {
+	return fmt.Sprintf("protocol: statement %q needs parameter %q, which the arguments do not carry", e.statement, e.param)
 }
 
 // Bind returns the positional arguments for args, in Params order, with
@@ -77,7 +78,7 @@ func (s *Statement) Bind(args Args) ([]any, error) {
 	for i, p := range s.Params {
 		v, ok := args[p]
 		if !ok {
-			return nil, &MissingParamError{Statement: s.Name, Param: p}
+			return nil, &missingParamError{statement: s.Name, param: p}
 		}
 		o, isOne := v.(oneValue)
 		if want := s.single != nil && s.single[i]; isOne != want {
@@ -103,11 +104,6 @@ func (e *oneError) Error() string {
 	}
 	return fmt.Sprintf("protocol: statement %q takes a list for %q here: specialize it for the protocol.One argument first", e.statement, e.param)
 }
-
-// OptionalFilters lists the parameter names of this statement's optional
-// filters that are still in optional form, in text order, without repeats.
-// On a statement from Specialize the rewritten ones are no longer listed.
-func (s *Statement) OptionalFilters() []string { return s.filterParams(false) }
 
 // filterParams lists the parameters of the optional (list false) or list
 // filters s has not rewritten, in text order, without repeats.

@@ -89,8 +89,8 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 				}
 				st := set.Get(name)
 				run(st)
-				if len(st.OptionalFilters()) > 0 {
-					run(st.Specialize(args))
+				if sp := st.Specialize(args); sp != st {
+					run(sp)
 				}
 			}
 		})
