@@ -397,3 +397,15 @@ func TestInsertGroupCloseEndsWaitingSubmits(t *testing.T) {
 		}
 	}
 }
+
+// waitFor polls cond until it holds, failing t after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -68,7 +69,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	s := &Store{
 		dialect: protocol.Postgres,
 		stmts:   protocol.Statements(protocol.Postgres),
-		hub:     newHub(),
+		hub:     wake.NewHub(),
 		now:     time.Now, // ids only: statements read the database clock
 	}
 	be := &pgBackend{ex: ex, owns: o.CloseExecutor, log: o.Logger}
@@ -98,10 +99,10 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 		return nil, err
 	}
 	if l, isListener := ex.(executor.Listener); isListener {
-		pooled := &poolerWarning{log: o.Logger}
-		s.queuedListen = newDemandListener(l, channelQueued, s.hub.queued, o.Logger, pooled)
-		s.doneListen = newDemandListener(l, channelDone, s.hub.done, o.Logger, pooled)
-		be.listeners = []*demandListener{s.queuedListen, s.doneListen}
+		pooled := &wake.PoolerWarning{Log: o.Logger}
+		s.queuedListen = wake.NewDemand(l, channelQueued, s.hub.Queued, o.Logger, pooled)
+		s.doneListen = wake.NewDemand(l, channelDone, s.hub.Done, o.Logger, pooled)
+		be.listeners = []*wake.Demand{s.queuedListen, s.doneListen}
 	}
 	s.statusReads = newStatusReader(s)
 	ok = true
@@ -266,7 +267,7 @@ type pgBackend struct {
 	owns bool
 	log  *slog.Logger
 
-	listeners []*demandListener
+	listeners []*wake.Demand
 	completer *grouper[*Completion]
 	inserter  *grouper[protocol.Args]
 	closeOnce sync.Once
@@ -337,7 +338,7 @@ func (b *pgBackend) close() error {
 	b.closed.Store(true)
 	b.closeOnce.Do(func() {
 		for _, l := range b.listeners {
-			l.close()
+			l.Close()
 		}
 		b.completer.close()
 		b.inserter.close()

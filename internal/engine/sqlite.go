@@ -17,6 +17,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -101,7 +102,7 @@ type sqliteBackend struct {
 	// The cross-process watch (sqlite_notify.go): nil for an in-memory
 	// database or with CAIRNQ_SQLITE_NOTIFY=0.
 	wal    *walNotifier
-	notify *demandListener
+	notify *wake.Demand
 }
 
 // writeReq is one caller's unit of work for the writer.
@@ -671,7 +672,7 @@ func (b *sqliteBackend) closeReaders() {
 func (b *sqliteBackend) close() error {
 	var err error
 	b.once.Do(func() {
-		b.notify.close()
+		b.notify.Close()
 		close(b.quit)
 		<-b.done
 		if b.ckpt != nil {

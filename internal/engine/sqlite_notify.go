@@ -15,6 +15,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/wake"
 )
 
 // Cross-process wakeups on SQLite.
@@ -47,7 +48,7 @@ import (
 //
 // One watcher runs per store, and only while something in the process
 // subscribes (and walLinger after the last one left), through the same
-// demandListener that runs LISTEN on Postgres. Where the filesystem cannot
+// wake.Demand that runs LISTEN on Postgres. Where the filesystem cannot
 // watch (no inotify instances left, an unsupported platform, a database
 // not in WAL mode) the store says so once, at info level, and waits by
 // polling as before.
@@ -90,7 +91,7 @@ const (
 )
 
 // walNotifier watches one SQLite database for commits by other processes.
-// It is the executor.Listener behind the store's demandListener: Listen
+// It is the executor.Listener behind the store's wake.Demand: Listen
 // starts the watch, the returned stop ends it.
 type walNotifier struct {
 	walPath, shmPath string
@@ -113,7 +114,7 @@ type walNotifier struct {
 // b serves, delivering to h, and returns the demand listener the store's
 // subscribers acquire, or nil when there is nothing to watch (an in-memory
 // database, or CAIRNQ_SQLITE_NOTIFY=0).
-func (b *sqliteBackend) startSQLiteNotify(h *hub) *demandListener {
+func (b *sqliteBackend) startSQLiteNotify(h *wake.Hub) *wake.Demand {
 	if b.memory || os.Getenv(envSQLiteNotify) == "0" {
 		return nil
 	}
@@ -129,8 +130,8 @@ func (b *sqliteBackend) startSQLiteNotify(h *hub) *demandListener {
 		newWatch: fsnotify.NewWatcher,
 	}
 	b.wal = n
-	b.notify = newDemandListener(n, channelWAL, func(string) { h.wakeAll() }, b.log, nil)
-	b.notify.linger = walLinger
+	b.notify = wake.NewDemand(n, channelWAL, func(string) { h.All() }, b.log, nil)
+	b.notify.SetLinger(walLinger)
 	return b.notify
 }
 
@@ -341,23 +342,4 @@ func readWALChange(shm *os.File) (uint32, error) {
 		return 0, err
 	}
 	return binary.NativeEndian.Uint32(buf[:]), nil
-}
-
-// wakeAll wakes every subscriber: something committed in another process,
-// and which queues or tasks it touched is not known. Watchers receive a
-// "poll" signal, the one that means "re-read everything".
-func (h *hub) wakeAll() {
-	h.broadcast(Signal{Reason: "poll"})
-	h.mu.Lock()
-	queued, done := h.queuedW, h.doneW
-	h.queuedW, h.doneW = map[chan struct{}][]string{}, map[string][]chan struct{}{}
-	h.mu.Unlock()
-	for ch := range queued {
-		close(ch)
-	}
-	for _, ws := range done {
-		for _, ch := range ws {
-			close(ch)
-		}
-	}
 }

@@ -117,7 +117,7 @@ func TestSQLiteNotifyCrossProcess(t *testing.T) {
 
 	wake, unsubscribe := s.SubscribeQueued(ctx, []string{"q1"})
 	defer unsubscribe()
-	if !s.queuedListen.listening() {
+	if !s.queuedListen.Listening() {
 		t.Fatal("the watch did not start with the first subscriber")
 	}
 	runNotifyChild(t, path, "submit")
@@ -179,7 +179,7 @@ func TestSQLiteNotifyStops(t *testing.T) {
 	s, _ := openNotifyTemp(t)
 	ctx := context.Background()
 	n := s.be.(*sqliteBackend).wal
-	s.queuedListen.linger = 10 * time.Millisecond
+	s.queuedListen.SetLinger(10 * time.Millisecond)
 	if n.running.Load() != 0 {
 		t.Fatal("the watch runs with no subscriber")
 	}
@@ -219,7 +219,7 @@ func TestSQLiteNotifyUnavailable(t *testing.T) {
 		_, unsubscribe := s.SubscribeQueued(ctx, []string{"q"})
 		unsubscribe()
 	}
-	if s.queuedListen.listening() || n.running.Load() != 0 {
+	if s.queuedListen.Listening() || n.running.Load() != 0 {
 		t.Fatal("a watch runs though the filesystem refused it")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -31,12 +32,12 @@ type Store struct {
 	dialect protocol.Dialect
 	stmts   *protocol.Set
 	be      backend
-	hub     *hub
+	hub     *wake.Hub
 	now     func() time.Time
 	// On Postgres with a Listener: LISTEN per channel while this process
 	// has subscribers for it. On a SQLite file: both are the one watch of
 	// its WAL (sqlite_notify.go). nil otherwise (in-process wakeups only).
-	queuedListen, doneListen *demandListener
+	queuedListen, doneListen *wake.Demand
 	// statusReads groups the GetStatus calls that arrive while another
 	// runs into one get_status_many: a thousand waits polling the same
 	// client read their statuses in a handful of statements instead of
@@ -66,7 +67,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 		processClock:  true,
 		stmts:         protocol.Statements(protocol.SQLite),
 		be:            be,
-		hub:           newHub(),
+		hub:           wake.NewHub(),
 		now:           time.Now,
 	}
 	be.settler = s
@@ -358,7 +359,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		return nil, err
 	}
 	if t.Status == StatusQueued {
-		s.hub.queued(t.Queue)
+		s.hub.Queued(t.Queue)
 	}
 	return t, nil
 }
@@ -751,13 +752,13 @@ func (s *Store) settled(t *Task) {
 // settledRef is settled for a task known by its id and status.
 func (s *Store) settledRef(r TaskRef) {
 	if r.Status.IsTerminal() {
-		s.hub.done(r.ID)
+		s.hub.Done(r.ID)
 	}
 }
 
 // requeued tells this process's idle workers that t is claimable again.
 func (s *Store) requeued(t *Task) {
 	if t != nil && t.Status == StatusQueued {
-		s.hub.queued(t.Queue)
+		s.hub.Queued(t.Queue)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package wake
 
 import (
 	"context"
@@ -10,13 +10,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 )
 
-// The notification channels the 0003 trigger emits on.
-const (
-	channelQueued = "cairnq_queued" // payload: the queue
-	channelDone   = "cairnq_done"   // payload: the task id
-)
-
-// How the store uses a Listener. The package documentation of executor
+// How a store uses a Listener. The package documentation of executor
 // states these figures for users; change both together.
 const (
 	// listenLinger is how long a channel stays listened to after the last
@@ -34,24 +28,24 @@ const (
 	listenSetup = 15 * time.Second
 )
 
-// demandListener runs LISTEN on one channel only while this process has a
+// Demand runs LISTEN on one channel only while this process has a
 // subscriber that a notification on it could wake (and for listenLinger
 // after the last one left). A notification costs the server and the
 // listening client work for every row it names: a worker process has no
 // use for cairnq_done, one per settled task, and a process that only
 // submits has none for either channel.
 //
-// A subscriber acquires before it reads the database, and acquire returns
+// A subscriber acquires before it reads the database, and Acquire returns
 // once LISTEN is in effect, so a change committed after the read is
 // always announced to it. If LISTEN cannot be had, or takes longer than
 // setupWait to set up, the subscriber polls.
-type demandListener struct {
+type Demand struct {
 	l       executor.Listener
 	channel string
 	deliver func(payload string)
 	log     *slog.Logger
 	linger  time.Duration
-	pooled  *poolerWarning // shared by the store's listeners; nil on SQLite
+	pooled  *PoolerWarning // shared by the store's listeners; nil on SQLite
 
 	mu        sync.Mutex
 	users     int
@@ -70,24 +64,33 @@ type demandListener struct {
 	setup       sync.WaitGroup // the LISTEN setup running, which close waits for
 }
 
-func newDemandListener(l executor.Listener, channel string, deliver func(string), log *slog.Logger, pooled *poolerWarning) *demandListener {
-	d := &demandListener{l: l, channel: channel, deliver: deliver, log: log, linger: listenLinger, pooled: pooled}
+// NewDemand returns the Demand of channel on l, which hands each
+// notification's payload to deliver. pooled, when not nil, is told when l
+// refuses LISTEN behind a transaction-mode pooler; a store's listeners
+// share one, so that it warns once.
+func NewDemand(l executor.Listener, channel string, deliver func(string), log *slog.Logger, pooled *PoolerWarning) *Demand {
+	d := &Demand{l: l, channel: channel, deliver: deliver, log: log, linger: listenLinger, pooled: pooled}
 	d.setupCtx, d.cancelSetup = context.WithCancel(context.Background())
 	return d
 }
 
-// poolerWarning says once for a store, at WARN, that its executor's
+// SetLinger sets how long the channel stays listened to after the last
+// subscriber left (listenLinger unless set). Call it before the first
+// Acquire.
+func (d *Demand) SetLinger(linger time.Duration) { d.linger = linger }
+
+// PoolerWarning says once for a store, at WARN, that its executor's
 // connections go through a transaction-mode pooler, whichever listener
 // found it: polling then stands in for LISTEN for good, which costs
 // latency an operator should know of.
-type poolerWarning struct {
+type PoolerWarning struct {
 	once sync.Once
-	log  *slog.Logger
+	Log  *slog.Logger // where the warning goes
 }
 
-func (p *poolerWarning) warn(channel string, err error) {
+func (p *PoolerWarning) warn(channel string, err error) {
 	p.once.Do(func() {
-		p.log.Warn("cairnq: no LISTEN: the connection goes through a transaction-mode connection pooler "+
+		p.Log.Warn("cairnq: no LISTEN: the connection goes through a transaction-mode connection pooler "+
 			"(pgbouncer with pool_mode=transaction, a hosted pooled endpoint), where notifications never arrive; "+
 			"workers and waiters poll instead", "channel", channel, "err", err)
 	})
@@ -100,12 +103,12 @@ func (p *poolerWarning) warn(channel string, err error) {
 // would wait for nothing. Past it the subscriber polls; the setup goes on.
 const setupWait = time.Second
 
-// acquire registers a subscriber and returns once the channel is listened
+// Acquire registers a subscriber and returns once the channel is listened
 // to, or once it is clear that it will not be (ctx ended, LISTEN failed or
 // is unavailable, or its setup outlasted setupWait): the subscriber then
-// relies on its poll. Every acquire is paired with one release. A nil
-// demandListener does nothing.
-func (d *demandListener) acquire(ctx context.Context) {
+// relies on its poll. Every Acquire is paired with one Release. A nil
+// Demand does nothing.
+func (d *Demand) Acquire(ctx context.Context) {
 	if d == nil {
 		return
 	}
@@ -138,7 +141,7 @@ func (d *demandListener) acquire(ctx context.Context) {
 
 // start sets LISTEN up, on a goroutine of its own that close waits for,
 // and records the outcome; it closes starting when done.
-func (d *demandListener) start(starting chan struct{}) {
+func (d *Demand) start(starting chan struct{}) {
 	defer d.setup.Done()
 	ctx, cancel := context.WithTimeout(d.setupCtx, listenSetup)
 	defer cancel()
@@ -179,8 +182,8 @@ func (d *demandListener) start(starting chan struct{}) {
 	}
 }
 
-// release ends one acquire.
-func (d *demandListener) release() {
+// Release ends one Acquire.
+func (d *Demand) Release() {
 	if d == nil {
 		return
 	}
@@ -192,7 +195,7 @@ func (d *demandListener) release() {
 
 // scheduleIdleStop arms the linger timer when nobody uses a running
 // listener. Called with mu held.
-func (d *demandListener) scheduleIdleStop() {
+func (d *Demand) scheduleIdleStop() {
 	if d.users > 0 || d.stop == nil {
 		return
 	}
@@ -204,7 +207,7 @@ func (d *demandListener) scheduleIdleStop() {
 	}
 }
 
-func (d *demandListener) stopIfIdle() {
+func (d *Demand) stopIfIdle() {
 	d.mu.Lock()
 	if d.users > 0 || d.gen != d.armedGen || d.stop == nil {
 		d.mu.Unlock()
@@ -218,8 +221,8 @@ func (d *demandListener) stopIfIdle() {
 	stop()
 }
 
-// listening reports whether LISTEN is in effect now. For tests.
-func (d *demandListener) listening() bool {
+// Listening reports whether LISTEN is in effect now. For tests.
+func (d *Demand) Listening() bool {
 	if d == nil {
 		return false
 	}
@@ -228,8 +231,8 @@ func (d *demandListener) listening() bool {
 	return d.stop != nil
 }
 
-// close stops the listener for good and waits for a LISTEN being set up.
-func (d *demandListener) close() {
+// Close stops the listener for good and waits for a LISTEN being set up.
+func (d *Demand) Close() {
 	if d == nil {
 		return
 	}

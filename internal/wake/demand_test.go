@@ -1,4 +1,4 @@
-package engine
+package wake
 
 import (
 	"context"
@@ -76,11 +76,11 @@ func wantListens(t *testing.T, cl *countingListener, listens, active int, when s
 
 func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 	cl := &countingListener{gate: make(chan struct{})}
-	d := newDemandListener(cl, channelDone, func(string) {}, quietLog(), nil)
+	d := NewDemand(cl, "cairnq_done", func(string) {}, quietLog(), nil)
 	d.linger = 20 * time.Millisecond
-	defer d.close()
+	defer d.Close()
 
-	if l, _, _ := cl.counts(); l != 0 || d.listening() {
+	if l, _, _ := cl.counts(); l != 0 || d.Listening() {
 		t.Fatalf("listening before any subscriber: %d listens", l)
 	}
 	// Concurrent first subscribers share one LISTEN, and none returns
@@ -91,8 +91,8 @@ func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.acquire(context.Background())
-			returned <- d.listening()
+			d.Acquire(context.Background())
+			returned <- d.Listening()
 		}()
 	}
 	close(cl.gate)
@@ -107,47 +107,47 @@ func TestDemandListenerListensOnlyWhileNeeded(t *testing.T) {
 		t.Fatalf("%d LISTENs for 8 concurrent subscribers, want 1", l)
 	}
 	for range 8 {
-		d.release()
+		d.Release()
 	}
 	// The last release arms the linger; a subscriber arriving within it
 	// keeps the same listener.
-	d.acquire(context.Background())
-	d.release()
+	d.Acquire(context.Background())
+	d.Release()
 	waitFor(t, "the idle listener to stop", func() bool { _, s, a := cl.counts(); return s == 1 && a == 0 })
-	if d.listening() {
+	if d.Listening() {
 		t.Fatal("still listening after the linger")
 	}
 	// A new subscriber listens again.
-	d.acquire(context.Background())
+	d.Acquire(context.Background())
 	wantListens(t, cl, 2, 1, "after a new subscriber")
-	d.release()
+	d.Release()
 }
 
 func TestDemandListenerHeldWhileSubscribed(t *testing.T) {
 	cl := &countingListener{}
-	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog(), nil)
+	d := NewDemand(cl, "cairnq_queued", func(string) {}, quietLog(), nil)
 	d.linger = time.Millisecond
-	d.acquire(context.Background())
-	d.acquire(context.Background())
-	d.release()
+	d.Acquire(context.Background())
+	d.Acquire(context.Background())
+	d.Release()
 	// One subscriber remains: however long the linger passes, no stop.
 	idle := time.NewTimer(50 * time.Millisecond)
 	<-idle.C
-	if _, s, _ := cl.counts(); s != 0 || !d.listening() {
+	if _, s, _ := cl.counts(); s != 0 || !d.Listening() {
 		t.Fatalf("stopped (%d) while a subscriber remained", s)
 	}
-	d.release()
+	d.Release()
 	waitFor(t, "the idle listener to stop", func() bool { _, s, _ := cl.counts(); return s == 1 })
-	d.close()
+	d.Close()
 }
 
 func TestDemandListenerUnavailableIsFinal(t *testing.T) {
 	cl := &countingListener{err: executor.ErrListenUnavailable}
-	d := newDemandListener(cl, channelDone, func(string) {}, quietLog(), nil)
-	defer d.close()
+	d := NewDemand(cl, "cairnq_done", func(string) {}, quietLog(), nil)
+	defer d.Close()
 	for range 3 {
-		d.acquire(context.Background())
-		d.release()
+		d.Acquire(context.Background())
+		d.Release()
 	}
 	if l, _, _ := cl.counts(); l != 1 {
 		t.Fatalf("%d LISTEN attempts after ErrListenUnavailable, want 1", l)
@@ -156,11 +156,11 @@ func TestDemandListenerUnavailableIsFinal(t *testing.T) {
 
 func TestDemandListenerBacksOffAfterFailure(t *testing.T) {
 	cl := &countingListener{err: errors.New("connection refused")}
-	d := newDemandListener(cl, channelDone, func(string) {}, quietLog(), nil)
-	defer d.close()
+	d := NewDemand(cl, "cairnq_done", func(string) {}, quietLog(), nil)
+	defer d.Close()
 	for range 3 {
-		d.acquire(context.Background())
-		d.release()
+		d.Acquire(context.Background())
+		d.Release()
 	}
 	if l, _, _ := cl.counts(); l != 1 {
 		t.Fatalf("%d LISTEN attempts within the retry pause, want 1", l)
@@ -172,33 +172,33 @@ func TestDemandListenerBacksOffAfterFailure(t *testing.T) {
 	cl.mu.Lock()
 	cl.err = nil
 	cl.mu.Unlock()
-	d.acquire(context.Background())
+	d.Acquire(context.Background())
 	wantListens(t, cl, 2, 1, "after the pause")
-	d.release()
+	d.Release()
 }
 
 func TestDemandListenerCloseStopsAndRefuses(t *testing.T) {
 	cl := &countingListener{}
-	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog(), nil)
-	d.acquire(context.Background())
-	d.close()
+	d := NewDemand(cl, "cairnq_queued", func(string) {}, quietLog(), nil)
+	d.Acquire(context.Background())
+	d.Close()
 	if _, s, a := cl.counts(); s != 1 || a != 0 {
 		t.Fatalf("close: %d stops, %d active", s, a)
 	}
-	d.release()
-	d.acquire(context.Background())
+	d.Release()
+	d.Acquire(context.Background())
 	if l, _, _ := cl.counts(); l != 1 {
 		t.Fatalf("listened again after close: %d", l)
 	}
-	d.release()
+	d.Release()
 }
 
 func TestDemandListenerCloseDuringSetup(t *testing.T) {
 	cl := &countingListener{gate: make(chan struct{})}
-	d := newDemandListener(cl, channelQueued, func(string) {}, quietLog(), nil)
+	d := NewDemand(cl, "cairnq_queued", func(string) {}, quietLog(), nil)
 	acquired := make(chan struct{})
 	go func() {
-		d.acquire(context.Background())
+		d.Acquire(context.Background())
 		close(acquired)
 	}()
 	waitFor(t, "the LISTEN to be under way", func() bool {
@@ -208,7 +208,7 @@ func TestDemandListenerCloseDuringSetup(t *testing.T) {
 	})
 	closed := make(chan struct{})
 	go func() {
-		d.close()
+		d.Close()
 		close(closed)
 	}()
 	close(cl.gate)
