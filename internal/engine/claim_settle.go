@@ -40,12 +40,12 @@ type ClaimHints struct {
 func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error {
 	if s.dialect == protocol.Postgres {
 		for i, res := range s.completeManyPG(ctx, q, cs) {
-			if res.err != nil {
-				return res.err
+			if res.Err != nil {
+				return res.Err
 			}
 			cs[i].Status, cs[i].Err = "", &LostLeaseError{ID: cs[i].ID}
-			if res.rows != nil {
-				ref, err := refAt(res.rows, res.i)
+			if res.Value.rows != nil {
+				ref, err := refAt(res.Value.rows, res.Value.i)
 				if err != nil {
 					return err
 				}

@@ -118,7 +118,7 @@ func lineUp(t *testing.T, ctx context.Context, s *Store, g *gatedExecutor, first
 	for i, p := range rest {
 		submit(i+1, p)
 	}
-	waitFor(t, "every later submit queued behind the first", func() bool { return len(be.inserter.reqs) == len(rest) })
+	waitFor(t, "every later submit queued behind the first", func() bool { return be.inserter.Waiting() == len(rest) })
 	close(g.gateOpen)
 	wg.Wait()
 	return out
@@ -278,7 +278,7 @@ func TestInsertGroupAbandonedSubmitNeverLands(t *testing.T) {
 		_, err := s.Submit(gaveUp, SubmitParams{Name: "abandoned"})
 		abandoned <- err
 	}()
-	waitFor(t, "the second submit queued", func() bool { return len(be.inserter.reqs) == 1 })
+	waitFor(t, "the second submit queued", func() bool { return be.inserter.Waiting() == 1 })
 	cancel()
 	if err := <-abandoned; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned submit: err = %v, want context.Canceled", err)
@@ -371,17 +371,10 @@ func TestInsertGroupCloseEndsWaitingSubmits(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, "two submits queued", func() bool { return len(be.inserter.reqs) == 2 })
+	waitFor(t, "two submits queued", func() bool { return be.inserter.Waiting() == 2 })
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	waitFor(t, "the grouper to be told to stop", func() bool {
-		select {
-		case <-be.inserter.quit:
-			return true
-		default:
-			return false
-		}
-	})
+	waitFor(t, "the grouper to be told to stop", be.inserter.Closing)
 	close(g.gateOpen)
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -79,8 +80,8 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	be.inserter = newInserter(s, ex, o.Logger)
 	defer func() {
 		if !ok {
-			be.completer.close()
-			be.inserter.close()
+			be.completer.Close()
+			be.inserter.Close()
 		}
 	}()
 	current, err := s.checkSchema(ctx, o.Schema, o.OpenExisting)
@@ -268,8 +269,8 @@ type pgBackend struct {
 	log  *slog.Logger
 
 	listeners []*wake.Demand
-	completer *grouper[*Completion]
-	inserter  *grouper[protocol.Args]
+	completer *group.Grouper[*Completion, rowAt]
+	inserter  *group.Grouper[protocol.Args, rowAt]
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
@@ -340,8 +341,8 @@ func (b *pgBackend) close() error {
 		for _, l := range b.listeners {
 			l.Close()
 		}
-		b.completer.close()
-		b.inserter.close()
+		b.completer.Close()
+		b.inserter.Close()
 		if b.owns {
 			err = b.ex.Close()
 		}

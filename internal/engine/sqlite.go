@@ -17,6 +17,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -118,8 +119,8 @@ type writeReq struct {
 	// one transaction run together, as one complete_many statement.
 	completion *Completion
 	// state settles the race between a caller giving up and the writer
-	// starting the request: whoever moves it from reqQueued first decides.
-	state atomic.Int32
+	// starting the request (group.Ticket).
+	state group.Ticket
 }
 
 // sqliteSettler runs completions on the writer's connection: the Store,
@@ -131,12 +132,6 @@ type sqliteSettler interface {
 	// transaction down).
 	completeMany(q querier, cs []*Completion) error
 }
-
-const (
-	reqQueued int32 = iota
-	reqStarted
-	reqAbandoned
-)
 
 // querier runs compiled protocol statements (or plain SQL) on one
 // connection or transaction.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"runtime"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/group"
 )
 
 // write runs fn inside the writer's transaction: alone, or sharing one
@@ -55,7 +57,7 @@ func (b *sqliteBackend) enqueue(ctx context.Context, req *writeReq) error {
 			return ErrClosed
 		}
 	case <-ctx.Done():
-		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		if req.state.Abandon() {
 			return ctx.Err() // the writer will skip it: nothing was written
 		}
 		// The writer already started it: its outcome is the truth, and it
@@ -114,7 +116,7 @@ func (b *sqliteBackend) writer() {
 // requests.
 func gatherBurst[T any](ch chan T, batch []T, max int, busy bool) []T {
 	n := len(batch)
-	if batch = gather(ch, batch, max, nil, 0); !busy && len(batch) == n {
+	if batch = group.Gather(ch, batch, max, nil, 0); !busy && len(batch) == n {
 		return batch
 	}
 	start := time.Now()
@@ -122,7 +124,7 @@ func gatherBurst[T any](ch chan T, batch []T, max int, busy bool) []T {
 	for len(batch) < max {
 		runtime.Gosched()
 		n := len(batch)
-		batch = gather(ch, batch, max, nil, 0)
+		batch = group.Gather(ch, batch, max, nil, 0)
 		now := time.Now()
 		if len(batch) > n {
 			last = now
@@ -160,7 +162,7 @@ func (b *sqliteBackend) drainClosed() {
 func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	live := batch[:0:0]
 	for _, r := range batch {
-		if !r.state.CompareAndSwap(reqQueued, reqStarted) {
+		if !r.state.Start() {
 			continue // its caller gave up and returned
 		}
 		live = append(live, r)

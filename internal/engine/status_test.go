@@ -76,7 +76,7 @@ func TestGetStatusGroupsConcurrentReads(t *testing.T) {
 	for i := 2; i < len(cases); i++ {
 		read(i)
 	}
-	waitFor(t, "every later read queued behind the group", func() bool { return len(s.statusReads.reqs) == len(cases)-2 })
+	waitFor(t, "every later read queued behind the group", func() bool { return s.statusReads.Waiting() == len(cases)-2 })
 	close(g.gateOpen)
 	wg.Wait()
 	if n := g.count(g.single); n != 1 {

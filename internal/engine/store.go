@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -43,7 +44,7 @@ type Store struct {
 	// client read their statuses in a handful of statements instead of
 	// one each. statusReading is set while a lone read runs in its
 	// caller's goroutine, which spares it the grouper's two hand-offs.
-	statusReads   *grouper[string]
+	statusReads   *group.Grouper[string, rowAt]
 	statusReading atomic.Bool
 	// How a worker runs on this store, fixed where it is opened; the
 	// root asks these rather than the dialect.
@@ -103,7 +104,7 @@ func (s *Store) Dialect() protocol.Dialect { return s.dialect }
 // Close releases the store's connections. Operations after Close fail with
 // ErrClosed.
 func (s *Store) Close() error {
-	s.statusReads.close() // first, so that a read in flight finishes on open connections
+	s.statusReads.Close() // first, so that a read in flight finishes on open connections
 	return s.be.close()
 }
 
@@ -185,32 +186,6 @@ func (s *Store) list(v []string) any {
 	}
 	b, _ := json.Marshal(v) // []string always encodes
 	return string(b)
-}
-
-// gather appends to batch whatever ch holds right now, without waiting,
-// until batch has max entries or, when weigh is set, its entries weigh
-// maxWeight or more (the one that crosses it included): the group commits
-// (SQLite's writer, Postgres's groupers) take what queued up during the
-// previous commit.
-func gather[T any](ch <-chan T, batch []T, max int, weigh func(T) int, maxWeight int) []T {
-	weight := 0
-	if weigh != nil {
-		for _, v := range batch {
-			weight += weigh(v)
-		}
-	}
-	for len(batch) < max && (weigh == nil || weight < maxWeight) {
-		select {
-		case v := <-ch:
-			batch = append(batch, v)
-			if weigh != nil {
-				weight += weigh(v)
-			}
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 func oneTask(rows []executor.Row) (*Task, error) {
@@ -472,19 +447,19 @@ func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
 		rows, err := s.readOne(ctx, stmtGetStatus, protocol.Args{"id": id})
 		return foundRef(rows, err)
 	}
-	res, err := s.statusReads.do(ctx, id)
+	res, err := grouped(ctx, s.statusReads, id)
 	if err != nil {
 		return TaskRef{}, err
 	}
-	if res.rows == nil {
+	if res.Value.rows == nil {
 		return TaskRef{}, ErrNotFound
 	}
-	return refAt(res.rows, res.i)
+	return refAt(res.Value.rows, res.Value.i)
 }
 
 // newStatusReader starts the grouper of s's GetStatus calls. Its
 // goroutine is s's, stopped by Close.
-func newStatusReader(s *Store) *grouper[string] {
+func newStatusReader(s *Store) *group.Grouper[string, rowAt] {
 	return newGrouper(func(ctx context.Context, ids []string) []groupResult {
 		var rows rowSet
 		err := s.be.read(ctx, func(q querier) (err error) {
