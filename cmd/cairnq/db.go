@@ -191,29 +191,30 @@ func (d *database) close() {
 	}
 }
 
-// connect resolves the target of f and connects to it, opening nothing
-// yet. Close the database when done.
-func (f *dbFlags) connect(ctx context.Context, e *env) (*database, error) {
-	t, err := f.target(e)
+// connect resolves the running command's database from its flags
+// (e.db, see env.dbFlags) and connects to it, opening nothing yet. The
+// database is closed when the command returns (see runCommand).
+func (e *env) connect(ctx context.Context) (*database, error) {
+	t, err := e.db.target(e)
 	if err != nil {
 		return nil, err
 	}
-	return connect(ctx, t)
+	d, err := connect(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	e.database = d
+	return d, nil
 }
 
-// openClient resolves the target of f and opens a client on it with
-// OpenExisting. Close the database when done.
-func openClient(ctx context.Context, e *env, f *dbFlags) (*database, *cairnq.Client, error) {
-	d, err := f.connect(ctx, e)
+// client connects to the running command's database (see connect) and
+// opens a client on it that creates and migrates nothing (OpenExisting).
+func (e *env) client(ctx context.Context) (*cairnq.Client, error) {
+	d, err := e.connect(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	c, err := d.open(ctx)
-	if err != nil {
-		d.close()
-		return nil, nil, err
-	}
-	return d, c, nil
+	return d.open(ctx)
 }
 
 // migrateTarget opens t the way an application does, creating the SQLite

@@ -31,9 +31,6 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
 	if *n < 2 || *conc < 1 {
 		return e.usageError("--n must be >= 2 and --concurrency >= 1")
 	}

@@ -98,25 +98,20 @@ const expiredLeasesShown = 100
 const listenTimeout = 5 * time.Second
 
 func cmdDoctor(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	maxWait := fs.Duration("max-wait", 5*time.Minute, "a queue whose oldest due task has waited longer needs attention")
 	window := fs.Duration("window", time.Hour, "count the failures of this long a window")
 	maxFailures := fs.Int("max-failures", 0, "more failures than this within --window need attention")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
 	if *maxWait <= 0 || *window <= 0 || *maxFailures < 0 {
 		return e.usageError("--max-wait and --window must be > 0, --max-failures >= 0")
 	}
-	d, err := f.connect(ctx, e)
+	d, err := e.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	t := d.t
 	r := &doctorReport{
 		OK: true, Backend: "sqlite", Database: t.String(),
@@ -130,7 +125,7 @@ func cmdDoctor(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.json {
+	if e.db.json {
 		if err := writeJSON(e.out, r); err != nil {
 			return err
 		}

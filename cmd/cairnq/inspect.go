@@ -57,25 +57,20 @@ than --older-than ago, with their keys, and prints how many
 (--json: {"purged": N}).`
 
 func cmdStats(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	queue := fs.String("queue", "", "only this `queue`")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	stats, err := c.Stats(ctx, *queue)
 	if err != nil {
 		return err
 	}
-	if f.json {
+	if e.db.json {
 		return writeJSON(e.out, statsDoc{Queues: stats})
 	}
 	printStats(e.out, stats)
@@ -103,8 +98,7 @@ func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {
 }
 
 func cmdList(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	var o cairnq.ListOptions
 	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
 	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
@@ -113,19 +107,15 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	tasks, err := c.List(ctx, &o)
 	if err != nil {
 		return err
 	}
-	if f.json {
+	if e.db.json {
 		if tasks == nil {
 			tasks = []*cairnq.Task{}
 		}
@@ -157,32 +147,26 @@ func printJSON(out io.Writer, v any) error {
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 1, 1, "one task id"); err != nil {
-		return err
-	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	t, err := c.Get(ctx, fs.Arg(0))
 	if err != nil {
 		return fmt.Errorf("get %s: %w", fs.Arg(0), err)
 	}
-	if f.json {
+	if e.db.json {
 		return writeJSON(e.out, t)
 	}
 	return printJSON(e.out, t)
 }
 
 func cmdSubmit(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	var o cairnq.SubmitOptions
 	fs.StringVar(&o.Queue, "queue", "", "`queue` (default \"default\")")
 	fs.StringVar(&o.Key, "key", "", "deduplication `key`")
@@ -192,9 +176,6 @@ func cmdSubmit(ctx context.Context, e *env, args []string) error {
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 1, 2, "NAME and an optional JSON payload"); err != nil {
-		return err
-	}
 	var payload any = map[string]any{}
 	if fs.NArg() == 2 {
 		if !json.Valid([]byte(fs.Arg(1))) {
@@ -202,16 +183,15 @@ func cmdSubmit(ctx context.Context, e *env, args []string) error {
 		}
 		payload = json.RawMessage(fs.Arg(1))
 	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	t, err := c.Submit(ctx, fs.Arg(0), payload, &o)
 	if err != nil {
 		return err
 	}
-	if f.json {
+	if e.db.json {
 		return writeJSON(e.out, t)
 	}
 	fmt.Fprintln(e.out, t.ID)
@@ -236,22 +216,17 @@ func cmdRetry(ctx context.Context, e *env, args []string) error {
 
 // settle runs cancel or retry on the one task id given.
 func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet), states string, op func(*cairnq.Client, string) (*cairnq.Task, error)) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	if extra != nil {
 		extra(fs)
 	}
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 1, 1, "one task id"); err != nil {
-		return err
-	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	id := fs.Arg(0)
 	t, err := op(c, id)
 	if err != nil {
@@ -267,7 +242,7 @@ func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet
 		}
 		return fmt.Errorf("%s: task %s is %s; only %s tasks can be %s", e.cmd.name, id, ref.Status, states, pastTense(e.cmd.name))
 	}
-	if f.json {
+	if e.db.json {
 		return writeJSON(e.out, t)
 	}
 	fmt.Fprintf(e.out, "%s %s\n", t.ID, t.Status)
@@ -282,8 +257,7 @@ func pastTense(verb string) string {
 }
 
 func cmdPurge(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	var o cairnq.PurgeOptions
 	fs.DurationVar(&o.OlderThan, "older-than", 24*time.Hour, "keep tasks that finished more recently than this")
 	fs.Func("status", "only this terminal `status` (succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
@@ -292,14 +266,10 @@ func cmdPurge(ctx context.Context, e *env, args []string) error {
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	total := 0
 	for {
 		ids, err := c.Purge(ctx, &o)
@@ -311,7 +281,7 @@ func cmdPurge(ctx context.Context, e *env, args []string) error {
 			break
 		}
 	}
-	if f.json {
+	if e.db.json {
 		return writeJSON(e.out, struct {
 			Purged int `json:"purged"`
 		}{total})

@@ -158,11 +158,15 @@ func reportError(w io.Writer, err error) {
 }
 
 // env is what a command runs with: where it writes, the environment it
-// reads, and which command it is.
+// reads, and which command it is. A command that runs on the database
+// also finds its database flags here, and the database it connected to,
+// which runCommand closes when the command returns.
 type env struct {
 	out, errOut io.Writer
 	getenv      func(string) string
 	cmd         *command
+	db          *dbFlags  // set by dbFlags
+	database    *database // set by connect
 }
 
 // command is one entry of the command table.
@@ -171,8 +175,19 @@ type command struct {
 	synopsis string // what follows "cairnq NAME" in the usage line
 	summary  string // one line for the command list
 	details  string // what -h prints above the flags
+	args     arity  // the arguments after the flags; the zero value takes none
 	run      func(ctx context.Context, e *env, args []string) error
 }
+
+// arity is how many arguments a command takes after its flags, and what
+// to say when it is given another number.
+type arity struct {
+	min, max int
+	what     string // "" for none
+}
+
+// oneTaskID is the argument of get, cancel and retry.
+var oneTaskID = arity{1, 1, "one task id"}
 
 // commands is the command table, in the order the usage lists them.
 func commands() []*command {
@@ -185,13 +200,13 @@ func commands() []*command {
 		{name: "list", synopsis: "[flags]", summary: "list tasks, newest first",
 			details: listHelp, run: cmdList},
 		{name: "get", synopsis: "[flags] ID", summary: "show one task",
-			details: getHelp, run: cmdGet},
+			details: getHelp, args: oneTaskID, run: cmdGet},
 		{name: "submit", synopsis: "[flags] NAME [JSON]", summary: "submit a task (payload as JSON)",
-			details: submitHelp, run: cmdSubmit},
+			details: submitHelp, args: arity{1, 2, "NAME and an optional JSON payload"}, run: cmdSubmit},
 		{name: "cancel", synopsis: "[flags] ID", summary: "cancel a queued or running task",
-			details: cancelHelp, run: cmdCancel},
+			details: cancelHelp, args: oneTaskID, run: cmdCancel},
 		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",
-			details: retryHelp, run: cmdRetry},
+			details: retryHelp, args: oneTaskID, run: cmdRetry},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
 		{name: "watch", synopsis: "[flags]", summary: "print the counts whenever they may have changed",
@@ -246,26 +261,26 @@ func run(ctx context.Context, args []string, e *env) error {
 			usage(e.out)
 			return nil
 		}
-		c := lookup(args[1])
-		if c == nil {
-			usage(e.errOut)
-			return fmt.Errorf("%w: unknown command %q", errUsage, args[1])
-		}
-		e.cmd = c
 		// The command defines its flags as it starts, then sees -h.
-		err := c.run(ctx, e, []string{"-h"})
-		if errors.Is(err, errHelp) {
-			return nil
-		}
-		return err
+		return e.runCommand(ctx, args[1], []string{"-h"})
 	}
-	c := lookup(args[0])
+	return e.runCommand(ctx, args[0], args[1:])
+}
+
+// runCommand runs the command named name on args, and closes the database
+// it connected to when it returns.
+func (e *env) runCommand(ctx context.Context, name string, args []string) error {
+	c := lookup(name)
 	if c == nil {
 		usage(e.errOut)
-		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+		return fmt.Errorf("%w: unknown command %q", errUsage, name)
 	}
 	e.cmd = c
-	err := c.run(ctx, e, args[1:])
+	err := c.run(ctx, e, args)
+	if e.database != nil {
+		e.database.close()
+		e.database = nil
+	}
 	if errors.Is(err, errHelp) {
 		return nil
 	}
@@ -290,13 +305,23 @@ func (e *env) flags() *flag.FlagSet {
 	return fs
 }
 
+// dbFlags makes the flag set of a command that runs on the database: the
+// flags every command but demo takes (--db, --schema, --json; see
+// addDBFlags), kept as e.db, to which the command adds its own.
+func (e *env) dbFlags() *flag.FlagSet {
+	fs := e.flags()
+	e.db = addDBFlags(fs)
+	return fs
+}
+
 // parse parses args into fs: -h prints the command's usage on stdout
-// (errHelp, exit 0), a bad flag prints it on stderr (a usage error).
+// (errHelp, exit 0), a bad flag prints it on stderr (a usage error), and
+// so does a number of arguments the command table does not allow it.
 func (e *env) parse(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	switch {
 	case err == nil:
-		return nil
+		return e.args(fs)
 	case errors.Is(err, flag.ErrHelp):
 		e.usage(e.out, fs)
 		return errHelp
@@ -319,13 +344,15 @@ func (e *env) usageError(format string, a ...any) error {
 	return fmt.Errorf("%w: %s: %s (see 'cairnq %s -h')", errUsage, e.cmd.name, fmt.Sprintf(format, a...), e.cmd.name)
 }
 
-// args checks the number of positional arguments.
-func (e *env) args(fs *flag.FlagSet, min, max int, what string) error {
-	if n := fs.NArg(); n < min || n > max {
-		if what == "" {
+// args checks the number of arguments left after the flags against the
+// running command's arity.
+func (e *env) args(fs *flag.FlagSet) error {
+	a := e.cmd.args
+	if n := fs.NArg(); n < a.min || n > a.max {
+		if a.what == "" {
 			return e.usageError("takes no arguments, got %q", fs.Args())
 		}
-		return e.usageError("takes %s", what)
+		return e.usageError("takes %s", a.what)
 	}
 	return nil
 }

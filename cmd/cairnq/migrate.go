@@ -35,27 +35,22 @@ this one) or of another protocol major.
 ` + schemaJSONHelp
 
 func cmdMigrate(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	check := fs.Bool("check", false, "change nothing: report whether the database is current (exit 0), absent (3) or needs attention (4)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
-	d, err := f.connect(ctx, e)
+	d, err := e.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	t := d.t
 	before, err := d.inspect(ctx)
 	if err != nil {
 		return err
 	}
 	if *check {
-		if f.json {
+		if e.db.json {
 			if err := writeJSON(e.out, before); err != nil {
 				return err
 			}
@@ -80,7 +75,7 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 			applied = append(applied, m.Name)
 		}
 	}
-	if f.json {
+	if e.db.json {
 		if applied == nil {
 			applied = []string{}
 		}

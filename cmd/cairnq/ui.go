@@ -38,8 +38,7 @@ page on another site from reaching the console by DNS rebinding.`
 const uiShutdown = 5 * time.Second
 
 func cmdUI(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
 	writes := fs.Bool("allow-writes", false, "allow cancel, retry and submitting copies")
 	hide := fs.Bool("hide-payloads", false, "show no payload, result or metadata")
@@ -48,10 +47,7 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
-	if f.json {
+	if e.db.json {
 		return e.usageError("--json is for the read commands")
 	}
 	var user, pass string
@@ -62,11 +58,14 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 			return e.usageError("--basic-auth %s: the variable must hold user:password", *authVar)
 		}
 	}
-	d, c, err := openClient(ctx, e, f)
+	d, err := e.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
+	c, err := d.open(ctx)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

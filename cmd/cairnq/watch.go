@@ -32,22 +32,17 @@ type watchLine struct {
 // change made by this process, on Postgres through LISTEN, and on the poll
 // timer. It runs until interrupted, or for --for.
 func cmdWatch(ctx context.Context, e *env, args []string) error {
-	fs := e.flags()
-	f := addDBFlags(fs)
+	fs := e.dbFlags()
 	queue := fs.String("queue", "", "only this `queue`")
 	poll := fs.Duration("poll", time.Second, "how often to re-read without a signal")
 	limit := fs.Duration("for", 0, "stop after this long (default: until interrupted)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if err := e.args(fs, 0, 0, ""); err != nil {
-		return err
-	}
-	d, c, err := openClient(ctx, e, f)
+	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.close()
 	if *limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *limit)
@@ -68,7 +63,7 @@ func cmdWatch(ctx context.Context, e *env, args []string) error {
 			return
 		}
 		now := time.Now()
-		if f.json {
+		if e.db.json {
 			writeJSON(e.out, watchLine{AtMs: now.UnixMilli(), Reason: s.Reason, Queue: s.Queue, TaskID: s.TaskID, Queues: stats})
 			return
 		}
