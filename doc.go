@@ -185,8 +185,8 @@
 // and waiters when the executor offers it. [Client.SubmitTx] and
 // [TaskContext.SucceedTx] take part in a transaction the application holds.
 //
-// The values shared with package store (Task, its statuses, the errors)
-// are defined in package cairnqtype and named here too, so a program
+// The values this package shares with package store (Task, its statuses,
+// the errors) are defined in package cairnqtype and named here too, so a program
 // imports only this package and its adapter. [Client.Store] gives tools
 // the protocol-level API, one call per protocol operation.
 package cairnq

@@ -4,36 +4,46 @@ import (
 	"context"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // SchemaStatus is what a database says about its cairnq installation
 // (cairnq_meta's versions and the migration ledger) compared with this
-// SDK; see engine.SchemaStatus for its fields and JSON.
-type SchemaStatus = engine.SchemaStatus
+// SDK: its State, the versions on both sides, the ledger, and the
+// migrations missing or unknown.
+type SchemaStatus = cairnqtype.SchemaStatus
 
 // SchemaState sums up a SchemaStatus.
-type SchemaState = engine.SchemaState
+type SchemaState = cairnqtype.SchemaState
 
-// The schema states; see engine.SchemaAbsent and its neighbours.
+// The schema states.
 const (
-	SchemaAbsent       = engine.SchemaAbsent
-	SchemaCurrent      = engine.SchemaCurrent
-	SchemaBehind       = engine.SchemaBehind
-	SchemaAhead        = engine.SchemaAhead
-	SchemaIncompatible = engine.SchemaIncompatible
+	// SchemaAbsent: no cairnq tables (or no database at all).
+	SchemaAbsent = cairnqtype.SchemaAbsent
+	// SchemaCurrent: every migration this SDK has is applied, and none it
+	// does not know.
+	SchemaCurrent = cairnqtype.SchemaCurrent
+	// SchemaBehind: the ledger lacks migrations this SDK has.
+	SchemaBehind = cairnqtype.SchemaBehind
+	// SchemaAhead: a newer SDK of the same protocol major migrated the
+	// database further; it stays usable.
+	SchemaAhead = cairnqtype.SchemaAhead
+	// SchemaIncompatible: the database speaks another protocol major (or
+	// records none).
+	SchemaIncompatible = cairnqtype.SchemaIncompatible
 )
 
 // AppliedMigration is one row of the migration ledger.
-type AppliedMigration = engine.AppliedMigration
+type AppliedMigration = cairnqtype.AppliedMigration
 
 // QueueAge is how long one queue's due work has waited; see QueueAges.
-type QueueAge = engine.QueueAge
+type QueueAge = cairnqtype.QueueAge
 
 // FailureCount is how many tasks of one name failed within a window; see
 // RecentFailures.
-type FailureCount = engine.FailureCount
+type FailureCount = cairnqtype.FailureCount
 
 // InspectSQLite reports the cairnq installation of the SQLite database at
 // path (its protocol and schema versions and migration ledger, compared

@@ -95,9 +95,6 @@ func (w *Worker) rideStart() {
 	w.mu.Lock()
 	w.riding = w.st.SettleOnClaim()
 	w.mu.Unlock()
-	if w.riding {
-		w.ride.Open()
-	}
 }
 
 // rideAfterClaim opens the ride to completions after a claim that drew
@@ -115,5 +112,8 @@ func (w *Worker) rideEnd() {
 	w.riding = false
 	w.rideOpen.Store(false)
 	w.mu.Unlock()
-	engine.Answer(w.ride.Close(), errRideEnded)
+	w.ride.Close()
+	for taken := w.ride.Take(); len(taken) > 0; taken = w.ride.Take() {
+		engine.Answer(taken, errRideEnded)
+	}
 }

@@ -97,8 +97,8 @@ func (w *Worker) runSettler(s *settler) {
 		select {
 		case <-s.kick:
 		case <-s.quit:
+			s.pending.Close() // what was handed over before it is written next
 			s.writeAll()
-			s.write(s.pending.Close())
 			return
 		}
 		s.writeAll()
@@ -121,9 +121,6 @@ func (s *settler) writeAll() {
 // would be (retrySettle), records each outcome on its context, and
 // releases the calls' share of the settling bound.
 func (s *settler) write(taken []*engine.Completion) {
-	if len(taken) == 0 {
-		return
-	}
 	w := s.w
 	err := w.retrySettle(s.ctx, func() error { return w.claims.SettleCompletions(s.ctx, taken) })
 	s.mu.Lock()

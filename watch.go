@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // Signal is why a watch fired: Reason "queued" (with Queue), "done" (with
 // TaskID) or "poll" (the timer). It carries no state: re-read the tasks.
-type Signal = engine.Signal
+type Signal = cairnqtype.Signal
 
 // DefaultWatchPoll is how often a watch signals "poll" when nothing else
 // happens.

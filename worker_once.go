@@ -17,23 +17,23 @@ const rereadTimeout = 10 * time.Second
 
 // WorkOne claims at most one handler call's tasks, with the claim Run
 // makes (same registrations, queues and per-name limits, free slots
-// counted as one), and runs that call in the caller's goroutine through
-// runCall: TaskContext, middleware, MaxRun, settlement. Every lease it
+// counted as one), and runs that call on the caller's goroutine as Run
+// would: TaskContext, middleware, MaxRun, settlement. Every lease it
 // holds is renewed by the heartbeat while the call runs. It returns the
 // call's tasks read back after settlement, or none when nothing was
 // claimable. It is for tests: package cairnqtest's Work wraps it, and a
 // test that drives a worker one call at a time can call it directly.
 //
-// A worker runs one workOne at a time and never during Run: both hold
-// the started flag, so a Run (or another workOne) meanwhile fails with
-// ErrWorkerStarted, as does Handle. Unlike Run, workOne clears the flag
+// A worker runs one WorkOne at a time and never during Run: both hold
+// the started flag, so a Run (or another WorkOne) meanwhile fails with
+// ErrWorkerStarted, as does Handle. Unlike Run, WorkOne clears the flag
 // when it returns.
 //
 // When ctx ends while the handler runs, the call is abandoned at once, as
 // Run abandons a call past its shutdown deadline: the contexts are
 // flagged lease-lost and canceled, nothing more is settled, and the task
-// is left running to its lease. workOne waits up to maxShutdownGrace for
-// the handler to return, then returns the tasks as they stand with ctx's
+// is left running to its lease. WorkOne waits up to 5 s (Run's shutdown
+// grace) for the handler to return, then returns the tasks as they stand with ctx's
 // error.
 func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 	if err := checkCtx(ctx, "worker work"); err != nil {

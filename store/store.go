@@ -14,14 +14,14 @@ import (
 // concurrent use.
 type Store struct{ e *engine.Store }
 
-// New returns the Store over an engine. Only this module can call it (it
-// names an internal type): users take a Store from Client.Store.
-func New(e *engine.Store) *Store { return &Store{e: e} }
+// New returns the Store over e. Programs take a Store from Client.Store:
+// only this module's packages can make the engine.Door New asks for.
+func New(_ engine.Door, e *engine.Store) *Store { return &Store{e: e} }
 
 // Engine returns the engine under s, for this module's own tools (the
-// console, conformance, cairnqtest, the benchmarks): its type is internal
-// to the module.
-func (s *Store) Engine() *engine.Store { return s.e }
+// console and conformance). Only they can make the engine.Door it asks
+// for.
+func (s *Store) Engine(_ engine.Door) *engine.Store { return s.e }
 
 // Dialect reports which SQL dialect the database speaks.
 func (s *Store) Dialect() protocol.Dialect { return s.e.Dialect() }
@@ -34,8 +34,10 @@ func (s *Store) Submit(ctx context.Context, name string, payload any, opts *cair
 	return s.e.Submit(ctx, params(name, payload, opts))
 }
 
-// SubmitTx is Submit inside the caller's transaction sess (Postgres only):
-// the task exists once, and only if, the caller commits.
+// SubmitTx is Submit inside a transaction the caller holds, through sess
+// (an adapter's session over it): the task exists for workers once the
+// caller commits, and not at all if it rolls back. Postgres only; SQLite
+// returns an error satisfying errors.Is(err, cairnqtype.ErrUnsupported).
 func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, name string, payload any, opts *cairnqtype.SubmitOptions) (*cairnqtype.Task, error) {
 	return s.e.SubmitTx(ctx, sess, params(name, payload, opts))
 }
@@ -79,37 +81,41 @@ func (s *Store) List(ctx context.Context, opts *cairnqtype.ListOptions) ([]*cair
 	return s.e.List(ctx, *opts)
 }
 
-// Stats counts tasks per status for each queue, or for queue alone when
-// it is not empty.
+// Stats counts tasks per queue and status, zero-filled: every queue with
+// rows when queue is empty, else queue alone (present even without rows).
 func (s *Store) Stats(ctx context.Context, queue string) (map[string]cairnqtype.StatusCounts, error) {
 	return s.e.Stats(ctx, queue)
 }
 
 // Cancel cancels a queued task at once and asks a running one to stop
-// (its handler sees it on its next heartbeat); a finished task is
-// returned as it is.
+// (its worker settles it canceled). It returns nil, nil when no queued or
+// running task has that id: a finished task is left as it is.
 func (s *Store) Cancel(ctx context.Context, id string) (*cairnqtype.Task, error) {
 	return s.e.Cancel(ctx, id)
 }
 
-// CancelByKey is Cancel for the task key points at.
+// CancelByKey is Cancel for the task key points at, under the key's lock.
 func (s *Store) CancelByKey(ctx context.Context, key string) (*cairnqtype.Task, error) {
 	return s.e.CancelByKey(ctx, key)
 }
 
-// Retry queues a failed or canceled task again, its attempts counted from
-// zero when resetAttempt is set.
+// Retry puts a failed or canceled task back in the queue, clearing its
+// error, progress and lease; resetAttempt also restarts its attempt count.
+// It returns nil, nil when no failed or canceled task has that id.
 func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*cairnqtype.Task, error) {
 	return s.e.Retry(ctx, id, resetAttempt)
 }
 
-// RetryByKey is Retry for the task key points at.
+// RetryByKey is Retry for the task key points at, under the key's lock.
 func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (*cairnqtype.Task, error) {
 	return s.e.RetryByKey(ctx, key, resetAttempt)
 }
 
-// Purge deletes finished tasks chosen by opts and returns their ids.
-// opts may be nil.
+// Purge deletes up to opts.Limit (default 1000) finished tasks that
+// finished more than opts.OlderThan ago, optionally of one queue, status or
+// name, and returns their ids; their keys go with them. Call it again
+// until it returns fewer than the limit to drain a backlog in short
+// writes. opts may be nil.
 func (s *Store) Purge(ctx context.Context, opts *cairnqtype.PurgeOptions) ([]string, error) {
 	if opts == nil {
 		opts = &cairnqtype.PurgeOptions{}
@@ -117,52 +123,65 @@ func (s *Store) Purge(ctx context.Context, opts *cairnqtype.PurgeOptions) ([]str
 	return s.e.Purge(ctx, *opts)
 }
 
-// Claim leases up to p.Limit due tasks to p.WorkerID, recovering expired
-// leases first, as a worker's claim does.
+// Claim recovers expired leases, then leases up to p.Limit (default 1)
+// due tasks of p.Queues (and of p.Names, when set) to p.WorkerID for
+// p.Lease, in claim order: priority, then due time, then id.
 func (s *Store) Claim(ctx context.Context, p cairnqtype.ClaimParams) ([]*cairnqtype.Task, error) {
 	return s.e.Claim(ctx, p)
 }
 
-// Heartbeat extends the lease workerID holds on task id by lease; an
-// error satisfying errors.Is(err, cairnqtype.ErrLostLease) says the lease
-// is gone.
+// Heartbeat extends the lease workerID holds on task id to lease from now.
+// The task returned shows whether a cancel was requested; an error
+// satisfying errors.Is(err, cairnqtype.ErrLostLease) says the lease is
+// gone.
 func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.Duration) (*cairnqtype.Task, error) {
 	return s.e.Heartbeat(ctx, id, workerID, lease)
 }
 
-// HeartbeatBatch extends the leases workerID holds on ids in one
-// statement and reports, per id, whether the lease was still held.
+// HeartbeatBatch extends, in one statement, the leases workerID still
+// holds among ids, and reports for each of those whether a cancel was
+// requested. An id absent from the result lost its lease.
 func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID string, lease time.Duration) (map[string]bool, error) {
 	return s.e.HeartbeatBatch(ctx, ids, workerID, lease)
 }
 
-// Progress records a running task's progress (0 to 1) and message; nil
-// leaves either as it is.
+// Progress records how far a running attempt got: a fraction from 0 to 1
+// and a message. nil keeps the stored one: neither can be cleared once
+// set.
 func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*cairnqtype.Task, error) {
 	return s.e.Progress(ctx, id, workerID, progress, message)
 }
 
-// Complete settles task id as succeeded with result (any JSON-encodable
-// value, or nil for none), or as canceled if a cancel was requested.
+// Complete settles workerID's attempt at task id: succeeded with result
+// (any JSON-encodable value, or nil for none), or canceled, the result
+// discarded, if a cancel was requested while it ran. It returns the status
+// the task took; Get reads the row.
 func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (cairnqtype.TaskRef, error) {
 	return s.e.Complete(ctx, id, workerID, result)
 }
 
-// CompleteTx is Complete inside the caller's transaction sess (Postgres
-// only), so that the task settles exactly when the caller's own writes
-// commit.
+// CompleteTx is Complete inside a transaction the caller holds, through
+// sess: the settlement commits or rolls back with the caller's own writes.
+// A lost lease is an error satisfying errors.Is(err,
+// cairnqtype.ErrLostLease), and the caller should roll back. Postgres
+// only.
 func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, workerID string, result any) (*cairnqtype.Task, error) {
 	return s.e.CompleteTx(ctx, sess, id, workerID, result)
 }
 
-// Fail records a failed attempt with env: queued again after delay when
-// retryable and attempts remain, failed for good otherwise.
+// Fail records workerID's failed attempt at task id with env: canceled if
+// a cancel was requested, queued again after delay if retryable and
+// attempts remain, else failed for good. env is stored on every branch,
+// cut to fit the value limits if it must be.
 func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
 	return s.e.Fail(ctx, id, workerID, env, retryable, delay)
 }
 
-// Snooze gives a running task back to its queue, due after delay, without
-// spending an attempt.
+// Snooze gives workerID's running task back to its queue, due delay from
+// now, with the attempt its claim counted given back. A cancel requested
+// meanwhile wins: the task ends canceled. A lost lease is an error
+// satisfying errors.Is(err, cairnqtype.ErrLostLease); a negative delay an
+// *cairnqtype.ArgumentError.
 func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Duration) (*cairnqtype.Task, error) {
 	return s.e.Snooze(ctx, id, workerID, delay)
 }

@@ -11,15 +11,16 @@
 // must do differently on each (SettleOnClaim, DatabaseClock) is asked of
 // the Store, never of the dialect.
 //
-// Settlements are grouped here and only here: the SQLite writer's group
-// commit (sqlite_writer.go, sqlite_complete.go), the Postgres grouper
+// Settlements are grouped here, with the machinery of package
+// internal/group, and nowhere else: the SQLite writer's group commit
+// (sqlite_writer.go, sqlite_complete.go), the Postgres grouper
 // (pggroup.go), and a worker's hand-over (handover.go, Completion and
 // Pending), which rides on the worker's next claim (claim_settle.go) or
 // goes to its settler.
 //
 // Beside the protocol's operations it holds what a worker's claim loop
-// needs (ClaimWith, ClaimSession, the in-process wakeup hub and the
-// listeners behind it), the console's read-only queries (console.go) and
+// needs (ClaimWith, ClaimSession, and the subscriptions of wakeups.go over
+// package internal/wake), the console's read-only queries (console.go) and
 // the health reads cairnq doctor shows (inspect.go). It is internal: users
 // reach it through package cairnq, and tools through package store.
 //

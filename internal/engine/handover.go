@@ -88,21 +88,11 @@ func (p *Pending) Take() []*Completion {
 	return taken
 }
 
-// Open makes p accept completions again after Close.
-func (p *Pending) Open() {
+// Close refuses further completions; those already waiting stay for Take.
+func (p *Pending) Close() {
 	p.mu.Lock()
-	p.closed = false
-	p.mu.Unlock()
-}
-
-// Close refuses further completions and returns the ones still waiting.
-func (p *Pending) Close() []*Completion {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
-	left := p.list
-	p.list = nil
-	return left
+	p.mu.Unlock()
 }
 
 // Answer sends err to the Done channel of each of cs that has one.

@@ -12,7 +12,7 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// validateName checks a name-like argument of op (a task or queue name, a
+// ValidateName checks a name-like argument of op (a task or queue name, a
 // worker id, a parent, root or correlation id): non-empty, valid UTF-8,
 // no NUL, at most MaxNameBytes.
 func ValidateName(op, arg, s string) error {

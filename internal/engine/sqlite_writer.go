@@ -285,19 +285,19 @@ func countCompletions(live []*writeReq) int {
 // was torn down, or the connection panicked.
 func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results []error) bool {
 	q := sqliteQuerier{c}
-	var group []*Completion
+	var set []*Completion
 	var at []int
 	ids := map[string]bool{}
 	size := 0
 	flush := func() bool {
-		if len(group) == 0 {
+		if len(set) == 0 {
 			return true
 		}
 		defer func() {
-			group, at, size = group[:0], at[:0], 0
+			set, at, size = set[:0], at[:0], 0
 			clear(ids)
 		}()
-		err, panicked := runGuarded(func() error { return b.settler.completeMany(q, group) })
+		err, panicked := runGuarded(func() error { return b.settler.completeMany(q, set) })
 		if panicked {
 			b.resetWriter(live, err)
 			return false
@@ -308,7 +308,7 @@ func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results 
 		}
 		if err == nil {
 			for k, i := range at {
-				results[i] = group[k].Err
+				results[i] = set[k].Err
 			}
 			return true
 		}
@@ -334,12 +334,12 @@ func (b *sqliteBackend) runCompletions(c *sqliteConn, live []*writeReq, results 
 		if text, ok := cp.Result.(string); ok {
 			n = len(text)
 		}
-		if ids[cp.ID] || (len(group) > 0 && size+n > maxCompletionBytes) {
+		if ids[cp.ID] || (len(set) > 0 && size+n > maxCompletionBytes) {
 			if !flush() {
 				return false
 			}
 		}
-		group, at = append(group, cp), append(at, i)
+		set, at = append(set, cp), append(at, i)
 		ids[cp.ID] = true
 		size += n
 	}

@@ -79,6 +79,13 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	return s, nil
 }
 
+// Door is the first argument of package store's New and Store.Engine.
+// Only this module's packages can make one (it is declared in an
+// internal package and has an unexported field), so the engine, which
+// makes no compatibility promise, stays out of reach of programs outside
+// the module even through the public store package.
+type Door struct{ internal struct{} }
+
 // SettleOnClaim reports whether a busy worker's completions ride on its
 // next claim (ClaimHints.Settle), as on SQLite, where one writer commits
 // everything. Otherwise (Postgres) a worker hands them to a settler that
@@ -213,16 +220,19 @@ type SubmitParams struct {
 	Admit func(ctx context.Context, queue string) error
 }
 
-// validateSubmit checks p exactly as Submit does, without writing, for
+// ValidateSubmit checks p exactly as Submit does, without writing, for
 // callers that must reject bad input before waiting on anything.
 func ValidateSubmit(p SubmitParams) error {
-	_, err := insertArgs(p, time.Time{})
+	_, err := submitArgs(p)
 	return err
 }
 
-// insertArgs validates p and builds insert_task's arguments. Everything
-// that can fail on bad input fails here, before any write.
-func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
+// submitArgs validates p and builds insert_task's arguments but for the
+// id and the default root id, which stampID adds at the write. Everything
+// that can fail on bad input fails here, before any write, and nothing
+// here mints an id, so validating alone (ValidateSubmit) leaves the ids'
+// order alone.
+func submitArgs(p SubmitParams) (protocol.Args, error) {
 	const op = "submit"
 	if err := ValidateName(op, "name", p.Name); err != nil {
 		return nil, err
@@ -263,7 +273,6 @@ func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
 	if metadata == "" || metadata[0] != '{' {
 		return nil, argError(op, "metadata", "must encode as a JSON object, got %.40s", metadata)
 	}
-	id := newTaskID(now)
 	queue := p.Queue
 	if queue == "" {
 		queue = DefaultQueue
@@ -272,12 +281,7 @@ func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
 	if maxAttempts == 0 {
 		maxAttempts = DefaultMaxAttempts
 	}
-	rootID := p.RootID
-	if rootID == "" {
-		rootID = id
-	}
 	return protocol.Args{
-		"id":             id,
 		"name":           p.Name,
 		"queue":          queue,
 		"payload":        payload,
@@ -286,9 +290,30 @@ func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
 		"priority":       int64(p.Priority),
 		"delay_ms":       ms(p.Delay),
 		"parent_id":      nullable(p.ParentID),
-		"root_id":        rootID,
+		"root_id":        nullable(p.RootID), // stampID sets the default
 		"correlation_id": nullable(p.CorrelationID),
 	}, nil
+}
+
+// stampID gives ins, built by submitArgs for p, the new task's id (and
+// root id, unless p names one), minted at now.
+func stampID(ins protocol.Args, p SubmitParams, now time.Time) {
+	id := newTaskID(now)
+	ins["id"] = id
+	if p.RootID == "" {
+		ins["root_id"] = id
+	}
+}
+
+// insertArgs validates p and builds insert_task's arguments for a write
+// at now.
+func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
+	ins, err := submitArgs(p)
+	if err != nil {
+		return nil, err
+	}
+	stampID(ins, p, now)
+	return ins, nil
 }
 
 func nullable(s string) any {
@@ -302,7 +327,7 @@ func nullable(s string) any {
 // strategy under the key's lock. It returns the task the caller should
 // follow: the new one, or the existing one a reuse strategy accepted.
 func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
-	ins, err := insertArgs(p, s.now())
+	ins, err := submitArgs(p)
 	if err != nil {
 		return nil, err
 	}
@@ -310,13 +335,8 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		if err := p.Admit(ctx, ins["queue"].(string)); err != nil {
 			return nil, err
 		}
-		// The id carries the time of the write, not of the wait.
-		id := newTaskID(s.now())
-		if p.RootID == "" {
-			ins["root_id"] = id
-		}
-		ins["id"] = id
 	}
+	stampID(ins, p, s.now()) // after the wait: the id carries the write's time
 	var t *Task
 	if be, ok := s.be.(*pgBackend); ok && p.Key == "" {
 		t, err = be.insertGrouped(ctx, ins)
@@ -663,7 +683,7 @@ type PurgeParams = cairnqtype.PurgeOptions
 // DefaultPurgeLimit is how many rows one Purge deletes at most by default.
 const DefaultPurgeLimit = 1000
 
-// validatePurge checks p the way Purge does, for callers that want to fail
+// ValidatePurge checks p the way Purge does, for callers that want to fail
 // at configuration time.
 func ValidatePurge(p PurgeParams) error {
 	if p.OlderThan < 0 {

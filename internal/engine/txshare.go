@@ -63,7 +63,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 	return rowToTask(rows[0])
 }
 
-// completeWith opens a transaction, runs fn in it (the application writes
+// CompleteWith opens a transaction, runs fn in it (the application writes
 // its rows through sess, its own driver's transaction), then settles the
 // task as the transaction's last statement with fn's result. A lost lease
 // rolls fn's writes back with the settlement and returns ErrLostLease; an

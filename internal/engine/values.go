@@ -5,6 +5,11 @@ import "github.com/cairnq/cairnq-go/cairnqtype"
 // The values every floor shares are defined in package cairnqtype; the
 // engine names them unqualified.
 type (
+	SchemaState                  = cairnqtype.SchemaState
+	AppliedMigration             = cairnqtype.AppliedMigration
+	SchemaStatus                 = cairnqtype.SchemaStatus
+	QueueAge                     = cairnqtype.QueueAge
+	FailureCount                 = cairnqtype.FailureCount
 	ClaimParams                  = cairnqtype.ClaimParams
 	AlreadyExistsError           = cairnqtype.AlreadyExistsError
 	ArgumentError                = cairnqtype.ArgumentError
@@ -26,6 +31,11 @@ type (
 )
 
 const (
+	SchemaAbsent           = cairnqtype.SchemaAbsent
+	SchemaCurrent          = cairnqtype.SchemaCurrent
+	SchemaBehind           = cairnqtype.SchemaBehind
+	SchemaAhead            = cairnqtype.SchemaAhead
+	SchemaIncompatible     = cairnqtype.SchemaIncompatible
 	StatusCanceled         = cairnqtype.StatusCanceled
 	StatusFailed           = cairnqtype.StatusFailed
 	StatusQueued           = cairnqtype.StatusQueued

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/cairnq/cairnq-go/internal/wake"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // The notification channels the 0003 trigger emits on.
@@ -14,7 +14,7 @@ const (
 )
 
 // Signal says why a Subscribe channel fired.
-type Signal = wake.Signal
+type Signal = cairnqtype.Signal
 
 // SubscribeDone returns a channel closed when the task with id may have
 // reached a terminal status (settled by this process, or on Postgres by

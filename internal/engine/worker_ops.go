@@ -130,7 +130,7 @@ func (s *Store) ClaimWith(ctx context.Context, p ClaimParams, h ClaimHints) ([]*
 	return out, err
 }
 
-// claimSession opens one claim transaction and lets plan draw from it any
+// ClaimSession opens one claim transaction and lets plan draw from it any
 // number of times, each draw with its own names and limit, after a single
 // lease recovery (unless h.SkipRecover). A read-only probe runs first
 // (unless h.SkipProbe): when it finds nothing claimable and no expired
@@ -324,7 +324,7 @@ func (s *Store) Progress(ctx context.Context, id, workerID string, progress *flo
 	return s.owned(ctx, stmtProgress, id, a)
 }
 
-// encodeResult encodes a handler's result; nil stores SQL NULL.
+// EncodeResult encodes a handler's result; nil stores SQL NULL.
 func EncodeResult(v any) (any, error) {
 	if v == nil {
 		return nil, nil

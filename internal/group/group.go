@@ -164,19 +164,19 @@ func (g *Grouper[In, Out]) run() {
 		case r := <-g.reqs:
 			batch = append(batch[:0], r)
 		}
-		SettleArrivals(g.reqs)
+		settleArrivals(g.reqs)
 		batch = Gather(g.reqs, batch, MaxRequests, weigh, MaxBytes)
 		g.flushLive(batch)
 		clear(batch)
 	}
 }
 
-// SettleArrivals yields the processor while requests keep arriving on ch,
+// settleArrivals yields the processor while requests keep arriving on ch,
 // a few times at most, before a group is gathered. The calls of one claim
 // tend to finish together, and their settlements, already runnable, then
 // join this group instead of waiting for the next one. With nothing else
 // runnable a yield returns at once, so a lone request loses nothing.
-func SettleArrivals[T any](ch chan T) {
+func settleArrivals[T any](ch chan T) {
 	for range 4 {
 		n := len(ch)
 		runtime.Gosched()

@@ -77,7 +77,11 @@ func NewDemand(l executor.Listener, channel string, deliver func(string), log *s
 // SetLinger sets how long the channel stays listened to after the last
 // subscriber left (listenLinger unless set). Call it before the first
 // Acquire.
-func (d *Demand) SetLinger(linger time.Duration) { d.linger = linger }
+func (d *Demand) SetLinger(linger time.Duration) {
+	if d != nil {
+		d.linger = linger
+	}
+}
 
 // PoolerWarning says once for a store, at WARN, that its executor's
 // connections go through a transaction-mode pooler, whichever listener

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
 // countingListener records the demand listener's calls; the real LISTEN
@@ -216,5 +217,14 @@ func TestDemandListenerCloseDuringSetup(t *testing.T) {
 	<-acquired
 	if l, s, a := cl.counts(); l != 1 || s != 1 || a != 0 {
 		t.Fatalf("LISTEN set up across close: %d listens, %d stops, %d active", l, s, a)
+	}
+}
+
+// A Listen call must not be cut short before the listener's own first
+// connection attempt could end: listenSetup bounds the whole call, the
+// adapters' connection sources each attempt.
+func TestListenSetupOutlastsAConnectAttempt(t *testing.T) {
+	if listenSetup < pglisten.ConnectTimeout {
+		t.Fatalf("listenSetup %v is shorter than pglisten.ConnectTimeout %v", listenSetup, pglisten.ConnectTimeout)
 	}
 }

@@ -2,6 +2,8 @@ package wake
 
 import (
 	"sync"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // Hub carries in-process wakeups: a submit wakes this process's idle
@@ -21,17 +23,10 @@ type Hub struct {
 // dropped when the channel is full (a watcher re-reads on any signal, so
 // pending signals stand for any number of them).
 type watcher struct {
-	ch chan Signal
+	ch chan cairnqtype.Signal
 }
 
-// Signal says why a watch fired. It carries no state: the row is the truth.
-type Signal struct {
-	Reason string // "queued", "done" or "poll"
-	Queue  string // the queue a task was queued on (queued only)
-	TaskID string // the task that finished (done only)
-}
-
-func (h *Hub) broadcast(sig Signal) {
+func (h *Hub) broadcast(sig cairnqtype.Signal) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watchers {
@@ -49,7 +44,7 @@ func NewHub() *Hub {
 
 // Done wakes the subscribers waiting on task id and every watcher.
 func (h *Hub) Done(id string) {
-	h.broadcast(Signal{Reason: "done", TaskID: id})
+	h.broadcast(cairnqtype.Signal{Reason: "done", TaskID: id})
 	h.mu.Lock()
 	ws := h.doneW[id]
 	delete(h.doneW, id)
@@ -61,7 +56,7 @@ func (h *Hub) Done(id string) {
 
 // Queued wakes the subscribers waiting on queue and every watcher.
 func (h *Hub) Queued(queue string) {
-	h.broadcast(Signal{Reason: "queued", Queue: queue})
+	h.broadcast(cairnqtype.Signal{Reason: "queued", Queue: queue})
 	h.mu.Lock()
 	var wake []chan struct{}
 	for ch, queues := range h.queuedW {
@@ -82,7 +77,7 @@ func (h *Hub) Queued(queue string) {
 // All wakes every subscriber and watcher: something changed that no
 // signal names (another process committed to the SQLite file).
 func (h *Hub) All() {
-	h.broadcast(Signal{Reason: "poll"})
+	h.broadcast(cairnqtype.Signal{Reason: "poll"})
 	h.mu.Lock()
 	queued, done := h.queuedW, h.doneW
 	h.queuedW, h.doneW = map[chan struct{}][]string{}, map[string][]chan struct{}{}
@@ -143,8 +138,8 @@ func (h *Hub) SubscribeQueued(queues []string) (<-chan struct{}, func()) {
 // Watch returns a channel receiving every signal, and a func that
 // unsubscribes. The channel buffers a few signals; more arriving while it
 // is full are dropped, since any signal means "re-read".
-func (h *Hub) Watch() (<-chan Signal, func()) {
-	w := &watcher{ch: make(chan Signal, 16)}
+func (h *Hub) Watch() (<-chan cairnqtype.Signal, func()) {
+	w := &watcher{ch: make(chan cairnqtype.Signal, 16)}
 	h.mu.Lock()
 	h.watchers[w] = struct{}{}
 	h.mu.Unlock()
