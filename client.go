@@ -199,7 +199,7 @@ func (c *Client) Close() error {
 // Store returns the protocol-level API over c's database: one call per
 // protocol operation, for tools and certification (package store). It
 // lives as long as c.
-func (c *Client) Store() *store.Store { return store.New(engine.Door{}, c.store) }
+func (c *Client) Store() *store.Store { return store.New(engine.OpenDoor(), c.store) }
 
 // submitParams is what the engine submits for name, payload and o.
 func submitParams(name string, payload any, o SubmitOptions) engine.SubmitParams {

@@ -10,7 +10,9 @@ import (
 )
 
 // Signal is why a watch fired: Reason "queued" (with Queue), "done" (with
-// TaskID) or "poll" (the timer). It carries no state: re-read the tasks.
+// TaskID) or "poll" (the timer, or a change no signal names, such as
+// another process's commit to the SQLite file). It carries no state:
+// re-read the tasks.
 type Signal = cairnqtype.Signal
 
 // DefaultWatchPoll is how often a watch signals "poll" when nothing else

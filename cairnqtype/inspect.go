@@ -20,8 +20,9 @@ const (
 	// SchemaCurrent: every migration this SDK has is applied, and none it
 	// does not know.
 	SchemaCurrent SchemaState = "current"
-	// SchemaBehind: the ledger lacks migrations this SDK has; opening
-	// without OpenExisting (or cairnq migrate) applies them.
+	// SchemaBehind: the ledger lacks migrations this SDK has; opening a
+	// client without cairnq.Options.OpenExisting (or cairnq migrate)
+	// applies them.
 	SchemaBehind SchemaState = "behind"
 	// SchemaAhead: a newer SDK of the same protocol major migrated the
 	// database further (ledger entries or a schema_version this SDK does

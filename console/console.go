@@ -212,7 +212,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 		o.CountWait = defaultCountWait
 	}
 	o.BasePath = strings.TrimSuffix(o.BasePath, "/")
-	k := &console{c: c, st: c.Store().Engine(engine.Door{}), opts: o, pages: newPages()}
+	k := &console{c: c, st: c.Store().Engine(engine.OpenDoor()), opts: o, pages: newPages()}
 	k.counter = newCounter(k)
 
 	static, _ := fs.Sub(assets, "assets/static") // a constant path of the embed

@@ -15,13 +15,26 @@ import (
 type Store struct{ e *engine.Store }
 
 // New returns the Store over e. Programs take a Store from Client.Store:
-// only this module's packages can make the engine.Door New asks for.
-func New(_ engine.Door, e *engine.Store) *Store { return &Store{e: e} }
+// only this module's packages can make the engine.Door New asks for, and
+// New panics without one.
+func New(d engine.Door, e *engine.Store) *Store {
+	mustOpen(d)
+	return &Store{e: e}
+}
 
 // Engine returns the engine under s, for this module's own tools (the
 // console and conformance). Only they can make the engine.Door it asks
-// for.
-func (s *Store) Engine(_ engine.Door) *engine.Store { return s.e }
+// for; Engine panics without one.
+func (s *Store) Engine(d engine.Door) *engine.Store {
+	mustOpen(d)
+	return s.e
+}
+
+func mustOpen(d engine.Door) {
+	if !d.Opened() {
+		panic("cairnq/store: the engine is internal to the cairnq-go module")
+	}
+}
 
 // Dialect reports which SQL dialect the database speaks.
 func (s *Store) Dialect() protocol.Dialect { return s.e.Dialect() }
@@ -125,12 +138,14 @@ func (s *Store) Purge(ctx context.Context, opts *cairnqtype.PurgeOptions) ([]str
 
 // Claim recovers expired leases, then leases up to p.Limit (default 1)
 // due tasks of p.Queues (and of p.Names, when set) to p.WorkerID for
-// p.Lease, in claim order: priority, then due time, then id.
+// p.Lease (30 s when zero), in claim order: priority, then due time, then
+// id.
 func (s *Store) Claim(ctx context.Context, p cairnqtype.ClaimParams) ([]*cairnqtype.Task, error) {
 	return s.e.Claim(ctx, p)
 }
 
-// Heartbeat extends the lease workerID holds on task id to lease from now.
+// Heartbeat extends the lease workerID holds on task id to lease from now
+// (30 s when lease is not positive).
 // The task returned shows whether a cancel was requested; an error
 // satisfying errors.Is(err, cairnqtype.ErrLostLease) says the lease is
 // gone.
@@ -139,7 +154,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.D
 }
 
 // HeartbeatBatch extends, in one statement, the leases workerID still
-// holds among ids, and reports for each of those whether a cancel was
+// holds among ids as Heartbeat does, and reports for each of those whether a cancel was
 // requested. An id absent from the result lost its lease.
 func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID string, lease time.Duration) (map[string]bool, error) {
 	return s.e.HeartbeatBatch(ctx, ids, workerID, lease)
@@ -170,8 +185,8 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 }
 
 // Fail records workerID's failed attempt at task id with env: canceled if
-// a cancel was requested, queued again after delay if retryable and
-// attempts remain, else failed for good. env is stored on every branch,
+// a cancel was requested, queued again after delay (a negative one counts
+// as zero) if retryable and attempts remain, else failed for good. env is stored on every branch,
 // cut to fit the value limits if it must be.
 func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
 	return s.e.Fail(ctx, id, workerID, env, retryable, delay)

@@ -84,10 +84,12 @@ func TestStoreCallsAsDocumented(t *testing.T) {
 		if ts, err := s.List(ctx, nil); err != nil || len(ts) != 1 {
 			t.Fatalf("List(nil): %d tasks, %v", len(ts), err)
 		}
-		if st, err := s.Stats(ctx, "empty-queue"); err != nil || st["empty-queue"].Queued != 0 {
-			t.Fatalf("Stats of a queue without rows: %v, %v; want it present", st, err)
-		} else if _, ok := st["empty-queue"]; !ok {
-			t.Fatal("Stats leaves out the queue asked for")
+		st, err := s.Stats(ctx, "empty-queue")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := st["empty-queue"]; !ok {
+			t.Fatalf("Stats leaves out the queue asked for: %v", st)
 		}
 
 		// HeartbeatBatch: a held lease is present (false: no cancel), a lost
@@ -111,8 +113,28 @@ func TestStoreCallsAsDocumented(t *testing.T) {
 		if got, err := s.Progress(ctx, held.ID, "w1", &frac, &msg); err != nil || got.Progress == nil || *got.Progress != 0.5 {
 			t.Fatalf("Progress: %+v, %v", got, err)
 		}
+		if got, err := s.Progress(ctx, held.ID, "w1", nil, nil); err != nil || got.Progress == nil || *got.Progress != 0.5 ||
+			got.Message == nil || *got.Message != msg {
+			t.Fatalf("Progress(nil, nil) cleared what was stored: %+v, %v", got, err)
+		}
 		if ref, err := s.Complete(ctx, held.ID, "w1", map[string]bool{"ok": true}); err != nil || ref.Status != cairnqtype.StatusSucceeded {
 			t.Fatalf("Complete: %+v, %v", ref, err)
+		}
+
+		// A cancel asked of a running task shows on its heartbeats, and its
+		// completion settles it canceled.
+		asked := claimOne(t, s, "asked", "w4")
+		if _, err := s.Cancel(ctx, asked.ID); err != nil {
+			t.Fatal(err)
+		}
+		if beats, err := s.HeartbeatBatch(ctx, []string{asked.ID}, "w4", time.Minute); err != nil || !beats[asked.ID] {
+			t.Errorf("HeartbeatBatch after a cancel: %v, %v; want true", beats, err)
+		}
+		if got, err := s.Heartbeat(ctx, asked.ID, "w4", time.Minute); err != nil || !got.CancelRequested() {
+			t.Errorf("Heartbeat after a cancel: %+v, %v; want the cancel shown", got, err)
+		}
+		if ref, err := s.Complete(ctx, asked.ID, "w4", "dropped"); err != nil || ref.Status != cairnqtype.StatusCanceled {
+			t.Errorf("Complete after a cancel: %+v, %v; want canceled", ref, err)
 		}
 
 		// Cancel and Retry of a task they do not apply to: nil, nil.
@@ -123,10 +145,18 @@ func TestStoreCallsAsDocumented(t *testing.T) {
 			t.Errorf("Retry of a succeeded task: %v, %v; want nil, nil", got, err)
 		}
 
-		// Fail, retryable with attempts left: queued again.
+		// Fail, retryable with attempts left: queued again; not retryable:
+		// failed, and Retry with resetAttempt starts its count over.
 		env := cairnqtype.ErrorEnvelope{Type: "Boom", Message: "boom", Retryable: true}
 		if got, err := s.Fail(ctx, other.ID, "w2", env, true, 0); err != nil || got.Status != cairnqtype.StatusQueued {
 			t.Fatalf("retryable Fail: %+v, %v; want queued", got, err)
+		}
+		doomed := claimOne(t, s, "doomed", "w5")
+		if got, err := s.Fail(ctx, doomed.ID, "w5", env, false, 0); err != nil || got.Status != cairnqtype.StatusFailed {
+			t.Fatalf("Fail for good: %+v, %v; want failed", got, err)
+		}
+		if got, err := s.Retry(ctx, doomed.ID, true); err != nil || got.Status != cairnqtype.StatusQueued || got.Attempt != 0 {
+			t.Fatalf("Retry(resetAttempt) of a failed task: %+v, %v; want queued at attempt 0", got, err)
 		}
 		// Snooze gives the attempt back.
 		again2 := claimOne(t, s, "snoozed", "w3")
@@ -147,10 +177,22 @@ func TestStoreCallsAsDocumented(t *testing.T) {
 			t.Fatalf("RetryByKey: %+v, %v", got, err)
 		}
 
-		// Purge takes what finished long enough ago: the succeeded task.
-		ids, err := s.Purge(ctx, &cairnqtype.PurgeOptions{Status: cairnqtype.StatusSucceeded})
-		if err != nil || len(ids) != 1 || ids[0] != held.ID {
-			t.Fatalf("Purge: %v, %v; want [%s]", ids, err, held.ID)
+		// Purge takes the succeeded task once it finished before now (a
+		// millisecond may have to pass).
+		var ids []string
+		for deadline := time.Now().Add(5 * time.Second); len(ids) == 0 && time.Now().Before(deadline); {
+			if ids, err = s.Purge(ctx, &cairnqtype.PurgeOptions{Status: cairnqtype.StatusSucceeded}); err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if len(ids) != 1 || ids[0] != held.ID {
+			t.Fatalf("Purge: %v; want [%s]", ids, held.ID)
+		}
+		if _, err := s.Get(ctx, held.ID); !errors.Is(err, cairnqtype.ErrNotFound) {
+			t.Errorf("Get of a purged task: %v, want ErrNotFound", err)
 		}
 	})
 }
@@ -172,4 +214,26 @@ func TestStoreTxCallsNeedPostgres(t *testing.T) {
 	if _, err := s.CompleteTx(context.Background(), nil, "task_x", "w", nil); !errors.Is(err, cairnqtype.ErrUnsupported) {
 		t.Errorf("CompleteTx on SQLite: %v, want ErrUnsupported", err)
 	}
+}
+
+// callZero calls f with the zero value of its parameter's type, as a
+// program outside the module can without naming that type.
+func callZero[D, R any](f func(D) R) R {
+	var d D
+	return f(d)
+}
+
+// The engine stays internal: Engine refuses a Door it did not open.
+func TestEngineRefusesAZeroDoor(t *testing.T) {
+	c, err := cairnq.Open(context.Background(), filepath.Join(t.TempDir(), "door.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	defer func() {
+		if recover() == nil {
+			t.Error("Engine with a zero Door returned the engine")
+		}
+	}()
+	callZero(c.Store().Engine)
 }

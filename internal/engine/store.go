@@ -79,12 +79,24 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	return s, nil
 }
 
-// Door is the first argument of package store's New and Store.Engine.
-// Only this module's packages can make one (it is declared in an
-// internal package and has an unexported field), so the engine, which
-// makes no compatibility promise, stays out of reach of programs outside
-// the module even through the public store package.
-type Door struct{ internal struct{} }
+// Door is the first argument of package store's New and Store.Engine,
+// which refuse a zero one. Only OpenDoor makes another, and only this
+// module's packages can call it, so the engine, which makes no
+// compatibility promise, stays out of reach of programs outside the
+// module even through the public store package. (A zero Door can be had
+// without naming the type, as a generic function's zero value, hence a
+// key rather than the type alone.)
+type Door struct{ key *doorKey }
+
+type doorKey struct{}
+
+var theDoor = Door{key: &doorKey{}}
+
+// OpenDoor returns the Door package store asks for.
+func OpenDoor() Door { return theDoor }
+
+// Opened reports whether d came from OpenDoor.
+func (d Door) Opened() bool { return d.key != nil && d == theDoor }
 
 // SettleOnClaim reports whether a busy worker's completions ride on its
 // next claim (ClaimHints.Settle), as on SQLite, where one writer commits
