@@ -6,7 +6,11 @@
 //
 // It renders pages on the server with html/template; its stylesheet and its
 // one small script are embedded in the binary, so it works offline, with no
-// CDN and no build step. Pages update without a reload through server-sent
+// CDN and no build step. They are served under names carrying a hash of
+// their bytes (/static/console.<hash>.js), cached for a year as immutable:
+// a new version of the console names new files, so no browser keeps an old
+// script past an upgrade. The plain names (/static/console.js) still
+// answer, revalidated on each use. Pages update without a reload through server-sent
 // events fed by Client.Watch (LISTEN on Postgres, in-process wakeups and
 // polling on SQLite). It imports only the standard library and this module.
 //
@@ -161,6 +165,18 @@ type Options struct {
 //go:embed assets
 var assets embed.FS
 
+// mustStatic is the embedded static files, under hashed names.
+func mustStatic() *staticFiles {
+	dir, err := fs.Sub(assets, "assets/static")
+	if err == nil {
+		var s *staticFiles
+		if s, err = newStatic(dir); err == nil {
+			return s
+		}
+	}
+	panic("console: the embedded static files: " + err.Error()) // a constant of the binary
+}
+
 // contentSecurityPolicy allows only the console's own files: no inline
 // script or style, no other origin, no framing.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
@@ -212,19 +228,17 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 		o.CountWait = defaultCountWait
 	}
 	o.BasePath = strings.TrimSuffix(o.BasePath, "/")
-	k := &console{c: c, st: c.Store().Engine(engine.OpenDoor()), opts: o, pages: newPages()}
+	static := mustStatic()
+	k := &console{c: c, st: c.Store().Engine(engine.OpenDoor()), opts: o, pages: newPages(static)}
 	k.counter = newCounter(k)
 
-	static, _ := fs.Sub(assets, "assets/static") // a constant path of the embed
-	files := http.StripPrefix("/static/", http.FileServerFS(static))
-
 	mux := http.NewServeMux()
-	mux.Handle("GET /static/", cacheFor(files, time.Hour))
+	mux.Handle("GET /static/{name}", static)
 	mux.Handle("GET /favicon.ico", cacheFor(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/static/favicon.svg"
+		r2.URL.Path = "/favicon.svg"
 		w.Header().Set("Content-Type", "image/svg+xml")
-		files.ServeHTTP(w, r2)
+		static.files.ServeHTTP(w, r2)
 	}), 24*time.Hour))
 	mux.HandleFunc("GET /{$}", k.overviewPage)
 	mux.HandleFunc("GET /tasks", k.tasksPage)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -52,8 +53,12 @@ type rowsView struct {
 // how far it is.
 type atView struct{ T, Now time.Time }
 
-func newPages() *pages {
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/templates/layout.html"))
+// newPages parses the templates; {{static "console.js"}} in them is the
+// path of a static file under its hashed name.
+func newPages(static *staticFiles) *pages {
+	fm := template.FuncMap{"static": static.url}
+	maps.Copy(fm, funcs)
+	layout := template.Must(template.New("layout.html").Funcs(fm).ParseFS(assets, "assets/templates/layout.html"))
 	p := &pages{byName: map[string]*template.Template{}}
 	names, _ := fs.Glob(assets, "assets/templates/page_*.html")
 	for _, n := range names {
