@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 	"github.com/cairnq/cairnq-go/store"
 )
 
@@ -17,8 +18,11 @@ import (
 // PostgresOptions embed them beside the settings only one backend has, so
 // a setting a backend cannot honour does not compile against it.
 type Options struct {
-	// Logger receives what the client survives (a failed retention sweep).
-	// Default slog.Default().
+	// Logger receives the client's events and, unless they are given
+	// loggers of their own, its workers' and schedulers' (the package
+	// documentation's "Logging" lists them). Default nil: WARN and above,
+	// through slog.Default()'s handler; pass slog.Default() (or any
+	// logger) to have INFO and below as that logger's handler allows.
 	Logger *slog.Logger
 
 	// MaxQueueDepth, when > 0, gates Submit on every queue: a submit waits
@@ -114,7 +118,7 @@ func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error
 	st, err := engine.OpenSQLite(ctx, path, engine.SQLiteOptions{
 		BusyTimeout:      opts.BusyTimeout,
 		FullSync:         opts.FullSync,
-		Logger:           opts.Logger,
+		Logger:           quietlog.Or(opts.Logger),
 		AllowOtherTables: opts.AllowOtherTables,
 		OpenExisting:     opts.OpenExisting,
 	})
@@ -136,7 +140,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptio
 		opts = &PostgresOptions{}
 	}
 	st, err := engine.OpenPostgres(ctx, ex, engine.PostgresOptions{
-		Schema: opts.Schema, CloseExecutor: opts.CloseExecutor, Logger: opts.Logger,
+		Schema: opts.Schema, CloseExecutor: opts.CloseExecutor, Logger: quietlog.Or(opts.Logger),
 		OpenExisting: opts.OpenExisting,
 	})
 	if err != nil {
@@ -157,14 +161,11 @@ func ownClient(st *engine.Store, opts *Options) (*Client, error) {
 }
 
 func newClient(st *engine.Store, opts *Options) (*Client, error) {
-	c := &Client{store: st, log: opts.Logger, hooks: slices.Clone(opts.SubmitHooks)}
+	c := &Client{store: st, log: quietlog.Or(opts.Logger), hooks: slices.Clone(opts.SubmitHooks)}
 	for i, h := range c.hooks {
 		if h == nil {
 			return nil, &ArgumentError{Op: "open", Arg: "SubmitHooks", Reason: fmt.Sprintf("hook %d is nil", i)}
 		}
-	}
-	if c.log == nil {
-		c.log = slog.Default()
 	}
 	gate, err := newDepthGate(st, opts)
 	if err != nil {

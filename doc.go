@@ -108,10 +108,26 @@
 //
 // # Logging
 //
-// The client and its workers log through log/slog (Options.Logger and
-// WorkerOptions.Logger, by default slog.Default()). Messages are fixed
-// strings, so a pipeline can match them; task events carry task_id,
-// task_name, queue, attempt and worker_id as attributes:
+// cairnq logs through log/slog, and is quiet by default: given no logger,
+// it logs WARN and above, to the handler slog.Default() has at the time.
+// So a healthy program prints nothing of cairnq's, and an application that
+// installs its own default handler (slog.SetDefault) receives cairnq's
+// warnings and errors there. A logger given is used as it is, at its
+// handler's level: Options.Logger: slog.Default() shows INFO too (a worker
+// starting and stopping, notifications taking effect), and a logger whose
+// handler is at slog.LevelDebug shows everything.
+//
+//	c, err := cairnq.Open(ctx, "tasks.db", &cairnq.SQLiteOptions{
+//		Options: cairnq.Options{Logger: slog.Default()},
+//	})
+//
+// That rule holds wherever cairnq takes a logger: Options.Logger; a
+// worker's and a scheduler's (WorkerOptions.Logger,
+// SchedulerOptions.Logger), which default to the client's; and the
+// adapters' Options.Logger, for their LISTEN connections.
+//
+// Messages are fixed strings, so a pipeline can match them; task events
+// carry task_id, task_name, queue, attempt and worker_id as attributes:
 //
 //   - info "cairnq: worker started" (queues, concurrency, names) and
 //     "cairnq: worker stopped";

@@ -3,6 +3,7 @@ package cairnq_test
 import (
 	"context"
 	"errors"
+	"log"
 	"log/slog"
 	"slices"
 	"strings"
@@ -128,6 +129,101 @@ func TestWorkerLogVocabulary(t *testing.T) {
 			}
 			if !strings.HasPrefix(l.msg, "cairnq: ") {
 				t.Errorf("message without the cairnq prefix: %q", l.msg)
+			}
+		}
+	})
+}
+
+// useDefaultHandler makes h slog.Default()'s handler for the test,
+// restoring the default logger and the log package's output after it. A
+// test calling it must not be parallel.
+func useDefaultHandler(t *testing.T, h slog.Handler) {
+	old, w, flags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(h))
+	t.Cleanup(func() {
+		slog.SetDefault(old)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+	})
+}
+
+// healthyRun is a first program's life: submit, one worker, wait, close.
+// A handler that returns an error fails the task for good.
+func healthyRun(t *testing.T, c *cairnq.Client, fail bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	task, err := c.Submit(ctx, "greet", map[string]string{"to": "ada"}, &cairnq.SubmitOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cairnq.NewWorker(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("greet", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		if fail {
+			return nil, errors.New("no greeting today")
+		}
+		return "hello", nil
+	}, nil)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	done, err := c.Wait(ctx, task.ID, &cairnq.WaitOptions{Timeout: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]cairnq.Status{false: cairnq.StatusSucceeded, true: cairnq.StatusFailed}[fail]; done.Status != want {
+		t.Fatalf("task %s, want %s", done.Status, want)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQuietByDefault: with no Logger a healthy program logs nothing, even
+// to a default handler that takes every level; a warning still reaches that
+// handler; and Logger: slog.Default() turns INFO on.
+func TestQuietByDefault(t *testing.T) {
+	rec := &logRecords{}
+	useDefaultHandler(t, rec)
+	msgs := func() []string {
+		var out []string
+		for _, l := range rec.all() {
+			out = append(out, l.level.String()+" "+l.msg)
+		}
+		rec.mu.Lock()
+		rec.records = nil
+		rec.mu.Unlock()
+		return out
+	}
+	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
+		msgs()
+		healthyRun(t, c, false)
+		if got := msgs(); len(got) != 0 {
+			t.Errorf("a healthy run with no Logger logged:\n%s", strings.Join(got, "\n"))
+		}
+	})
+	t.Run("warn reaches the default handler", func(t *testing.T) {
+		msgs()
+		healthyRun(t, openTemp(t, nil), true)
+		if got := msgs(); !slices.Contains(got, "WARN cairnq: task failed") || slices.ContainsFunc(got, func(m string) bool {
+			return !strings.HasPrefix(m, "WARN") && !strings.HasPrefix(m, "ERROR")
+		}) {
+			t.Errorf("want the task's failure at WARN and nothing below; got:\n%s", strings.Join(got, "\n"))
+		}
+	})
+	t.Run("Logger slog.Default turns INFO on", func(t *testing.T) {
+		msgs()
+		healthyRun(t, openTemp(t, &cairnq.Options{Logger: slog.Default()}), false)
+		got := msgs()
+		for _, want := range []string{"INFO cairnq: worker started", "INFO cairnq: worker stopped"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("missing %q; got:\n%s", want, strings.Join(got, "\n"))
 			}
 		}
 	})

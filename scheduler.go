@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/internal/cronspec"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 )
 
 // SlotKeyPrefix starts the key of every task a Scheduler submits; see
@@ -169,7 +170,7 @@ func NewScheduler(c *Client, opts *SchedulerOptions) *Scheduler {
 		s.log = c.log
 	}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = quietlog.Default()
 	}
 	return s
 }

@@ -104,8 +104,7 @@ type WorkerOptions struct {
 	Middleware []Middleware
 	// Logger receives the worker's events (see the package documentation's
 	// "Logging") and, through the default OnError, what it survives.
-	// Default: the Client's Options.Logger, itself slog.Default() unless
-	// set.
+	// Default: the Client's (Options.Logger).
 	Logger *slog.Logger
 }
 

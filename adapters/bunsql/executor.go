@@ -29,7 +29,8 @@ type Options struct {
 	TxOptions *sql.TxOptions
 
 	// Logger receives the listener's connection events (lost, restored,
-	// refused). Nil, the default, means slog.Default().
+	// refused). Nil, the default, means cairnq's default, WARN and above through
+	// slog.Default()'s handler (the cairnq package documentation's "Logging").
 	Logger *slog.Logger
 
 	// OnReconnect, when set, runs on the listener goroutine each time a

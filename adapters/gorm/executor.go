@@ -28,7 +28,8 @@ type Options struct {
 
 	// Logger receives the listener's connection events (lost, restored,
 	// refused). It is cairnq's logger, never gorm's. Nil, the default,
-	// means slog.Default().
+	// means cairnq's default, WARN and above through
+	// slog.Default()'s handler (the cairnq package documentation's "Logging").
 	Logger *slog.Logger
 
 	// OnReconnect, when set, runs on the listener goroutine each time a

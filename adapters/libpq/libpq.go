@@ -44,7 +44,8 @@ type Options struct {
 	TxOptions *sql.TxOptions
 
 	// Logger receives the listener's connection events (lost, restored,
-	// refused). Nil, the default, means slog.Default().
+	// refused). Nil, the default, means cairnq's default, WARN and above through
+	// slog.Default()'s handler (the cairnq package documentation's "Logging").
 	Logger *slog.Logger
 
 	// OnReconnect, if set, is called after a listener lost its connection

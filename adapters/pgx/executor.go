@@ -21,6 +21,7 @@ import (
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 )
 
 // Options configures an [Executor]. The zero value (or a nil *Options) is
@@ -72,7 +73,8 @@ type Options struct {
 	ConnectTimeout time.Duration
 
 	// Logger receives the listener's connection events and failed
-	// rollbacks. Default nil: slog.Default().
+	// rollbacks. Nil, the default, means cairnq's default, WARN and above through
+	// slog.Default()'s handler (the cairnq package documentation's "Logging").
 	Logger *slog.Logger
 
 	// OnReconnect, when set, runs on the listener goroutine each time a
@@ -211,7 +213,7 @@ func poolConfig(dsn string, o *Options) (*pgxpool.Config, error) {
 
 func newExecutor(pool *pgxpool.Pool, owned bool, opts *Options) *Executor {
 	e := &Executor{
-		pool: pool, owned: owned, log: slog.Default(),
+		pool: pool, owned: owned, log: quietlog.Default(),
 		named: pgroute.KeepsStatements(pool.Config().ConnConfig.DefaultQueryExecMode),
 	}
 	if opts != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -31,7 +32,7 @@ type PostgresOptions struct {
 	// closed by cairnq.
 	CloseExecutor bool
 	// Logger receives what the store survives (a listener that failed).
-	// Default slog.Default().
+	// Default: quietlog's (WARN and above through slog.Default()).
 	Logger *slog.Logger
 	// OpenExisting opens only a database cairnq is already installed in,
 	// and changes nothing about it: no ledger, table or migration is
@@ -64,9 +65,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	if o.Schema != "" && !validSchemaName(o.Schema) {
 		return nil, argError("open", "schema", "%q is not a plain identifier", o.Schema)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = quietlog.Or(o.Logger)
 	s := &Store{
 		dialect: protocol.Postgres,
 		stmts:   protocol.Statements(protocol.Postgres),

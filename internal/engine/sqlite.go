@@ -18,6 +18,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -39,7 +40,7 @@ type SQLiteOptions struct {
 	// MaxBatch caps how many waiting writes share one transaction. Default 256.
 	MaxBatch int
 	// Logger receives what the store survives (a failed statistics refresh).
-	// Default slog.Default().
+	// Default: quietlog's (WARN and above through slog.Default()).
 	Logger *slog.Logger
 	// AllowOtherTables lets the store add cairnq's tables to a database
 	// that already holds other tables but no cairnq ones. Default false:
@@ -187,9 +188,7 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	if b.busy == 0 {
 		b.busy = defaultBusyTimeout
 	}
-	if b.log == nil {
-		b.log = slog.Default()
-	}
+	b.log = quietlog.Or(b.log)
 	if b.maxBatch <= 0 {
 		b.maxBatch = 256
 	}

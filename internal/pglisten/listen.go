@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 )
 
 // The listener's timing: how long a connection attempt may take, and the
@@ -83,7 +84,7 @@ type Config struct {
 	// LogPrefix starts every error and log message, such as "cairnq/gorm".
 	LogPrefix string
 	// Logger receives the connection events (lost, restored, refused).
-	// Nil means slog.Default().
+	// Nil means quietlog's default.
 	Logger *slog.Logger
 	// OnReconnect, when set, runs on the listener goroutine each time a
 	// dropped connection has been replaced and listens again.
@@ -128,9 +129,7 @@ func NewListener(channels []string, onNotify func(channel, payload string), cfg 
 	if onNotify == nil {
 		return nil, errors.New("nil onNotify")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = quietlog.Or(cfg.Logger)
 	if cfg.IdleCheck == 0 {
 		cfg.IdleCheck = idleCheck
 	}
