@@ -15,7 +15,9 @@
 //	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
 //	cairnq ui      [--addr 127.0.0.1:8080] [--allow-writes] [--hide-payloads] [--basic-auth VAR]
 //
-// Every command but demo also takes --db and --schema.
+// Every command but demo also takes --db and --schema. Flags may come
+// before or after the arguments (cairnq get ID --db x); -- ends the
+// flags, so that an argument may start with a dash.
 //
 // # The database
 //
@@ -229,6 +231,8 @@ func usage(w io.Writer) {
 }
 
 const usageTail = `
+Flags may come before or after a command's arguments; -- ends the flags.
+
 Every command but demo takes:
   --db DB        a SQLite file, or a Postgres URL (postgres://...) or DSN
                  (host=... dbname=...); default $CAIRNQ_DB, else $DATABASE_URL
@@ -317,8 +321,14 @@ func (e *env) dbFlags() *flag.FlagSet {
 // parse parses args into fs: -h prints the command's usage on stdout
 // (errHelp, exit 0), a bad flag prints it on stderr (a usage error), and
 // so does a number of arguments the command table does not allow it.
+// Flags and arguments may come in any order (see splitFlags).
 func (e *env) parse(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
+	flags, positional := splitFlags(fs, args)
+	err := fs.Parse(flags)
+	if err == nil {
+		// Every flag is parsed; this leaves the arguments as fs.Args.
+		err = fs.Parse(append([]string{"--"}, positional...))
+	}
 	switch {
 	case err == nil:
 		return e.args(fs)
@@ -355,4 +365,41 @@ func (e *env) args(fs *flag.FlagSet) error {
 		return e.usageError("takes %s", a.what)
 	}
 	return nil
+}
+
+// splitFlags separates args into the flags, each with its value, and the
+// arguments, so that a flag may follow an argument (cairnq get ID --db x)
+// as in most command lines people use. It reads args as package flag
+// does: -name and --name alike, a flag of fs that is not boolean takes the
+// next word as its value unless given as -name=value, and a lone "-" is an
+// argument. "--" ends the flags: every word after it is an argument, even
+// one starting with a dash. A word fs does not know as a flag stays a flag,
+// for fs.Parse to refuse.
+func splitFlags(fs *flag.FlagSet, args []string) (flags, positional []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(positional, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(a[1:], "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, positional
+}
+
+// isBoolFlag reports whether f takes no value (as package flag decides).
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
