@@ -276,8 +276,7 @@ func run(ctx context.Context, args []string, e *env) error {
 func (e *env) runCommand(ctx context.Context, name string, args []string) error {
 	c := lookup(name)
 	if c == nil {
-		usage(e.errOut)
-		return fmt.Errorf("%w: unknown command %q", errUsage, name)
+		return unknownCommand(name)
 	}
 	e.cmd = c
 	err := c.run(ctx, e, args)
@@ -289,6 +288,68 @@ func (e *env) runCommand(ctx context.Context, name string, args []string) error 
 		return nil
 	}
 	return err
+}
+
+// lineError is a usage error reported as its message alone, on one line:
+// no usage, no "usage:" prefix.
+type lineError string
+
+func (e lineError) Error() string        { return string(e) }
+func (e lineError) Is(target error) bool { return target == errUsage }
+
+// unknownCommand is the one line for a command cairnq does not have,
+// naming the command it is closest to when it is close (see suggest).
+func unknownCommand(name string) error {
+	if strings.HasPrefix(name, "-") {
+		return lineError(fmt.Sprintf("unknown flag %s; a command comes first (cairnq <command> [flags]); run cairnq help", name))
+	}
+	if s := suggest(name); s != "" {
+		return lineError(fmt.Sprintf("unknown command %s; did you mean %s?", name, s))
+	}
+	return lineError(fmt.Sprintf("unknown command %s; run cairnq help", name))
+}
+
+// suggest returns the command closest to name when it is close: at most
+// two edits away (an edit inserts, deletes or replaces a letter, or swaps
+// two adjacent ones) and at most a third of the command's letters (one
+// for a short one), so that "lsit" suggests list but "xy" suggests
+// nothing. Case does not count.
+func suggest(name string) string {
+	best, bestD := "", 3
+	for _, c := range commands() {
+		d := editDistance(strings.ToLower(name), c.name)
+		if d < bestD && d <= max(1, len(c.name)/3) {
+			best, bestD = c.name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b,
+// in bytes: insertions, deletions, substitutions and transpositions of
+// adjacent bytes.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 func lookup(name string) *command {
