@@ -14,8 +14,9 @@
 //	cairnq migrate [--check] [--json]
 //	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
 //	cairnq ui      [--addr 127.0.0.1:8080] [--allow-writes] [--hide-payloads] [--basic-auth VAR]
+//	cairnq version [--json]
 //
-// Every command but demo also takes --db and --schema. Flags may come
+// Every command but demo and version also takes --db and --schema. Flags may come
 // before or after the arguments (cairnq get ID --db x); -- ends the
 // flags, so that an argument may start with a dash.
 //
@@ -219,6 +220,8 @@ func commands() []*command {
 			details: doctorHelp, run: cmdDoctor},
 		{name: "ui", synopsis: "[--addr 127.0.0.1:8080] [--allow-writes] [flags]", summary: "serve the web console",
 			details: uiHelp, run: cmdUI},
+		{name: "version", synopsis: "[--json]", summary: "the cairnq, protocol, schema and Go versions",
+			details: versionHelp, run: cmdVersion},
 	}
 }
 
@@ -233,7 +236,7 @@ func usage(w io.Writer) {
 const usageTail = `
 Flags may come before or after a command's arguments; -- ends the flags.
 
-Every command but demo takes:
+Every command but demo and version takes:
   --db DB        a SQLite file, or a Postgres URL (postgres://...) or DSN
                  (host=... dbname=...); default $CAIRNQ_DB, else $DATABASE_URL
                  when it is a Postgres URL, else ./tasks.db
@@ -260,6 +263,8 @@ func run(ctx context.Context, args []string, e *env) error {
 	case "-h", "-help", "--help":
 		usage(e.out)
 		return nil
+	case "-version", "--version":
+		return e.runCommand(ctx, "version", args[1:])
 	case "help":
 		if len(args) == 1 {
 			usage(e.out)

@@ -18,6 +18,7 @@ func TestUnknownCommand(t *testing.T) {
 		{[]string{"LIST"}, "unknown command LIST; did you mean list?"},
 		{[]string{"sumbit", "n"}, "unknown command sumbit; did you mean submit?"},
 		{[]string{"stat"}, "unknown command stat; did you mean stats?"},
+		{[]string{"verison"}, "unknown command verison; did you mean version?"},
 		{[]string{"docter"}, "unknown command docter; did you mean doctor?"},
 		{[]string{"mirgate"}, "unknown command mirgate; did you mean migrate?"},
 		{[]string{"help", "gte"}, "unknown command gte; did you mean get?"},
