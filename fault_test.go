@@ -61,7 +61,7 @@ func TestFaultKillSubmitterSQLite(t *testing.T) { faulttest.KillSubmitter(t, sql
 func TestFaultPoisonedValuesSQLite(t *testing.T) { faulttest.PoisonedValues(t, sqliteFault) }
 
 // TestFaultChild is what this binary runs as a child process of the tests
-// above (sqliteFault.ChildTest); in a normal run it skips.
+// above (sqliteFault.ChildTest); in a normal run it returns at once.
 func TestFaultChild(t *testing.T) { faulttest.Child(t, sqliteFault) }
 
 // checkIntegrity checks that the file at path is whole after a kill: the

@@ -40,7 +40,7 @@ const (
 func TestCrossProcessChild(t *testing.T) {
 	role := os.Getenv(nxEnvRole)
 	if role == "" {
-		t.Skip("runs only as a child of the cross-process wakeup tests")
+		return // not a child: the cross-process wakeup tests start this
 	}
 	ctx := context.Background()
 	c, err := cairnq.Open(ctx, os.Getenv(nxEnvDB), nil)

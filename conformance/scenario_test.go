@@ -460,7 +460,7 @@ func checkAliases(t *testing.T, s Scenario) {
 func TestScenarioExternalDirParses(t *testing.T) {
 	dir := os.Getenv("CAIRNQ_SCENARIOS_DIR")
 	if dir == "" {
-		t.Skip("CAIRNQ_SCENARIOS_DIR not set")
+		t.Skip("CAIRNQ_SCENARIOS_DIR is not set: set it to the directory of scenario JSON files (CI sets it to ../shared/cairnq-scenarios)")
 	}
 	scenarios, err := LoadScenarios(dir)
 	if err != nil {

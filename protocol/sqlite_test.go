@@ -134,7 +134,7 @@ func TestSQLiteStatementsPrepare(t *testing.T) {
 func TestSQLiteSchemaMatchesFixture(t *testing.T) {
 	dir := os.Getenv("CAIRNQ_FIXTURES_DIR")
 	if dir == "" {
-		t.Skip("CAIRNQ_FIXTURES_DIR is not set")
+		t.Skip("CAIRNQ_FIXTURES_DIR is not set (CI sets it to ../shared/fixtures)")
 	}
 	fixture := copyFile(t, filepath.Join(fixturesDir(t, dir), "node-0.12.tasks.db"))
 	theirs := openDB(t, fixture)

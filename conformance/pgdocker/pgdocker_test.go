@@ -49,7 +49,7 @@ func dockerOrSkip(t *testing.T) {
 		if requireDocker() {
 			t.Fatalf("no Docker engine (%v), and %s is set", err, envRequireDocker)
 		}
-		t.Skipf("no Docker engine: %v (set %s=1 to make this a failure)", err, envRequireDocker)
+		t.Skipf("no Docker engine: %v (docker/postgres/build.sh starts one and builds the image: see CONTRIBUTING.md; %s=1 makes this a failure)", err, envRequireDocker)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // Child is the body of the suite's child processes: the binary's
-// Backend.ChildTest calls it, and it does nothing (it skips t) unless the
+// Backend.ChildTest calls it, and it does nothing unless the
 // environment names a role. A child opens the shared database with b.Open
 // and plays its role: a submitter submits until killed, writing down each
 // id Submit returned; a victim runs tasks, then holds a few until killed;
@@ -25,7 +25,7 @@ import (
 func Child(t *testing.T, b Backend) {
 	role := os.Getenv(envRole)
 	if role == "" {
-		t.Skip("the child process of the fault tests")
+		return // not a child: the fault tests start this
 	}
 	c := b.Open(t, os.Getenv(envDSN))
 	t.Cleanup(func() {

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// goTestJSON runs go test -json on testdata/sample and returns its stream.
+func goTestJSON(t *testing.T, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"test", "-json", "-count=1"}, append(args, "./...")...)...)
+	cmd.Dir = filepath.Join("testdata", "sample")
+	cmd.Env = append(os.Environ(), append([]string{"GOWORK=off", "GOFLAGS="}, env...)...)
+	out, _ := cmd.Output() // a failing run exits 1; the stream is what counts
+	if len(out) == 0 {
+		t.Fatal("go test -json printed nothing")
+	}
+	return out
+}
+
+func TestReportPassingRun(t *testing.T) {
+	stream := goTestJSON(t, nil)
+	var out bytes.Buffer
+	r := newReport(&out, "./sample", false)
+	ok, err := r.read(bytes.NewReader(stream), time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("read = %v, %v; want true, nil\n%s", ok, err, out.String())
+	}
+	want := "  ok   example.com/sample "
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "3 passed, 3 skipped") {
+		t.Errorf("output lacks %q with 3 passed, 3 skipped:\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "something logged first") {
+		t.Errorf("a passing run printed a test's log:\n%s", out.String())
+	}
+
+	skips := filepath.Join(t.TempDir(), "skips")
+	if err := r.appendSkips(skips); err != nil {
+		t.Fatal(err)
+	}
+	var sum bytes.Buffer
+	if err := printSummary(&sum, skips); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"3 tests skipped",
+		"3 × SAMPLE_DIR is not set; set it to run this",
+		"TestSkipsWithReason, TestSubtests/a, TestSubtests/b (example.com/sample)",
+	} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+}
+
+func TestReportFailingRun(t *testing.T) {
+	stream := goTestJSON(t, []string{"SAMPLE_FAIL=1"})
+	var out bytes.Buffer
+	ok, err := newReport(&out, ".", false).read(bytes.NewReader(stream), time.Hour)
+	if err != nil || ok {
+		t.Fatalf("read = %v, %v; want false, nil", ok, err)
+	}
+	for _, want := range []string{"the failure message", "--- FAIL: TestFails", "  FAIL example.com/sample "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestReportBuildFailure(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/broken\n\ngo 1.26.0\n")
+	write("broken_test.go", "package broken\n\nfunc TestX(t *testing.T) { undefinedName() }\n")
+	cmd := exec.Command("go", "test", "-json", "./...")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	stream, _ := cmd.Output()
+	var out bytes.Buffer
+	ok, err := newReport(&out, ".", false).read(bytes.NewReader(stream), time.Hour)
+	if err != nil || ok {
+		t.Fatalf("read = %v, %v; want false, nil", ok, err)
+	}
+	if !strings.Contains(out.String(), "undefined") || !strings.Contains(out.String(), "FAIL example.com/broken") {
+		t.Errorf("output does not show the build error:\n%s", out.String())
+	}
+}
+
+func TestReportBenchmarks(t *testing.T) {
+	stream := goTestJSON(t, nil, "-run=^$", "-bench=.", "-benchtime=1x")
+	var out bytes.Buffer
+	if _, err := newReport(&out, ".", false).read(bytes.NewReader(stream), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "BenchmarkNothing") || !strings.Contains(out.String(), "ns/op") {
+		t.Errorf("output lacks the benchmark's result line:\n%s", out.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer the test can read while read writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// While a package runs, the report says so on every heartbeat.
+func TestReportHeartbeat(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	done := make(chan bool)
+	go func() {
+		ok, _ := newReport(&out, ".", false).read(pr, time.Millisecond)
+		done <- ok
+	}()
+	if _, err := pw.WriteString(`{"Action":"start","Package":"example.com/slow"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "running example.com/slow") {
+		select {
+		case <-done:
+			t.Fatal("read returned before the stream ended")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if _, err := pw.WriteString(`{"Action":"pass","Package":"example.com/slow","Elapsed":1}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if ok := <-done; !ok {
+		t.Errorf("read = false for a passing package:\n%s", out.String())
+	}
+	pr.Close()
+}
