@@ -45,12 +45,16 @@ migrate' creates one.
 
 const cancelHelp = `Cancels a queued task at once, or asks a running one to stop (it ends
 canceled when its worker settles it), and prints its id and status
-(--json: the task). Exit status 3 when there is no task with that id, 1
-when it has already finished.`
+(--json: the task, as below). Exit status 3 when there is no task with
+that id, 1 when it has already finished.
+
+` + taskJSONHelp
 
 const retryHelp = `Queues a failed or canceled task again and prints its id and status
-(--json: the task). Exit status 3 when there is no task with that id, 1
-when it is not failed or canceled.`
+(--json: the task, as below). Exit status 3 when there is no task with
+that id, 1 when it is not failed or canceled.
+
+` + taskJSONHelp
 
 const purgeHelp = `Deletes finished tasks (succeeded, failed, canceled) that finished more
 than --older-than ago, with their keys, and prints how many

@@ -38,7 +38,7 @@ page on another site from reaching the console by DNS rebinding.`
 const uiShutdown = 5 * time.Second
 
 func cmdUI(ctx context.Context, e *env, args []string) error {
-	fs := e.dbFlags()
+	fs := e.dbFlagsNoJSON()
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
 	writes := fs.Bool("allow-writes", false, "allow cancel, retry and submitting copies")
 	hide := fs.Bool("hide-payloads", false, "show no payload, result or metadata")
@@ -46,9 +46,6 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 	allowHosts := fs.String("allow-host", "", "also answer for these comma-separated host `names`")
 	if err := e.parse(fs, args); err != nil {
 		return err
-	}
-	if e.db.json {
-		return e.usageError("--json is for the read commands")
 	}
 	var user, pass string
 	if *authVar != "" {
