@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,10 @@ const statsHelp = `Counts the tasks of every queue (or one) per status. Reads on
 --json: {"queues": {"QUEUE": {"queued": N, "running": N, "succeeded": N,
 "failed": N, "canceled": N}}}; a queue named by --queue is always present.`
 
-const listHelp = `Lists tasks matching every filter given, newest first. Reads only.
+const listHelp = `Lists tasks matching every filter given, newest first, at most --limit
+(default 20); when more match, stderr says so ("showing 20 of at least
+21 tasks; use --limit for more") and stdout holds the list alone. Reads
+only.
 
 --json: {"tasks": [TASK, ...]}.
 
@@ -107,17 +111,29 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
 	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
 	fs.StringVar(&o.Name, "name", "", "only this task `name`")
-	fs.IntVar(&o.Limit, "limit", 20, "at most this many")
+	limit := fs.Int("limit", 20, "at most this many (at least 1); fewer than match are noted on stderr")
 	if err := e.parse(fs, args); err != nil {
 		return err
+	}
+	if *limit < 1 {
+		return e.usageError("--limit must be at least 1, got %d", *limit)
 	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
+	// One row more than shown tells whether the limit cut the list short.
+	o.Limit = *limit
+	if *limit < math.MaxInt {
+		o.Limit++
+	}
 	tasks, err := c.List(ctx, &o)
 	if err != nil {
 		return err
+	}
+	if len(tasks) > *limit {
+		tasks = tasks[:*limit]
+		fmt.Fprintf(e.errOut, "cairnq: showing %d of at least %d tasks; use --limit for more\n", *limit, *limit+1)
 	}
 	if e.db.json {
 		if tasks == nil {
