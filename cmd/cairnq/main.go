@@ -213,7 +213,7 @@ func commands() []*command {
 			details: retryHelp, args: oneTaskID, run: cmdRetry},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
-		{name: "watch", synopsis: "[flags]", summary: "print the counts whenever they may have changed",
+		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",
 			details: watchHelp, run: cmdWatch},
 		{name: "migrate", synopsis: "[--check] [flags]", summary: "apply the migrations, or check whether any are needed",
 			details: migrateHelp, run: cmdMigrate},
