@@ -168,9 +168,20 @@ func reportError(w io.Writer, err error) {
 type env struct {
 	out, errOut io.Writer
 	getenv      func(string) string
-	cmd         *command
-	db          *dbFlags  // set by dbFlags
-	database    *database // set by connect
+	// isTerminal reports whether a writer is a terminal; nil means
+	// isTerminal, which asks the operating system.
+	isTerminal func(io.Writer) bool
+	cmd        *command
+	db         *dbFlags  // set by dbFlags
+	database   *database // set by connect
+}
+
+// terminal reports whether w is a terminal (see env.isTerminal).
+func (e *env) terminal(w io.Writer) bool {
+	if e.isTerminal != nil {
+		return e.isTerminal(w)
+	}
+	return isTerminal(w)
 }
 
 // command is one entry of the command table.
