@@ -19,17 +19,22 @@ import (
 // nor a Postgres $DATABASE_URL.
 const defaultDB = "tasks.db"
 
-// dbFlags are the flags every command but demo takes.
+// dbFlags are the flags every command but demo and version takes: --db
+// and --schema, and --json on every one of them but ui.
 type dbFlags struct {
 	db, schema string
 	json       bool
 }
 
-func addDBFlags(fs *flag.FlagSet) *dbFlags {
+// addDBFlags defines --db and --schema on fs, and --json when withJSON (a
+// command given it describes its JSON above the flags, in its help).
+func addDBFlags(fs *flag.FlagSet, withJSON bool) *dbFlags {
 	f := &dbFlags{}
 	fs.StringVar(&f.db, "db", "", "a SQLite `file`, or a Postgres URL or DSN (default $CAIRNQ_DB, else $DATABASE_URL when it is a Postgres URL, else ./"+defaultDB+")")
 	fs.StringVar(&f.schema, "schema", "", "the Postgres `schema` cairnq lives in (default: where the connection's search_path resolves)")
-	fs.BoolVar(&f.json, "json", false, "print one JSON document (shape above) instead of text")
+	if withJSON {
+		fs.BoolVar(&f.json, "json", false, "print one JSON document (shape above) instead of text")
+	}
 	return f
 }
 

@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"text/tabwriter"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -15,19 +20,25 @@ import (
 const demoHelp = `Submits --n sample tasks across two names and two queues to a fresh
 SQLite file (some fail and retry, one always fails, one is canceled, one
 name is delivered in batches), runs a worker on them in this process with
-a live progress line, and prints the stats table and the throughput. The
-file is replaced if it exists; the demo runs on SQLite only and ignores
-$CAIRNQ_DB and $DATABASE_URL.`
+a progress line (redrawn in place on a terminal, a line a second
+otherwise), and prints the stats table, the throughput and the commands
+that open what it made. The throughput is the tasks the worker settled
+over the time from its start to the last of them finishing, as the
+tasks' completion times record it. The worker's warnings (the sample
+failures) go to stderr, clearing the progress line first on a terminal.
+The file is replaced if it exists; the demo runs on SQLite only and
+ignores $CAIRNQ_DB and $DATABASE_URL.`
 
 // cmdDemo is the main job on the embedded default: it submits sample tasks
 // to a fresh SQLite file, runs a worker on them in this process with a live
-// progress line, and prints the stats table and the throughput.
+// progress line, and prints the stats table, the throughput and what to
+// run next.
 func cmdDemo(ctx context.Context, e *env, args []string) error {
 	out := e.out
 	fs := e.flags()
 	db := fs.String("db", "cairnq-demo.db", "SQLite `file` to create (replaced if it exists)")
-	n := fs.Int("n", 300, "tasks to submit")
-	conc := fs.Int("concurrency", 8, "handler calls run at once")
+	n := fs.Int("n", 300, "tasks to submit (at least 2)")
+	conc := fs.Int("concurrency", 8, "handler calls run at once (at least 1)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -42,7 +53,8 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	c, err := cairnq.Open(ctx, *db, nil)
+	live := &liveLine{out: out, logOut: e.errOut, tty: e.terminal(out)}
+	c, err := cairnq.Open(ctx, *db, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: live.logger()}})
 	if err != nil {
 		return err
 	}
@@ -54,7 +66,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ids, err := demoSubmit(ctx, c, *n)
+	ran, err := demoSubmit(ctx, c, *n)
 	if err != nil {
 		return err
 	}
@@ -65,8 +77,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	runErr := make(chan error, 1)
 	go func() { runErr <- w.Run(runCtx) }()
 
-	err = watchProgress(ctx, c, out, isTerminal(out))
-	elapsed := time.Since(start)
+	err = watchProgress(ctx, c, live)
 	stopWorker()
 	if werr := <-runErr; err == nil {
 		err = werr
@@ -79,11 +90,83 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	elapsed, err := settledIn(ctx, c, ran, start)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintln(out)
 	printStats(out, stats)
-	fmt.Fprintf(out, "\n%d tasks settled in %v: %.0f tasks/s (concurrency %d)\n",
-		len(ids), elapsed.Round(time.Millisecond), float64(len(ids))/elapsed.Seconds(), *conc)
+	fmt.Fprintf(out, "\nthe worker settled %s in %v, from its start to the last settlement: %.0f tasks/s at concurrency %d\n",
+		plural(len(ran), "task"), elapsed, float64(len(ran))/elapsed.Seconds(), *conc)
+	printNext(out, *db)
 	return nil
+}
+
+// settledIn is how long the worker, started at start, took to settle the
+// tasks ran: from start to the latest of their completion times, as the
+// database recorded them (to the millisecond). It is measured by the
+// settlements themselves, not by how often the progress line looks.
+func settledIn(ctx context.Context, c *cairnq.Client, ran []string, start time.Time) (time.Duration, error) {
+	want := make(map[string]bool, len(ran))
+	for _, id := range ran {
+		want[id] = true
+	}
+	// The demo's file holds its tasks alone, and one more (canceled).
+	tasks, err := c.List(ctx, &cairnq.ListOptions{Limit: len(ran) + 1})
+	if err != nil {
+		return 0, err
+	}
+	var last time.Time
+	seen := 0
+	for _, t := range tasks {
+		if !want[t.ID] {
+			continue
+		}
+		if !t.IsTerminal() {
+			return 0, fmt.Errorf("demo: task %s is %s after the worker stopped", t.ID, t.Status)
+		}
+		seen++
+		if t.CompletedAt.After(last) {
+			last = t.CompletedAt
+		}
+	}
+	if seen != len(ran) {
+		return 0, fmt.Errorf("demo: %d of the %d tasks run are in the database", seen, len(ran))
+	}
+	// Completion times are whole milliseconds; the elapsed time is at
+	// least one.
+	return max(last.Sub(start).Round(time.Millisecond), time.Millisecond), nil
+}
+
+// printNext ends the demo with the commands that open what it made, on
+// the file it made: without --db they would look in ./tasks.db.
+func printNext(out io.Writer, db string) {
+	arg := printable(shellQuote(db))
+	fmt.Fprintln(out, "\nnext, on the tasks the demo left:")
+	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
+	fmt.Fprintf(w, "  cairnq ui --db %s\tthe web console (http://127.0.0.1:8080)\n", arg)
+	fmt.Fprintf(w, "  cairnq stats --db %s\tthese counts again\n", arg)
+	fmt.Fprintf(w, "  cairnq list --db %s --status failed\tthe task that failed\n", arg)
+	w.Flush()
+}
+
+// shellSafe matches a word a shell takes as it is.
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:=@%+,-]+$`)
+
+// shellQuote returns s as one word for a POSIX shell.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// plural is n and the noun, "1 task" or "2 tasks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // demoWorker registers the demo's handlers: "render" fails on the first
@@ -126,7 +209,8 @@ func demoWorker(c *cairnq.Client, conc int) (*cairnq.Worker, error) {
 }
 
 // demoSubmit submits n tasks across two names and two queues, plus one
-// that always fails and one canceled before it could run.
+// that always fails and one canceled before it could run, and returns the
+// ids of the n-1 tasks the worker is to run: all but the canceled one.
 func demoSubmit(ctx context.Context, c *cairnq.Client, n int) ([]string, error) {
 	var ids []string
 	for i := range n - 2 {
@@ -151,18 +235,17 @@ func demoSubmit(ctx context.Context, c *cairnq.Client, n int) ([]string, error) 
 	if _, err := c.Cancel(ctx, late.ID); err != nil {
 		return nil, err
 	}
-	return append(ids, flaky.ID, late.ID), nil
+	return append(ids, flaky.ID), nil
 }
 
-// watchProgress reports until no task is queued or running: one line
-// rewritten in place on a terminal, a plain line a second otherwise.
-func watchProgress(ctx context.Context, c *cairnq.Client, out io.Writer, tty bool) error {
+// watchProgress reports until no task is queued or running, on live.
+func watchProgress(ctx context.Context, c *cairnq.Client, live *liveLine) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lastPlain := time.Now()
 	for {
 		stats, err := c.Stats(ctx, "")
 		if err != nil {
+			live.end()
 			return err
 		}
 		var sum cairnq.StatusCounts
@@ -173,28 +256,93 @@ func watchProgress(ctx context.Context, c *cairnq.Client, out io.Writer, tty boo
 			sum.Failed += s.Failed
 			sum.Canceled += s.Canceled
 		}
-		line := fmt.Sprintf("queued %d  running %d  succeeded %d  failed %d  canceled %d",
-			sum.Queued, sum.Running, sum.Succeeded, sum.Failed, sum.Canceled)
 		done := sum.Queued == 0 && sum.Running == 0
-		switch {
-		case tty:
-			fmt.Fprintf(out, "\r\033[K%s", line)
-		case done || time.Since(lastPlain) >= time.Second:
-			fmt.Fprintln(out, line)
-			lastPlain = time.Now()
-		}
+		live.set(fmt.Sprintf("queued %d  running %d  succeeded %d  failed %d  canceled %d",
+			sum.Queued, sum.Running, sum.Succeeded, sum.Failed, sum.Canceled), done)
 		if done {
-			if tty {
-				fmt.Fprintln(out)
-			}
+			live.end()
 			return nil
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
+			live.end()
 			return ctx.Err()
 		}
 	}
+}
+
+// liveLine is the demo's progress line and the log lines written around
+// it, which the demo's logger writes through it. On a terminal the
+// progress line is redrawn in place, and a log line first clears it, then
+// is written, and the progress line is drawn again below it, so that
+// neither breaks the other. Elsewhere the progress line is printed a line
+// at a time, once a second and at the end, and log lines are left alone.
+type liveLine struct {
+	out    io.Writer // the progress line
+	logOut io.Writer // the log lines
+	tty    bool      // whether out is a terminal
+
+	mu        sync.Mutex
+	line      string    // the progress line drawn on out, on a terminal
+	lastPlain time.Time // when a plain progress line was printed last
+}
+
+// logger is the demo's logger: WARN and above, as text, through l.
+func (l *liveLine) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // a demo's lines read better without
+			}
+			return a
+		},
+	}))
+}
+
+// set shows s as the progress line: in place on a terminal; elsewhere as
+// a line of its own when final or when a second has passed since the
+// last one.
+func (l *liveLine) set(s string, final bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.tty:
+		l.line = s
+		fmt.Fprintf(l.out, "\r\033[K%s", s)
+	case final || time.Since(l.lastPlain) >= time.Second:
+		fmt.Fprintln(l.out, s)
+		l.lastPlain = time.Now()
+	}
+}
+
+// end leaves the progress line on a terminal as it is, ending its line,
+// so that what follows starts on a line of its own.
+func (l *liveLine) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tty && l.line != "" {
+		fmt.Fprintln(l.out)
+	}
+	l.line = ""
+}
+
+// Write writes p, one log record (a slog handler writes each in one
+// call), clearing the progress line on a terminal first and drawing it
+// again after.
+func (l *liveLine) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	drawn := l.tty && l.line != ""
+	if drawn {
+		io.WriteString(l.out, "\r\033[K")
+	}
+	n, err := l.logOut.Write(p)
+	if drawn {
+		io.WriteString(l.out, l.line)
+	}
+	return n, err
 }
 
 // isTerminal reports whether out is a character device (a terminal).

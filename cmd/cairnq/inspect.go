@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,10 @@ const statsHelp = `Counts the tasks of every queue (or one) per status. Reads on
 --json: {"queues": {"QUEUE": {"queued": N, "running": N, "succeeded": N,
 "failed": N, "canceled": N}}}; a queue named by --queue is always present.`
 
-const listHelp = `Lists tasks matching every filter given, newest first. Reads only.
+const listHelp = `Lists tasks matching every filter given, newest first, at most --limit
+(default 20); when more match, stderr says so ("showing 20 of at least
+21 tasks; use --limit for more") and stdout holds the list alone. Reads
+only.
 
 --json: {"tasks": [TASK, ...]}.
 
@@ -45,12 +49,16 @@ migrate' creates one.
 
 const cancelHelp = `Cancels a queued task at once, or asks a running one to stop (it ends
 canceled when its worker settles it), and prints its id and status
-(--json: the task). Exit status 3 when there is no task with that id, 1
-when it has already finished.`
+(--json: the task, as below). Exit status 3 when there is no task with
+that id, 1 when it has already finished.
+
+` + taskJSONHelp
 
 const retryHelp = `Queues a failed or canceled task again and prints its id and status
-(--json: the task). Exit status 3 when there is no task with that id, 1
-when it is not failed or canceled.`
+(--json: the task, as below). Exit status 3 when there is no task with
+that id, 1 when it is not failed or canceled.
+
+` + taskJSONHelp
 
 const purgeHelp = `Deletes finished tasks (succeeded, failed, canceled) that finished more
 than --older-than ago, with their keys, and prints how many
@@ -103,17 +111,29 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
 	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
 	fs.StringVar(&o.Name, "name", "", "only this task `name`")
-	fs.IntVar(&o.Limit, "limit", 20, "at most this many")
+	limit := fs.Int("limit", 20, "at most this many (at least 1); fewer than match are noted on stderr")
 	if err := e.parse(fs, args); err != nil {
 		return err
+	}
+	if *limit < 1 {
+		return e.usageError("--limit must be at least 1, got %d", *limit)
 	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
+	// One row more than shown tells whether the limit cut the list short.
+	o.Limit = *limit
+	if *limit < math.MaxInt {
+		o.Limit++
+	}
 	tasks, err := c.List(ctx, &o)
 	if err != nil {
 		return err
+	}
+	if len(tasks) > *limit {
+		tasks = tasks[:*limit]
+		fmt.Fprintf(e.errOut, "cairnq: showing %d of at least %d tasks; use --limit for more\n", *limit, *limit+1)
 	}
 	if e.db.json {
 		if tasks == nil {

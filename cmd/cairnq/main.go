@@ -13,12 +13,13 @@
 //	cairnq watch   [--queue q] [--poll 1s] [--for 0] [--json]
 //	cairnq migrate [--check] [--json]
 //	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
-//	cairnq ui      [--addr 127.0.0.1:8080] [--allow-writes] [--hide-payloads] [--basic-auth VAR]
+//	cairnq ui      [--addr 127.0.0.1:8080] [--allow-writes] [--hide-payloads] [--basic-auth VAR] [--allow-host h,...]
 //	cairnq version [--json]
 //
-// Every command but demo and version also takes --db and --schema. Flags may come
-// before or after the arguments (cairnq get ID --db x); -- ends the
-// flags, so that an argument may start with a dash.
+// Every command but demo and version also takes --db and --schema; ui
+// takes no --json. Flags may come before or after the arguments (cairnq
+// get ID --db x); -- ends the flags, so that an argument may start with a
+// dash.
 //
 // # The database
 //
@@ -167,9 +168,20 @@ func reportError(w io.Writer, err error) {
 type env struct {
 	out, errOut io.Writer
 	getenv      func(string) string
-	cmd         *command
-	db          *dbFlags  // set by dbFlags
-	database    *database // set by connect
+	// isTerminal reports whether a writer is a terminal; nil means
+	// isTerminal, which asks the operating system.
+	isTerminal func(io.Writer) bool
+	cmd        *command
+	db         *dbFlags  // set by dbFlags
+	database   *database // set by connect
+}
+
+// terminal reports whether w is a terminal (see env.isTerminal).
+func (e *env) terminal(w io.Writer) bool {
+	if e.isTerminal != nil {
+		return e.isTerminal(w)
+	}
+	return isTerminal(w)
 }
 
 // command is one entry of the command table.
@@ -212,7 +224,7 @@ func commands() []*command {
 			details: retryHelp, args: oneTaskID, run: cmdRetry},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
-		{name: "watch", synopsis: "[flags]", summary: "print the counts whenever they may have changed",
+		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",
 			details: watchHelp, run: cmdWatch},
 		{name: "migrate", synopsis: "[--check] [flags]", summary: "apply the migrations, or check whether any are needed",
 			details: migrateHelp, run: cmdMigrate},
@@ -241,8 +253,10 @@ Every command but demo and version takes:
                  (host=... dbname=...); default $CAIRNQ_DB, else $DATABASE_URL
                  when it is a Postgres URL, else ./tasks.db
   --schema NAME  the Postgres schema cairnq lives in (default: search_path)
-Read commands (stats, list, get, watch, doctor, migrate --check) take --json
-and never create or change anything; only migrate creates a database.
+Every command but demo and ui takes --json: one JSON document on stdout
+(watch: one per line), its shape in the command's help. The read commands
+(stats, list, get, watch, doctor, migrate --check) never create or change
+anything; only migrate creates a database.
 
 exit status: 0 ok, 1 error, 2 usage, 3 not found (task or database),
 4 doctor or migrate --check found something needing attention.
@@ -375,12 +389,20 @@ func (e *env) flags() *flag.FlagSet {
 	return fs
 }
 
-// dbFlags makes the flag set of a command that runs on the database: the
-// flags every command but demo takes (--db, --schema, --json; see
-// addDBFlags), kept as e.db, to which the command adds its own.
+// dbFlags makes the flag set of a command that runs on the database and
+// prints JSON when asked: --db, --schema and --json (see addDBFlags),
+// kept as e.db, to which the command adds its own.
 func (e *env) dbFlags() *flag.FlagSet {
 	fs := e.flags()
-	e.db = addDBFlags(fs)
+	e.db = addDBFlags(fs, true)
+	return fs
+}
+
+// dbFlagsNoJSON is dbFlags for a command that prints no JSON (ui): --db
+// and --schema only, so that its help offers no --json it would refuse.
+func (e *env) dbFlagsNoJSON() *flag.FlagSet {
+	fs := e.flags()
+	e.db = addDBFlags(fs, false)
 	return fs
 }
 

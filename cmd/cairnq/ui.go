@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,10 @@ It opens the database without creating or migrating anything.
 
 It listens on 127.0.0.1:8080 unless --addr names another address; it is
 read-only unless --allow-writes (cancel, retry, bulk actions, submit a
-copy), and every write is a POST refused from another origin.
+copy), and every write is a POST refused from another origin. Allowing
+writes on an address other machines can reach (not loopback) without
+--basic-auth prints a warning on stderr. An --addr listening on every
+interface (0.0.0.0:P, [::]:P, :P) is announced as http://localhost:P.
 --basic-auth NAME requires HTTP basic authentication on every request,
 with the "user:password" held by the environment variable NAME (never on
 the command line, where other users can read it). --hide-payloads keeps
@@ -38,7 +42,7 @@ page on another site from reaching the console by DNS rebinding.`
 const uiShutdown = 5 * time.Second
 
 func cmdUI(ctx context.Context, e *env, args []string) error {
-	fs := e.dbFlags()
+	fs := e.dbFlagsNoJSON()
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
 	writes := fs.Bool("allow-writes", false, "allow cancel, retry and submitting copies")
 	hide := fs.Bool("hide-payloads", false, "show no payload, result or metadata")
@@ -46,9 +50,6 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 	allowHosts := fs.String("allow-host", "", "also answer for these comma-separated host `names`")
 	if err := e.parse(fs, args); err != nil {
 		return err
-	}
-	if e.db.json {
-		return e.usageError("--json is for the read commands")
 	}
 	var user, pass string
 	if *authVar != "" {
@@ -80,11 +81,18 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
+	url, where := consoleURL(ln.Addr())
+	if *writes && user == "" && !isLoopback(ln.Addr()) {
+		fmt.Fprintf(e.errOut, "cairnq: warning: writes are allowed without --basic-auth on %s: anyone who can reach it can cancel, retry and submit tasks\n", where)
+	}
 	mode := "read-only"
 	if *writes {
 		mode = "writes allowed"
 	}
-	fmt.Fprintf(e.out, "cairnq console on http://%s (%s, %s); interrupt to stop\n", ln.Addr(), d.t, mode)
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		mode += ", listening on all interfaces"
+	}
+	fmt.Fprintf(e.out, "cairnq console on %s (%s, %s); interrupt to stop\n", url, d.t, mode)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -99,6 +107,26 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 		err = serr
 	}
 	return err
+}
+
+// consoleURL is the URL to open the console listening on addr at, and
+// where it listens, for a person: an address that is every address of
+// this machine (0.0.0.0, [::]) is no address to browse to, so its URL
+// names localhost and where says "all interfaces, port P".
+func consoleURL(addr net.Addr) (url, where string) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return "http://" + addr.String(), addr.String()
+	}
+	port := strconv.Itoa(tcp.Port)
+	return "http://" + net.JoinHostPort("localhost", port), "all interfaces, port " + port
+}
+
+// isLoopback reports whether addr is a loopback address, which only this
+// machine can reach.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // servedHosts are the hosts the console answers for (see uiHelp): the
