@@ -26,7 +26,8 @@
 // key=value DSN (host=... dbname=...). Without --db: $CAIRNQ_DB, then
 // $DATABASE_URL when it is a Postgres URL, then ./tasks.db. --schema names
 // the Postgres schema cairnq lives in (default: where the connection's
-// search_path resolves). Postgres is reached through the pgx adapter.
+// search_path resolves). Postgres is reached through the pgx adapter; the
+// DSN is never printed with its password.
 //
 // Only migrate creates a database or changes its schema: it creates the
 // SQLite file (and its directories) or the Postgres schema if missing and
