@@ -11,13 +11,17 @@
 //
 // A Client submits tasks and reads them back; a Worker claims them and runs
 // the handler registered for their name. Both open the same database,
-// usually from different processes:
+// usually from different processes. In outline, errors unchecked (the
+// package example quickStart is the whole program, run by go test):
 //
+//	// The API process.
 //	c, err := cairnq.Open(ctx, "tasks.db", nil) // created if absent
 //	defer c.Close()
-//
 //	t, err := c.Submit(ctx, "render", map[string]any{"page": 1}, nil)
+//	done, err := c.Wait(ctx, t.ID, nil) // or c.Call: submit and wait
 //
+//	// The worker process, on the same file.
+//	c, err := cairnq.Open(ctx, "tasks.db", nil)
 //	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 8})
 //	w.Handle("render", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 //		var p struct{ Page int }
@@ -28,12 +32,11 @@
 //	}, nil)
 //	err = w.Run(ctx) // until ctx ends, then drains what is running
 //
-//	done, err := c.Wait(ctx, t.ID, nil) // or c.Call: submit and wait
-//
-// [Define] binds a name to Go types at both ends ([TaskDef.Submit],
-// [TaskDef.Handle], [TaskDef.Call]); another SDK uses just the name. The
-// package's examples (the README's among them) run as they are, errors
-// checked.
+// Wait returns the task once it ends, whatever its status, and
+// [*TaskTimeoutError] when no worker finished it in time: check the error
+// before reading the task. [Define] binds a name to Go types at both ends
+// ([TaskDef.Submit], [TaskDef.Handle], [TaskDef.Call]); another SDK uses
+// just the name.
 //
 // # Submitting
 //
