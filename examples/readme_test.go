@@ -57,8 +57,7 @@ func Example_transactions() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY, shipped boolean NOT NULL DEFAULT false)`)
-	if err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY, shipped bool NOT NULL DEFAULT false)`); err != nil {
 		log.Fatal(err)
 	}
 
