@@ -11,13 +11,17 @@
 //
 // A Client submits tasks and reads them back; a Worker claims them and runs
 // the handler registered for their name. Both open the same database,
-// usually from different processes:
+// usually from different processes. In outline, errors unchecked (the
+// package example quickStart is the whole program, run by go test):
 //
+//	// The API process.
 //	c, err := cairnq.Open(ctx, "tasks.db", nil) // created if absent
 //	defer c.Close()
-//
 //	t, err := c.Submit(ctx, "render", map[string]any{"page": 1}, nil)
+//	done, err := c.Wait(ctx, t.ID, nil) // or c.Call: submit and wait
 //
+//	// The worker process, on the same file.
+//	c, err := cairnq.Open(ctx, "tasks.db", nil)
 //	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 8})
 //	w.Handle("render", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 //		var p struct{ Page int }
@@ -28,10 +32,11 @@
 //	}, nil)
 //	err = w.Run(ctx) // until ctx ends, then drains what is running
 //
-//	done, err := c.Wait(ctx, t.ID, nil) // or c.Call: submit and wait
-//
-// [Define] binds a name to Go types at both ends ([TaskDef.Submit],
-// [TaskDef.Handle], [TaskDef.Call]); another SDK uses just the name.
+// Wait returns the task once it ends, whatever its status, and
+// [*TaskTimeoutError] when no worker finished it in time: check the error
+// before reading the task. [Define] binds a name to Go types at both ends
+// ([TaskDef.Submit], [TaskDef.Handle], [TaskDef.Call]); another SDK uses
+// just the name.
 //
 // # Submitting
 //
@@ -49,7 +54,15 @@
 // json.RawMessage or a []byte is taken as JSON text. Values past the
 // limits ([MaxValueBytes], [MaxJSONDepth], [MaxNameBytes], [MaxKeyBytes],
 // NUL characters, invalid UTF-8) are refused before anything is written,
-// identically on both backends.
+// identically on both backends (see Limits below).
+//
+// A Client reads tasks back ([Client.Get], [Client.GetByKey]; without the
+// payload [Client.GetStatus], [Client.GetStatusByKey]; [Client.List] with
+// filters; [Client.Stats], counts per queue and status), cancels
+// ([Client.Cancel], [Client.CancelByKey]), queues failed and canceled tasks
+// again ([Client.Retry], [Client.RetryByKey]) and deletes finished ones
+// ([Client.Purge], or in the background with [Options].Retention).
+// [Client.QueueHeadroom] says how much room a queue has below a depth.
 //
 // # Workers
 //
@@ -83,14 +96,128 @@
 // contexts; a handler that ignores its context is reported and left to its
 // lease, so a deployment's stop never hangs on one handler.
 //
-// # Time and flow control
+// # Leases, retries and shutdown
 //
-// A handler that returns [Snooze](d) puts its task back in the queue to
-// run after d, with the attempt it used given back: not a failure. A
-// [Scheduler] submits tasks on cron specs from any number of processes,
-// with no leader: each slot's task has a key derived from the entry and
-// the slot ([SlotKey]), so only one submit per slot can win. Per-name
-// [RateLimit]s and [Worker.Pause] are under Workers above.
+// A claim leases its task for WorkerOptions.LeaseDuration (30s, at least
+// [MinLeaseDuration]). One heartbeat_batch statement per beat
+// (HeartbeatInterval: a third of the lease by default, always under half
+// of it) renews every lease the worker holds. A task whose lease was lost
+// has only its own context flagged ([TaskContext.LostLease], and its ctx
+// canceled); the worker records nothing for it. A settlement that fails on
+// a busy database or a dropped connection is retried while the lease
+// lasts, so finished work is not run again.
+//
+// A returned error fails the attempt. While attempts remain
+// ([SubmitOptions].MaxAttempts, default 3) the task is retried after an
+// equal-jitter exponential backoff, 1s doubling to 30s
+// (WorkerOptions.RetryBackoff, RetryBackoffMax; [NoRetryBackoff] requeues
+// at once), unless the error is a non-retryable [*TaskError] or wrapped
+// by [Permanent]. A panic is recovered and recorded as a retryable
+// handler_panic failure. A result JSON cannot hold fails the task for good
+// as unserializable_result. A handler's error is read under recover too:
+// a typed nil *TaskError, or an error whose methods panic, fails the task,
+// never the process.
+//
+// Cancel is cooperative and wins: a cancel requested while a task runs
+// cancels its handler's context, and whatever the handler returns, the
+// task ends canceled.
+//
+// At shutdown Run waits ShutdownTimeout (30s) for running calls, then
+// cancels their contexts and waits as long again, at most 5s. A handler
+// that still ignores its context is reported to WorkerOptions.OnError
+// ([PhaseShutdown]) and left behind, its task to its lease. WorkerOptions.MaxRun
+// does the same for one attempt that runs too long, recorded as a
+// retryable handler_timeout failure.
+//
+// [Worker.HandleBatch](name, n, ...) delivers up to n tasks per call; the
+// tasks the handler did not settle itself ([TaskContext.Succeed],
+// [TaskContext.Fail], both idempotent) are settled by how the call ended.
+// [HandlerOptions].Concurrency bounds the calls of one name at once,
+// WorkerOptions.Resources capacities shared by several names ({"gpu": 1},
+// named by HandlerOptions.Resource), and WorkerOptions.MaxInFlightBytes
+// the payload bytes held by running calls.
+//
+// # Snooze, rate limits and pausing
+//
+// A handler that cannot do its work yet (an upstream not ready, a report
+// still being built) returns [Snooze](d): the task goes back to queued,
+// due d from now (0: at once), and the attempt it used is given back, so
+// snoozing spends none of MaxAttempts and records no error and no
+// backoff. A TypeScript or Python worker on the same database sees an
+// ordinary queued task. [TaskContext.Snooze] settles so from inside the
+// handler. On Postgres the requeue sends the cairnq_queued notification
+// as a retry does, so idle workers take one extra probe, and find the task
+// by polling once it is due.
+//
+//	w.Handle("await-report", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+//		if !reportReady(ctx) {
+//			return nil, cairnq.Snooze(30 * time.Second)
+//		}
+//		return fetchReport(ctx)
+//	}, nil)
+//
+// A [RateLimit] in [HandlerOptions] is a token bucket per name in the
+// worker: Rate starts a second, Burst at once. The claim takes only what
+// the bucket lets start now, so no task sits claimed in the process with
+// its lease running while it waits its turn; an idle worker wakes when the
+// next start is allowed and runs no statement before. The limit is per
+// process: N workers with Rate 50 start up to 50·N a second.
+//
+// [Worker.Pause] stops claiming from queues (calls in flight finish as
+// usual) and returns once no claim on them is in progress;
+// [Worker.Resume] claims again (with no arguments, every queue of the
+// worker) and [Worker.Paused] lists them. A paused queue's expired leases
+// are recovered by other workers' claims, not this one's. A Rate that is
+// not > 0, a negative Burst, or a queue the worker does not claim from is
+// an [*ArgumentError].
+//
+// # Periodic tasks
+//
+// A [Scheduler] submits a task for every slot of its entries' cron specs
+// ([Scheduler.Add]; five fields, six with seconds, the @ descriptors, or
+// "@every D"). Run it in as many processes as should keep the entries
+// going, in Go or in any SDK that derives the same keys: there is no
+// leader.
+//
+//	s := cairnq.NewScheduler(c, nil)
+//	_, err := s.Add("0 9 * * MON-FRI", "report", map[string]any{"kind": "daily"}, &cairnq.ScheduleOptions{
+//		ID:       "daily-report",       // the same in every process; names the keys
+//		Location: paris,                // the zone the fields are read in; default UTC
+//		Missed:   cairnq.MissedCatchUp, // or MissedSkip (default), MissedRunOnce
+//		CatchUp:  3,
+//		Submit:   &cairnq.SubmitOptions{Queue: "reports", MaxAttempts: 5},
+//	})
+//	err = s.Run(ctx) // until ctx ends; Add works while it runs
+//
+// How the schedulers agree:
+//
+//   - Keys: slot t of entry id is submitted with the key [SlotKey](id, t),
+//     "cairnq:periodic:<id>:<t in Unix milliseconds>", and the
+//     [ConflictReject] strategy: the first submit of a slot makes its task,
+//     every other finds the key taken. ([ConflictReuse] would not do: once a
+//     slot's task has finished, it inserts a new one.) Another SDK schedules
+//     the same entry by submitting the same keys with reject at the same
+//     slots; c.GetByKey(ctx, cairnq.SlotKey(id, t)) finds a slot's task.
+//   - Missed slots: a slot at most [ScheduleOptions].Grace late (one minute)
+//     is on time and submitted whatever the policy. Older slots without a
+//     task are missed: walking back from the newest slot, every slot without
+//     a task up to the first slot with one. [MissedSkip] submits none,
+//     [MissedRunOnce] the newest, [MissedCatchUp] the newest CatchUp (1 to
+//     [MaxCatchUp]), oldest first. A starting scheduler counts slots as
+//     missed only when it finds a slot with a task among the last
+//     MaxCatchUp, so a new entry has missed nothing, and schedulers starting
+//     at different moments agree, since each reads the same keys.
+//   - Clock: slots are computed on the database's clock. On Postgres each
+//     scheduler measures its offset from the server's clock_timestamp()
+//     (taken as read halfway through the round trip) when it starts and
+//     every minute; its error is half a round trip plus a minute's drift.
+//     The clock never decides whether a slot runs twice (the key does); a
+//     skewed one only moves when a slot is submitted.
+//   - Retention: a purged task frees its key. Keep finished periodic tasks
+//     longer than a scheduler may still submit their slot (the grace, and
+//     for catch-up the CatchUp slots before a restart).
+//   - A Client's submit hooks see every periodic submit, and must keep its
+//     key and conflict strategy.
 //
 // # Middleware and hooks
 //
@@ -101,10 +228,17 @@
 // put values in the handler's context, refuse to run it, or change its
 // outcome. Options.SubmitHooks wrap every submit of a Client the same
 // way: a [SubmitHook] may add metadata ([Submission.SetMetadata]), refuse
-// the submit, or observe the stored task. Both run in declared order, the
-// first outermost. [EnvelopeOf] names an error the way the worker will
-// record it. Package otelcairnq (module .../otelcairnq) builds tracing and
-// metrics on these two seams.
+// the submit (nothing is written), or observe the stored task. Both run
+// in declared order, the first outermost. Middleware runs around single and
+// batch calls alike ([Call].Batch, [Call].Tasks); it may derive the
+// handler's context, skip the handler (its own result or error then settles
+// the tasks as a handler's would) or replace the outcome, and a panic in it
+// is recorded like a handler's; the tasks settle after the outermost
+// middleware returns. Submit hooks run around every submit: [Client.Submit],
+// [Client.SubmitTx], [Client.Call], [TaskDef.Submit] and a handler's child
+// submits. [EnvelopeOf] names an error the way the worker will record it.
+// Package otelcairnq (module .../otelcairnq) builds tracing and metrics on
+// these two seams.
 //
 // # Logging
 //
@@ -176,30 +310,180 @@
 // errors.As. Sentinels: [ErrNotFound], [ErrAlreadyExists], [ErrQueueFull],
 // [ErrLostLease], [ErrTaskCanceled], [ErrInvalidArgument], [ErrBusy],
 // [ErrClosed], [ErrUnsupported], [ErrStorageFull], [ErrStorageMemory],
-// [ErrStorageReadOnly],
-// [ErrSchemaMismatch], [ErrForeignDatabase]. Typed errors carry the
+// [ErrStorageReadOnly], [ErrValueTooLarge],
+// [ErrSchemaMismatch], [ErrForeignDatabase], [ErrNoDatabase]
+// ([Options].OpenExisting found nothing to open). Typed errors carry the
 // details: [*ArgumentError] (which call, which argument, why; every
-// invalid argument is one), [*SerializationError] (a value JSON or the
-// limits cannot hold), [*TaskFailedError], [*TaskTimeoutError],
-// [*StorageError] (nothing of that write was kept),
-// [*ProtocolVersionMismatchError] (a database of another protocol major,
-// left untouched). Bad input leaves the database as it was.
+// invalid argument is one, a nil context too, never a panic),
+// [*SerializationError] (a value JSON or the limits cannot hold, such as
+// NaN), [*TaskFailedError] (the stored error envelope),
+// [*TaskTimeoutError] (the task id and a snapshot; the task keeps
+// running), [*StorageError] (a full disk, an out-of-memory statement:
+// nothing of that write was kept), [*ProtocolVersionMismatchError] (a
+// database of another protocol major, left untouched). Bad input leaves
+// the database as it was.
 //
-// # Backends
+// # Limits
+//
+// The same on SQLite and Postgres, checked before anything is written, so
+// both backends accept exactly the same values, and so do the other SDKs
+// reading them:
+//
+//   - a task name, queue, worker id, parent, root or correlation id: 1 to
+//     [MaxNameBytes] (255) bytes; a key: 1 to [MaxKeyBytes] (1024); all
+//     valid UTF-8 without NUL, as is a progress message, of at most
+//     [MaxMessageBytes] (64 KiB). Past them: [*ArgumentError].
+//   - a priority: a 32-bit integer; max attempts: 1 to 2^31-1
+//     ([*ArgumentError]).
+//   - a payload, metadata, result or error envelope: at most
+//     [MaxValueBytes] (16 MiB) of encoded JSON (errors.Is
+//     [ErrValueTooLarge]), nested at most [MaxJSONDepth] (512) levels, its
+//     strings valid UTF-8 with no \u0000 and no lone surrogate, its numbers
+//     at most 1000 characters with an exponent within ±1000. Past them:
+//     [*SerializationError].
+//
+// A json.RawMessage or a []byte is taken as JSON text and stored as the
+// JSON it holds (never as encoding/json's base64 string, which the other
+// SDKs would read as a string); bytes that are not JSON are a
+// *SerializationError, so binary data must be encoded by the caller. Every
+// refusal satisfies errors.Is(err, [ErrInvalidArgument]). Where the value
+// comes from a handler, the task fails for good as unserializable_result;
+// an error envelope past the limits is stored cut down to fit (its details
+// replaced by a details_error note, NUL and invalid UTF-8 by U+FFFD), so a
+// failure is always recorded. Worker and wait timings that would guarantee
+// duplicate runs or busy polling are refused the same way: a lease under
+// [MinLeaseDuration], a heartbeat not under half the lease, a poll interval
+// under [MinPollInterval], a negative timeout.
+//
+// # SQLite
 //
 // [Open] opens or creates a SQLite file (pure Go, no cgo) with
-// [SQLiteOptions]. One goroutine commits every waiting write in one
-// transaction; reads run in parallel; processes on one host may share the
-// file, which must not live on a network filesystem.
+// [SQLiteOptions]: one file, WAL mode, synchronous=NORMAL (an application
+// crash loses nothing; SQLiteOptions.FullSync makes commits survive a
+// power cut). One goroutine owns the write connection and commits every
+// write that is waiting in one transaction (group commit), each in its own
+// savepoint, so a failing write fails only its caller; reads use their own
+// connections. Another process holding the write lock is waited out with
+// backoff up to SQLiteOptions.BusyTimeout (5s), then [ErrBusy]. Processes
+// on one host, in any SDK, may share the file, which must not live on a
+// network filesystem. A file that already holds another application's
+// tables and no cairnq ones is refused with [ErrForeignDatabase] and left
+// as it was, unless SQLiteOptions.AllowOtherTables. A statement that runs
+// the embedded SQLite out of memory fails alone ([ErrStorageMemory]); its
+// connection is replaced and every other write goes on.
 //
-// [OpenPostgres] runs on the application's own pool through an executor, the
-// small interface of package executor, with [PostgresOptions]. Adapters
-// wrap the common drivers: adapters/pgx (package cairnqpgx), adapters/libpq,
-// executor/sqlexec for any database/sql pool, and adapters/gorm and
-// adapters/bunsql in modules of their own. Time comes from the database
-// clock, claims use FOR UPDATE SKIP LOCKED, and LISTEN wakes idle workers
-// and waiters when the executor offers it. [Client.SubmitTx] and
-// [TaskContext.SucceedTx] take part in a transaction the application holds.
+// Other processes' commits wake this process's idle workers and waiters
+// through the filesystem's change notifications on the -wal file
+// (fsnotify: inotify on Linux), watched only while something waits, and
+// checked against the WAL index so that a wakeup never comes before the
+// commit is readable. An idle process costs nothing while nothing writes.
+// Where the filesystem cannot notify, or the database is not in WAL mode,
+// waiting falls back to polling (logged once); CAIRNQ_SQLITE_NOTIFY=0
+// turns the watch off, for diagnosis.
+//
+// # Postgres
+//
+// [OpenPostgres] runs on the application's own pool through an executor,
+// the small seam of package executor (Session: Query and Exec; Executor:
+// Tx and Close; optional Listener and PositionalQuerier), with
+// [PostgresOptions]. An adapter's package is cairnq followed by its
+// directory's name:
+//
+//	c, err := cairnq.OpenPostgres(ctx, cairnqpgx.New(pool, nil), nil)        // adapters/pgx: a *pgxpool.Pool
+//	c, err := cairnq.OpenPostgres(ctx, sqlexec.New(db, nil), nil)            // executor/sqlexec: any database/sql pool, a *sqlx.DB
+//	c, err := cairnq.OpenPostgres(ctx, cairnqlibpq.New(db, dsn, nil), nil)   // adapters/libpq, with LISTEN (pq.Listener needs the DSN)
+//	c, err := cairnq.OpenPostgres(ctx, cairnqgorm.New(gormDB, nil), nil)     // adapters/gorm: config, logger and callbacks untouched
+//	c, err := cairnq.OpenPostgres(ctx, cairnqbunsql.New(bunDB, nil), nil)    // adapters/bunsql: pgdialect over pgx stdlib or pgdriver
+//
+// The pgx and lib/pq adapters come with this module; the gorm and bun
+// adapters are modules of their own, so an ORM reaches only the programs
+// that use it. Time comes from the database clock; claims use FOR UPDATE
+// SKIP LOCKED; keyed operations take the same advisory lock as the other
+// SDKs; migrations run under an exclusive lock on the shared ledger.
+// PostgresOptions.Schema names the schema cairnq lives in: from a DSN the
+// adapter creates it and sets search_path on every connection; on the
+// application's pool cairnq only checks where the connection resolves, and
+// a process about to start a second installation beside an existing one
+// fails with [ErrSchemaMismatch] unless the schema is named. cairnq closes
+// only an executor it is told it owns (PostgresOptions.CloseExecutor).
+//
+// LISTEN comes from the application's own pool, with no second pool and no
+// DSN parsed again: the pgx adapter hijacks one pool connection, gorm and
+// bun over pgx stdlib reserve one database/sql connection and reach the
+// pgx connection through Conn.Raw, bun's pgdriver uses its own listener,
+// lib/pq uses pq.Listener. A process listens on a channel only while
+// something in it waits on that channel: cairnq_queued while a worker idles
+// or a Watch runs, cairnq_done while a Wait, a Call or a Watch waits (and
+// for a while after, so the next one starts listening at once). A
+// worker-only process never receives the notification every settled task
+// sends. An executor that cannot LISTEN just polls; the reconnect timings
+// every adapter shares are in package executor's documentation.
+//
+// # Behind a connection pooler
+//
+// Every adapter runs behind pgbouncer (or a hosted pooled endpoint) on its
+// defaults, in transaction mode too:
+//
+//   - Statements: in transaction mode each statement outside a transaction
+//     may run on another server connection. cairnq keeps statements
+//     prepared only where a connection is proven to keep one server
+//     session: the server sees the same TCP connection at both ends, or
+//     (pgx) the backend key the server sent names the session the
+//     connection runs in, which no pooler passes on. Anywhere else pgx,
+//     and database/sql over pgx's stdlib (sqlexec, gorm, bun), run cairnq's
+//     statements in QueryExecModeCacheDescribe (one round trip, unnamed),
+//     passed per statement so the application's pool is never
+//     reconfigured; cairnqlibpq.Open sends them with binary_parameters;
+//     database/sql over lib/pq on its default writes the arguments into the
+//     statement's text (a DSN with binary_parameters=yes keeps them bound:
+//     cairnqlibpq.New reads it off the DSN, sqlexec.Options.Arguments says
+//     it).
+//   - LISTEN: behind a transaction-mode pooler LISTEN is accepted and never
+//     delivers. So each adapter's listener first proves that its connection
+//     receives what the server sends (the backend key, or a notification on
+//     a channel of its own sent from the pool) and otherwise refuses: the
+//     client logs one WARN naming the pooler and polls. In session mode
+//     LISTEN works as usual, except on bun's pgdriver, which listens only on
+//     connections proven direct.
+//   - cairnq doctor reports the route (direct or through a pooler, and so
+//     whether statements stay prepared) and whether LISTEN works.
+//
+// The tests run every adapter through a real pgbouncer in both modes;
+// docs/benchmarks.md ("Behind a connection pooler") has what it costs.
+//
+// # Transactions shared with the application
+//
+// On Postgres a task can be part of the application's own transaction:
+//
+//   - [TaskContext.SucceedIn] (typed: cairnqpgx.SucceedIn hands fn a
+//     pgx.Tx, cairnqlibpq.SucceedIn a *sql.Tx): cairnq opens the
+//     transaction, fn writes the application's rows, and the settlement is
+//     its last statement. The rows and the succeeded status commit together
+//     or not at all; if the lease was lost meanwhile, both roll back and
+//     [ErrLostLease] is returned.
+//   - [Client.SubmitTx] and [TaskContext.SucceedTx] run inside a
+//     transaction the application holds (cairnqpgx.TxSession(tx, nil),
+//     sqlexec.TxSession(tx)): a submitted task exists for workers only once
+//     the application commits, and not at all if it rolls back.
+//   - The gorm and bun adapters hand fn a *gorm.DB or bun.Tx bound to the
+//     transaction (models, hooks and associations work as usual), and
+//     cairnqgorm.SubmitTx(ctx, c, tx, ...) works inside the application's
+//     own db.Transaction(func(tx *gorm.DB) error {...}).
+//
+// On SQLite these return [ErrUnsupported].
+//
+// # Operating
+//
+// Command cairnq (cmd/cairnq) operates a database from the shell on either
+// backend: stats, list, get, submit, cancel, retry, purge, watch, migrate,
+// doctor, and the web console (package console) with ui. The library has
+// the same pieces: [Options].OpenExisting for processes whose migrations
+// run elsewhere (no file, schema or table is created; [ErrNoDatabase]);
+// [InspectSQLite] and [InspectPostgres] return a [*SchemaStatus] without
+// opening a client; [Client.ExpiredLeases], [Client.QueueAges] and
+// [Client.RecentFailures] are what cairnq doctor reads. Package cairnqtest
+// tests the code that submits tasks and the handlers that run them, with
+// no server.
 //
 // The values this package shares with package store (Task, its statuses,
 // the errors) are defined in package cairnqtype and named here too, so a program

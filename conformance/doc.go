@@ -17,6 +17,16 @@
 //		conformance.CertifyExecutor(t, conformance.Factory{Open: openMyExecutor})
 //	}
 //
+// Each check is a named subtest saying what is wrong and how to fix it:
+// int8 and jsonb normalization, null and typed parameters, multi-statement
+// Exec, SQLSTATE reachable through errors.As, Tx commit and rollback (on
+// error and on panic), one connection per Tx, rows by position matching
+// Query's (where the executor has PositionalQuerier), LISTEN channels and
+// stop, that closing the store leaves the application's pool alone, and
+// concurrent submits each getting their own row back; then every scenario
+// and a short worker run. Every adapter in this repository certifies
+// itself through this same call.
+//
 // [pgserver.DSN] and [pgserver.Main] provision the server: CAIRNQ_TEST_PG_DSN,
 // else a Docker container through testcontainers when the test binary
 // imports conformance/pgdocker, else local PostgreSQL binaries;

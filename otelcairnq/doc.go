@@ -26,7 +26,9 @@
 // cairnq.task.attempt, cairnq.task.outcome and messaging.client.id (the
 // worker id). An attempt that did not succeed has an error status,
 // error.type set to its error envelope's type (or "lease_lost") and
-// cairnq.error.code to the envelope's code.
+// cairnq.error.code to the envelope's code. A batch call is one span,
+// with messaging.batch.message_count and a link to each task's submit
+// span: its handler gets one context, which can have one parent.
 //
 // # Propagation
 //
@@ -42,8 +44,16 @@
 // and on another host too (with Options.Link, the first span of a trace of
 // its own, linked to the submit's). Any SDK can continue the trace: a
 // TypeScript or Python worker hands metadata.trace to its propagator's
-// extract as the carrier, and a submitter in those languages writes it
-// from its propagator's inject.
+// extract as the carrier (propagation.extract(context.active(),
+// metadata.trace) in OpenTelemetry JS, extract(metadata["trace"]) in
+// Python), and a submitter in those languages injects into an empty object
+// and stores it under "trace". The reference TypeScript and Python SDKs
+// put no trace context in metadata, so there was no format to match; this
+// one is plain JSON for them to follow. The submit hook replaces whatever
+// a caller put under the key. Options.Propagator changes the propagator:
+// the default is W3C Trace Context, not the global propagator, whose
+// default propagates nothing; a composite with Baggage adds a "baggage"
+// member.
 //
 // # Outcomes
 //
@@ -70,5 +80,22 @@
 // task's creation and its run_at, seconds); and, once RegisterDepth is
 // called, the gauge cairnq.queue.depth by queue and status. Every one
 // carries messaging.destination.name; the task ones carry cairnq.task.name
-// too.
+// too, and settled and duration cairnq.task.outcome. A Prometheus exporter
+// names them:
+//
+//	cairnq.task.submitted   cairnq_task_submitted_total     counter             queue, name
+//	cairnq.task.settled     cairnq_task_settled_total       counter             queue, name, outcome
+//	cairnq.task.retried     cairnq_task_retried_total       counter             queue, name
+//	cairnq.task.lease_lost  cairnq_task_lease_lost_total    counter             queue, name
+//	cairnq.task.duration    cairnq_task_duration_seconds    histogram, seconds  queue, name, outcome
+//	cairnq.task.queue_time  cairnq_task_queue_time_seconds  histogram, seconds  queue, name
+//	cairnq.queue.depth      cairnq_queue_depth              gauge               queue, cairnq.task.status
+//
+// On Postgres a task's creation and run_at come from the database's clock.
+// A submit through Client.SubmitTx is counted when its row is written,
+// before the application's transaction commits. The depth gauge reads
+// Client.Stats, which counts every row, once per collection (a Prometheus
+// scrape is one): collect it every few seconds, not every few
+// milliseconds. The package's example serves every metric at /metrics
+// through OpenTelemetry's Prometheus exporter.
 package otelcairnq

@@ -27,7 +27,8 @@
 // key=value DSN (host=... dbname=...). Without --db: $CAIRNQ_DB, then
 // $DATABASE_URL when it is a Postgres URL, then ./tasks.db. --schema names
 // the Postgres schema cairnq lives in (default: where the connection's
-// search_path resolves). Postgres is reached through the pgx adapter.
+// search_path resolves). Postgres is reached through the pgx adapter; the
+// DSN is never printed with its password.
 //
 // Only migrate creates a database or changes its schema: it creates the
 // SQLite file (and its directories) or the Postgres schema if missing and
@@ -60,13 +61,43 @@
 //	               "sdk_protocol_version", "sdk_schema_version",
 //	               "migrations": [{"name", "applied_at_ms"}], "missing": [NAME], "unknown": [NAME]}
 //	doctor         {"ok", "backend": "sqlite"|"postgres", "database",
-//	               "checks": [{"check": "schema"|"listen"|"leases"|"queues"|"failures",
+//	               "checks": [{"check": "schema"|"route"|"listen"|"leases"|"queues"|"failures",
 //	                           "status": "ok"|"attention"|"n/a"|"skipped", "detail"}],
 //	               "schema": STATUS, "expired_leases": [{"id", "name", "queue", "worker_id",
 //	               "lease_until_ms", "attempt", "max_attempts"}],
 //	               "queues": [{"queue", "due", "oldest_run_at_ms", "oldest_age_ms"}],
 //	               "failures": [{"name", "count", "last_failed_at_ms"}],
 //	               "max_wait_ms", "failure_window_ms", "max_failures"}
+//
+// # doctor
+//
+// doctor shows the health of a database on one screen, changing nothing,
+// and exits 4 when anything needs attention: the protocol and schema
+// versions against this cairnq's (behind, ahead or another major); on
+// Postgres the route (a direct connection, or a connection pooler, and so
+// whether cairnq keeps its statements prepared) and whether LISTEN works
+// (a notification sent and received on a channel of its own; n/a on
+// SQLite); running tasks whose lease has expired (a claim recovers them,
+// so they mean no worker has claimed since); per queue, the due queued
+// tasks and how long the oldest has waited (over --max-wait); and the
+// tasks that failed for good within --window, by name (over
+// --max-failures). On a schema behind or of another protocol the task
+// checks are skipped. The library's Client.ExpiredLeases,
+// Client.QueueAges and Client.RecentFailures are what it reads.
+//
+// # ui
+//
+// ui serves the web console (package console) on either backend until
+// interrupted, opening the database without creating or migrating
+// anything. It listens on 127.0.0.1:8080 unless --addr names another
+// address, and answers only for the host names a browser may rightly use
+// for it (localhost, the loopback addresses, the host of --addr, each
+// --allow-host), refusing others with 421 against DNS rebinding. It is
+// read-only unless --allow-writes, and every write is a POST refused from
+// another origin. --basic-auth VAR requires HTTP basic authentication with
+// the user:password held in the environment variable VAR, never on the
+// command line; --hide-payloads keeps payloads, results and metadata off
+// every page.
 //
 // # Exit status
 //

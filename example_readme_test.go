@@ -1,0 +1,133 @@
+package cairnq_test
+
+// The examples the README quotes, each body as the README shows it
+// (TestReadme compares them), so every Go block of the README compiles and
+// runs under go test.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+)
+
+// The README's Quick start: a client submits a task, a worker in the same
+// program runs it, and the client waits for its result.
+func Example_quickStart() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "cairnq-quickstart") // any directory will do
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	c, err := cairnq.Open(ctx, filepath.Join(dir, "tasks.db"), nil) // created if absent
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// The worker. Usually it is a process of its own (in Go, TypeScript or
+	// Python) opening the same database; here it runs in this program.
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = w.Handle("render", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		var p struct{ Page int }
+		if err := tc.Decode(&p); err != nil {
+			return nil, cairnq.Permanent(err) // a bad payload will not improve on retry
+		}
+		return map[string]int{"pages": p.Page + 1}, nil // stored as the task's result
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(runCtx) }() // claims until runCtx ends
+
+	t, err := c.Submit(ctx, "render", map[string]any{"page": 1}, &cairnq.SubmitOptions{
+		Key: "doc:1:render", // deduplicates: a second submit returns this task
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	done, err := c.Wait(ctx, t.ID, &cairnq.WaitOptions{Timeout: time.Minute})
+	if err != nil {
+		log.Fatal(err) // *cairnq.TaskTimeoutError: no worker finished it in time
+	}
+	if done.Status != cairnq.StatusSucceeded {
+		log.Fatalf("render %s: %v", done.Status, done.Error)
+	}
+	var out struct{ Pages int }
+	if err := done.DecodeResult(&out); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(done.Status, out.Pages)
+
+	stop() // the worker finishes what it runs, then Run returns
+	if err := <-stopped; err != nil {
+		log.Fatal(err)
+	}
+	// Output: succeeded 2
+}
+
+// The README's Workers section: a task definition typed at both ends, a
+// worker's and a handler's options, progress, and what a returned error
+// does.
+func Example_workers() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "cairnq-workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	c, err := cairnq.Open(ctx, filepath.Join(dir, "tasks.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	type Email struct{ To string }
+	send := cairnq.Define[Email, string]("send-email") // other SDKs use the name
+
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{
+		Queues:      []string{"mail"},
+		Concurrency: 8,                // handler calls at once
+		MaxRun:      10 * time.Minute, // abandon a hung attempt (retryable handler_timeout)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = send.Handle(w, func(ctx context.Context, tc *cairnq.TaskContext, e Email) (string, error) {
+		if e.To == "" {
+			return "", cairnq.Permanent(errors.New("no recipient")) // fails at once, no retry
+		}
+		if err := tc.Report(ctx, 0.5, "rendered"); err != nil { // progress, for whoever watches
+			return "", err // any other error: retried with backoff while attempts remain
+		}
+		return "sent to " + e.To, nil
+	}, &cairnq.HandlerOptions{Concurrency: 2}) // of this name at once, in this worker
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(runCtx) }()
+
+	opts := &cairnq.CallOptions{SubmitOptions: cairnq.SubmitOptions{Queue: "mail"}}
+	msg, err := send.Call(ctx, c, Email{To: "ada@example.com"}, opts)
+	fmt.Println(msg, err) // Call: Submit, Wait, and a failed task as *cairnq.TaskFailedError
+
+	stop()
+	if err := <-stopped; err != nil {
+		log.Fatal(err)
+	}
+	// Output: sent to ada@example.com <nil>
+}
