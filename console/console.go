@@ -104,6 +104,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 )
 
 // Options configures Handler. The zero value (or nil) is a read-only console
@@ -130,8 +131,10 @@ type Options struct {
 	// http.NewCrossOriginProtection(); pass one with trusted origins for a
 	// console served behind another origin.
 	CrossOrigin *http.CrossOriginProtection
-	// Logger receives errors the console answered 500 to. Default
-	// slog.Default().
+	// Logger receives errors the console answered 500 to. Default: the
+	// module's quiet default, WARN and above through slog.Default()'s
+	// handler (see "Logging" in package cairnq); pass slog.Default() for
+	// everything.
 	Logger *slog.Logger
 	// ScanLimit bounds the rows a filtered task list reads where no index
 	// of protocol v1 serves the filter in id order (status, queue, name,
@@ -215,9 +218,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	if o.CrossOrigin == nil {
 		o.CrossOrigin = http.NewCrossOriginProtection()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = quietlog.Or(o.Logger)
 	switch {
 	case o.ScanLimit == 0:
 		o.ScanLimit = defaultScanLimit
