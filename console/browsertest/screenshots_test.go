@@ -188,6 +188,51 @@ func testScreenshots(t *testing.T, d db, br *browser) {
 	if d.backend == "sqlite" {
 		tb.screenshot("console-task")
 	}
+
+	// The layout at a phone's width and a desktop's: the document no wider
+	// than the window, and each page's key fields shown whole; the list as
+	// cards on the phone, a table on the desktop. Written as
+	// console-{overview,tasks,task}-{390,1400}.png.
+	rows := []string{"#live table.tasks td.id a", "#live table.tasks td.name", "#live table.tasks .status",
+		"#live table.tasks td.queue", "#live table.tasks td.attempt", "#live table.tasks td.created"}
+	layouts := []struct {
+		name, path string
+		sel        []string
+		phone      []string // checked at the phone's width only (the desktop's cuts long errors short)
+	}{
+		{"overview", "/", []string{"#live h1", "#live table.queues tbody td", "#live table.running td.id a",
+			"#live table.running td.name", "#live table.running td.queue", "#counted"}, nil},
+		{"tasks", "/tasks?queue=emails&limit=8", append([]string{"#matches", "#live form.filters"}, rows...),
+			[]string{"#live table.tasks td.err:not(.empty)"}},
+		{"task", "/tasks/" + reports[0].ID, append([]string{"#live h1 .id", "#live .headline .status", "#live .headline strong",
+			"#live dl.fields dd", "#live progress.big"}, rows...), nil},
+	}
+	for _, width := range []int64{phoneWidth, desktopWidth} {
+		tb.viewport(width, 900)
+		for _, l := range layouts {
+			tb.navigate(base + l.path)
+			sel := l.sel
+			if width < cardsBelow {
+				sel = append(sel, l.phone...)
+			}
+			checkLayout(tb, l.name, sel...)
+			want := "table-row"
+			if width < cardsBelow {
+				want = "block"
+			}
+			if got := eval[string](tb, rowDisplayJS); l.name != "overview" && got != want {
+				t.Errorf("%s at %dpx: the task rows are laid out as %q, want %q", l.name, width, got, want)
+			}
+			if l.name == "tasks" {
+				if got := eval[string](tb, `document.getElementById("matches").innerText`); got != "19 tasks match" {
+					t.Errorf("the list of emails says %q, want 19 tasks match", got)
+				}
+			}
+			if d.backend == "sqlite" {
+				tb.screenshot(fmt.Sprintf("console-%s-%d", l.name, width))
+			}
+		}
+	}
 }
 
 // spreadOverLastHour moves the settled tasks that have no parent back by
