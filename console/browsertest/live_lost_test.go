@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/console"
+	"github.com/chromedp/chromedp"
 )
 
 // liveLostJS is whether the banner saying live updates are lost shows.
@@ -34,6 +36,7 @@ type breaker struct {
 	mu      sync.Mutex
 	down    bool
 	streams map[*http.Request]context.CancelFunc
+	refused chan struct{} // gets a value when a stream is refused
 }
 
 func (b *breaker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -44,6 +47,10 @@ func (b *breaker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if b.down {
 			b.mu.Unlock()
 			http.Error(w, "the console is unreachable", http.StatusServiceUnavailable)
+			select {
+			case b.refused <- struct{}{}:
+			default:
+			}
 			return
 		}
 		b.streams[r] = cancel
@@ -78,7 +85,7 @@ func testLiveLost(t *testing.T, d db, br *browser) {
 	c, other := d.open(t), d.open(t)
 	submit(t, c, "send-email", nil, &cairnq.SubmitOptions{Queue: "emails"})
 	b := &breaker{h: http.StripPrefix("/cairnq", console.Handler(c, &console.Options{PollInterval: d.pollInterval()})),
-		streams: map[*http.Request]context.CancelFunc{}}
+		streams: map[*http.Request]context.CancelFunc{}, refused: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	mux.Handle("/cairnq/", b)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -94,9 +101,12 @@ func testLiveLost(t *testing.T, d db, br *browser) {
 	base := srv.URL + "/cairnq"
 
 	tb := br.newTab(t)
-	tb.allow("/cairnq/events") // the refused and failed reconnections
+	// The reconnections refused, and the page's re-reads while the server
+	// is gone.
+	tb.allow("/cairnq/events")
 	tb.allow("status of 503")
 	tb.allow("EventSource")
+	tb.allow("ERR_CONNECTION_REFUSED")
 	tb.navigate(base + "/")
 	if eval[bool](tb, liveLostJS) {
 		t.Fatal("the banner shows on a live page")
@@ -111,6 +121,13 @@ func testLiveLost(t *testing.T, d db, br *browser) {
 	if eval[bool](tb, `document.getElementById("live-state").classList.contains("on")`) {
 		t.Error("the live dot is still on while the banner shows")
 	}
+	// Once a reconnection was refused the browser has given up on that
+	// stream: only the page's own retry brings it back.
+	select {
+	case <-b.refused:
+	case <-time.After(liveDeadline):
+		t.Fatal("the page did not try to reconnect")
+	}
 	b.set(false)
 	waitFor[bool](tb, "the banner gone, the page live again", `!`+liveLostJS+` && document.getElementById("live-state").classList.contains("on")`, liveLostStateJS)
 	submit(t, other, "send-email", nil, &cairnq.SubmitOptions{Queue: "emails"})
@@ -122,6 +139,9 @@ func testLiveLost(t *testing.T, d db, br *browser) {
 	srv.CloseClientConnections()
 	srv.Close()
 	waitFor[bool](tb, "the banner, the server gone", liveLostJS, liveLostStateJS)
+	tb.waitConsole("the event stream's reconnection refused", func(m chromedp.ConsoleMessage) bool {
+		return strings.Contains(m.Text, "ERR_CONNECTION_REFUSED") && strings.Contains(m.URL, "/cairnq/events")
+	})
 	l, err = net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listening again on %s: %v", addr, err)
