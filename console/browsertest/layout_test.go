@@ -68,6 +68,6 @@ func checkLayout(tb *tab, page string, sel ...string) {
 	}
 }
 
-// rowDisplay is how the browser lays out the rows of the task list
-// (table-row, or block as cards).
-const rowDisplayJS = `[...new Set([...document.querySelectorAll("#live table.tasks tbody tr")].map(tr => getComputedStyle(tr).display))].join(",")`
+// rowDisplayJS is how the browser lays out the rows of the page's tables
+// (table-row, or block as cards), each way once.
+const rowDisplayJS = `[...new Set([...document.querySelectorAll("#live table.cards tbody tr")].map(tr => getComputedStyle(tr).display))].join(",")`
