@@ -70,8 +70,16 @@ func (s *Store) ConsoleCount(ctx context.Context, q ConsoleQuery, scan int) (n i
 		window, order = best.conds, ""
 	}
 	a["scan"] = int64(scan)
-	cols := "id, status, queue, name, correlation_id, root_id, parent_id"
-	src := "SELECT count(*) AS n, count(CASE WHEN " + condsOrTrue(filters) + " THEN 1 END) AS m FROM (SELECT " + cols +
+	// The window reads the id and the columns the filters test: on the
+	// id order alone, the primary key's index holds all it needs.
+	cols := []string{"id"}
+	for _, f := range []struct{ col, v string }{{"status", q.Status}, {"queue", q.Queue}, {"name", q.Name},
+		{"correlation_id", q.CorrelationID}, {"root_id", q.RootID}, {"parent_id", q.ParentID}} {
+		if f.v != "" {
+			cols = append(cols, f.col)
+		}
+	}
+	src := "SELECT count(*) AS n, count(CASE WHEN " + condsOrTrue(filters) + " THEN 1 END) AS m FROM (SELECT " + strings.Join(cols, ", ") +
 		" FROM " + from + consoleWhere(span, window) + order + " LIMIT :scan) AS w"
 	rows, err := s.consoleQuery(ctx, "console_count_window", src, a)
 	if err != nil || len(rows) == 0 {
