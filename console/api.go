@@ -150,6 +150,10 @@ func (k *console) apiTasks(w http.ResponseWriter, r *http.Request) {
 		// examined, and how many tasks were.
 		"scanned_to": optional(p.ScannedTo),
 		"scanned":    p.Scanned,
+		// How many tasks match, every page together; a lower bound
+		// when matches_exact is false (the count stopped at the bound).
+		"matches":       p.Matches,
+		"matches_exact": p.MatchesExact,
 	})
 }
 

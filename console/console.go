@@ -12,7 +12,11 @@
 // script past an upgrade. The plain names (/static/console.js) still
 // answer, revalidated on each use. Pages update without a reload through server-sent
 // events fed by Client.Watch (LISTEN on Postgres, in-process wakeups and
-// polling on SQLite). It imports only the standard library and this module.
+// polling on SQLite); when that stream is lost a banner says so ("Live
+// updates lost — retrying…") until it is back. Under 860 CSS pixels (a
+// phone) the tables become one card per row, each value labelled, and no
+// page is wider than the window. It imports only the standard library and
+// this module.
 //
 // # Pages
 //
@@ -33,6 +37,10 @@
 //     fewer than Options.ScanLimit times is read through it; a commoner one
 //     is looked for among ScanLimit tasks from the cursor, and a page that
 //     finds too few there says where it stopped and continues from there.
+//     The list says how many tasks match ("12 tasks match"), reading at
+//     most ScanLimit rows to count them: exactly where an index finds a
+//     filter's value fewer times, or a key finds one task; otherwise
+//     "At least N", the matches among the rows it read.
 //   - /tasks/{id} (Task): payload, result and metadata as indented JSON with
 //     large values folded, the error envelope, progress, attempts, every
 //     timestamp absolute and relative, the lease, the key, the task's children
@@ -50,9 +58,11 @@
 //	                                    count_ms: how long it took; counting: one is under way
 //	GET  /api/tasks?status=&queue=&name=&key=&correlation_id=&parent_id=&root_id=&id_prefix=&before=&after=&limit=
 //	                                    {"tasks": [task], "next": cursor or null, "prev": cursor or null,
-//	                                    "scanned_to": id or null, "scanned": n}; scanned_to: the page
-//	                                    stopped at the scan bound after n tasks, at that id (next, or
-//	                                    prev for after=, continues from it)
+//	                                    "scanned_to": id or null, "scanned": n, "matches": n,
+//	                                    "matches_exact": bool}; scanned_to: the page stopped at the scan
+//	                                    bound after n tasks, at that id (next, or prev for after=,
+//	                                    continues from it); matches: the tasks matching the filters,
+//	                                    every page together, a lower bound unless matches_exact
 //	GET  /api/tasks/{id}[?key=1]        {"task": task, "children": [task], "correlated": [task], "key_skipped", "now_ms"}
 //	                                    key_skipped: the key table was too large to scan (key=1 does)
 //	GET  /api/workers                   {"workers": [{"id", "running", "lease_until"}], "now"}
@@ -104,6 +114,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/quietlog"
 )
 
 // Options configures Handler. The zero value (or nil) is a read-only console
@@ -130,8 +141,10 @@ type Options struct {
 	// http.NewCrossOriginProtection(); pass one with trusted origins for a
 	// console served behind another origin.
 	CrossOrigin *http.CrossOriginProtection
-	// Logger receives errors the console answered 500 to. Default
-	// slog.Default().
+	// Logger receives errors the console answered 500 to. Default: the
+	// module's quiet default, WARN and above through slog.Default()'s
+	// handler (see "Logging" in package cairnq); pass slog.Default() for
+	// everything.
 	Logger *slog.Logger
 	// ScanLimit bounds the rows a filtered task list reads where no index
 	// of protocol v1 serves the filter in id order (status, queue, name,
@@ -215,9 +228,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	if o.CrossOrigin == nil {
 		o.CrossOrigin = http.NewCrossOriginProtection()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = quietlog.Or(o.Logger)
 	switch {
 	case o.ScanLimit == 0:
 		o.ScanLimit = defaultScanLimit

@@ -130,6 +130,11 @@ type taskPage struct {
 	// The page continues from it: Next (older) or Prev (newer) is it.
 	ScannedTo string
 	Scanned   int
+	// Matches is how many tasks match the filters, every page together;
+	// MatchesExact is false when Matches is a lower bound, the count
+	// having stopped at the scan bound (Options.ScanLimit).
+	Matches      int64
+	MatchesExact bool
 }
 
 // listTasks reads one page, and one more row to know whether another page
@@ -142,11 +147,15 @@ func (k *console) listTasks(ctx context.Context, q engine.ConsoleQuery) (*taskPa
 		return nil, err
 	}
 	p := &taskPage{ScannedTo: scannedTo}
+	if p.Matches, p.MatchesExact, err = k.st.ConsoleCount(ctx, q, k.opts.ScanLimit); err != nil {
+		return nil, err
+	}
 	if scannedTo != "" {
 		// The scan bound, not the last match, ends the page: continue
 		// from the last task examined, in the direction of travel.
 		p.Scanned = k.opts.ScanLimit
 		p.Tasks = tasks
+		p.atLeastShown()
 		if q.After != "" {
 			p.Prev = scannedTo
 			if len(tasks) > 0 {
@@ -169,6 +178,11 @@ func (k *console) listTasks(ctx context.Context, q engine.ConsoleQuery) (*taskPa
 		}
 	}
 	p.Tasks = tasks
+	p.atLeastShown()
+	if !more && q.Before == "" && q.After == "" {
+		// The page holds every match.
+		p.Matches, p.MatchesExact = int64(len(tasks)), true
+	}
 	if len(tasks) == 0 {
 		return p, nil // off either end: the page links back to the newest
 	}
@@ -190,6 +204,14 @@ func (k *console) listTasks(ctx context.Context, q engine.ConsoleQuery) (*taskPa
 		}
 	}
 	return p, nil
+}
+
+// atLeastShown raises a lower bound of the matches to the tasks the page
+// shows, which match too.
+func (p *taskPage) atLeastShown() {
+	if !p.MatchesExact {
+		p.Matches = max(p.Matches, int64(len(p.Tasks)))
+	}
 }
 
 type taskDetail struct {

@@ -140,6 +140,10 @@ type tasksView struct {
 	NewerURL, OlderURL, NewestURL string
 	Return                        string // the query string to come back to after a bulk action
 	Flash                         string
+	// MatchText says how many tasks match the filters: "12 tasks match",
+	// "At least 5000 tasks match" (the count stopped at the scan bound).
+	MatchText string
+	ScanLimit int // Options.ScanLimit: where a count stops
 }
 
 type filterValue struct{ Param, Label, Value string }
@@ -165,6 +169,7 @@ func (k *console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	for _, f := range filterFields {
 		tv.Filters = append(tv.Filters, filterValue{f.Param, f.Label, v.Get(f.Param)})
 	}
+	tv.MatchText, tv.ScanLimit = matchText(p.Matches, p.MatchesExact, q), k.opts.ScanLimit
 	base := k.base(r) + "/tasks?"
 	link := func(set, to string) string {
 		c := url.Values{}
@@ -246,6 +251,29 @@ func (k *console) bulkForm(w http.ResponseWriter, r *http.Request) {
 	back.Del("done")
 	back.Set("done", fmt.Sprintf("%s: %d changed, %d unchanged.", action, len(changed), len(unchanged)))
 	http.Redirect(w, r, k.base(r)+"/tasks?"+back.Encode(), http.StatusSeeOther)
+}
+
+// matchText says how many tasks match q's filters, n exactly or at least
+// n: "1 task matches", "At least 5000 tasks match", and without a filter
+// "37 tasks".
+func matchText(n int64, exact bool, q engine.ConsoleQuery) string {
+	q.Before, q.After, q.Limit = "", "", 0
+	filtered := q != engine.ConsoleQuery{}
+	s := strconv.FormatInt(n, 10) + " task"
+	if n != 1 {
+		s += "s"
+	}
+	if filtered {
+		if n == 1 {
+			s += " matches"
+		} else {
+			s += " match"
+		}
+	}
+	if !exact {
+		s = "At least " + s
+	}
+	return s
 }
 
 // Template helpers.

@@ -101,6 +101,8 @@ func TestConsole(t *testing.T) {
 		{"ValuesRenderInert", testValuesRenderInert},
 		{"Screenshots", testScreenshots},
 		{"MissedWhileConnecting", testMissedWhileConnecting},
+		{"LiveLost", testLiveLost},
+		{"ListMatchCount", testListMatchCount},
 	}
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {

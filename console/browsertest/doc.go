@@ -1,8 +1,10 @@
 // Package browsertest drives cairnq's web console (package console) in a
 // real headless Chromium through chromedp: live counts and progress over
-// server-sent events, the task page, cancel from the page, the read-only
-// console and forged posts, values from the database rendered inert, and
-// screenshots for the documentation.
+// server-sent events, the banner when they are lost, the task page, cancel
+// from the page, the read-only console and forged posts, values from the
+// database rendered inert, the list's match count, the layout at a phone's
+// width (390px) and a desktop's (1400px), and screenshots for the
+// documentation.
 //
 // It is a module of its own so that chromedp never enters the graph of the
 // root module. Its tests skip when no Chromium binary is found, unless

@@ -247,8 +247,9 @@ type tab struct {
 
 	mu       sync.Mutex
 	messages []chromedp.ConsoleMessage
-	allowed  []string // substrings of console errors the test provokes
-	dialogs  []string // what each dialog said; every one is accepted
+	more     chan struct{} // closed, and made anew, when a message arrives
+	allowed  []string      // substrings of console errors the test provokes
+	dialogs  []string      // what each dialog said; every one is accepted
 }
 
 // newTab opens a tab for t. Its cleanup closes the tab, waits for the
@@ -264,7 +265,7 @@ func (br *browser) newTab(t *testing.T) *tab {
 	}
 	// The browser asks every origin for /favicon.ico, which is outside
 	// the console's mount point (and the console names no icon).
-	tb := &tab{t: t, ctx: ctx, allowed: []string{"/favicon.ico"}}
+	tb := &tab{t: t, ctx: ctx, allowed: []string{"/favicon.ico"}, more: make(chan struct{})}
 
 	// Subscribed before anything loads, so no message or dialog is missed.
 	messages := chromedp.Console(ctx)
@@ -277,6 +278,8 @@ func (br *browser) newTab(t *testing.T) *tab {
 			}
 			tb.mu.Lock()
 			tb.messages = append(tb.messages, m)
+			close(tb.more)
+			tb.more = make(chan struct{})
 			tb.mu.Unlock()
 		}
 	})
@@ -310,6 +313,30 @@ func (tb *tab) allow(s string) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	tb.allowed = append(tb.allowed, s)
+}
+
+// waitConsole waits for a message on the page's console that match
+// accepts, from the start, and fails the test past liveDeadline.
+func (tb *tab) waitConsole(what string, match func(chromedp.ConsoleMessage) bool) {
+	tb.t.Helper()
+	deadline := time.NewTimer(liveDeadline)
+	defer deadline.Stop()
+	for {
+		tb.mu.Lock()
+		for _, m := range tb.messages {
+			if match(m) {
+				tb.mu.Unlock()
+				return
+			}
+		}
+		more := tb.more
+		tb.mu.Unlock()
+		select {
+		case <-more:
+		case <-deadline.C:
+			tb.t.Fatalf("waited %v for %s on the browser's console%s", liveDeadline, what, tb.consoleDump())
+		}
+	}
 }
 
 func (tb *tab) dialogsSeen() []string {

@@ -15,9 +15,13 @@ import (
 // testScreenshots: a console with some history, as the documentation shows
 // it: four queues, tasks that succeeded (one on its second attempt), failed
 // and were canceled, two reports running with their progress and children,
-// one waiting. The overview and a running task's page are checked, and
+// one waiting. The overview and a running task's page are checked, then
+// the overview, a filtered list, the task page and the workers at a
+// phone's width and a desktop's (the layout: see checkLayout), and
 // written as PNG to CAIRNQ_SCREENSHOTS_DIR when it is set (from the SQLite
-// run only, whose settled tasks are spread over the last hour).
+// run only, whose settled tasks are spread over the last hour):
+// console-overview.png and console-task.png at 1280px,
+// console-{overview,tasks,task}-{390,1400}.png.
 func testScreenshots(t *testing.T, d db, br *browser) {
 	c, app := d.open(t), d.open(t)
 	ctx := tctx(t)
@@ -187,6 +191,51 @@ func testScreenshots(t *testing.T, d db, br *browser) {
 	}
 	if d.backend == "sqlite" {
 		tb.screenshot("console-task")
+	}
+
+	// The layout at a phone's width and a desktop's: the document no wider
+	// than the window, and each page's key fields shown whole; the list as
+	// cards on the phone, a table on the desktop. Written as
+	// console-{overview,tasks,task}-{390,1400}.png.
+	rows := []string{"#live table.tasks td.id a", "#live table.tasks td.name", "#live table.tasks .status",
+		"#live table.tasks td.queue", "#live table.tasks td.attempt", "#live table.tasks td.created"}
+	layouts := []struct {
+		name, path string
+		sel        []string
+		phone      []string // checked at the phone's width only (the desktop's cuts long errors short)
+	}{
+		{"overview", "/", []string{"#live h1", "#live table.queues tbody td", "#live table.running td.id a",
+			"#live table.running td.name", "#live table.running td.queue", "#counted"}, nil},
+		{"tasks", "/tasks?queue=emails&limit=8", append([]string{"#matches", "#live form.filters"}, rows...),
+			[]string{"#live table.tasks td.err:not(.empty)"}},
+		{"task", "/tasks/" + reports[0].ID, append([]string{"#live h1 .id", "#live .headline .status", "#live .headline strong",
+			"#live dl.fields dd", "#live progress.big"}, rows...), nil},
+		{"workers", "/workers", []string{"#live td.id", "#live td.num"}, nil}, // checked, not shown in the docs
+	}
+	for _, width := range []int64{phoneWidth, desktopWidth} {
+		tb.viewport(width, 900)
+		for _, l := range layouts {
+			tb.navigate(base + l.path)
+			sel := l.sel
+			if width < cardsBelow {
+				sel = append(sel, l.phone...)
+			}
+			checkLayout(tb, l.name, sel...)
+			// Cards (block, or grid for the queues' counts) on the phone,
+			// table rows on the desktop.
+			got := eval[string](tb, rowDisplayJS)
+			if cards := !strings.Contains(got, "table-row"); got == "" || cards != (width < cardsBelow) {
+				t.Errorf("%s at %dpx: the tables' rows are laid out as %q", l.name, width, got)
+			}
+			if l.name == "tasks" {
+				if got := eval[string](tb, `document.getElementById("matches").innerText`); got != "19 tasks match" {
+					t.Errorf("the list of emails says %q, want 19 tasks match", got)
+				}
+			}
+			if d.backend == "sqlite" && l.name != "workers" {
+				tb.screenshot(fmt.Sprintf("console-%s-%d", l.name, width))
+			}
+		}
 	}
 }
 

@@ -26,9 +26,14 @@ type ConsoleQuery struct {
 	// After the page before it (larger ids). Both are task ids; at most one
 	// may be set.
 	Before, After string
-	// Limit caps the page; default 50, at most 1000.
+	// Limit caps the page; default 50, at most ConsoleMaxLimit.
 	Limit int
 }
+
+// ConsoleMaxLimit is the most tasks ConsoleTasks returns at once: a page
+// of the console's largest (1000) and the one row more that tells whether
+// another page follows.
+const ConsoleMaxLimit = 1001
 
 // ConsoleWorker is one worker holding leases now.
 type ConsoleWorker struct {
@@ -89,42 +94,13 @@ func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tas
 	switch {
 	case limit <= 0:
 		limit = 50
-	case limit > 1000:
-		limit = 1000
+	case limit > ConsoleMaxLimit:
+		limit = ConsoleMaxLimit
 	}
-	a := protocol.Args{"limit": int64(limit)}
-	// span is the id range: cursor and prefix, which the primary key serves.
-	var span, filters []string
-	eq := func(col, param, v string) {
-		if v != "" {
-			filters = append(filters, col+" = :"+param)
-			a[param] = v
-		}
-	}
-	eq("status", "status", string(q.Status))
-	eq("queue", "queue", q.Queue)
-	eq("name", "name", q.Name)
-	eq("correlation_id", "correlation_id", q.CorrelationID)
-	eq("root_id", "root_id", q.RootID)
-	eq("parent_id", "parent_id", q.ParentID)
-	if q.Key != "" {
-		// At most one task: the key's primary key finds it.
-		span = append(span, "id = (SELECT task_id FROM cairnq_task_keys WHERE key = :key)")
-		a["key"] = q.Key
-	}
-	if q.IDPrefix != "" {
-		if s.dialect == protocol.SQLite {
-			// A range on the primary key; SQLite compares text bytewise.
-			span = append(span, "id >= :id_lo AND id < :id_hi")
-			a["id_lo"] = q.IDPrefix
-			a["id_hi"] = q.IDPrefix + "\U0010FFFF"
-		} else {
-			// starts_with, not a range: the column's collation need not
-			// be bytewise.
-			span = append(span, "starts_with(id, :id_prefix)")
-			a["id_prefix"] = q.IDPrefix
-		}
-	}
+	// span: the conditions on the id (key, prefix, then the cursor), which
+	// the primary key serves.
+	span, filters, a := s.consoleMatch(q)
+	a["limit"] = int64(limit)
 	order := "DESC"
 	switch {
 	case q.Before != "":
@@ -140,13 +116,7 @@ func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tas
 			slices.Reverse(tasks)
 		}
 	}()
-	where := func(conds ...[]string) string {
-		all := slices.Concat(conds...)
-		if len(all) == 0 {
-			return ""
-		}
-		return " WHERE " + strings.Join(all, " AND ")
-	}
+	where := consoleWhere
 	exact := func(from string) ([]*Task, string, error) {
 		src := "SELECT " + consoleColumns + " FROM " + from + where(span, filters) + " ORDER BY id " + order + " LIMIT :limit"
 		tasks, err := s.consoleTasks(ctx, "console_tasks", src, a)
@@ -203,6 +173,54 @@ func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tas
 	}
 	scannedTo, _, err = asString("id", rows[0]["id"])
 	return tasks, scannedTo, err
+}
+
+// consoleMatch is what a task of the list matching q's filters satisfies,
+// its cursor aside: span, the conditions on the id (key, prefix) the
+// primary key serves, and filters, the other columns', with their
+// parameters.
+func (s *Store) consoleMatch(q ConsoleQuery) (span, filters []string, a protocol.Args) {
+	a = protocol.Args{}
+	eq := func(col, param, v string) {
+		if v != "" {
+			filters = append(filters, col+" = :"+param)
+			a[param] = v
+		}
+	}
+	eq("status", "status", string(q.Status))
+	eq("queue", "queue", q.Queue)
+	eq("name", "name", q.Name)
+	eq("correlation_id", "correlation_id", q.CorrelationID)
+	eq("root_id", "root_id", q.RootID)
+	eq("parent_id", "parent_id", q.ParentID)
+	if q.Key != "" {
+		// At most one task: the key's primary key finds it.
+		span = append(span, "id = (SELECT task_id FROM cairnq_task_keys WHERE key = :key)")
+		a["key"] = q.Key
+	}
+	if q.IDPrefix != "" {
+		if s.dialect == protocol.SQLite {
+			// A range on the primary key; SQLite compares text bytewise.
+			span = append(span, "id >= :id_lo AND id < :id_hi")
+			a["id_lo"] = q.IDPrefix
+			a["id_hi"] = q.IDPrefix + "\U0010FFFF"
+		} else {
+			// starts_with, not a range: the column's collation need not
+			// be bytewise.
+			span = append(span, "starts_with(id, :id_prefix)")
+			a["id_prefix"] = q.IDPrefix
+		}
+	}
+	return span, filters, a
+}
+
+// consoleWhere is a WHERE clause of every condition of conds, or "".
+func consoleWhere(conds ...[]string) string {
+	all := slices.Concat(conds...)
+	if len(all) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(all, " AND ")
 }
 
 // ConsoleChildren returns up to limit tasks naming t as their parent within

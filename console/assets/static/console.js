@@ -7,6 +7,7 @@
   var base = body.getAttribute("data-base") || "";
   var main = document.getElementById("live");
   var state = document.getElementById("live-state");
+  var lost = document.getElementById("live-lost");
 
   function busy() {
     // Do not replace what the user is working on.
@@ -16,10 +17,14 @@
     return false;
   }
 
-  // The indicator turns on once the page holds what the stream's first
-  // event asked to re-read: from then on it is live.
+  // The indicator turns on, and the banner saying live updates are lost
+  // goes, once the page holds what the stream's first event asked to
+  // re-read: from then on it is live.
   var es = null;
-  function live() { if (es && es.readyState === 1) state.className = "live-state on"; }
+  function live() {
+    if (es && es.readyState === 1) { state.className = "live-state on"; lost.hidden = true; }
+  }
+  function offline() { state.className = "live-state"; lost.hidden = false; }
 
   var pending = false, inflight = false, last = 0;
   function refresh() {
@@ -59,10 +64,23 @@
     if (msg && !window.confirm(msg)) e.preventDefault();
   });
 
-  if (window.EventSource && body.getAttribute("data-page") !== "error") {
+  // The event stream. The browser reconnects by itself after a dropped
+  // connection or a refused one (the server restarting), but gives up on
+  // an answer that is not a stream (a proxy's 502, say): then the page
+  // opens a new one, waiting longer each time, up to 30s.
+  var delay = 1000;
+  function connect() {
     // The overview also hears when its background count ends.
     es = new EventSource(base + "/events" + (body.getAttribute("data-page") === "overview" ? "?counts=1" : ""));
-    es.addEventListener("error", function () { state.className = "live-state"; });
+    es.addEventListener("open", function () { delay = 1000; });
+    es.addEventListener("error", function () {
+      offline();
+      if (es.readyState === 2) { // closed: the browser will not retry
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 30000);
+      }
+    });
     es.addEventListener("change", refresh);
   }
+  if (window.EventSource && body.getAttribute("data-page") !== "error") connect();
 })();
