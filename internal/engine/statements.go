@@ -23,6 +23,7 @@ const (
 	stmtInstallations   = "installations" // Postgres only
 	stmtList            = "list"
 	stmtLockKey         = "lock_key"
+	stmtLockKeys        = "lock_keys" // Postgres only; ours, beside the protocol's
 	stmtProgress        = "progress"
 	stmtProtocolVersion = "protocol_version"
 	stmtPurge           = "purge"

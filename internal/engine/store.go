@@ -358,7 +358,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 			write = s.be.writeSingle // one insert
 		}
 		err = write(ctx, func(q querier) error {
-			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
+			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins, true)
 			return err
 		})
 	}
@@ -372,7 +372,8 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 }
 
 // submitIn is the body of Submit, run inside the transaction q belongs to.
-func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args) (*Task, error) {
+// lock takes the key's lock; without it the caller holds it already.
+func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args, lock bool) (*Task, error) {
 	if key == "" {
 		rows, err := s.exec(ctx, q, stmtInsertTask, ins)
 		if err != nil {
@@ -384,8 +385,10 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 		conflict = ConflictReuse
 	}
 	keyArgs := protocol.Args{"key": key}
-	if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
-		return nil, err
+	if lock {
+		if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := s.exec(ctx, q, stmtGetKey, keyArgs)
 	if err != nil {
