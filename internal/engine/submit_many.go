@@ -78,11 +78,10 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 // and nothing is written; a batch longer than MaxSubmitMany is an
 // *ArgumentError. An empty batch writes nothing and returns no tasks.
 //
-// On SQLite the batch is one request to the writer. On Postgres the keys'
-// locks are taken first, in one statement and a fixed order (so that two
-// batches naming the same keys in different orders cannot deadlock), the
-// unkeyed items go in one insert_many (more only past insertManyBytes),
-// and each keyed item runs Submit's statements.
+// On SQLite the batch is one request to the writer. On Postgres it is a
+// handful of statements whatever its size (submitManyPG): the keys' locks
+// are taken first, in one statement and a fixed order, so that two
+// batches naming the same keys in different orders cannot deadlock.
 func (s *Store) SubmitMany(ctx context.Context, ps []SubmitParams) ([]*Task, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
@@ -138,27 +137,17 @@ func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []Su
 	return tasks, nil
 }
 
-// submitManyIn writes b inside the transaction q belongs to.
+// submitManyIn writes b inside the transaction q belongs to. On SQLite
+// each item runs Submit's own statements (in process, they cost little);
+// on Postgres the batch is planned (submitManyPG).
 func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*Task, error) {
-	out := make([]*Task, len(b.ps))
-	pg := s.dialect == protocol.Postgres
-	if pg {
-		if len(b.keys) > 0 {
-			if _, err := s.exec(ctx, q, stmtLockKeys, protocol.Args{"keys": pgArray(b.keys)}); err != nil {
-				return nil, err
-			}
-		}
-		if err := s.insertUnkeyedPG(ctx, q, b, out); err != nil {
-			return nil, err
-		}
+	if s.dialect == protocol.Postgres {
+		return s.submitManyPG(ctx, q, b)
 	}
+	out := make([]*Task, len(b.ps))
 	for i, p := range b.ps {
-		if pg && p.Key == "" {
-			continue // written above
-		}
-		// On Postgres the key is locked already; on SQLite the writer's
-		// transaction is the lock, and lock_key a no-op.
-		t, err := s.submitIn(ctx, q, p.Key, p.Conflict, b.ins[i], !pg)
+		// The writer's transaction is the keys' lock; lock_key a no-op.
+		t, err := s.submitIn(ctx, q, p.Key, p.Conflict, b.ins[i], true)
 		if err != nil {
 			return nil, &SubmitItemError{Index: i, Err: err}
 		}
@@ -167,49 +156,139 @@ func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*T
 	return out, nil
 }
 
-// insertUnkeyedPG writes b's unkeyed items with insert_many, in as few
-// statements as insertManyBytes allows, and puts each task at its place
-// in out.
-func (s *Store) insertUnkeyedPG(ctx context.Context, q querier, b *manyBatch, out []*Task) error {
-	var at []int // indexes of the chunk being gathered
-	weight := 0
-	flush := func() error {
-		if len(at) == 0 {
-			return nil
+// submitManyPG writes b in a handful of statements whatever its size:
+// lock_keys (every key, in one fixed order), get_by_keys (what each key
+// points at), insert_many (every new task), cancel for each live task a
+// replace supersedes, and upsert_keys (where each key points after the
+// batch). Which items write a task is decided in between, in Go, by
+// Submit's own rule (submitIn) applied item after item to what the keys
+// point at as the batch goes, so the batch does what the same Submits
+// one after another would.
+func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*Task, error) {
+	current := map[string]*Task{} // the task each key points at, as the batch goes
+	if len(b.keys) > 0 {
+		keys := protocol.Args{"keys": pgArray(b.keys)}
+		if _, err := s.exec(ctx, q, stmtLockKeys, keys); err != nil {
+			return nil, err
 		}
-		chunk := make([]protocol.Args, len(at))
-		for j, i := range at {
+		rows, err := s.execRows(ctx, q, stmtGetByKeys, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i := range rows.len() {
+			key, _, err := asString("task_key", rows.value(i, "task_key"))
+			if err != nil {
+				return nil, err
+			}
+			if current[key], err = taskAt(rows, i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]*Task, len(b.ps))
+	var writes []int       // the items that write a task, in order
+	var superseded []*Task // live tasks a replace cancels
+	for i, p := range b.ps {
+		if p.Key != "" {
+			if t, done, err := conflictOutcome(p, current[p.Key], &superseded); err != nil {
+				return nil, &SubmitItemError{Index: i, Err: err}
+			} else if done {
+				out[i] = t
+				continue
+			}
+		}
+		writes = append(writes, i)
+		// Until insert_many returns it, the task is what insert_task
+		// writes: queued, under its minted id.
+		out[i] = &Task{ID: b.ins[i]["id"].(string), Status: StatusQueued}
+		if p.Key != "" {
+			current[p.Key] = out[i]
+		}
+	}
+	written, err := s.insertManyPG(ctx, q, b, writes)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range out {
+		if w, ok := written[t.ID]; ok {
+			out[i] = w
+		}
+	}
+	for _, t := range superseded {
+		if _, err := s.exec(ctx, q, stmtCancel, protocol.Args{"id": t.ID}); err != nil {
+			return nil, err
+		}
+	}
+	var keys, ids []string
+	for _, k := range b.keys {
+		if t := current[k]; t != nil && written[t.ID] != nil {
+			keys, ids = append(keys, k), append(ids, t.ID)
+		}
+	}
+	if len(keys) > 0 {
+		if _, err := s.exec(ctx, q, stmtUpsertKeys, protocol.Args{"keys": pgArray(keys), "task_ids": pgArray(ids)}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// conflictOutcome is submitIn's decision for keyed item p whose key
+// points at existing (nil: the key is free): done with the task to
+// return (a reuse), an error (a reject), or neither, when p writes a new
+// task; a live task that new one supersedes is added to superseded.
+func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Task, done bool, err error) {
+	if existing == nil {
+		return nil, false, nil
+	}
+	conflict := p.Conflict
+	if conflict == "" {
+		conflict = ConflictReuse
+	}
+	if conflict == ConflictReject {
+		return nil, false, &AlreadyExistsError{Key: p.Key, TaskID: existing.ID}
+	}
+	if conflict.Accepts(existing.Status) {
+		return existing, true, nil
+	}
+	if !existing.IsTerminal() {
+		*superseded = append(*superseded, existing)
+	}
+	return nil, false, nil
+}
+
+// insertManyPG writes the tasks of b's items at with insert_many, in as
+// few statements as insertManyBytes allows, and returns them by id.
+func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int) (map[string]*Task, error) {
+	written := make(map[string]*Task, len(at))
+	for len(at) > 0 {
+		n, weight := 0, 0
+		for n < len(at) && (n == 0 || weight+insertWeight(b.ins[at[n]]) <= insertManyBytes) {
+			weight += insertWeight(b.ins[at[n]])
+			n++
+		}
+		chunk := make([]protocol.Args, n)
+		for j, i := range at[:n] {
 			chunk[j] = b.ins[i]
 		}
+		at = at[n:]
 		args, ids := insertManyArgs(chunk)
 		rows, err := s.execRows(ctx, q, stmtInsertMany, args)
 		for j, r := range byID(ids, rows, err) {
 			if r.Err != nil {
-				return r.Err
+				return nil, r.Err
 			}
 			if r.Value.rows == nil {
-				return errors.New("cairnq: insert_many returned no row for " + ids[j])
+				return nil, errors.New("cairnq: insert_many returned no row for " + ids[j])
 			}
-			if out[at[j]], err = taskAt(r.Value.rows, r.Value.i); err != nil {
-				return err
+			t, err := taskAt(r.Value.rows, r.Value.i)
+			if err != nil {
+				return nil, err
 			}
+			written[t.ID] = t
 		}
-		at, weight = at[:0], 0
-		return nil
 	}
-	for i, p := range b.ps {
-		if p.Key != "" {
-			continue
-		}
-		w := insertWeight(b.ins[i])
-		if len(at) > 0 && weight+w > insertManyBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		at, weight = append(at, i), weight+w
-	}
-	return flush()
+	return written, nil
 }
 
 // queuedMany wakes this process's idle workers for each queue that got a
