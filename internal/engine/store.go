@@ -359,7 +359,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 			write = s.be.writeSingle // one insert
 		}
 		err = write(ctx, func(q querier) error {
-			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins, true)
+			t, err = s.submitIn(ctx, q, p.Key, p.Conflict, ins)
 			return err
 		})
 	}
@@ -373,8 +373,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 }
 
 // submitIn is the body of Submit, run inside the transaction q belongs to.
-// lock takes the key's lock; without it the caller holds it already.
-func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args, lock bool) (*Task, error) {
+func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args) (*Task, error) {
 	if key == "" {
 		return s.insertTask(ctx, q, ins)
 	}
@@ -382,10 +381,8 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 		conflict = ConflictReuse
 	}
 	keyArgs := protocol.Args{"key": key}
-	if lock {
-		if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
-			return nil, err
-		}
+	if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
+		return nil, err
 	}
 	rows, err := s.exec(ctx, q, stmtGetKey, keyArgs)
 	if err != nil {

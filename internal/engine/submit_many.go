@@ -146,8 +146,7 @@ func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*T
 	}
 	out := make([]*Task, len(b.ps))
 	for i, p := range b.ps {
-		// The writer's transaction is the keys' lock; lock_key a no-op.
-		t, err := s.submitIn(ctx, q, p.Key, p.Conflict, b.ins[i], true)
+		t, err := s.submitIn(ctx, q, p.Key, p.Conflict, b.ins[i])
 		if err != nil {
 			return nil, &SubmitItemError{Index: i, Err: err}
 		}

@@ -38,7 +38,7 @@ func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, p SubmitPar
 	if err != nil {
 		return nil, err
 	}
-	return s.submitIn(ctx, pgQuerier{sess}, p.Key, p.Conflict, ins, true)
+	return s.submitIn(ctx, pgQuerier{sess}, p.Key, p.Conflict, ins)
 }
 
 // CompleteTx settles a running task inside a transaction the application
