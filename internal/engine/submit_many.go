@@ -28,6 +28,9 @@ type manyBatch struct {
 	ps   []SubmitParams
 	ins  []protocol.Args
 	keys []string // distinct, for lock_keys
+	// maxBytes bounds one insert_many's JSON: insertManyBytes (tests
+	// lower it).
+	maxBytes int
 }
 
 // prepareMany validates ps as Submit validates each (a bad item is a
@@ -38,7 +41,7 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 	if len(ps) > MaxSubmitMany {
 		return nil, argError("submit many", "batch", "has %d tasks, the limit is %d; split it into several calls", len(ps), MaxSubmitMany)
 	}
-	b := &manyBatch{ps: ps, ins: make([]protocol.Args, len(ps))}
+	b := &manyBatch{ps: ps, ins: make([]protocol.Args, len(ps)), maxBytes: insertManyBytes}
 	seen := map[string]bool{}
 	for i, p := range ps {
 		ins, err := submitArgs(p)
@@ -257,12 +260,12 @@ func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Ta
 }
 
 // insertManyPG writes the tasks of b's items at with insert_many, in as
-// few statements as insertManyBytes allows, and returns them by id.
+// few statements as b.maxBytes allows, and returns them by id.
 func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int) (map[string]*Task, error) {
 	written := make(map[string]*Task, len(at))
 	for len(at) > 0 {
 		n, weight := 0, 0
-		for n < len(at) && (n == 0 || weight+insertWeight(b.ins[at[n]]) <= insertManyBytes) {
+		for n < len(at) && (n == 0 || weight+insertWeight(b.ins[at[n]]) <= b.maxBytes) {
 			weight += insertWeight(b.ins[at[n]])
 			n++
 		}
