@@ -52,7 +52,9 @@ const MaxSubmitMany = cairnqtype.MaxSubmitMany
 //
 // When a queue is gated (Options.MaxQueueDepth), the batch waits for room
 // once per queue, as one Submit does, and may take the queue past its
-// limit by up to the batch's size.
+// limit by up to its number of tasks for that queue; the submits after it
+// see the depth it left. A queue that stays full fails the batch with
+// ErrQueueFull, naming the first item bound there.
 //
 // On Postgres, keyed items take their keys' advisory locks first, all in
 // one statement and in one fixed order, so two batches naming the same
@@ -65,8 +67,15 @@ func (c *Client) SubmitMany(ctx context.Context, items []SubmitItem) ([]*Task, e
 	return c.submitManyThrough(ctx, items, false, func(ctx context.Context, subs []*Submission) ([]*Task, error) {
 		ps := manyParams(subs)
 		if c.gate != nil {
+			perQueue := map[string]int{} // the engine admits each queue once
+			for _, s := range subs {
+				perQueue[queueOf(s.Options)]++
+			}
+			admit := func(ctx context.Context, queue string) error {
+				return c.gate.acquireMany(ctx, queue, perQueue[queue])
+			}
 			for i := range ps {
-				ps[i].Admit = c.gate.acquire
+				ps[i].Admit = admit
 			}
 		}
 		return c.store.SubmitMany(ctx, ps)
@@ -86,6 +95,14 @@ func (c *Client) SubmitManyTx(ctx context.Context, sess executor.Session, items 
 	return c.submitManyThrough(ctx, items, true, func(ctx context.Context, subs []*Submission) ([]*Task, error) {
 		return c.store.SubmitManyTx(ctx, sess, manyParams(subs))
 	})
+}
+
+// queueOf is the queue a submit with o goes to.
+func queueOf(o SubmitOptions) string {
+	if o.Queue == "" {
+		return DefaultQueue
+	}
+	return o.Queue
 }
 
 // manyParams is what the engine submits for subs.

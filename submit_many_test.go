@@ -618,3 +618,27 @@ func TestSubmitManyTx(t *testing.T) {
 		t.Errorf("SubmitManyTx on SQLite: %v", err)
 	}
 }
+
+// A gated queue admits a batch once per queue, as one Submit: the batch
+// waits for room, and a full queue fails it with the first item bound
+// there, writing nothing.
+func TestSubmitManyQueueGate(t *testing.T) {
+	t.Parallel()
+	onBothBackends(t, &cairnq.Options{QueueDepths: map[string]int{"gated": 3}, MaxQueueWait: 50 * time.Millisecond},
+		func(t *testing.T, c *cairnq.Client) {
+			ctx := context.Background()
+			items := []cairnq.SubmitItem{{Name: "free"}, {Name: "g", Options: cairnq.SubmitOptions{Queue: "gated"}},
+				{Name: "g", Options: cairnq.SubmitOptions{Queue: "gated"}}, {Name: "g", Options: cairnq.SubmitOptions{Queue: "gated"}}}
+			if _, err := c.SubmitMany(ctx, items); err != nil {
+				t.Fatalf("a batch filling the gated queue to its limit: %v", err)
+			}
+			_, err := c.SubmitMany(ctx, items)
+			var ie *cairnq.SubmitItemError
+			if !errors.Is(err, cairnq.ErrQueueFull) || !errors.As(err, &ie) || ie.Index != 1 {
+				t.Errorf("a batch for a full queue: %v; want ErrQueueFull naming item 1", err)
+			}
+			if n := countTasks(t, c); n != 4 {
+				t.Errorf("%d tasks, want the first batch's 4", n)
+			}
+		})
+}
