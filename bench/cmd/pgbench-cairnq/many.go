@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	cairnq "github.com/cairnq/cairnq-go"
 )
@@ -68,23 +67,11 @@ func cairnqSubmitMany(ctx context.Context, cfg *config, run int) (manyResult, er
 }
 
 func riverInsertMany(ctx context.Context, cfg *config, run int) (manyResult, error) {
-	db, err := cfg.srv.FreshDatabase(ctx, "rivermany")
+	client, _, closeFn, err := riverInserter(ctx, cfg, "rivermany")
 	if err != nil {
 		return manyResult{}, err
 	}
-	defer db.Drop()
-	if err := riverSetup(ctx, cfg, db, 0); err != nil {
-		return manyResult{}, err
-	}
-	pool, err := riverPool(ctx, db.DSN, cfg.pool)
-	if err != nil {
-		return manyResult{}, err
-	}
-	defer pool.Close()
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: quietLogger()})
-	if err != nil {
-		return manyResult{}, err
-	}
+	defer closeFn()
 	params := make([]river.InsertManyParams, cfg.manyBatch)
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: noopArgs{}}
