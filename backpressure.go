@@ -95,6 +95,22 @@ func (g *depthGate) acquire(ctx context.Context, queue string) error {
 	}
 }
 
+// acquireMany is acquire for n tasks bound for queue at once (a
+// SubmitMany batch): it waits, as one submit does, for room for one, and
+// then spends the grants the other n-1 would have taken, so that the
+// submits after the batch probe the depth again rather than trust room
+// the batch has filled. The batch itself may take queue past its limit
+// by up to n-1.
+func (g *depthGate) acquireMany(ctx context.Context, queue string, n int) error {
+	if err := g.acquire(ctx, queue); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.grants[queue] = max(0, g.grants[queue]-(n-1))
+	g.mu.Unlock()
+	return nil
+}
+
 func (g *depthGate) take(queue string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

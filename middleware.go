@@ -116,11 +116,12 @@ func jsonText(md any) ([]byte, error) {
 }
 
 // SubmitHook wraps every submit of a Client (Submit, SubmitTx, Call,
-// TaskDef.Submit, TaskContext.Submit): it may change the Submission (add
-// metadata with SetMetadata, set a priority), refuse the submit by
-// returning an error without calling next (nothing is written, and the
-// caller gets the error as returned), and observe the stored task or the
-// error next returns. Options.SubmitHooks lists them outermost first.
+// TaskDef.Submit, TaskContext.Submit, and each item of SubmitMany and
+// SubmitManyTx, whose next returns once the whole batch is written): it
+// may change the Submission (add metadata with SetMetadata, set a
+// priority), refuse the submit by returning an error without calling next
+// (nothing is written, and the caller gets the error as returned), and
+// observe the stored task or the error next returns. Options.SubmitHooks lists them outermost first.
 // A keyed submit that reuses a task returns that existing task, whose
 // metadata is the first submit's.
 type SubmitHook func(ctx context.Context, s *Submission, next func(ctx context.Context) (*Task, error)) (*Task, error)

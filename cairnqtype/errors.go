@@ -213,3 +213,19 @@ type OpenError struct {
 func (e *OpenError) Error() string { return fmt.Sprintf("cairnq: open %s: %v", e.Path, e.Err) }
 
 func (e *OpenError) Unwrap() error { return e.Err }
+
+// SubmitItemError reports the item of a SubmitMany batch that failed the
+// call: its index in the batch and its error (an *ArgumentError, a
+// *SerializationError, an *AlreadyExistsError, a hook's error, ...), which
+// errors.Is and errors.As see through Unwrap. Unless the call's
+// documentation says otherwise, nothing of the batch was written.
+type SubmitItemError struct {
+	Index int
+	Err   error
+}
+
+func (e *SubmitItemError) Error() string {
+	return fmt.Sprintf("cairnq: submit many: item %d: %v", e.Index, e.Err)
+}
+
+func (e *SubmitItemError) Unwrap() error { return e.Err }

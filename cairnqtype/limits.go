@@ -78,3 +78,9 @@ func (c Conflict) Accepts(st Status) bool {
 
 // DefaultQueue is the queue of a task submitted without one.
 const DefaultQueue = "default"
+
+// MaxSubmitMany bounds how many tasks one SubmitMany call takes; a
+// longer batch is an *ArgumentError and nothing is written. It keeps one
+// call's transaction (and, on SQLite, the single writer) short: split a
+// larger load into calls of this size.
+const MaxSubmitMany = 10000

@@ -59,3 +59,15 @@ type ClaimParams struct {
 	Lease    time.Duration
 	Limit    int // tasks to take; default 1
 }
+
+// SubmitItem is one task of a SubmitMany batch: the arguments Submit
+// takes, as a value. The zero Options are Submit's nil options.
+type SubmitItem struct {
+	// Name is the task's name. Required.
+	Name string
+	// Payload is any JSON-encodable value; nil is JSON {}.
+	Payload any
+	// Options are the task's own options: queue, key and conflict
+	// strategy, attempts, priority, delay, metadata, links.
+	Options SubmitOptions
+}

@@ -11,6 +11,7 @@ package conformance
 //	certify_listen.go      listen_channels, listen_stop, listen_unavailable
 //	certify_client.go      through a cairnq Client: store_close_keeps_app_pool,
 //	                       concurrent_submits, worker_run
+//	certify_submit_many.go submit_many
 //	certify_scenarios.go   scenarios/<name>
 
 import (
@@ -90,6 +91,9 @@ type Factory struct {
 //	store_close_keeps_app_pool          closing cairnq leaves the app's pool open
 //	concurrent_submits                  many goroutines' submits, grouped by
 //	                                    the store, each get their own row
+//	submit_many                         a batch (SubmitMany, SubmitManyTx) is
+//	                                    written whole or not at all, in order,
+//	                                    its keys locked without deadlock
 //	worker_run                          a worker runs tasks to completion
 //	scenarios/<name>                    every conformance scenario: this
 //	                                    module's, Factory.Scenarios and
@@ -199,6 +203,7 @@ func checks() []check {
 		{"listen_unavailable", (*suite).listenUnavailable},
 		{"store_close_keeps_app_pool", (*suite).storeCloseKeepsAppPool},
 		{"concurrent_submits", (*suite).concurrentSubmits},
+		{"submit_many", (*suite).submitMany},
 		{"worker_run", (*suite).workerRun},
 	}
 }

@@ -20,8 +20,12 @@ import (
 // returned a task. A keyed submit that reuses a task returns the existing
 // task, whose metadata (and so whose trace) is the first submit's. A
 // SubmitTx is counted when its row is written, before the caller's
-// transaction commits (the span has cairnq.submit.in_tx = true). List it
-// last to see what the other hooks changed (the queue, the options).
+// transaction commits (the span has cairnq.submit.in_tx = true). A
+// SubmitMany batch is one span per task, each the parent of its task's
+// attempts as a lone submit's is (rather than one span linking them all,
+// which would give every task's trace the same parent and lose which
+// task a refusal was); each ends once the batch is written. List it last
+// to see what the other hooks changed (the queue, the options).
 func (t *Telemetry) SubmitHook() cairnq.SubmitHook {
 	return func(ctx context.Context, s *cairnq.Submission, next func(ctx context.Context) (*cairnq.Task, error)) (*cairnq.Task, error) {
 		queue := s.Options.Queue

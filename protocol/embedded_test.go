@@ -92,7 +92,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many"))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -187,7 +187,7 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		"claimable_probe", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
-		"get_status_many", "installations", "list", "lock_key", "protocol_version", "queue_depth", "stats",
+		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
@@ -248,6 +248,7 @@ func TestEmbeddedListFilters(t *testing.T) {
 	want := map[string][]string{
 		"claim":           {"queues", "names"},
 		"claimable_probe": {"queues", "names"},
+		"get_by_keys":     {"keys"},
 		"get_status_many": {"ids"},
 		"heartbeat_batch": {"ids"},
 	}

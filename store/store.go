@@ -55,6 +55,29 @@ func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, name string
 	return s.e.SubmitTx(ctx, sess, params(name, payload, opts))
 }
 
+// SubmitMany stores items in one transaction, each as Submit would, and
+// returns their tasks in order; a bad item fails the whole batch with a
+// *cairnqtype.SubmitItemError naming its index, and nothing is written.
+// It runs no hooks (those are the Client's). See cairnq.Client.SubmitMany
+// for the rules of keys repeated within a batch.
+func (s *Store) SubmitMany(ctx context.Context, items []cairnqtype.SubmitItem) ([]*cairnqtype.Task, error) {
+	return s.e.SubmitMany(ctx, itemParams(items))
+}
+
+// SubmitManyTx is SubmitMany inside a transaction the caller holds,
+// through sess, under a savepoint of it. Postgres only.
+func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, items []cairnqtype.SubmitItem) ([]*cairnqtype.Task, error) {
+	return s.e.SubmitManyTx(ctx, sess, itemParams(items))
+}
+
+func itemParams(items []cairnqtype.SubmitItem) []engine.SubmitParams {
+	ps := make([]engine.SubmitParams, len(items))
+	for i, it := range items {
+		ps[i] = engine.SubmitParams{Name: it.Name, Payload: it.Payload, SubmitOptions: it.Options}
+	}
+	return ps
+}
+
 func params(name string, payload any, opts *cairnqtype.SubmitOptions) engine.SubmitParams {
 	p := engine.SubmitParams{Name: name, Payload: payload}
 	if opts != nil {

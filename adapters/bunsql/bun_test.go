@@ -231,6 +231,9 @@ func bunTx(c *cairnq.Client, tx bun.Tx) adaptertest.AppTx {
 		Submit: func(ctx context.Context, kind string, payload any, opts *cairnq.SubmitOptions) (*cairnq.Task, error) {
 			return cairnqbunsql.SubmitTx(ctx, c, tx, kind, payload, opts)
 		},
+		SubmitMany: func(ctx context.Context, items []cairnq.SubmitItem) ([]*cairnq.Task, error) {
+			return cairnqbunsql.SubmitManyTx(ctx, c, tx, items)
+		},
 		Record: func(ctx context.Context, taskID string) error {
 			_, err := tx.NewInsert().Model(&rendering{TaskID: taskID}).Exec(ctx)
 			return err

@@ -151,6 +151,16 @@ func SubmitTx(ctx context.Context, c *cairnq.Client, tx bun.Tx, name string, pay
 	return c.SubmitTx(ctx, newTxSession(tx), name, payload, opts)
 }
 
+// SubmitManyTx submits a batch inside tx, a bun transaction the
+// application holds, under a savepoint of it: workers see the tasks once
+// the application commits tx. See cairnq.Client.SubmitManyTx.
+func SubmitManyTx(ctx context.Context, c *cairnq.Client, tx bun.Tx, items []cairnq.SubmitItem) ([]*cairnq.Task, error) {
+	if tx.Tx == nil {
+		return nil, fmt.Errorf("%s: SubmitManyTx: zero bun.Tx", logPrefix)
+	}
+	return c.SubmitManyTx(ctx, newTxSession(tx), items)
+}
+
 // SucceedTx settles tc's task with result inside tx, a bun transaction the
 // application holds, so the settlement commits or rolls back with the
 // application's own writes. See cairnq.TaskContext.SucceedTx, including

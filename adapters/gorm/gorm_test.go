@@ -223,6 +223,9 @@ func gormTx(c *cairnq.Client, tx *gorm.DB) adaptertest.AppTx {
 		Submit: func(ctx context.Context, kind string, payload any, opts *cairnq.SubmitOptions) (*cairnq.Task, error) {
 			return cairnqgorm.SubmitTx(ctx, c, tx, kind, payload, opts)
 		},
+		SubmitMany: func(ctx context.Context, items []cairnq.SubmitItem) ([]*cairnq.Task, error) {
+			return cairnqgorm.SubmitManyTx(ctx, c, tx, items)
+		},
 		Record: func(_ context.Context, taskID string) error {
 			return tx.Create(&rendering{TaskID: taskID, Body: "x"}).Error
 		},

@@ -124,6 +124,18 @@ func SubmitTx(ctx context.Context, c *cairnq.Client, tx *gorm.DB, name string, p
 	return c.SubmitTx(ctx, s, name, payload, opts)
 }
 
+// SubmitManyTx submits a batch inside tx, a gorm transaction the
+// application holds, under a savepoint of it: workers see the tasks once
+// the application commits tx. It returns an error when tx is not a
+// transaction. See cairnq.Client.SubmitManyTx.
+func SubmitManyTx(ctx context.Context, c *cairnq.Client, tx *gorm.DB, items []cairnq.SubmitItem) ([]*cairnq.Task, error) {
+	s, err := txSession(tx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: SubmitManyTx: %w", logPrefix, err)
+	}
+	return c.SubmitManyTx(ctx, s, items)
+}
+
 // SucceedTx settles tc's task with result inside tx, a gorm transaction the
 // application holds, so the settlement commits or rolls back with the
 // application's own writes. It returns an error when tx is not a

@@ -32,6 +32,13 @@ func SubmitTx(ctx context.Context, c *cairnq.Client, tx *sql.Tx, name string, pa
 	return c.SubmitTx(ctx, TxSession(tx), name, payload, opts)
 }
 
+// SubmitManyTx submits a batch inside the application's own *sql.Tx,
+// under a savepoint of it: the tasks exist for workers once tx commits.
+// See cairnq.Client.SubmitManyTx.
+func SubmitManyTx(ctx context.Context, c *cairnq.Client, tx *sql.Tx, items []cairnq.SubmitItem) ([]*cairnq.Task, error) {
+	return c.SubmitManyTx(ctx, TxSession(tx), items)
+}
+
 // SucceedTx settles tc inside the application's own *sql.Tx.
 func SucceedTx(ctx context.Context, tc *cairnq.TaskContext, tx *sql.Tx, result any) error {
 	return tc.SucceedTx(ctx, TxSession(tx), result)

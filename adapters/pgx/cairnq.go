@@ -34,6 +34,13 @@ func SubmitTx(ctx context.Context, c *cairnq.Client, tx pgx.Tx, name string, pay
 	return c.SubmitTx(ctx, TxSession(tx, nil), name, payload, opts)
 }
 
+// SubmitManyTx submits a batch inside the application's own pgx
+// transaction, under a savepoint of it: the tasks exist for workers once
+// tx commits. See cairnq.Client.SubmitManyTx.
+func SubmitManyTx(ctx context.Context, c *cairnq.Client, tx pgx.Tx, items []cairnq.SubmitItem) ([]*cairnq.Task, error) {
+	return c.SubmitManyTx(ctx, TxSession(tx, nil), items)
+}
+
 // SucceedTx settles tc inside the application's own pgx transaction.
 func SucceedTx(ctx context.Context, tc *cairnq.TaskContext, tx pgx.Tx, result any) error {
 	return tc.SucceedTx(ctx, TxSession(tx, nil), result)

@@ -16,6 +16,9 @@ type AppTx struct {
 	// Submit submits a task with the adapter's typed SubmitTx on this
 	// transaction.
 	Submit func(ctx context.Context, kind string, payload any, opts *cairnq.SubmitOptions) (*cairnq.Task, error)
+	// SubmitMany submits a batch with the adapter's typed SubmitManyTx on
+	// this transaction.
+	SubmitMany func(ctx context.Context, items []cairnq.SubmitItem) ([]*cairnq.Task, error)
 	// Record writes the application's own row for taskID in this
 	// transaction, so the test can tell it commits and rolls back with the
 	// task.
@@ -33,6 +36,7 @@ func SubmitTxInAppTransaction(t *testing.T, c *cairnq.Client, inTx func(ctx cont
 	ctx := Ctx(t)
 	rollback := errors.New("roll back")
 	var gone *cairnq.Task
+	var goneBatch []*cairnq.Task
 	err := inTx(ctx, func(ctx context.Context, tx AppTx) error {
 		if err := tx.Record(ctx, "pending"); err != nil {
 			return err
@@ -44,16 +48,24 @@ func SubmitTxInAppTransaction(t *testing.T, c *cairnq.Client, inTx func(ctx cont
 		if _, err := c.Get(ctx, gone.ID); !errors.Is(err, cairnq.ErrNotFound) {
 			t.Errorf("uncommitted task visible outside the transaction: %v", err)
 		}
+		batch, err := tx.SubmitMany(ctx, []cairnq.SubmitItem{{Name: "render"}, {Name: "render", Options: cairnq.SubmitOptions{Key: "batch-k"}}})
+		if err != nil {
+			return err
+		}
+		goneBatch = batch
 		return rollback
 	})
 	if err != rollback {
 		t.Fatalf("transaction: %v, want its own error", err)
 	}
-	if _, err := c.Get(ctx, gone.ID); !errors.Is(err, cairnq.ErrNotFound) {
-		t.Errorf("task of a rolled-back transaction: %v", err)
+	for _, task := range append(goneBatch, gone) {
+		if _, err := c.Get(ctx, task.ID); !errors.Is(err, cairnq.ErrNotFound) {
+			t.Errorf("task of a rolled-back transaction: %v", err)
+		}
 	}
 
 	var kept *cairnq.Task
+	var keptBatch []*cairnq.Task
 	err = inTx(ctx, func(ctx context.Context, tx AppTx) error {
 		var err error
 		if kept, err = tx.Submit(ctx, "render", nil, &cairnq.SubmitOptions{Key: "k"}); err != nil {
@@ -62,10 +74,18 @@ func SubmitTxInAppTransaction(t *testing.T, c *cairnq.Client, inTx func(ctx cont
 		if _, err := c.GetByKey(ctx, "k"); !errors.Is(err, cairnq.ErrNotFound) {
 			t.Errorf("uncommitted keyed task visible: %v", err)
 		}
+		if keptBatch, err = tx.SubmitMany(ctx, []cairnq.SubmitItem{{Name: "render"}, {Name: "render", Options: cairnq.SubmitOptions{Key: "batch-k"}}}); err != nil {
+			return err
+		}
 		return tx.Record(ctx, kept.ID)
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, task := range keptBatch {
+		if got, err := c.Get(ctx, task.ID); err != nil || got.Status != cairnq.StatusQueued {
+			t.Errorf("task of a committed batch: %+v %v", got, err)
+		}
 	}
 	if got, err := c.GetByKey(ctx, "k"); err != nil || got.ID != kept.ID || got.Status != cairnq.StatusQueued {
 		t.Errorf("committed task: %+v %v", got, err)

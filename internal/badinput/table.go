@@ -113,7 +113,7 @@ func call(fn func(ctx context.Context, e *Env) error) func(context.Context, *Env
 // the rows of each family of calls, the families in this order.
 func Cases() []Case {
 	var cases []Case
-	for _, family := range []func() []Case{submitCases, readCases, writeCases, waitCases, workerCases} {
+	for _, family := range []func() []Case{submitCases, submitManyCases, readCases, writeCases, waitCases, workerCases} {
 		cases = append(cases, family()...)
 	}
 	return cases

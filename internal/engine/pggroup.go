@@ -132,20 +132,7 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Groupe
 		if len(all) == 1 {
 			return []groupResult{one(ctx, all[0])}
 		}
-		// insert_many takes each of insert_task's parameters X as each_X,
-		// the text[] of its values across the group.
-		args := protocol.Args{}
-		for _, name := range insertParams {
-			col := make([]any, len(all))
-			for i, ins := range all {
-				col[i] = textOf(ins[name])
-			}
-			args["each_"+name] = pgArrayNullable(col)
-		}
-		ids := make([]string, len(all))
-		for i, ins := range all {
-			ids[i], _ = ins["id"].(string)
-		}
+		args, ids := insertManyArgs(all)
 		rows, err := s.execRows(ctx, pgQuerier{ex}, stmtInsertMany, args)
 		if rowsRefused(err) {
 			out := make([]groupResult, len(all))
@@ -172,12 +159,34 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Groupe
 		}
 		return out
 	}
-	weigh := func(ins protocol.Args) int {
-		payload, _ := ins["payload"].(string)
-		metadata, _ := ins["metadata"].(string)
-		return len(payload) + len(metadata)
+	return newGrouper(flush, insertWeight)
+}
+
+// insertManyArgs are insert_many's arguments for the inserts all (each
+// insertArgs), and their ids in order: insert_many takes each of
+// insert_task's parameters X as each_X, the text[] of its values across
+// all.
+func insertManyArgs(all []protocol.Args) (protocol.Args, []string) {
+	args := protocol.Args{}
+	for _, name := range insertParams {
+		col := make([]any, len(all))
+		for i, ins := range all {
+			col[i] = textOf(ins[name])
+		}
+		args["each_"+name] = pgArrayNullable(col)
 	}
-	return newGrouper(flush, weigh)
+	ids := make([]string, len(all))
+	for i, ins := range all {
+		ids[i], _ = ins["id"].(string)
+	}
+	return args, ids
+}
+
+// insertWeight is how many bytes of JSON an insert (insertArgs) carries.
+func insertWeight(ins protocol.Args) int {
+	payload, _ := ins["payload"].(string)
+	metadata, _ := ins["metadata"].(string)
+	return len(payload) + len(metadata)
 }
 
 // rowsRefused reports whether err is the server refusing a statement for

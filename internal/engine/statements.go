@@ -12,6 +12,7 @@ const (
 	stmtFail            = "fail"
 	stmtGet             = "get"
 	stmtGetByKey        = "get_by_key"
+	stmtGetByKeys       = "get_by_keys" // Postgres only; ours, beside the protocol's
 	stmtGetKey          = "get_key"
 	stmtGetStatus       = "get_status"
 	stmtGetStatusByKey  = "get_status_by_key"
@@ -23,6 +24,7 @@ const (
 	stmtInstallations   = "installations" // Postgres only
 	stmtList            = "list"
 	stmtLockKey         = "lock_key"
+	stmtLockKeys        = "lock_keys" // Postgres only; ours, beside the protocol's
 	stmtProgress        = "progress"
 	stmtProtocolVersion = "protocol_version"
 	stmtPurge           = "purge"
@@ -32,6 +34,7 @@ const (
 	stmtStats           = "stats"
 	stmtSucceed         = "succeed"
 	stmtUpsertKey       = "upsert_key"
+	stmtUpsertKeys      = "upsert_keys" // Postgres only; ours, beside the protocol's
 
 	// Reads for operators (cairnq doctor), ours, beside the protocol's.
 	stmtExpiredLeases  = "expired_leases"

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -374,11 +375,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 // submitIn is the body of Submit, run inside the transaction q belongs to.
 func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args) (*Task, error) {
 	if key == "" {
-		rows, err := s.exec(ctx, q, stmtInsertTask, ins)
-		if err != nil {
-			return nil, err
-		}
-		return oneTask(rows)
+		return s.insertTask(ctx, q, ins)
 	}
 	if conflict == "" {
 		conflict = ConflictReuse
@@ -422,11 +419,7 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 			}
 		}
 	}
-	rows, err = s.exec(ctx, q, stmtInsertTask, ins)
-	if err != nil {
-		return nil, err
-	}
-	t, err := oneTask(rows)
+	t, err := s.insertTask(ctx, q, ins)
 	if err != nil {
 		return nil, err
 	}
@@ -434,6 +427,19 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 		return nil, err
 	}
 	return t, nil
+}
+
+// insertTask runs insert_task, reading its row by position where q
+// allows it (it runs once per task).
+func (s *Store) insertTask(ctx context.Context, q querier, ins protocol.Args) (*Task, error) {
+	rows, err := s.execRows(ctx, q, stmtInsertTask, ins)
+	if err != nil {
+		return nil, err
+	}
+	if rows.len() == 0 {
+		return nil, errors.New("cairnq: insert returned no row")
+	}
+	return taskAt(rows, 0)
 }
 
 // ---------------------------------------------------------------- reads

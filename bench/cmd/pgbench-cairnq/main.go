@@ -13,6 +13,8 @@
 //	submit    Submit throughput from 1 and 64 goroutines (River's Insert
 //	          beside it for reference).
 //	latency   enqueue-to-handler-start p50/p95/p99, LISTEN on and off.
+//	many      SubmitMany against River's InsertMany, batches of
+//	          --many-batch from one goroutine (not in the default set).
 //
 // Every measurement runs in a fresh database (CREATE DATABASE, dropped
 // after). See bench/README.md for what each figure means.
@@ -62,6 +64,7 @@ type config struct {
 
 	submitN          int
 	submitGoroutines []int
+	manyBatch        int
 
 	latencyN         int
 	latencyNoListenN int
@@ -108,7 +111,8 @@ func run() error {
 	flag.IntVar(&cfg.floorBatch, "floor-batch", 64, "--floor: tasks per claim")
 	flag.IntVar(&cfg.floorSettle, "floor-settle", 1, "--floor: claims whose tasks each complete_many settles")
 	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
-	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
+	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement (many: tasks)")
+	flag.IntVar(&cfg.manyBatch, "many-batch", 1000, "many: tasks per SubmitMany / InsertMany call")
 	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")
 	flag.IntVar(&cfg.latencyNoListenN, "latency-n-nolisten", 0, "latency: measured submits with LISTEN off (default --latency-n; each waits up to a 500ms poll)")
 	flag.DurationVar(&cfg.latencyGap, "latency-gap", 20*time.Millisecond, "latency: mean gap between one handler start and the next submit (uniform in [gap/2, 3gap/2])")
@@ -124,10 +128,10 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency":
+		case "burndown", "submit", "latency", "many":
 			cfg.benches = append(cfg.benches, b)
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many)", b)
 		}
 	}
 	var err error
@@ -186,6 +190,8 @@ func run() error {
 			benchSubmit(ctx, &cfg, rep)
 		case "latency":
 			benchLatency(ctx, &cfg, rep)
+		case "many":
+			benchMany(ctx, &cfg, rep)
 		}
 		if ctx.Err() != nil {
 			break

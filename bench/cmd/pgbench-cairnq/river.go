@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -190,25 +191,39 @@ func riverBurnDown(ctx context.Context, cfg *config, run int) (burnResult, error
 	return res, nil
 }
 
-// riverSubmit inserts n jobs one Insert call at a time from g goroutines.
-func riverSubmit(ctx context.Context, cfg *config, g, run int) (rateResult, error) {
-	db, err := cfg.srv.FreshDatabase(ctx, "riversub")
+// riverInserter opens a River client on a fresh, migrated database named
+// for name, for the insert benchmarks; closeFn drops it all.
+func riverInserter(ctx context.Context, cfg *config, name string) (client *river.Client[pgx.Tx], db *pgadmin.Database, closeFn func(), err error) {
+	db, err = cfg.srv.FreshDatabase(ctx, name)
 	if err != nil {
-		return rateResult{}, err
-	}
-	defer db.Drop()
-	if err := riverSetup(ctx, cfg, db, 0); err != nil {
-		return rateResult{}, err
+		return nil, nil, nil, err
 	}
 	pool, err := riverPool(ctx, db.DSN, cfg.pool)
+	if err == nil {
+		if err = riverSetup(ctx, cfg, db, 0); err == nil {
+			client, err = river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: quietLogger()})
+		}
+	}
+	closeFn = func() {
+		if pool != nil {
+			pool.Close()
+		}
+		db.Drop()
+	}
+	if err != nil {
+		closeFn()
+		return nil, nil, nil, err
+	}
+	return client, db, closeFn, nil
+}
+
+// riverSubmit inserts n jobs one Insert call at a time from g goroutines.
+func riverSubmit(ctx context.Context, cfg *config, g, run int) (rateResult, error) {
+	client, db, closeFn, err := riverInserter(ctx, cfg, "riversub")
 	if err != nil {
 		return rateResult{}, err
 	}
-	defer pool.Close()
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: quietLogger()})
-	if err != nil {
-		return rateResult{}, err
-	}
+	defer closeFn()
 	insert := func(ctx context.Context) error {
 		_, err := client.Insert(ctx, noopArgs{}, nil)
 		return err
