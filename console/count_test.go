@@ -27,8 +27,9 @@ func TestListMatchCount(t *testing.T) {
 		for range 3 {
 			submit(t, c, "rare", nil, &cairnq.SubmitOptions{Queue: "q2"})
 		}
+		var common *cairnq.Task
 		for range 25 {
-			submit(t, c, "common", nil, nil)
+			common = submit(t, c, "common", nil, nil)
 		}
 		keyed := submit(t, c, "keyed", nil, &cairnq.SubmitOptions{Key: "k-1"})
 		h := mount(t, c, &console.Options{ScanLimit: bound})
@@ -40,15 +41,17 @@ func TestListMatchCount(t *testing.T) {
 			text  string
 		}{
 			{"name=rare", 3, true, "3 tasks match"},
-			{"name=rare&limit=1", 3, true, "3 tasks match"},                       // every page together
-			{"name=rare&queue=q2&status=queued", 3, true, "3 tasks match"},        // several filters
-			{"name=rare&queue=default", 0, true, "0 tasks match"},                 // none: the rare name's entries read
-			{"key=k-1", 1, true, "1 task matches"},                                // a key: one task
-			{"id_prefix=" + url.QueryEscape(keyed.ID), 1, true, "1 task matches"}, // a prefix: the primary key
-			{"name=common", bound, false, "At least 20 tasks match"},              // common: counting stops at the bound
-			{"status=queued&name=keyed", 1, true, "1 task matches"},               // the rarest of two filters
-			{"limit=10", bound, false, "At least 20 tasks"},                       // no filter: the newest bound tasks
-			{"", 29, true, "29 tasks"},                                            // the first page holds them all
+			{"name=rare&limit=1", 3, true, "3 tasks match"},                                    // every page together
+			{"name=rare&queue=q2&status=queued", 3, true, "3 tasks match"},                     // several filters
+			{"name=rare&queue=default", 0, true, "0 tasks match"},                              // none: the rare name's entries read
+			{"key=k-1", 1, true, "1 task matches"},                                             // a key: one task
+			{"id_prefix=" + url.QueryEscape(keyed.ID), 1, true, "1 task matches"},              // a prefix: the primary key
+			{"name=common", bound, false, "At least 20 tasks match"},                           // common: counting stops at the bound
+			{"name=common&id_prefix=" + url.QueryEscape(common.ID), 1, true, "1 task matches"}, // common, in a prefix: the prefix's tasks
+			{"status=queued&name=keyed", 1, true, "1 task matches"},
+			{"parent_id=nobody", 0, false, "No task matches among those read"}, // no index: none among the newest                            // the rarest of two filters
+			{"limit=10", bound, false, "At least 20 tasks"},                    // no filter: the newest bound tasks
+			{"", 29, true, "29 tasks"},                                         // the first page holds them all
 		} {
 			var p listCount
 			getJSON(t, h, "/cairnq/api/tasks?"+tc.query, &p)

@@ -270,6 +270,10 @@ func matchText(n int64, exact bool, q engine.ConsoleQuery) string {
 			s += " match"
 		}
 	}
+	if !exact && n == 0 {
+		// "At least 0" is true and says nothing.
+		return "No task matches among those read"
+	}
 	if !exact {
 		s = "At least " + s
 	}

@@ -311,9 +311,12 @@ func run(ctx context.Context, args []string, e *env) error {
 	case "-version", "--version":
 		return e.runCommand(ctx, "version", args[1:])
 	case "help":
-		if len(args) == 1 {
+		if len(args) == 1 || args[1] == "help" {
 			usage(e.out)
 			return nil
+		}
+		if len(args) > 2 {
+			return fmt.Errorf("%w: help takes one command, got %d words", errUsage, len(args)-1)
 		}
 		// The command defines its flags as it starts, then sees -h.
 		return e.runCommand(ctx, args[1], []string{"-h"})
@@ -455,8 +458,9 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 		e.usage(e.out, fs)
 		return errHelp
 	}
-	e.usage(e.errOut, fs)
-	return fmt.Errorf("%w: %s: %v", errUsage, e.cmd.name, err)
+	// One line, as for every other usage error: the whole help would
+	// bury what was wrong.
+	return e.usageError("%v", err)
 }
 
 // usage prints the running command's usage with fs's flags.

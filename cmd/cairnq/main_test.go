@@ -216,7 +216,7 @@ type schemaJSON struct {
 }
 
 func TestHelpExitsZero(t *testing.T) {
-	cases := [][]string{{"-h"}, {"--help"}, {"-help"}, {"help"}}
+	cases := [][]string{{"-h"}, {"--help"}, {"-help"}, {"help"}, {"help", "help"}}
 	for _, c := range commands() {
 		cases = append(cases, []string{c.name, "-h"}, []string{c.name, "--help"}, []string{"help", c.name})
 	}
@@ -245,6 +245,7 @@ func TestUsageErrors(t *testing.T) {
 		{},
 		{"frobnicate"},
 		{"help", "frobnicate"},
+		{"help", "list", "extra"},
 		{"stats", "--bogus"},
 		{"stats", "--db", db, "extra"},
 		{"demo", "--n", "1"},
@@ -264,8 +265,9 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("cairnq %s: want a usage error (exit 2)\n%s", strings.Join(args, " "), r)
 		}
 	}
-	// A bad flag prints the command's usage on stderr.
-	if r := cli(t, "list", "--bogus"); !strings.Contains(r.stderr, "usage: cairnq list") || r.stdout != "" {
+	// A bad flag is one line on stderr, naming the flag and the help.
+	if r := cli(t, "list", "--bogus"); strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "-bogus") ||
+		!strings.Contains(r.stderr, "'cairnq list -h'") || r.stdout != "" {
 		t.Errorf("list --bogus:\n%s", r)
 	}
 	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {

@@ -18,7 +18,9 @@ import (
 // key finds one task at most: exact. Otherwise the count reads scan rows
 // of the rarest value's index, or the newest scan tasks (of the id prefix,
 // when one is given) where no index serves the filters, and counts the
-// matches there: exact when that was every row there is.
+// matches there: exact when that was every row there is. With an id
+// prefix and a common value, the window is the prefix's newest scan
+// tasks, whatever index would find the value.
 func (s *Store) ConsoleCount(ctx context.Context, q ConsoleQuery, scan int) (n int64, exact bool, err error) {
 	const op = "console count"
 	if q.Status != "" && !Status(q.Status).Valid() {
@@ -66,8 +68,13 @@ func (s *Store) ConsoleCount(ctx context.Context, q ConsoleQuery, scan int) (n i
 	// rows, of the rarest value's index or else the newest in id order.
 	var window []string
 	order := " ORDER BY id DESC"
-	if best != nil {
+	if best != nil && len(span) == 0 {
 		window, order = best.conds, ""
+	} else {
+		// With an id prefix the value's index would be read past scan
+		// entries, most outside the prefix: read the prefix's newest
+		// tasks, in id order, as ConsoleTasks does.
+		from = "cairnq_tasks"
 	}
 	a["scan"] = int64(scan)
 	// The window reads the id and the columns the filters test: on the

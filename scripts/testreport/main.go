@@ -101,6 +101,7 @@ type report struct {
 	running  []string // packages started and not ended, in start order
 	builds   map[string][]string
 	skips    []Skip
+	noTests  []string // packages with test files of which none ran
 	failures int
 	ended    int
 }
@@ -141,6 +142,9 @@ func (r *report) read(in io.Reader, heartbeat time.Duration) (bool, error) {
 			if !more {
 				if err := <-readErr; err != nil {
 					return false, err
+				}
+				if n := len(r.noTests); n > 0 {
+					fmt.Fprintf(r.w, "  %d of the module's packages ran no tests (check -run)\n", n)
 				}
 				return r.failures == 0 && len(r.running) == 0, nil
 			}
@@ -243,6 +247,13 @@ func (r *report) packageEvent(p *pkgState, e event) {
 		}
 		if e.Action == "skip" && p.passed+p.failed+p.skipped == 0 {
 			return // a package with no test files
+		}
+		if p.passed+p.failed+p.skipped == 0 && !p.bench {
+			// go test says so too: a -run that matches nothing is not a
+			// pass to take on trust.
+			r.noTests = append(r.noTests, e.Package)
+			fmt.Fprintf(r.w, "  %s %s %.1fs: [no tests to run]\n", status, e.Package, e.Elapsed)
+			return
 		}
 		fmt.Fprintf(r.w, "  %s %s %.1fs: %s\n", status, e.Package, e.Elapsed, counts(p))
 	}

@@ -156,3 +156,19 @@ func TestReportHeartbeat(t *testing.T) {
 	}
 	pr.Close()
 }
+
+// A -run that matches nothing says so, as go test does, rather than
+// looking like a pass.
+func TestReportNoTestsRun(t *testing.T) {
+	stream := goTestJSON(t, nil, "-run=XXX_NONE")
+	var out bytes.Buffer
+	ok, err := newReport(&out, ".", false).read(bytes.NewReader(stream), time.Hour)
+	if err != nil || !ok {
+		t.Fatalf("read = %v, %v; want true, nil", ok, err)
+	}
+	for _, want := range []string{"example.com/sample", "[no tests to run]", "1 of the module's packages ran no tests"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
