@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -41,7 +42,14 @@ const MaxSubmitMany = cairnqtype.MaxSubmitMany
 // slice.
 //
 // Every SubmitHook runs once per item, in items' order, and each item's
-// next returns once the whole batch is written (or has failed). The
+// next returns once the whole batch is written (or has failed): every
+// item's hooks run up to next before any item is written. So a hook must
+// not hold across next what another item's hook waits for (a mutex, a
+// semaphore smaller than the batch): such a batch waits until ctx ends,
+// then fails with a *SubmitItemError wrapping ctx's error and writes
+// nothing. A hook that calls next twice gets an error the second time,
+// and one that calls next after its item's SubmitMany returned gets an
+// error and writes nothing. The
 // batch is written under SubmitMany's ctx: a context a hook passes to
 // next is not the write's. Hooks finish in items' order after the write;
 // an error a hook returns then, once its task is written, is returned as
@@ -163,7 +171,14 @@ type hookedBatch struct {
 	c      *Client
 	subs   []*Submission
 	chains []*hookedChain
+	// over is closed when run returns: a next called after that (by a
+	// hook that left it running on a goroutine of its own) returns
+	// errNextAfterBatch rather than waiting for a write that is done.
+	over chan struct{}
 }
+
+// errNextAfterBatch is what a next called after its batch ended returns.
+var errNextAfterBatch = errors.New("cairnq: a SubmitHook called next after its item's SubmitMany returned; nothing was written for it")
 
 // hookedChain is one item's chain.
 type hookedChain struct {
@@ -183,18 +198,25 @@ type chainEnd struct {
 }
 
 // start runs sub's chain on a goroutine and returns once its next was
-// called or the chain returned without calling it.
-func (b *hookedBatch) start(ctx context.Context, sub *Submission) (h *hookedChain, reached bool) {
+// called or the chain returned without calling it. It returns ctx's error
+// (and the chain still running) when ctx ends first: a hook waiting for
+// what an earlier item's hook holds across its next (a mutex, a
+// semaphore smaller than the batch) would otherwise wait forever.
+func (b *hookedBatch) start(ctx context.Context, sub *Submission) (h *hookedChain, reached bool, err error) {
 	h = &hookedChain{arrived: make(chan struct{}), release: make(chan chainEnd, 1), done: make(chan chainEnd, 1)}
 	next := func(ctx context.Context) (*Task, error) {
 		if !h.called.CompareAndSwap(false, true) {
 			return nil, errors.New("cairnq: a SubmitHook called next twice for one item of a batch")
 		}
 		close(h.arrived)
-		r := <-h.release
-		return r.task, r.err
+		select {
+		case r := <-h.release:
+			return r.task, r.err
+		case <-b.over:
+			return nil, errNextAfterBatch
+		}
 	}
-	go func() {
+	go func() { // owned by run, which waits for done
 		end := chainEnd{panicked: true}
 		defer func() {
 			if end.panicked {
@@ -207,10 +229,12 @@ func (b *hookedBatch) start(ctx context.Context, sub *Submission) (h *hookedChai
 	}()
 	select {
 	case <-h.arrived:
-		return h, true
+		return h, true, nil
 	case end := <-h.done:
 		h.done <- end // for finish
-		return h, false
+		return h, false, nil
+	case <-ctx.Done():
+		return h, false, ctx.Err()
 	}
 }
 
@@ -225,12 +249,27 @@ func (h *hookedChain) finish(r chainEnd, reached bool) chainEnd {
 }
 
 func (b *hookedBatch) run(ctx context.Context, insert func(ctx context.Context, subs []*Submission) ([]*Task, error)) ([]*Task, error) {
+	b.over = make(chan struct{})
+	endBatch := sync.OnceFunc(func() { close(b.over) })
+	defer endBatch()
 	var at []int // the indexes of the items to write
 	reached := make([]bool, len(b.subs))
 	for i, sub := range b.subs {
-		h, ok := b.start(ctx, sub)
+		h, ok, err := b.start(ctx, sub)
 		b.chains = append(b.chains, h)
 		reached[i] = ok
+		if err != nil {
+			// The parked chains return with ctx's error, releasing
+			// what they held; then this one can end too: its next, if
+			// it calls it, returns at once.
+			ierr := &SubmitItemError{Index: i, Err: err}
+			b.finishAll(at, reached, nil, ierr)
+			endBatch()
+			if last := <-h.done; last.panicked {
+				panic(last.panicVal)
+			}
+			return nil, ierr
+		}
 		if ok {
 			at = append(at, i)
 			continue

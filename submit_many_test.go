@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -619,6 +620,58 @@ func TestSubmitManyTx(t *testing.T) {
 	}
 }
 
+// cancelAfterInsert is a session that cancels the batch's context once
+// the batch's insert has run, as a deadline falling between two of its
+// statements would.
+type cancelAfterInsert struct {
+	executor.Session
+	cancel context.CancelFunc
+}
+
+func (s cancelAfterInsert) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
+	rows, err := s.Session.Query(ctx, sql, args...)
+	if strings.Contains(sql, "INSERT INTO cairnq_tasks") {
+		s.cancel()
+	}
+	return rows, err
+}
+
+// A batch whose context ends midway is undone all the same: the
+// application's transaction commits nothing of it.
+func TestSubmitManyTxUndoneAfterCtxEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, dsn := openPostgresDSN(t, nil)
+	ex, err := cairnqpgx.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	err = ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, err := c.SubmitManyTx(bctx, cancelAfterInsert{sess, cancel}, []cairnq.SubmitItem{
+			{Name: "cut.a"}, {Name: "cut.b", Options: cairnq.SubmitOptions{Key: "cut-k"}},
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("SubmitManyTx = %v, want context.Canceled", err)
+		}
+		_, err = c.SubmitTx(ctx, sess, "cut.after", nil, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the transaction after the cut batch: %v", err)
+	}
+	for name, want := range map[string]int{"cut.a": 0, "cut.b": 0, "cut.after": 1} {
+		if got, err := c.List(ctx, &cairnq.ListOptions{Name: name}); err != nil || len(got) != want {
+			t.Errorf("%d tasks named %s (%v), want %d", len(got), name, err, want)
+		}
+	}
+	if _, err := c.GetByKey(ctx, "cut-k"); !errors.Is(err, cairnq.ErrNotFound) {
+		t.Errorf("the cut batch's key: %v, want ErrNotFound", err)
+	}
+}
+
 // A gated queue admits a batch once per queue, as one Submit: the batch
 // waits for room, and a full queue fails it with the first item bound
 // there, writing nothing.
@@ -641,4 +694,85 @@ func TestSubmitManyQueueGate(t *testing.T) {
 				t.Errorf("%d tasks, want the first batch's 4", n)
 			}
 		})
+}
+
+// A hook that holds a lock across next makes every later item's hook wait
+// for the batch's write, which waits for them: the batch ends with ctx,
+// writes nothing, and leaves no hook running.
+func TestSubmitManyHookHoldingALockEndsWithCtx(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var entered, returned atomic.Int64
+	hook := func(ctx context.Context, s *cairnq.Submission, next func(ctx context.Context) (*cairnq.Task, error)) (*cairnq.Task, error) {
+		defer returned.Add(1)
+		entered.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		return next(ctx)
+	}
+	onBothBackends(t, &cairnq.Options{SubmitHooks: []cairnq.SubmitHook{hook}}, func(t *testing.T, c *cairnq.Client) {
+		entered.Store(0)
+		returned.Store(0)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.SubmitMany(ctx, []cairnq.SubmitItem{{Name: "a"}, {Name: "b"}, {Name: "c"}})
+			errc <- err
+		}()
+		// b's hook starts only once a's is parked in next, holding mu.
+		waitFor(t, "item b's hook to start", func() bool { return entered.Load() == 2 })
+		cancel()
+		err := <-errc
+		var ie *cairnq.SubmitItemError
+		if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, context.Canceled) {
+			t.Fatalf("SubmitMany = %v; want a *SubmitItemError for item 1 wrapping context.Canceled", err)
+		}
+		if n := returned.Load(); n != 2 {
+			t.Errorf("%d hooks had returned when SubmitMany did, want 2 (items a and b; c never started)", n)
+		}
+		if n := countTasks(t, c); n != 0 {
+			t.Errorf("the batch wrote %d tasks", n)
+		}
+	})
+}
+
+// A hook that leaves next running on a goroutine of its own and returns
+// a task of its own has that task in the result; the late next writes
+// nothing and returns an error rather than waiting forever.
+func TestSubmitManyLateNextWritesNothing(t *testing.T) {
+	t.Parallel()
+	late := make(chan error, 1)
+	proceed := make(chan struct{}) // closed once SubmitMany returned
+	hook := func(ctx context.Context, s *cairnq.Submission, next func(ctx context.Context) (*cairnq.Task, error)) (*cairnq.Task, error) {
+		if s.Name != "detached" {
+			return next(ctx)
+		}
+		go func() {
+			<-proceed
+			_, err := next(ctx)
+			late <- err
+		}()
+		return &cairnq.Task{ID: "task_own", Name: "detached"}, nil
+	}
+	c := openTemp(t, &cairnq.Options{SubmitHooks: []cairnq.SubmitHook{hook}})
+	tasks, err := c.SubmitMany(context.Background(), []cairnq.SubmitItem{{Name: "a"}, {Name: "detached"}, {Name: "b"}})
+	close(proceed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tasks[1].ID != "task_own" {
+		t.Errorf("item 1 is %v, want the hook's own task", tasks[1])
+	}
+	select {
+	case err := <-late:
+		if err == nil || !strings.Contains(err.Error(), "after its item's SubmitMany returned") {
+			t.Errorf("the late next returned %v, want the batch-ended error", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the late next is still waiting a minute after SubmitMany returned")
+	}
+	if n := countTasks(t, c); n != 2 {
+		t.Errorf("%d tasks written, want 2 (a and b)", n)
+	}
 }

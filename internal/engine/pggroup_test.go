@@ -32,7 +32,8 @@ type gatedExecutor struct {
 
 	mu       sync.Mutex
 	calls    map[string]int
-	arrived  chan struct{} // one send per gated statement reaching the gate
+	last     context.Context // the last gated statement's context
+	arrived  chan struct{}   // one send per gated statement reaching the gate
 	gateOpen chan struct{}
 }
 
@@ -40,6 +41,7 @@ func (g *gatedExecutor) Query(ctx context.Context, sql string, args ...any) ([]e
 	if sql == g.single || sql == g.many {
 		g.mu.Lock()
 		g.calls[sql]++
+		g.last = ctx
 		g.mu.Unlock()
 		g.arrived <- struct{}{}
 		<-g.gateOpen
@@ -338,6 +340,13 @@ func TestInsertGroupStartedSubmitEndsWithItsCaller(t *testing.T) {
 	}()
 	<-g.arrived // its insert_task holds the gate: the group has started
 	cancel()
+	// The caller's cancel reaches the group's context through an
+	// AfterFunc, on a goroutine of its own: the statement sees it once
+	// that has run.
+	g.mu.Lock()
+	stmtCtx := g.last
+	g.mu.Unlock()
+	waitFor(t, "the statement's context to end", func() bool { return stmtCtx.Err() != nil })
 	close(g.gateOpen)
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)

@@ -377,9 +377,6 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 	if key == "" {
 		return s.insertTask(ctx, q, ins)
 	}
-	if conflict == "" {
-		conflict = ConflictReuse
-	}
 	keyArgs := protocol.Args{"key": key}
 	if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
 		return nil, err
@@ -404,15 +401,11 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 			if err != nil {
 				return nil, err
 			}
-			if conflict == ConflictReject {
-				return nil, &AlreadyExistsError{Key: key, TaskID: existing.ID}
+			reused, cancel, err := keyConflict(key, conflict, existing)
+			if err != nil || reused != nil {
+				return reused, err
 			}
-			if conflict.Accepts(existing.Status) {
-				return existing, nil
-			}
-			// Only a live task is canceled: a finished one has nothing to
-			// stop, and re-canceling would rewrite a settled row.
-			if !existing.IsTerminal() {
+			if cancel {
 				if _, err := s.exec(ctx, q, stmtCancel, protocol.Args{"id": existing.ID}); err != nil {
 					return nil, err
 				}
@@ -427,6 +420,25 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 		return nil, err
 	}
 	return t, nil
+}
+
+// keyConflict decides a keyed submit that finds existing holding its
+// key, under conflict ("" is ConflictReuse): existing itself to return
+// (reused), an *AlreadyExistsError, or a new task to write, superseding
+// existing, which is canceled first when it is live (cancel). A finished
+// task has nothing to stop, and canceling it again would rewrite a
+// settled row. Submit and SubmitMany both decide here.
+func keyConflict(key string, conflict Conflict, existing *Task) (reused *Task, cancel bool, err error) {
+	if conflict == "" {
+		conflict = ConflictReuse
+	}
+	if conflict == ConflictReject {
+		return nil, false, &AlreadyExistsError{Key: key, TaskID: existing.ID}
+	}
+	if conflict.Accepts(existing.Status) {
+		return existing, false, nil
+	}
+	return nil, !existing.IsTerminal(), nil
 }
 
 // insertTask runs insert_task, reading its row by position where q

@@ -124,11 +124,17 @@ func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []Su
 		return []*Task{}, err
 	}
 	if err := sess.Exec(ctx, "SAVEPOINT "+submitManySavepoint); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("cairnq: SubmitManyTx: taking a savepoint: %w", err)
+		}
 		return nil, fmt.Errorf("cairnq: SubmitManyTx: taking a savepoint (is the session in a transaction?): %w", err)
 	}
 	tasks, err := s.submitManyIn(ctx, pgQuerier{sess}, b)
 	if err != nil {
-		undo := sess.Exec(ctx, "ROLLBACK TO SAVEPOINT "+submitManySavepoint+"; RELEASE SAVEPOINT "+submitManySavepoint)
+		// The undo runs even when ctx has ended (a deadline hit between
+		// two of the batch's statements): without it the application
+		// could commit half the batch.
+		undo := sess.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+submitManySavepoint+"; RELEASE SAVEPOINT "+submitManySavepoint)
 		if undo != nil {
 			return nil, errors.Join(err, fmt.Errorf("cairnq: SubmitManyTx: rolling back to the savepoint: %w", undo))
 		}
@@ -243,17 +249,11 @@ func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Ta
 	if existing == nil {
 		return nil, false, nil
 	}
-	conflict := p.Conflict
-	if conflict == "" {
-		conflict = ConflictReuse
+	reused, cancel, err := keyConflict(p.Key, p.Conflict, existing)
+	if err != nil || reused != nil {
+		return reused, reused != nil, err
 	}
-	if conflict == ConflictReject {
-		return nil, false, &AlreadyExistsError{Key: p.Key, TaskID: existing.ID}
-	}
-	if conflict.Accepts(existing.Status) {
-		return existing, true, nil
-	}
-	if !existing.IsTerminal() {
+	if cancel {
 		*superseded = append(*superseded, existing)
 	}
 	return nil, false, nil
