@@ -128,10 +128,10 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "many":
+		case "burndown", "submit", "latency", "many", "sustained":
 			cfg.benches = append(cfg.benches, b)
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many, sustained)", b)
 		}
 	}
 	var err error
@@ -192,6 +192,8 @@ func run() error {
 			benchLatency(ctx, &cfg, rep)
 		case "many":
 			benchMany(ctx, &cfg, rep)
+		case "sustained":
+			benchSustained(ctx, &cfg, rep)
 		}
 		if ctx.Err() != nil {
 			break
