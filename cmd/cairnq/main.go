@@ -129,7 +129,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], &env{out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv})
+	err := run(ctx, os.Args[1:], &env{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv})
 	stop()
 	if err != nil {
 		reportError(os.Stderr, err)
@@ -197,6 +197,7 @@ func reportError(w io.Writer, err error) {
 // also finds its database flags here, and the database it connected to,
 // which runCommand closes when the command returns.
 type env struct {
+	in          io.Reader // submit --from -; nil reads as empty
 	out, errOut io.Writer
 	getenv      func(string) string
 	// isTerminal reports whether a writer is a terminal; nil means
@@ -247,8 +248,8 @@ func commands() []*command {
 			details: listHelp, run: cmdList},
 		{name: "get", synopsis: "[flags] ID", summary: "show one task",
 			details: getHelp, args: oneTaskID, run: cmdGet},
-		{name: "submit", synopsis: "[flags] NAME [JSON]", summary: "submit a task (payload as JSON)",
-			details: submitHelp, args: arity{1, 2, "NAME and an optional JSON payload"}, run: cmdSubmit},
+		{name: "submit", synopsis: "[flags] NAME [JSON] | --from FILE [flags]", summary: "submit a task (payload as JSON), or one per line of a file",
+			details: submitHelp, args: arity{0, 2, "NAME and an optional JSON payload"}, run: cmdSubmit},
 		{name: "cancel", synopsis: "[flags] ID", summary: "cancel a queued or running task",
 			details: cancelHelp, args: oneTaskID, run: cmdCancel},
 		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",
