@@ -101,7 +101,9 @@
 // line that is not a JSON object, an unknown field or a value of the
 // wrong type, and an item SubmitMany refuses as invalid (a bad name,
 // conflict or metadata) exit 2; a key taken under reject exits 1, as a
-// file that cannot be read does.
+// file that cannot be read does. An interrupt (even while stdin waits
+// for its writer) stops it the same way, with exit 1: "nothing
+// submitted; interrupted reading line 3: context canceled".
 //
 // # doctor
 //

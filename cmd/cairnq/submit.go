@@ -196,18 +196,19 @@ func lineRange(from, to int) string {
 }
 
 // read reads the next batch: its items and each one's line number. It
-// returns io.EOF with the last batch (which may be empty), or the error
-// of a line that is not a task, with nothing of the batch.
+// returns io.EOF with the last batch (which may be empty), or, with
+// nothing of the batch, the error of a line that is not a task or of
+// reading, or ctx's once it is done.
 func (r *fromRun) read(ctx context.Context) (items []cairnq.SubmitItem, at []int, err error) {
 	for len(items) < r.batch {
 		line, n, err := r.lines.next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return items, at, err
-			}
-			if ctx.Err() != nil {
-				err = ctx.Err() // the interrupt closed the input
-			}
+		switch {
+		case ctx.Err() != nil:
+			// An interrupt closed the input, which may read as its end.
+			return nil, nil, r.failed(fmt.Sprintf("interrupted reading line %d", r.lines.n+1), ctx.Err())
+		case errors.Is(err, io.EOF):
+			return items, at, err
+		case err != nil:
 			return nil, nil, r.failed(fmt.Sprintf("after line %d", r.lines.n), err)
 		}
 		it, err := parseLine(line, r.defaults)

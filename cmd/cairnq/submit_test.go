@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -406,5 +407,39 @@ func TestSubmitFromProgressOnATerminal(t *testing.T) {
 	}
 	if errLines[len(errLines)-1] != "submitted 250 tasks, lines 1-250" || strings.ContainsAny(r.stderr+r.stdout, "\r\033") {
 		t.Errorf("off a terminal: want plain lines ending with the total\n%s", r)
+	}
+}
+
+// An interrupt while stdin waits for its writer ends the command, as an
+// error, with nothing of the batch it was reading: before, the closed
+// input could read as its end, and the command exit 0.
+func TestSubmitFromInterruptedStdin(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	wrote := make(chan error, 1)
+	go func() {
+		// The pipe returns once the command has read the line; it then
+		// waits for the next, and the interrupt comes.
+		_, err := io.WriteString(pw, `{"name": "a"}`+"\n")
+		cancel()
+		wrote <- err
+	}()
+	var out, errOut syncbuf.Buffer
+	err := run(ctx, []string{"submit", "--db", db, "--from", "-"}, &env{in: pr, out: &out, errOut: &errOut})
+	if werr := <-wrote; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil {
+		reportError(&errOut, err)
+	}
+	if !errors.Is(err, context.Canceled) || exitCode(err) != exitError || out.String() != "" ||
+		!strings.Contains(errOut.String(), "cairnq: submit --from: nothing submitted; interrupted reading line 2: context canceled") {
+		t.Errorf("interrupted: err %v (exit %d)\nstdout %q\nstderr %q", err, exitCode(err), out.String(), errOut.String())
+	}
+	if n := len(allTasks(t, db)); n != 0 {
+		t.Errorf("an interrupted run wrote %d tasks", n)
 	}
 }
