@@ -230,18 +230,18 @@ func (r *fromRun) submit(ctx context.Context, items []cairnq.SubmitItem, at []in
 		}
 		return r.failed(lineRange(at[0], at[len(at)-1]), err)
 	}
+	r.through, r.tasks = at[len(at)-1], r.tasks+len(tasks)
 	var out bytes.Buffer
 	for _, t := range tasks {
-		if r.json {
-			writeJSON(&out, t)
-		} else {
+		if !r.json {
 			fmt.Fprintln(&out, t.ID)
+		} else if err := writeJSON(&out, t); err != nil {
+			return r.failed("printing "+lineRange(at[0], at[len(at)-1]), err)
 		}
 	}
 	if _, err := r.live.Write(out.Bytes()); err != nil {
-		return err
+		return r.failed("printing "+lineRange(at[0], at[len(at)-1]), err)
 	}
-	r.through, r.tasks = at[len(at)-1], r.tasks+len(tasks)
 	r.live.set(r.progress(), false)
 	return nil
 }

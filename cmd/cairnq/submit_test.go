@@ -443,3 +443,25 @@ func TestSubmitFromInterruptedStdin(t *testing.T) {
 		t.Errorf("an interrupted run wrote %d tasks", n)
 	}
 }
+
+// failingWriter refuses every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// A batch committed but not printed is said to be submitted: stdout
+// failing does not undo it.
+func TestSubmitFromStdoutFails(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	var errOut syncbuf.Buffer
+	err := run(t.Context(), []string{"submit", "--db", db, "--batch", "2", "--from", writeLines(t, []string{`{"name": "a"}`, `{"name": "b"}`, `{"name": "c"}`})},
+		&env{out: failingWriter{}, errOut: &errOut})
+	reportError(&errOut, err)
+	if exitCode(err) != exitError || !strings.Contains(errOut.String(), "cairnq: submit --from: lines 1-2 submitted (2 tasks); printing lines 1-2: disk full") {
+		t.Errorf("stdout failing: err %v\nstderr %q", err, errOut.String())
+	}
+	if n := len(allTasks(t, db)); n != 2 {
+		t.Errorf("%d tasks written, want the first batch's 2", n)
+	}
+}
