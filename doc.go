@@ -64,6 +64,35 @@
 // ([Client.Purge], or in the background with [Options].Retention).
 // [Client.QueueHeadroom] says how much room a queue has below a depth.
 //
+// # Submitting many tasks
+//
+// [Client.SubmitMany] stores a batch of [SubmitItem]s (Submit's arguments
+// as a value: a name, a payload, the item's own [SubmitOptions]) in one
+// call and one transaction, and returns the tasks in the items' order;
+// the ids of the tasks it writes sort in that order too. A batch does
+// what the same Submits would do one after another in one transaction:
+// an item whose key an earlier item used meets the task that item left,
+// so [ConflictReuse] and [ConflictReuseSucceeded] return it (the same
+// task twice in the result), [ConflictReplace] cancels it and writes a
+// new one (the earlier item's result is that task as written, queued),
+// and [ConflictReject] fails the batch. A bad item (an invalid argument,
+// a key taken under reject, a hook refusing it) fails the whole call
+// with a [*SubmitItemError] naming its Index and wrapping its Err, and
+// nothing is written. At most [MaxSubmitMany] (10000) items go in one
+// call; a longer batch is an [*ArgumentError], an empty one writes
+// nothing. Submit hooks run once per item. [TaskDef.SubmitMany] submits
+// one task per payload with the same options, [TaskDef.Item] makes a
+// typed item for a batch of its own.
+//
+// [Client.SubmitManyTx] writes a batch inside a transaction the
+// application holds, under a savepoint of it, so a batch that fails
+// leaves nothing of itself and the transaction usable. It is Postgres
+// only: on SQLite it returns [ErrUnsupported]. On Postgres a batch is a
+// handful of statements whatever its size, its keys' advisory locks
+// taken first in one fixed order, so that batches naming the same keys
+// in different orders never deadlock. From the shell, cairnq submit
+// --from FILE submits a task per line of a JSON Lines file this way.
+//
 // # Workers
 //
 // A [Worker] claims only the names it has handlers for, so workers with
@@ -461,10 +490,11 @@
 //     its last statement. The rows and the succeeded status commit together
 //     or not at all; if the lease was lost meanwhile, both roll back and
 //     [ErrLostLease] is returned.
-//   - [Client.SubmitTx] and [TaskContext.SucceedTx] run inside a
-//     transaction the application holds (cairnqpgx.TxSession(tx, nil),
-//     sqlexec.TxSession(tx)): a submitted task exists for workers only once
-//     the application commits, and not at all if it rolls back.
+//   - [Client.SubmitTx], [Client.SubmitManyTx] and [TaskContext.SucceedTx]
+//     run inside a transaction the application holds
+//     (cairnqpgx.TxSession(tx, nil), sqlexec.TxSession(tx)): a submitted
+//     task exists for workers only once the application commits, and not
+//     at all if it rolls back.
 //   - The gorm and bun adapters hand fn a *gorm.DB or bun.Tx bound to the
 //     transaction (models, hooks and associations work as usual), and
 //     cairnqgorm.SubmitTx(ctx, c, tx, ...) works inside the application's

@@ -27,7 +27,15 @@
 // exists on Postgres only. Beside the protocol's statements are a few of this
 // SDK's own, which move no version: complete_many (both; grouped
 // settlements, taking the group in each dialect's list form), insert_many
-// (Postgres only; grouped submits), expired_leases, queue_ages and
+// (Postgres only; grouped submits and the new tasks of a SubmitMany
+// batch), the rest of a batch's statements, Postgres only: lock_keys
+// (lock_key's advisory lock on each of several keys, taken in ascending
+// order of the lock's hash so that transactions locking overlapping keys
+// wait instead of deadlocking), get_by_keys (get_by_key for several keys,
+// each row the task a key points at with that key as task_key; a key
+// without a task has no row) and upsert_keys (upsert_key for several
+// keys, each pointed at the task id at its place in a parallel array),
+// expired_leases, queue_ages and
 // recent_failures (both; read-only, for operators: cairnq doctor),
 // get_status_many (both; read-only, the status of many tasks at once for
 // waits polling together), and
@@ -47,8 +55,9 @@
 //   - Postgres takes time from the database clock and relative durations from
 //     the caller: lease_ms, delay_ms (insert_task; fail has it on both),
 //     older_than_ms (purge, recent_failures). List-valued parameters are text[]; booleans are
-//     booleans; JSON values are cast to jsonb. lock_key takes key on Postgres
-//     only, since on SQLite BEGIN IMMEDIATE already serializes.
+//     booleans; JSON values are cast to jsonb. lock_key takes key (lock_keys:
+//     keys) on Postgres only, since on SQLite BEGIN IMMEDIATE already
+//     serializes.
 //
 // # Filters Specialize rewrites
 //

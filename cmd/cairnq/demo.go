@@ -272,20 +272,23 @@ func watchProgress(ctx context.Context, c *cairnq.Client, live *liveLine) error 
 	}
 }
 
-// liveLine is the demo's progress line and the log lines written around
-// it, which the demo's logger writes through it. On a terminal the
-// progress line is redrawn in place, and a log line first clears it, then
-// is written, and the progress line is drawn again below it, so that
-// neither breaks the other. Elsewhere the progress line is printed a line
-// at a time, once a second and at the end, and log lines are left alone.
+// liveLine is a progress line and the lines written around it: the
+// demo's log lines, which its logger writes through it, and the ids
+// submit --from prints. On a terminal the progress line is redrawn in
+// place, and a line written through it first clears it, then is written,
+// and the progress line is drawn again below it, so that neither breaks
+// the other. Elsewhere the progress line is printed a line at a time,
+// once a second and at the end (never the same line twice in a row), and
+// the other lines are left alone.
 type liveLine struct {
 	out    io.Writer // the progress line
-	logOut io.Writer // the log lines
+	logOut io.Writer // the lines written through it
 	tty    bool      // whether out is a terminal
 
 	mu        sync.Mutex
 	line      string    // the progress line drawn on out, on a terminal
 	lastPlain time.Time // when a plain progress line was printed last
+	plain     string    // the plain progress line printed last
 }
 
 // logger is the demo's logger: WARN and above, as text, through l.
@@ -303,7 +306,7 @@ func (l *liveLine) logger() *slog.Logger {
 
 // set shows s as the progress line: in place on a terminal; elsewhere as
 // a line of its own when final or when a second has passed since the
-// last one.
+// last one, unless it is the last one again.
 func (l *liveLine) set(s string, final bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -311,9 +314,10 @@ func (l *liveLine) set(s string, final bool) {
 	case l.tty:
 		l.line = s
 		fmt.Fprintf(l.out, "\r\033[K%s", s)
+	case s == l.plain:
 	case final || time.Since(l.lastPlain) >= time.Second:
 		fmt.Fprintln(l.out, s)
-		l.lastPlain = time.Now()
+		l.lastPlain, l.plain = time.Now(), s
 	}
 }
 
@@ -328,7 +332,7 @@ func (l *liveLine) end() {
 	l.line = ""
 }
 
-// Write writes p, one log record (a slog handler writes each in one
+// Write writes p, whole lines (a slog handler writes each record in one
 // call), clearing the progress line on a terminal first and drawing it
 // again after.
 func (l *liveLine) Write(p []byte) (int, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -97,7 +98,15 @@ func TestHelpIsTrue(t *testing.T) {
 		for range c.args.min {
 			args = append(args, "task_x")
 		}
+		if c.name == "submit" {
+			args = append(args, "task_x") // NAME, or --from: see lines
+		}
 		return args
+	}
+	// lines is an empty file for submit --from, which takes no NAME.
+	lines := filepath.Join(dir, "lines.jsonl")
+	if err := os.WriteFile(lines, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	helps := map[string]commandHelp{}
 	for _, c := range commands() {
@@ -128,6 +137,12 @@ func TestHelpIsTrue(t *testing.T) {
 				arg += "=" + args[2] // the base's own, which every base but version's names
 			case f.value != "":
 				arg += "=" + helpValue(f)
+			}
+			switch {
+			case c.name == "submit" && f.name == "from":
+				args, arg = args[:3], "--from="+lines
+			case c.name == "submit" && f.name == "batch":
+				args = append(args[:3], "--from", lines)
 			}
 			args = append(args, arg)
 			if r := cliEnv(t, vars, args...); r.code == exitUsage {

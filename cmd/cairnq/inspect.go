@@ -41,12 +41,6 @@ Exit status 3 when there is no task with that id.
 
 ` + taskJSONHelp
 
-const submitHelp = `Submits a task named NAME with JSON as its payload (default {}) and
-prints its id (--json: the task). The database must exist: 'cairnq
-migrate' creates one.
-
-` + taskJSONHelp
-
 const cancelHelp = `Cancels a queued task at once, or asks a running one to stop (it ends
 canceled when its worker settles it), and prints its id and status
 (--json: the task, as below). Exit status 3 when there is no task with
@@ -183,39 +177,6 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 		return writeJSON(e.out, t)
 	}
 	return printJSON(e.out, t)
-}
-
-func cmdSubmit(ctx context.Context, e *env, args []string) error {
-	fs := e.dbFlags()
-	var o cairnq.SubmitOptions
-	fs.StringVar(&o.Queue, "queue", "", "`queue` (default \"default\")")
-	fs.StringVar(&o.Key, "key", "", "deduplication `key`")
-	fs.IntVar(&o.Priority, "priority", 0, "higher runs first")
-	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "attempts before the task fails for good (default 3)")
-	fs.DurationVar(&o.Delay, "delay", 0, "defer the first claim by this long")
-	if err := e.parse(fs, args); err != nil {
-		return err
-	}
-	var payload any = map[string]any{}
-	if fs.NArg() == 2 {
-		if !json.Valid([]byte(fs.Arg(1))) {
-			return e.usageError("the payload is not valid JSON")
-		}
-		payload = json.RawMessage(fs.Arg(1))
-	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return err
-	}
-	t, err := c.Submit(ctx, fs.Arg(0), payload, &o)
-	if err != nil {
-		return err
-	}
-	if e.db.json {
-		return writeJSON(e.out, t)
-	}
-	fmt.Fprintln(e.out, t.ID)
-	return nil
 }
 
 func cmdCancel(ctx context.Context, e *env, args []string) error {

@@ -7,6 +7,7 @@
 //	cairnq list    [--status s] [--queue q] [--name n] [--limit 20] [--json]
 //	cairnq get     [--json] ID
 //	cairnq submit  [--queue q] [--key k] [--priority n] [--max-attempts n] [--delay d] [--json] NAME [JSON]
+//	cairnq submit  --from FILE|- [--batch 1000] [--queue q] [--priority n] [--max-attempts n] [--delay d] [--json]
 //	cairnq cancel  [--json] ID
 //	cairnq retry   [--reset-attempt] [--json] ID
 //	cairnq purge   [--older-than 24h] [--status s] [--queue q] [--name n] [--json]
@@ -53,6 +54,7 @@
 //	list           {"tasks": [TASK, ...]}
 //	get, submit,
 //	cancel, retry  TASK
+//	submit --from  TASK per line
 //	purge          {"purged": N}
 //	watch          {"at_ms", "reason": "start"|"queued"|"done"|"poll", "queue"?, "task_id"?, "queues": {...}} per line
 //	migrate        {"applied": [NAME, ...], "status": STATUS}
@@ -68,6 +70,40 @@
 //	               "queues": [{"queue", "due", "oldest_run_at_ms", "oldest_age_ms"}],
 //	               "failures": [{"name", "count", "last_failed_at_ms"}],
 //	               "max_wait_ms", "failure_window_ms", "max_failures"}
+//
+// # submit --from
+//
+// submit --from FILE (- for stdin) submits a task per line of a JSON
+// Lines file through Client.SubmitMany, in batches of --batch lines
+// (default 1000, at most cairnq.MaxSubmitMany), each batch one
+// transaction. A line is a JSON object in the protocol's names for
+// submit's arguments: name (required), payload (default {}), queue, key,
+// conflict (reuse, reuse-succeeded, reject, replace), priority,
+// max_attempts, delay (a duration, as --delay takes), metadata,
+// parent_id, root_id and correlation_id; another field is refused.
+// --queue, --priority, --max-attempts and --delay give the values of a
+// line that names none; --key is refused, since a key names one task.
+// Blank lines are skipped (and counted). The lines apply in the file's
+// order, so the tasks are what the same submits one after another would
+// make, keys and conflicts included, across batches as within one.
+//
+// stdout holds the ids in the lines' order (--json: a task per line),
+// each batch's written once it is committed. stderr holds a progress
+// line, "submitted 2000 tasks, lines 1-2000": on a terminal it is
+// redrawn in place, and cleared before ids printed on the same terminal
+// and drawn again after them; elsewhere it is printed once a second and
+// at the end. A blank input submits and prints nothing.
+//
+// A line that is not a task stops the command at that line: nothing of
+// its batch is written, and the message says what the batches before it
+// submitted, "cairnq: submit --from: lines 1-2000 submitted (2000
+// tasks); line 2417: unknown field "prio"", or "nothing submitted". A
+// line that is not a JSON object, an unknown field or a value of the
+// wrong type, and an item SubmitMany refuses as invalid (a bad name,
+// conflict or metadata) exit 2; a key taken under reject exits 1, as a
+// file that cannot be read does. An interrupt (even while stdin waits
+// for its writer) stops it the same way, with exit 1: "nothing
+// submitted; interrupted reading line 3: context canceled".
 //
 // # doctor
 //
@@ -129,7 +165,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], &env{out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv})
+	err := run(ctx, os.Args[1:], &env{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv})
 	stop()
 	if err != nil {
 		reportError(os.Stderr, err)
@@ -197,6 +233,7 @@ func reportError(w io.Writer, err error) {
 // also finds its database flags here, and the database it connected to,
 // which runCommand closes when the command returns.
 type env struct {
+	in          io.Reader // submit --from -; nil reads as empty
 	out, errOut io.Writer
 	getenv      func(string) string
 	// isTerminal reports whether a writer is a terminal; nil means
@@ -247,8 +284,8 @@ func commands() []*command {
 			details: listHelp, run: cmdList},
 		{name: "get", synopsis: "[flags] ID", summary: "show one task",
 			details: getHelp, args: oneTaskID, run: cmdGet},
-		{name: "submit", synopsis: "[flags] NAME [JSON]", summary: "submit a task (payload as JSON)",
-			details: submitHelp, args: arity{1, 2, "NAME and an optional JSON payload"}, run: cmdSubmit},
+		{name: "submit", synopsis: "[flags] NAME [JSON] | --from FILE [flags]", summary: "submit a task (payload as JSON), or one per line of a file",
+			details: submitHelp, args: arity{0, 2, "NAME and an optional JSON payload"}, run: cmdSubmit},
 		{name: "cancel", synopsis: "[flags] ID", summary: "cancel a queued or running task",
 			details: cancelHelp, args: oneTaskID, run: cmdCancel},
 		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",

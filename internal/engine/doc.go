@@ -18,6 +18,16 @@
 // Pending), which rides on the worker's next claim (claim_settle.go) or
 // goes to its settler.
 //
+// A SubmitMany batch (submit_many.go) is one transaction that does what
+// the same Submits would do one after another. On SQLite it is one
+// request to the writer, each item through Submit's own statements. On
+// Postgres it is a handful of statements whatever its size: lock_keys
+// (every key's advisory lock, in one fixed order), get_by_keys (what
+// each key points at), insert_many (every new task), cancel for each
+// live task a replace supersedes, and upsert_keys (where each key points
+// after the batch); which items write a task is decided in between, in
+// Go, by Submit's own rule applied item after item.
+//
 // Beside the protocol's operations it holds what a worker's claim loop
 // needs (ClaimWith, ClaimSession, and the subscriptions of wakeups.go over
 // package internal/wake), the console's read-only queries (console.go) and
