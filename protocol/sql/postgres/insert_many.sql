@@ -4,7 +4,11 @@
 -- round trip and one commit. Each parameter :each_X is the text[] of
 -- insert_task's :X across the group (parallel arrays; a NULL element is a
 -- NULL value). Each row reads the clock for
--- itself, as insert_task does.
+-- itself, as insert_task does. It returns only the columns the server
+-- decides (the id, to match rows to submits; the times) or rewrites (jsonb
+-- keeps its own text of the JSON sent): every other column of a new task
+-- is what the submit sent or the column's default, and the store fills
+-- them in, sparing each row's twenty other columns the wire and decoding.
 INSERT INTO cairnq_tasks (
     id, name, queue, status, payload, metadata,
     max_attempts, priority, run_at_ms,
@@ -21,4 +25,4 @@ FROM unnest(:each_id::text[], :each_name::text[], :each_queue::text[], :each_pay
             :each_max_attempts::text[], :each_priority::text[], :each_delay_ms::text[],
             :each_parent_id::text[], :each_root_id::text[], :each_correlation_id::text[])
      AS n (id, name, queue, payload, metadata, max_attempts, priority, delay_ms, parent_id, root_id, correlation_id)
-RETURNING *;
+RETURNING id, payload, metadata, run_at_ms, created_at_ms, updated_at_ms;
