@@ -43,15 +43,16 @@ const (
 	bulkCopyRiverBare = "copy-river-notrigger"
 	// bulkCopyBare is the protocol's indexes without the trigger.
 	bulkCopyBare = "copy-notrigger"
-	// bulkInsertMany runs insert_many's SQL straight through pgx, its
-	// rows left undecoded: the statement's own cost, without the store.
+	// bulkInsertMany runs insert_many's SQL (or --bulk-sql's) straight
+	// through pgx, its rows left undecoded: the statement's own cost,
+	// without the store.
 	bulkInsertMany = "sql-insert-many"
-	// bulkInsertManyFew is insert_many returning only the columns the
-	// server decides, not every column.
-	bulkInsertManyFew = "sql-insert-many-few"
+	// bulkInsertManyAll is insert_many returning every column, as it did
+	// before the store built the tasks from what it sent.
+	bulkInsertManyAll = "sql-insert-many-all"
 )
 
-var bulkSystems = []string{bulkRiver, bulkCairnq, bulkCopy, bulkCopyBare, bulkCopyRiver, bulkCopyRiverBare, bulkInsertMany, bulkInsertManyFew}
+var bulkSystems = []string{bulkRiver, bulkCairnq, bulkCopy, bulkCopyBare, bulkCopyRiver, bulkCopyRiverBare, bulkInsertMany, bulkInsertManyAll}
 
 func bulkLabel(sys string) string {
 	switch sys {
@@ -68,9 +69,9 @@ func bulkLabel(sys string) string {
 	case bulkCopyRiverBare:
 		return "COPY floor, River's index set, no trigger"
 	case bulkInsertMany:
+		return "insert_many via pgx"
+	case bulkInsertManyAll:
 		return "insert_many via pgx, RETURNING *"
-	case bulkInsertManyFew:
-		return "insert_many via pgx, RETURNING 4 columns"
 	}
 	return sys
 }
@@ -186,7 +187,7 @@ func bulkRun(ctx context.Context, cfg *config, sys string, batch, run int) (bulk
 			return bulkResult{}, err
 		}
 		cleanup = append(cleanup, drop)
-		if write, err = bulkSQLWriter(pool, sys); err != nil {
+		if write, err = bulkSQLWriter(cfg, pool, sys); err != nil {
 			return bulkResult{}, err
 		}
 	}
@@ -246,13 +247,23 @@ func bulkScratch(ctx context.Context, cfg *config, sys string) (*pgxpool.Pool, f
 var bulkCopyColumns = []string{"id", "name", "queue", "status", "payload", "metadata", "max_attempts", "priority", "run_at_ms", "parent_id", "root_id", "correlation_id", "created_at_ms", "updated_at_ms"}
 
 // bulkSQLWriter writes one batch of sys's straight through pool.
-func bulkSQLWriter(pool *pgxpool.Pool, sys string) (func(ctx context.Context, size int) error, error) {
+func bulkSQLWriter(cfg *config, pool *pgxpool.Pool, sys string) (func(ctx context.Context, size int) error, error) {
 	switch sys {
-	case bulkInsertMany, bulkInsertManyFew:
+	case bulkInsertMany, bulkInsertManyAll:
 		stmt := protocol.Statements(protocol.Postgres).Get("insert_many")
+		if cfg.bulkSQL != "" && sys == bulkInsertMany {
+			src, err := os.ReadFile(cfg.bulkSQL)
+			if err != nil {
+				return nil, err
+			}
+			if stmt, err = protocol.Compile("bulk-sql", string(src), protocol.Postgres); err != nil {
+				return nil, err
+			}
+		}
 		sql := stmt.SQL
-		if sys == bulkInsertManyFew {
-			sql = strings.Replace(sql, "RETURNING *", "RETURNING id, run_at_ms, created_at_ms, updated_at_ms", 1)
+		if sys == bulkInsertManyAll {
+			at := strings.LastIndex(sql, "RETURNING ")
+			sql = sql[:at] + "RETURNING *"
 		}
 		return func(ctx context.Context, size int) error {
 			args, err := stmt.Bind(bulkInsertManyArgs(size))

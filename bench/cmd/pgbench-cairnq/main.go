@@ -71,6 +71,7 @@ type config struct {
 	bulkBatches    []int
 	bulkGoroutines int
 	bulkSystems    []string
+	bulkSQL        string
 
 	latencyN         int
 	latencyNoListenN int
@@ -121,6 +122,7 @@ func run() error {
 	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
 	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
 	flag.IntVar(&cfg.bulkN, "bulk-n", 100_000, "bulk: tasks per measurement")
+	flag.StringVar(&cfg.bulkSQL, "bulk-sql", "", "bulk: a `file` of SQL that sql-insert-many runs instead of insert_many (same :each_X parameters), to measure a variant")
 	flag.IntVar(&cfg.bulkGoroutines, "bulk-goroutines", 1, "bulk: goroutines sharing the tasks, each writing its batches one after another")
 	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")
 	flag.IntVar(&cfg.latencyNoListenN, "latency-n-nolisten", 0, "latency: measured submits with LISTEN off (default --latency-n; each waits up to a 500ms poll)")
