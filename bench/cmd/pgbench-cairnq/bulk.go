@@ -137,6 +137,7 @@ func bulkLoop(ctx context.Context, n, batch, g int, fn func(ctx context.Context,
 // bulkRun measures one system at one batch size.
 func bulkRun(ctx context.Context, cfg *config, sys string, batch, run int) (bulkResult, error) {
 	var write func(ctx context.Context, size int) error
+	var count func(ctx context.Context) (int, error) // the rows written
 	var cleanup []func()
 	defer func() {
 		for _, f := range slices.Backward(cleanup) {
@@ -145,11 +146,12 @@ func bulkRun(ctx context.Context, cfg *config, sys string, batch, run int) (bulk
 	}()
 	switch sys {
 	case bulkRiver:
-		client, _, closeFn, err := riverInserter(ctx, cfg, "riverbulk")
+		client, db, closeFn, err := riverInserter(ctx, cfg, "riverbulk")
 		if err != nil {
 			return bulkResult{}, err
 		}
 		cleanup = append(cleanup, closeFn)
+		count = rowCount(db.DSN, "river_job")
 		params := make([]river.InsertManyParams, batch)
 		for i := range params {
 			params[i] = river.InsertManyParams{Args: noopArgs{}}
@@ -168,6 +170,7 @@ func bulkRun(ctx context.Context, cfg *config, sys string, batch, run int) (bulk
 			return bulkResult{}, err
 		}
 		cleanup = append(cleanup, db.Drop)
+		count = rowCount(db.DSN, "cairnq_tasks")
 		c, closeC, err := openClient(ctx, cfg, a, db.DSN, true, nil)
 		if err != nil {
 			return bulkResult{}, err
@@ -190,6 +193,9 @@ func bulkRun(ctx context.Context, cfg *config, sys string, batch, run int) (bulk
 		if write, err = bulkSQLWriter(cfg, pool, sys); err != nil {
 			return bulkResult{}, err
 		}
+		count = func(ctx context.Context) (n int, err error) {
+			return n, pool.QueryRow(ctx, "SELECT count(*) FROM cairnq_tasks").Scan(&n)
+		}
 	}
 	srvBefore := cfg.srv.serverCPU(ctx)
 	cliBefore := clientCPU()
@@ -197,8 +203,25 @@ func bulkRun(ctx context.Context, cfg *config, sys string, batch, run int) (bulk
 	if err != nil {
 		return bulkResult{}, fmt.Errorf("%s: %w", sys, err)
 	}
+	cliCPU, srvCPU := clientCPU()-cliBefore, cfg.srv.serverCPU(ctx).since(srvBefore)
+	if n, err := count(ctx); err != nil || n != cfg.bulkN {
+		return bulkResult{}, fmt.Errorf("%s: %d rows written of %d (%v)", sys, n, cfg.bulkN, err)
+	}
 	return bulkResult{system: sys, batch: batch, run: run, n: cfg.bulkN, elapsed: elapsed,
-		cliCPU: clientCPU() - cliBefore, sCPU: cfg.srv.serverCPU(ctx).since(srvBefore)}, nil
+		cliCPU: cliCPU, sCPU: srvCPU}, nil
+}
+
+// rowCount counts table's rows in the database at dsn, on a connection
+// of its own.
+func rowCount(dsn, table string) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (n int, err error) {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		return n, conn.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n)
+	}
 }
 
 // bulkScratch is a fresh database migrated by cairnq, reshaped for sys,
