@@ -28,6 +28,8 @@ func protocolArgs() protocol.Args {
 		"each_id": `{"t2"}`, "each_name": `{"send"}`, "each_queue": `{"default"}`, "each_payload": `{"{}"}`,
 		"each_metadata": `{"{}"}`, "each_max_attempts": `{"3"}`, "each_priority": `{"-1"}`, "each_delay_ms": `{"0"}`,
 		"each_parent_id": `{NULL}`, "each_root_id": `{"t2"}`, "each_correlation_id": `{NULL}`,
+		// lock_keys, get_by_keys and upsert_keys: the keys of a batch.
+		"keys": `{"k1"}`, "task_ids": `{"t1"}`,
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 
@@ -108,7 +109,41 @@ func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task
 	if err != nil {
 		return nil, err
 	}
-	return taskAt(res.Value.rows, res.Value.i)
+	return insertedTask(res.Value.rows, res.Value.i, ins)
+}
+
+// insertedTask is the task that row i of rs, a row insert_task or
+// insert_many returned for ins (insertArgs), says was stored. insert_task
+// returns the whole row, read as every task row is; insert_many returns
+// only what the server decided (the creation time, which is also the
+// update time, and the due time :delay_ms after it) or rewrote (the JSON,
+// as jsonb prints it), and every other column is what ins sent or the
+// column's default (attempt 0, the rest NULL), as the whole row would
+// read.
+func insertedTask(rs rowSet, i int, ins protocol.Args) (*Task, error) {
+	if rs.value(i, "name") != nil { // NOT NULL: the whole row
+		return taskAt(rs, i)
+	}
+	id, _ := ins["id"].(string)
+	sent := func(col string) string { s, _ := ins[col].(string); return s }
+	t := &Task{ID: id, Name: sent("name"), Queue: sent("queue"), Status: StatusQueued,
+		ParentID: sent("parent_id"), RootID: sent("root_id"), CorrelationID: sent("correlation_id")}
+	maxAttempts, _ := ins["max_attempts"].(int64)
+	priority, _ := ins["priority"].(int64)
+	delay, _ := ins["delay_ms"].(int64)
+	t.MaxAttempts, t.Priority = int(maxAttempts), int(priority)
+	created, ok, err := asInt64("created_at_ms", rs.value(i, "created_at_ms"))
+	if err == nil && !ok {
+		err = errors.New("created_at_ms is NULL")
+	}
+	var e1, e2 error
+	t.Payload, e1 = asJSON("payload", rs.value(i, "payload"))
+	t.Metadata, e2 = asJSON("metadata", rs.value(i, "metadata"))
+	if err = errors.Join(err, e1, e2); err != nil {
+		return nil, fmt.Errorf("cairnq: reading inserted task row %q: %w", id, err)
+	}
+	t.CreatedAt, t.UpdatedAt, t.RunAt = msTime(created, true), msTime(created, true), msTime(created+delay, true)
+	return t, nil
 }
 
 // newInserter groups unkeyed submits (insertArgs) into insert_many. A lone

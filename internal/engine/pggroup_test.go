@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,11 @@ func TestInsertGroupsConcurrentSubmits(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkSubmitted(t, o.p, got)
+		// insert_many returns a few columns and the store fills in the
+		// rest: every field must still be what the stored row reads.
+		if !reflect.DeepEqual(o.t, got) {
+			t.Errorf("submit %s returned %+v, the stored row reads %+v", o.p.Name, o.t, got)
+		}
 	}
 }
 

@@ -283,7 +283,7 @@ func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []
 			if r.Value.rows == nil {
 				return nil, errors.New("cairnq: insert_many returned no row for " + ids[j])
 			}
-			t, err := taskAt(r.Value.rows, r.Value.i)
+			t, err := insertedTask(r.Value.rows, r.Value.i, chunk[j])
 			if err != nil {
 				return nil, err
 			}

@@ -13,8 +13,10 @@
 //	submit    Submit throughput from 1 and 64 goroutines (River's Insert
 //	          beside it for reference).
 //	latency   enqueue-to-handler-start p50/p95/p99, LISTEN on and off.
-//	many      SubmitMany against River's InsertMany, batches of
-//	          --many-batch from one goroutine (not in the default set).
+//	bulk      issue 30: SubmitMany against River's InsertMany and the
+//	          COPY floors, 100,000 no-op tasks in batches of each
+//	          --bulk-batch, alternating (not in the default set; "many"
+//	          is another name for it).
 //
 // Every measurement runs in a fresh database (CREATE DATABASE, dropped
 // after). See bench/README.md for what each figure means.
@@ -64,7 +66,12 @@ type config struct {
 
 	submitN          int
 	submitGoroutines []int
-	manyBatch        int
+
+	bulkN          int
+	bulkBatches    []int
+	bulkGoroutines int
+	bulkSystems    []string
+	bulkSQL        string
 
 	latencyN         int
 	latencyNoListenN int
@@ -96,6 +103,8 @@ func run() error {
 		subList     = flag.String("submit-adapters", "pgx", "adapters for the submit benchmark, or all")
 		cfg         config
 		goroutines  = flag.String("submit-goroutines", "1,64", "submit benchmark goroutine counts")
+		bulkBatches = flag.String("bulk-batch", "1000,5000", "bulk: tasks per SubmitMany / InsertMany / COPY call; each size is measured")
+		bulkSys     = flag.String("bulk-systems", "river,cairnq,copy,copy-river", "bulk: systems, in order ("+strings.Join(bulkSystems, ", ")+")")
 	)
 	flag.IntVar(&cfg.runs, "runs", 3, "repetitions of every measurement")
 	flag.IntVar(&cfg.tasks, "tasks", 20_000, "burn-down: no-op tasks per run")
@@ -111,8 +120,10 @@ func run() error {
 	flag.IntVar(&cfg.floorBatch, "floor-batch", 64, "--floor: tasks per claim")
 	flag.IntVar(&cfg.floorSettle, "floor-settle", 1, "--floor: claims whose tasks each complete_many settles")
 	flag.BoolVar(&cfg.noRiver, "no-river", false, "skip River (burn-down and submit)")
-	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement (many: tasks)")
-	flag.IntVar(&cfg.manyBatch, "many-batch", 1000, "many: tasks per SubmitMany / InsertMany call")
+	flag.IntVar(&cfg.submitN, "submit-n", 20_000, "submit: submits per measurement")
+	flag.IntVar(&cfg.bulkN, "bulk-n", 100_000, "bulk: tasks per measurement")
+	flag.StringVar(&cfg.bulkSQL, "bulk-sql", "", "bulk: a `file` of SQL that sql-insert-many runs instead of insert_many (same :each_X parameters), to measure a variant")
+	flag.IntVar(&cfg.bulkGoroutines, "bulk-goroutines", 1, "bulk: goroutines sharing the tasks, each writing its batches one after another")
 	flag.IntVar(&cfg.latencyN, "latency-n", 300, "latency: measured submits per run (after 10 warm-up ones)")
 	flag.IntVar(&cfg.latencyNoListenN, "latency-n-nolisten", 0, "latency: measured submits with LISTEN off (default --latency-n; each waits up to a 500ms poll)")
 	flag.DurationVar(&cfg.latencyGap, "latency-gap", 20*time.Millisecond, "latency: mean gap between one handler start and the next submit (uniform in [gap/2, 3gap/2])")
@@ -128,10 +139,12 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "many", "sustained":
+		case "burndown", "submit", "latency", "bulk", "sustained":
 			cfg.benches = append(cfg.benches, b)
+		case "many":
+			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many, sustained)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, sustained)", b)
 		}
 	}
 	var err error
@@ -160,6 +173,22 @@ func run() error {
 			return fmt.Errorf("bad --submit-goroutines entry %q", g)
 		}
 		cfg.submitGoroutines = append(cfg.submitGoroutines, n)
+	}
+	for _, b := range splitList(*bulkBatches) {
+		n, err := strconv.Atoi(b)
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad --bulk-batch entry %q", b)
+		}
+		cfg.bulkBatches = append(cfg.bulkBatches, n)
+	}
+	for _, sys := range splitList(*bulkSys) {
+		if !slices.Contains(bulkSystems, sys) {
+			return fmt.Errorf("unknown --bulk-systems entry %q (%s)", sys, strings.Join(bulkSystems, ", "))
+		}
+		cfg.bulkSystems = append(cfg.bulkSystems, sys)
+	}
+	if cfg.bulkN < 1 || cfg.bulkGoroutines < 1 {
+		return fmt.Errorf("--bulk-n and --bulk-goroutines must be >= 1")
 	}
 	if cfg.runs < 1 || cfg.tasks < 1 || cfg.concurrency < 1 || cfg.pool < 1 || cfg.floorStreams < 1 || cfg.floorBatch < 1 || cfg.floorSettle < 1 {
 		return fmt.Errorf("--runs, --tasks, --concurrency, --pool, --floor-streams, --floor-batch and --floor-settle must be >= 1")
@@ -190,8 +219,8 @@ func run() error {
 			benchSubmit(ctx, &cfg, rep)
 		case "latency":
 			benchLatency(ctx, &cfg, rep)
-		case "many":
-			benchMany(ctx, &cfg, rep)
+		case "bulk":
+			benchBulk(ctx, &cfg, rep)
 		case "sustained":
 			benchSustained(ctx, &cfg, rep)
 		}
