@@ -15,6 +15,9 @@
 //	latency   enqueue-to-handler-start p50/p95/p99, LISTEN on and off.
 //	many      SubmitMany against River's InsertMany, batches of
 //	          --many-batch from one goroutine (not in the default set).
+//	fleet     N worker processes (--fleet-n) on one database, idle, with a
+//	          trickle and saturated, cairnq and River (not in the default
+//	          set; fleet.go).
 //
 // Every measurement runs in a fresh database (CREATE DATABASE, dropped
 // after). See bench/README.md for what each figure means.
@@ -71,6 +74,8 @@ type config struct {
 	latencyGap       time.Duration
 	latencyListen    []bool
 
+	fleetConfig // --bench fleet (fleet.go)
+
 	countCalls     bool
 	statements     bool
 	waitEvents     bool
@@ -121,17 +126,21 @@ func run() error {
 	flag.BoolVar(&cfg.waitEvents, "wait-events", false, "burn-down: sample pg_stat_activity every 10ms and print what the sessions waited on")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file, and allocation profiles of the window's start and end beside it (FILE.allocs.start, FILE.allocs.end: compare with pprof -base)")
 	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
+	fleetFlags(&cfg)
 	flag.Parse()
+	if cfg.fleetChild != "" {
+		return runFleetChild(context.Background(), &cfg)
+	}
 
 	if strings.TrimSpace(*dsn) == "" {
 		return fmt.Errorf("no server: set BENCH_PG_DSN (e.g. export BENCH_PG_DSN=$(bench/pg.sh)) or pass --dsn")
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "many":
+		case "burndown", "submit", "latency", "many", "fleet":
 			cfg.benches = append(cfg.benches, b)
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many, fleet)", b)
 		}
 	}
 	var err error
@@ -192,6 +201,8 @@ func run() error {
 			benchLatency(ctx, &cfg, rep)
 		case "many":
 			benchMany(ctx, &cfg, rep)
+		case "fleet":
+			benchFleet(ctx, &cfg)
 		}
 		if ctx.Err() != nil {
 			break
