@@ -59,7 +59,7 @@ func fleetFlags(cfg *config) {
 	flag.IntVar(&cfg.fleetConc, "fleet-concurrency", 8, "fleet: each process's worker concurrency (River MaxWorkers)")
 	flag.IntVar(&cfg.fleetPool, "fleet-pool", 4, "fleet: max connections of each process's pool (LISTEN on top)")
 	flag.StringVar(&cfg.fleetSystems, "fleet-systems", "cairnq,river", "fleet: systems to run")
-	flag.DurationVar(&cfg.fleetRiverCooldown, "fleet-river-cooldown", 100*time.Millisecond, "fleet: River FetchCooldown (River's default)")
+	flag.DurationVar(&cfg.fleetRiverCooldown, "fleet-river-cooldown", time.Millisecond, "fleet: River FetchCooldown (1ms, its minimum: River's default 100ms caps a process at MaxWorkers jobs per 100ms)")
 	flag.DurationVar(&cfg.fleetRiverPoll, "fleet-river-poll", time.Second, "fleet: River FetchPollInterval (River's default)")
 	flag.StringVar(&cfg.fleetChild, "fleet-child", "", "internal: run as one process of the fleet (cairnq, river)")
 	flag.StringVar(&cfg.fleetDB, "fleet-db", "", "internal: the fleet child's database")
