@@ -78,9 +78,11 @@ const (
 // claim makes one poll's claim on queues, spending at most free call
 // slots: the draws in schedule order, rotated at every poll so one name's
 // backlog cannot starve the rest. ran reports whether a claim statement
-// ran (a draw every limit skipped runs none). The rate limits are charged
-// for what it returns.
-func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran bool, err error) {
+// ran (a draw every limit skipped runs none); drained, that every draw
+// ran and came back short of its limit, so nothing this worker may claim
+// was left at the claim's snapshot. The rate limits are charged for what
+// it returns.
+func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran, drained bool, err error) {
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
@@ -93,7 +95,7 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			p.Names, p.Limit = names, limit
 			ran = true
 			return w.claims.ClaimWith(ctx, p, hints)
-		}, order, free, &drawn)
+		}, order, free, &drawn, &drained)
 		if err == nil && !ran && len(hints.Settle) > 0 {
 			// Every limit skipped the draw: the settlements go alone.
 			err = w.claims.SettleCompletions(ctx, hints.Settle)
@@ -102,11 +104,11 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 		ran = true
 		_, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
 			drawn = drawn[:0] // a retried transaction starts over
-			return w.plan(draw, order, free, &drawn)
+			return w.plan(draw, order, free, &drawn, &drained)
 		})
 	}
 	if err != nil {
-		return nil, ran, err
+		return nil, ran, false, err
 	}
 	now := time.Now()
 	for _, d := range drawn {
@@ -114,7 +116,7 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			d.src.limiter.take(now, len(d.tasks))
 		}
 	}
-	return drawn, ran, nil
+	return drawn, ran, drained, nil
 }
 
 // idleWait is how long an idle loop sleeps: the poll interval, or less
@@ -142,17 +144,21 @@ type dispatch struct {
 // plan spends the free call slots across the draws, each draw sized by
 // what its own limits and the slots still free allow, inside the claim
 // transaction: a budget divided up front would leave slots idle for names
-// with nothing queued.
-func (w *Worker) plan(draw drawFunc, order []source, free int, out *[]dispatch) error {
+// with nothing queued. drained is set when every source drew and came
+// back short of its limit.
+func (w *Worker) plan(draw drawFunc, order []source, free int, out *[]dispatch, drained *bool) error {
 	taken := map[string]int{} // resource units drawn in this poll
 	left := free
+	*drained = true
 	for i := range order {
 		src := &order[i]
 		if left <= 0 {
+			*drained = false
 			break
 		}
 		quota := min(w.sourceCalls(src, taken), left)
 		if quota <= 0 {
+			*drained = false
 			continue
 		}
 		limit := src.batch * quota
@@ -160,12 +166,16 @@ func (w *Worker) plan(draw drawFunc, order []source, free int, out *[]dispatch) 
 			// Spent after the claim commits (loop): a transaction retried
 			// from the start must not pay twice.
 			if limit = min(limit, src.limiter.available(time.Now())); limit <= 0 {
+				*drained = false
 				continue
 			}
 		}
 		rows, err := draw(src.names, limit)
 		if err != nil {
 			return err
+		}
+		if len(rows) >= limit {
+			*drained = false
 		}
 		calls := w.deliveries(src, rows)
 		*out = append(*out, calls...)

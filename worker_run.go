@@ -291,7 +291,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
 		taken := w.ride.Take()
 		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken}
-		drawn, ran, err := w.claim(ctx, sources, names, queues, free, hints)
+		drawn, ran, drained, err := w.claim(ctx, sources, names, queues, free, hints)
 		engine.Answer(taken, err)
 		// Leases were recovered, or the probe saw none expired.
 		recovered := ran && !skipRecover
@@ -322,21 +322,26 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			w.claimMu.Unlock()
 			continue // not subscribed: subscribe and probe, then sleep
 		}
+		if busy && drained && subscribed && !w.st.SettleOnClaim() {
+			// The draw took all there was, under the subscription taken
+			// before it: what is submitted after it wakes this loop. So the
+			// loop sleeps now, as after an empty probe, rather than claim
+			// again for nothing and probe after that (each idle process of
+			// a fleet did both for every task it won). Not where
+			// completions ride on the next claim (SQLite), which would
+			// wait for it.
+			for _, d := range drawn {
+				w.start(handlerCtx, d)
+			}
+			w.claimMu.Unlock()
+			busy, burst = false, false
+			w.idle(ctx, sources, wake)
+			unsubscribe()
+			continue
+		}
 		if !busy {
 			w.claimMu.Unlock()
-			// Idle until something may be claimable: a submit here, a call
-			// finishing (its name's or resource's limit may have bound), a
-			// rate limit's next start, a resumed queue, or the poll timer,
-			// which also drives lease recovery.
-			timer := time.NewTimer(w.idleWait(sources))
-			select {
-			case <-wake:
-			case <-w.slotFreed:
-			case <-w.resumed:
-			case <-timer.C:
-			case <-ctx.Done():
-			}
-			timer.Stop()
+			w.idle(ctx, sources, wake)
 			unsubscribe()
 			continue
 		}
@@ -347,4 +352,38 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		w.claimMu.Unlock()
 	}
 	return nil
+}
+
+// idle sleeps until something may be claimable: a submit (wake), a
+// rate limit's next start, a resumed queue, or the poll timer, which also
+// drives lease recovery; and a call finishing, where that can matter: its
+// name's or resource's limit may have bound the last claim, or (SQLite)
+// its completion waits for the next claim. A call finishing otherwise
+// makes nothing claimable, and waking for it cost every idle process of
+// a fleet a probe per task it ran.
+func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}) {
+	var slotFreed <-chan struct{}
+	if w.st.SettleOnClaim() || limited(sources) {
+		slotFreed = w.slotFreed
+	}
+	timer := time.NewTimer(w.idleWait(sources))
+	defer timer.Stop()
+	select {
+	case <-wake:
+	case <-slotFreed:
+	case <-w.resumed:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// limited reports whether a source's draw is capped by a name's own
+// concurrency or a resource, which a finishing call may lift.
+func limited(sources []source) bool {
+	for _, src := range sources {
+		if src.ownConc > 0 || src.resource != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -23,7 +23,7 @@ var taskColumns = []string{
 var resultColumns = map[string][]string{
 	"cancel":            taskColumns,
 	"claim":             taskColumns,
-	"claimable_probe":   {"has_work"},
+	"claimable_probe":   {"has_work", "has_expired"},
 	"complete":          taskColumns,
 	"complete_many":     {"id", "status"},
 	"fail":              taskColumns,
@@ -352,6 +352,9 @@ func TestSQLiteLifecycle(t *testing.T) {
 	if probe(`["default"]`, nil, now) != int64(1) || probe(`["other"]`, nil, now) != int64(0) ||
 		probe(`["default"]`, `["nope"]`, now) != int64(0) || probe(`["default"]`, nil, now-1) != int64(0) {
 		t.Error("claimable_probe answers wrongly")
+	}
+	if one(call("claimable_probe", Args{"queues": `["default"]`, "names": nil, "now_ms": now}))["has_expired"] != int64(0) {
+		t.Error("claimable_probe sees an expired lease where no task runs")
 	}
 
 	// A name filter beats priority; the single-queue form takes what is left.

@@ -132,7 +132,8 @@ func (s *Store) ClaimWith(ctx context.Context, p ClaimParams, h ClaimHints) ([]*
 
 // ClaimSession opens one claim transaction and lets plan draw from it any
 // number of times, each draw with its own names and limit, after a single
-// lease recovery (unless h.SkipRecover). A read-only probe runs first
+// lease recovery (unless h.SkipRecover, or the probe saw no lease
+// expired). A read-only probe runs first
 // (unless h.SkipProbe): when it finds nothing claimable and no expired
 // lease, no transaction is opened, plan is not called, and ran is false.
 // plan runs while the write lock is held, so it must do nothing slow; on
@@ -160,7 +161,11 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		return false, s.SettleCompletions(ctx, h.Settle) // no claim ran, and no recovery
 	}
 	// The probe spares an idle worker's poll its write; one with
-	// settlements to write writes anyway.
+	// settlements to write writes anyway. When it saw no expired lease,
+	// the claim skips lease recovery: in a fleet every idle process probes
+	// on every submit, and a recovery per process per submit grew with
+	// the fleet (docs/benchmarks.md, "Fleet"). A lease expiring between
+	// the probe and the claim is recovered by the next probe that sees it.
 	if !h.SkipProbe && len(h.Settle) == 0 {
 		rows, err := s.readOne(ctx, stmtClaimableProbe, base)
 		if err != nil {
@@ -172,6 +177,11 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
 			return false, err
 		}
+		expired, err := asBool("has_expired", rows[0]["has_expired"])
+		if err != nil {
+			return false, err
+		}
+		h.SkipRecover = h.SkipRecover || !expired
 	}
 	settle := len(h.Settle) > 0
 	var recovered []*Task

@@ -17,6 +17,11 @@
 //	          COPY floors, 100,000 no-op tasks in batches of each
 //	          --bulk-batch, alternating (not in the default set; "many"
 //	          is another name for it).
+//	fleet     N worker processes (--fleet-n) on one database, idle, with a
+//	          trickle and saturated, cairnq and River (not in the default
+//	          set; fleet.go).
+//	sustained a steady load with retention, then a held vacuum horizon,
+//	          cairnq and River (not in the default set; sustained.go).
 //
 // Every measurement runs in a fresh database (CREATE DATABASE, dropped
 // after). See bench/README.md for what each figure means.
@@ -78,6 +83,8 @@ type config struct {
 	latencyGap       time.Duration
 	latencyListen    []bool
 
+	fleetConfig // --bench fleet (fleet.go)
+
 	countCalls     bool
 	statements     bool
 	waitEvents     bool
@@ -96,7 +103,7 @@ func main() {
 func run() error {
 	var (
 		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
-		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, sustained")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained")
 		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
 		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
 		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
@@ -132,19 +139,23 @@ func run() error {
 	flag.BoolVar(&cfg.waitEvents, "wait-events", false, "burn-down: sample pg_stat_activity every 10ms and print what the sessions waited on")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file, and allocation profiles of the window's start and end beside it (FILE.allocs.start, FILE.allocs.end: compare with pprof -base)")
 	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
+	fleetFlags(&cfg)
 	flag.Parse()
+	if cfg.fleetChild != "" {
+		return runFleetChild(context.Background(), &cfg)
+	}
 
 	if strings.TrimSpace(*dsn) == "" {
 		return fmt.Errorf("no server: set BENCH_PG_DSN (e.g. export BENCH_PG_DSN=$(bench/pg.sh)) or pass --dsn")
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "bulk", "sustained":
+		case "burndown", "submit", "latency", "bulk", "fleet", "sustained":
 			cfg.benches = append(cfg.benches, b)
 		case "many":
 			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, sustained)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained)", b)
 		}
 	}
 	var err error
@@ -221,6 +232,8 @@ func run() error {
 			benchLatency(ctx, &cfg, rep)
 		case "bulk":
 			benchBulk(ctx, &cfg, rep)
+		case "fleet":
+			benchFleet(ctx, &cfg)
 		case "sustained":
 			benchSustained(ctx, &cfg, rep)
 		}
