@@ -98,11 +98,13 @@ func (w *Worker) rideStart() {
 }
 
 // rideAfterClaim opens the ride to completions after a claim that drew
-// several tasks (burst) or left other calls running, and closes it
-// otherwise.
+// several tasks (burst) or left other calls running or settling, and
+// closes it otherwise. Settling counts: a call's slot frees when its
+// handler returns, before its completion looks at the ride, and a claim
+// in between that saw no call running closed the ride on it.
 func (w *Worker) rideAfterClaim(burst bool) {
 	w.mu.Lock()
-	w.rideOpen.Store(w.riding && (burst || w.running > 0))
+	w.rideOpen.Store(w.riding && (burst || w.running > 0 || w.settling > 0))
 	w.mu.Unlock()
 }
 

@@ -156,7 +156,7 @@ type Worker struct {
 	// (settle_claim.go), accepted while riding (during Run's loop, where
 	// the store settles on claims). rideOpen adds
 	// that the loop's last claim drew several tasks or left other calls
-	// running (rideAfterClaim), read without the lock: completions on
+	// running or settling (rideAfterClaim), read without the lock: completions on
 	// Postgres never take it.
 	riding   bool
 	rideOpen atomic.Bool
