@@ -15,6 +15,9 @@
 //	latency   enqueue-to-handler-start p50/p95/p99, LISTEN on and off.
 //	many      SubmitMany against River's InsertMany, batches of
 //	          --many-batch from one goroutine (not in the default set).
+//	backlog   claim rate and fresh-task pickup over large backlogs (queued,
+//	          and finished retained), cairnq and River (not in the default
+//	          set; see backlog.go).
 //
 // Every measurement runs in a fresh database (CREATE DATABASE, dropped
 // after). See bench/README.md for what each figure means.
@@ -77,6 +80,8 @@ type config struct {
 	cpuprofile     string
 	profileAdapter string
 	profiled       bool
+
+	backlog *backlogConfig
 }
 
 func main() {
@@ -121,6 +126,7 @@ func run() error {
 	flag.BoolVar(&cfg.waitEvents, "wait-events", false, "burn-down: sample pg_stat_activity every 10ms and print what the sessions waited on")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file, and allocation profiles of the window's start and end beside it (FILE.allocs.start, FILE.allocs.end: compare with pprof -base)")
 	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
+	parseBacklog := backlogFlags()
 	flag.Parse()
 
 	if strings.TrimSpace(*dsn) == "" {
@@ -128,13 +134,16 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "many":
+		case "burndown", "submit", "latency", "many", "backlog":
 			cfg.benches = append(cfg.benches, b)
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, many, backlog)", b)
 		}
 	}
 	var err error
+	if cfg.backlog, err = parseBacklog(); err != nil {
+		return err
+	}
 	if cfg.adapters, err = pickAdapters(*adapterList); err != nil {
 		return err
 	}
@@ -192,6 +201,8 @@ func run() error {
 			benchLatency(ctx, &cfg, rep)
 		case "many":
 			benchMany(ctx, &cfg, rep)
+		case "backlog":
+			benchBacklog(ctx, &cfg, cfg.backlog, rep)
 		}
 		if ctx.Err() != nil {
 			break
