@@ -215,13 +215,34 @@ func benchBacklog(ctx context.Context, cfg *config, bc *backlogConfig, rep *repo
 			tpls[sys.name], sizes[key{sys.name, sh}] = tpl, sz
 			fmt.Printf("  backlog %v %s: table %s, indexes %s, database %s\n", sh, sys.name, mib(sz.table), mib(sz.indexes), mib(sz.database))
 		}
+		// Every run's copy first, holding the lock shared; then every
+		// timed drain of the shape in one exclusive hold.
+		copies := map[string][]*pgadmin.Database{}
 		for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
 			for _, sys := range systems {
-				tpl := tpls[sys.name]
-				if tpl == nil {
+				if tpl := tpls[sys.name]; tpl != nil {
+					db, err := backlogCopy(ctx, cfg, sys, sh, tpl, run)
+					if err != nil {
+						rep.fail(fmt.Sprintf("backlog %v run %d %s copy", sh, run, sys.name), err)
+						continue
+					}
+					defer db.Drop() // when a run fails before its own Drop
+					copies[sys.name] = append(copies[sys.name], db)
+				}
+			}
+		}
+		if err := bc.lock.exclusive(); err != nil {
+			rep.fail("backlog lock", err)
+			return
+		}
+		for run := 1; run <= cfg.runs && ctx.Err() == nil; run++ {
+			for _, sys := range systems {
+				if len(copies[sys.name]) < run {
 					continue
 				}
-				r, err := backlogRun(ctx, cfg, bc, sys, sh, tpl, drain, run)
+				db := copies[sys.name][run-1]
+				r, err := backlogRun(ctx, cfg, bc, sys, sh, db, drain, run)
+				db.Drop()
 				what := fmt.Sprintf("backlog %v run %d %s", sh, run, sys.name)
 				if err != nil {
 					rep.fail(what, err)
@@ -319,27 +340,24 @@ func readSizes(ctx context.Context, db *pgadmin.Database, table string) (relSize
 	return s, err
 }
 
-// backlogRun copies the template (holding the lock shared), then times
-// one drain on the copy (holding it exclusive).
-func backlogRun(ctx context.Context, cfg *config, bc *backlogConfig, sys backlogSystem, sh backlogShape, tpl *pgadmin.Database, drain, run int) (backlogResult, error) {
-	if err := bc.lock.shared(); err != nil {
-		return backlogResult{}, err
-	}
+// backlogCopy copies the template for one run (FILE_COPY: the files as
+// they are, statistics and visibility map included).
+func backlogCopy(ctx context.Context, cfg *config, sys backlogSystem, sh backlogShape, tpl *pgadmin.Database, run int) (*pgadmin.Database, error) {
 	name := fmt.Sprintf("bench_backlog_%s_%s_run%d", sys.name, sh.tag(), run)
 	dsn, err := pgdsn.WithDatabase(cfg.srv.AdminDSN, name)
 	if err != nil {
-		return backlogResult{}, err
+		return nil, err
 	}
 	db := &pgadmin.Database{Server: cfg.srv.Server, Name: name, DSN: dsn}
 	db.Drop()
 	if err := cfg.srv.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tpl.Name}.Sanitize()+" STRATEGY = FILE_COPY"); err != nil {
-		return backlogResult{}, fmt.Errorf("copy the template: %w", err)
+		return nil, fmt.Errorf("copy the template: %w", err)
 	}
-	defer db.Drop()
-	if err := bc.lock.exclusive(); err != nil {
-		return backlogResult{}, err
-	}
-	defer func() { _ = bc.lock.shared() }()
+	return db, nil
+}
+
+// backlogRun times one drain on db, a copy of the template.
+func backlogRun(ctx context.Context, cfg *config, bc *backlogConfig, sys backlogSystem, sh backlogShape, db *pgadmin.Database, drain, run int) (backlogResult, error) {
 	if bc.explain {
 		explainClaim(ctx, db, sys, "before")
 	}
