@@ -248,7 +248,7 @@ func fillSQLiteBacklog(ctx context.Context, path string, sh backlogShape) error 
 	return conn.Exec("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE)")
 }
 
-// copyFile copies src (and its WAL, if any) to dst.
+// copyFile copies src (and its WAL, if any) to dst, durably.
 func copyFile(src, dst string) error {
 	for _, suffix := range []string{"", "-wal"} {
 		in, err := os.Open(src + suffix)
@@ -261,6 +261,12 @@ func copyFile(src, dst string) error {
 		out, err := os.Create(dst + suffix)
 		if err == nil {
 			_, err = io.Copy(out, in)
+			if err == nil {
+				// Written through to the disk now, or the drain's first
+				// checkpoint fsync would pay for the whole copy (seconds
+				// for a 5 GB file), which no running system pays.
+				err = out.Sync()
+			}
 			if cerr := out.Close(); err == nil {
 				err = cerr
 			}
@@ -453,9 +459,9 @@ func drainSQLiteBacklog(b *testing.B, path string, drain int) sqliteBacklogRun {
 	return sqliteBacklogRun{elapsed: elapsed, cpu: cpu, open: open, pickups: pickups, peakRSS: vmHWM()}
 }
 
-// claimPlan is SQLite's EXPLAIN QUERY PLAN of the worker's claim (one
-// queue, one name) on the file at path, and the file's statistics for
-// cairnq_tasks.
+// claimPlan is SQLite's EXPLAIN QUERY PLAN of the worker's statements
+// (the claim for one queue and one name) on the file at path, and the
+// file's statistics for cairnq_tasks.
 func claimPlan(b *testing.B, path string) []string {
 	conn, err := sqlite3.Open(path)
 	if err != nil {
@@ -480,8 +486,11 @@ func claimPlan(b *testing.B, path string) []string {
 			b.Fatal(err)
 		}
 	}
-	claim := protocol.Statements(protocol.SQLite).Get("claim").Specialize(floorClaimArgs())
-	collect("EXPLAIN QUERY PLAN "+claim.SQL, 4)
+	set := protocol.Statements(protocol.SQLite)
+	for _, name := range []string{"claim", "complete_many", "recover_leases", "claimable_probe"} {
+		out = append(out, name+":")
+		collect("EXPLAIN QUERY PLAN "+set.Get(name).Specialize(floorClaimArgs()).SQL, 4)
+	}
 	collect("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = 'cairnq_tasks'", 2)
 	return out
 }
