@@ -73,6 +73,8 @@ type backlogConfig struct {
 	// explain prints EXPLAIN (ANALYZE, BUFFERS) of each system's claim
 	// before and after the timed drain (in a transaction rolled back).
 	explain bool
+	// fillOnly fills (and keeps) the templates without timing anything.
+	fillOnly bool
 }
 
 // backlogFlags registers the backlog benchmark's flags; parse reads them
@@ -85,6 +87,7 @@ func backlogFlags() (parse func() (*backlogConfig, error)) {
 	flag.IntVar(&bc.warm, "backlog-warm", 1000, "backlog: tasks drained before the window opens")
 	flag.DurationVar(&bc.gap, "backlog-gap", 10*time.Millisecond, "backlog: mean gap between the trickle's fresh submits (uniform in [gap/2, 3gap/2])")
 	flag.BoolVar(&bc.keep, "backlog-keep", false, "backlog: keep the filled template databases and reuse them on the next run")
+	flag.BoolVar(&bc.fillOnly, "backlog-fill-only", false, "backlog: fill the template databases (kept, as with --backlog-keep) and stop")
 	flag.BoolVar(&bc.explain, "backlog-explain", false, "backlog: print EXPLAIN (ANALYZE, BUFFERS) of the claim before and after each timed drain")
 	return func() (*backlogConfig, error) {
 		for _, s := range splitList(*shapes) {
@@ -105,6 +108,7 @@ func backlogFlags() (parse func() (*backlogConfig, error)) {
 			return nil, errors.New("--backlog-drain must be >= 1, --backlog-warm >= 0, --backlog-gap > 0")
 		}
 		bc.lock.path = *lock
+		bc.keep = bc.keep || bc.fillOnly
 		return bc, nil
 	}
 }
@@ -214,6 +218,9 @@ func benchBacklog(ctx context.Context, cfg *config, bc *backlogConfig, rep *repo
 			}
 			tpls[sys.name], sizes[key{sys.name, sh}] = tpl, sz
 			fmt.Printf("  backlog %v %s: table %s, indexes %s, database %s\n", sh, sys.name, mib(sz.table), mib(sz.indexes), mib(sz.database))
+		}
+		if bc.fillOnly {
+			continue
 		}
 		// Every run's copy first, holding the lock shared; then every
 		// timed drain of the shape in one exclusive hold.
