@@ -492,7 +492,7 @@ func (f *fleet) cpu() time.Duration {
 func (f *fleet) hwm() [2]int64 {
 	var most, sum int64
 	for _, p := range f.procs {
-		v := procStatusKB(p.cmd.Process.Pid, "VmHWM:") << 10
+		v := procStatusKB(p.cmd.Process.Pid, "VmHWM")
 		most, sum = max(most, v), sum+v
 	}
 	if len(f.procs) == 0 {
@@ -525,20 +525,6 @@ func (f *fleet) stop() {
 			<-exited
 		}
 	}
-}
-
-func procStatusKB(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb
-		}
-	}
-	return 0
 }
 
 // fillNamed loads n tasks named name (untimed), as fill does.

@@ -38,7 +38,8 @@ func perSecond(v int64, window time.Duration) string {
 	return fmt.Sprintf("%.1f", float64(v)/window.Seconds())
 }
 
-func mib(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
+// mibNum is b in MiB, one decimal, no unit (the fleet tables carry it).
+func mibNum(b int64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
 
 // printFleet prints one system's run at one N, as it ends.
 func printFleet(w io.Writer, r fleetResult) {
@@ -56,7 +57,7 @@ func printFleet(w io.Writer, r fleetResult) {
 		perTask(s.commits, s.tasks), cpuPerTask(s.serverCPU, s.tasks), cpuPerTask(s.fleetCPU, s.tasks), s.connsMax, s.connsMean)
 	printTop(w, s)
 	fmt.Fprintf(w, "  peak RSS per process (VmHWM) max/mean: idle+trickle %s/%s MiB, saturated %s/%s MiB\n",
-		mib(r.hwmIdle[0]), mib(r.hwmIdle[1]), mib(r.hwmSat[0]), mib(r.hwmSat[1]))
+		mibNum(r.hwmIdle[0]), mibNum(r.hwmIdle[1]), mibNum(r.hwmSat[0]), mibNum(r.hwmSat[1]))
 }
 
 func printTop(w io.Writer, ph fleetPhase) {
@@ -83,7 +84,7 @@ func printFleetTable(w io.Writer, cfg *config, rs []fleetResult) {
 		fmt.Fprintf(w, "| %s | %d | %s, %s / %s | %s (%s) | %s / %s | %s / %s | %d (%.1f) | %s / %s |\n", r.system, r.n,
 			perSecond(i.statements, i.elapsed), cpuShare(i.serverCPU, i.elapsed), cpuShare(i.fleetCPU, i.elapsed),
 			perTask(t.statements, t.tasks), perTask(t.claimPath, t.tasks), cpuPerTask(t.serverCPU, t.tasks), cpuPerTask(t.fleetCPU, t.tasks),
-			ms(pct(t.lat, 50)), ms(pct(t.lat, 95)), t.connsMax, t.connsMean, mib(r.hwmIdle[0]), mib(r.hwmIdle[1]))
+			ms(pct(t.lat, 50)), ms(pct(t.lat, 95)), t.connsMax, t.connsMean, mibNum(r.hwmIdle[0]), mibNum(r.hwmIdle[1]))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| system | N | saturated tasks/s | statements/task (claim path) | commits/task | server / fleet CPU ms/task | connections max (mean) | peak RSS MiB max / mean |")
@@ -92,6 +93,6 @@ func printFleetTable(w io.Writer, cfg *config, rs []fleetResult) {
 		s := r.saturated
 		fmt.Fprintf(w, "| %s | %d | %.0f | %s (%s) | %s | %s / %s | %d (%.1f) | %s / %s |\n", r.system, r.n,
 			float64(s.tasks)/s.elapsed.Seconds(), perTask(s.statements, s.tasks), perTask(s.claimPath, s.tasks), perTask(s.commits, s.tasks),
-			cpuPerTask(s.serverCPU, s.tasks), cpuPerTask(s.fleetCPU, s.tasks), s.connsMax, s.connsMean, mib(r.hwmSat[0]), mib(r.hwmSat[1]))
+			cpuPerTask(s.serverCPU, s.tasks), cpuPerTask(s.fleetCPU, s.tasks), s.connsMax, s.connsMean, mibNum(r.hwmSat[0]), mibNum(r.hwmSat[1]))
 	}
 }

@@ -22,6 +22,9 @@
 //	          set; fleet.go).
 //	sustained a steady load with retention, then a held vacuum horizon,
 //	          cairnq and River (not in the default set; sustained.go).
+//	backlog   claim rate and fresh-task pickup over large backlogs (queued,
+//	          and finished retained), cairnq and River (not in the default
+//	          set; see backlog.go).
 //
 // Every measurement runs in a fresh database (CREATE DATABASE, dropped
 // after). See bench/README.md for what each figure means.
@@ -91,6 +94,8 @@ type config struct {
 	cpuprofile     string
 	profileAdapter string
 	profiled       bool
+
+	backlog *backlogConfig
 }
 
 func main() {
@@ -103,7 +108,7 @@ func main() {
 func run() error {
 	var (
 		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
-		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog")
 		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
 		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
 		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
@@ -140,6 +145,7 @@ func run() error {
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the first cairnq burn-down of --profile-adapter (the timed window only) to this file, and allocation profiles of the window's start and end beside it (FILE.allocs.start, FILE.allocs.end: compare with pprof -base)")
 	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
 	fleetFlags(&cfg)
+	parseBacklog := backlogFlags()
 	flag.Parse()
 	if cfg.fleetChild != "" {
 		return runFleetChild(context.Background(), &cfg)
@@ -150,15 +156,18 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "bulk", "fleet", "sustained":
+		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog":
 			cfg.benches = append(cfg.benches, b)
 		case "many":
 			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog)", b)
 		}
 	}
 	var err error
+	if cfg.backlog, err = parseBacklog(); err != nil {
+		return err
+	}
 	if cfg.adapters, err = pickAdapters(*adapterList); err != nil {
 		return err
 	}
@@ -236,6 +245,8 @@ func run() error {
 			benchFleet(ctx, &cfg)
 		case "sustained":
 			benchSustained(ctx, &cfg, rep)
+		case "backlog":
+			benchBacklog(ctx, &cfg, cfg.backlog, rep)
 		}
 		if ctx.Err() != nil {
 			break

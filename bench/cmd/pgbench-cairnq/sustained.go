@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -185,7 +184,7 @@ func runSustained(ctx context.Context, cfg *config, rate int,
 		if err != nil {
 			return err
 		}
-		s.rssKB = peakRSSKB()
+		s.rssKB = peakRSS() >> 10
 		samples = append(samples, s)
 		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d\n",
 			sys.name, s.at, s.phase, s.submitted, s.ran, ms(s.p50), ms(s.p99),
@@ -424,20 +423,4 @@ func printSustained(w io.Writer, name string, samples []sustainedSample) {
 	}
 	fmt.Fprintf(tw, "\tpeak RSS of the bench process %d MB\n", samples[len(samples)-1].rssKB/1024)
 	tw.Flush()
-}
-
-// peakRSSKB is this process's peak resident set, from /proc (0 where
-// there is none).
-func peakRSSKB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	var kb int64
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
-			return kb
-		}
-	}
-	return 0
 }
