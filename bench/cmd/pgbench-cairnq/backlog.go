@@ -653,14 +653,8 @@ func riverBacklogDrain(ctx context.Context, cfg *config, bc *backlogConfig, db *
 	defer pool.Close()
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &backlogWorker{win: win})
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:                      quietLogger(),
-		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.concurrency}},
-		Workers:                     workers,
-		FetchCooldown:               cfg.riverFetchCooldown,
-		FetchPollInterval:           cfg.riverFetchPoll,
-		CompletedJobRetentionPeriod: -1, // retained, as cairnq keeps finished tasks
-	})
+	// Completed jobs retained, as cairnq keeps finished tasks.
+	client, err := river.NewClient(riverpgxv5.New(pool), riverWorkerConfig(cfg, workers, -1))
 	if err != nil {
 		return backlogResult{}, err
 	}

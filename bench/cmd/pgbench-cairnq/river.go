@@ -245,6 +245,21 @@ func riverSubmit(ctx context.Context, cfg *config, g, run int) (rateResult, erro
 	return res, nil
 }
 
+// riverWorkerConfig is the River config every benchmark's worker client
+// runs with: the default queue at the burn-down's concurrency, the fetch
+// settings of the flags, the given retention of completed jobs (-1 keeps
+// them).
+func riverWorkerConfig(cfg *config, workers *river.Workers, retention time.Duration) *river.Config {
+	return &river.Config{
+		Logger:                      quietLogger(),
+		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.concurrency}},
+		Workers:                     workers,
+		FetchCooldown:               cfg.riverFetchCooldown,
+		FetchPollInterval:           cfg.riverFetchPoll,
+		CompletedJobRetentionPeriod: retention,
+	}
+}
+
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

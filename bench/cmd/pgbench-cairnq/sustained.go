@@ -357,14 +357,7 @@ func sustainedRiver(ctx context.Context, cfg *config, db *pgadmin.Database, pk *
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &pickupWorker{pk: pk})
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:                      quietLogger(),
-		Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.concurrency}},
-		Workers:                     workers,
-		FetchCooldown:               cfg.riverFetchCooldown,
-		FetchPollInterval:           cfg.riverFetchPoll,
-		CompletedJobRetentionPeriod: time.Minute,
-	})
+	client, err := river.NewClient(riverpgxv5.New(pool), riverWorkerConfig(cfg, workers, time.Minute))
 	if err != nil {
 		pool.Close()
 		return nil, err
