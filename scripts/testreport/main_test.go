@@ -11,11 +11,30 @@ import (
 	"time"
 )
 
+// tempModule writes a module named name holding files into a fresh
+// directory. The sample has no go.mod of its own under testdata: a nested
+// module there would be one that go.work does not list.
+func tempModule(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files["go.mod"] = "module " + name + "\n\ngo 1.26.0\n"
+	for f, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // goTestJSON runs go test -json on testdata/sample and returns its stream.
 func goTestJSON(t *testing.T, env []string, args ...string) []byte {
 	t.Helper()
+	sample, err := os.ReadFile(filepath.Join("testdata", "sample", "sample_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("go", append([]string{"test", "-json", "-count=1"}, append(args, "./...")...)...)
-	cmd.Dir = filepath.Join("testdata", "sample")
+	cmd.Dir = tempModule(t, "example.com/sample", map[string]string{"sample_test.go": string(sample)})
 	cmd.Env = append(os.Environ(), append([]string{"GOWORK=off", "GOFLAGS="}, env...)...)
 	out, _ := cmd.Output() // a failing run exits 1; the stream is what counts
 	if len(out) == 0 {
@@ -74,14 +93,9 @@ func TestReportFailingRun(t *testing.T) {
 }
 
 func TestReportBuildFailure(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, text string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("go.mod", "module example.com/broken\n\ngo 1.26.0\n")
-	write("broken_test.go", "package broken\n\nfunc TestX(t *testing.T) { undefinedName() }\n")
+	dir := tempModule(t, "example.com/broken", map[string]string{
+		"broken_test.go": "package broken\n\nfunc TestX(t *testing.T) { undefinedName() }\n",
+	})
 	cmd := exec.Command("go", "test", "-json", "./...")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")

@@ -1,3 +1,0 @@
-module example.com/sample
-
-go 1.26.0
