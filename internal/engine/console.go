@@ -126,27 +126,15 @@ func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tas
 		return exact("cairnq_tasks")
 	}
 
-	// The rarest value an index finds, counted up to scan.
-	best, bestN := "", int64(-1)
-	for _, c := range s.consoleProbes(q) {
-		pa := protocol.Args{"scan": int64(scan)}
-		for _, p := range c.params {
-			pa[p] = a[p]
-		}
-		n, err := s.consoleCount(ctx, "console_probe",
-			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_tasks"+where(c.conds)+" LIMIT :scan) AS probe", pa)
-		if err != nil {
-			return nil, "", err
-		}
-		if bestN < 0 || n < bestN {
-			best, bestN = c.index, n
-		}
+	best, bestN, err := s.rarestProbe(ctx, q, a, scan)
+	if err != nil {
+		return nil, "", err
 	}
-	if bestN >= 0 && bestN < int64(scan) {
+	if best != nil && bestN < int64(scan) {
 		if s.dialect == protocol.SQLite {
 			// Without statistics SQLite may walk the id order and filter
 			// instead: name the index the probe found selective.
-			return exact("cairnq_tasks INDEXED BY " + best)
+			return exact("cairnq_tasks INDEXED BY " + best.index)
 		}
 		// Postgres plans the filters alone, in a fence: its sort then
 		// reads fewer than scan rows.

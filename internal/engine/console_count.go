@@ -33,24 +33,9 @@ func (s *Store) ConsoleCount(ctx context.Context, q ConsoleQuery, scan int) (n i
 		return n, err == nil, err
 	}
 
-	// The rarest value an index finds, counted up to scan, as
-	// ConsoleTasks probes it.
-	var best *consoleProbe
-	bestN := int64(-1)
-	probes := s.consoleProbes(q)
-	for i, c := range probes {
-		pa := protocol.Args{"scan": int64(scan)}
-		for _, p := range c.params {
-			pa[p] = a[p]
-		}
-		n, err := s.consoleCount(ctx, "console_probe",
-			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_tasks"+consoleWhere(c.conds)+" LIMIT :scan) AS probe", pa)
-		if err != nil {
-			return 0, false, err
-		}
-		if bestN < 0 || n < bestN {
-			best, bestN = &probes[i], n
-		}
+	best, bestN, err := s.rarestProbe(ctx, q, a, scan)
+	if err != nil {
+		return 0, false, err
 	}
 	from := "cairnq_tasks"
 	if best != nil && s.dialect == protocol.SQLite {

@@ -49,6 +49,28 @@ func (s *Store) consoleProbes(q ConsoleQuery) []consoleProbe {
 	return out
 }
 
+// rarestProbe counts, up to scan, the entries each index that serves q's
+// filters holds for its value (a holds the values), and returns the probe
+// with the fewest, nil when no index serves them.
+func (s *Store) rarestProbe(ctx context.Context, q ConsoleQuery, a protocol.Args, scan int) (best *consoleProbe, bestN int64, err error) {
+	probes := s.consoleProbes(q)
+	for i, c := range probes {
+		pa := protocol.Args{"scan": int64(scan)}
+		for _, p := range c.params {
+			pa[p] = a[p]
+		}
+		n, err := s.consoleCount(ctx, "console_probe",
+			"SELECT count(*) AS n FROM (SELECT 1 FROM cairnq_tasks"+consoleWhere(c.conds)+" LIMIT :scan) AS probe", pa)
+		if err != nil {
+			return nil, 0, err
+		}
+		if best == nil || n < bestN {
+			best, bestN = &probes[i], n
+		}
+	}
+	return best, bestN, nil
+}
+
 // consoleCount runs src, a query of one row with a count n.
 func (s *Store) consoleCount(ctx context.Context, name, src string, a protocol.Args) (int64, error) {
 	rows, err := s.consoleQuery(ctx, name, src, a)
