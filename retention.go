@@ -38,6 +38,7 @@ type RetentionOptions struct {
 type sweeper struct {
 	st       *engine.Store
 	rules    []engine.PurgeParams
+	floors   []sweepFloor // one per rule
 	interval time.Duration
 	onError  func(error)
 
@@ -70,6 +71,7 @@ func newSweeper(st *engine.Store, o RetentionOptions, log *slog.Logger) (*sweepe
 			return nil, err
 		}
 		s.rules = append(s.rules, p)
+		s.floors = append(s.floors, sweepFloor{from: engine.NoPurgeFloor})
 	}
 	if s.onError == nil {
 		s.onError = func(err error) { log.Error("cairnq: retention sweep failed", "err", err) }
@@ -102,13 +104,29 @@ func (s *sweeper) stop() {
 	s.wg.Wait()
 }
 
+// A sweep starts each rule where its last batch ended (on Postgres:
+// engine.Store.PurgeFrom says why), and from the oldest at most every
+// fullSweepEvery, for a task whose completion committed behind that.
+const fullSweepEvery = time.Minute
+
+// sweepFloor is where a rule's sweeps have purged up to.
+type sweepFloor struct {
+	from   int64     // completed_at_ms the next batch starts at
+	fullAt time.Time // when a sweep last started from the oldest
+}
+
 // sweep drains every rule once, in bounded batches, and returns how many
 // tasks it purged.
 func (s *sweeper) sweep(ctx context.Context) (int, error) {
 	n := 0
-	for _, p := range s.rules {
+	for i, p := range s.rules {
+		f := &s.floors[i]
+		if time.Since(f.fullAt) >= fullSweepEvery {
+			f.from, f.fullAt = engine.NoPurgeFloor, time.Now()
+		}
 		for {
-			ids, err := s.st.Purge(ctx, p)
+			ids, reached, err := s.st.PurgeFrom(ctx, p, f.from)
+			f.from = reached
 			n += len(ids)
 			if err != nil {
 				return n, err

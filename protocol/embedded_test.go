@@ -58,7 +58,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"insert_task":     {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
 	"lock_key":        {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
 	"progress":        {sqliteOnly: []string{"now_ms"}},
-	"purge":           {[]string{"before_ms"}, []string{"older_than_ms"}},
+	"purge":           {[]string{"before_ms"}, []string{"older_than_ms", "from_ms"}}, // from_ms: a sweep's floor (Postgres)
 	"recover_leases":  {sqliteOnly: []string{"now_ms"}},
 	"retry":           {sqliteOnly: []string{"now_ms"}},
 	"succeed":         {sqliteOnly: []string{"now_ms"}},
@@ -92,7 +92,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys"))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -186,7 +186,7 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 
 func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
-		"claimable_probe", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
+		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures",
 	}
@@ -249,8 +249,11 @@ func TestEmbeddedListFilters(t *testing.T) {
 		"claim":           {"queues", "names"},
 		"claimable_probe": {"queues", "names"},
 		"get_by_keys":     {"keys"},
-		"get_status_many": {"ids"},
-		"heartbeat_batch": {"ids"},
+		// Postgres only: the claim and probe from a known front.
+		"claim_window":           {"queues", "names"},
+		"claimable_probe_window": {"queues", "names"},
+		"get_status_many":        {"ids"},
+		"heartbeat_batch":        {"ids"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -30,6 +30,8 @@ func protocolArgs() protocol.Args {
 		"each_parent_id": `{NULL}`, "each_root_id": `{"t2"}`, "each_correlation_id": `{NULL}`,
 		// lock_keys, get_by_keys and upsert_keys: the keys of a batch.
 		"keys": `{"k1"}`, "task_ids": `{"t1"}`,
+		// claim_window and claimable_probe_window: a front.
+		"floor_ms": int64(0), "floor_id": "", "from_ms": int64(0),
 	}
 }
 

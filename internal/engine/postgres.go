@@ -71,6 +71,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 		stmts:   protocol.Statements(protocol.Postgres),
 		hub:     wake.NewHub(),
 		now:     time.Now, // ids only: statements read the database clock
+		fronts:  claimFronts{lag: frontLag},
 	}
 	be := &pgBackend{ex: ex, owns: o.CloseExecutor, log: o.Logger}
 	s.be = be

@@ -4,37 +4,41 @@ package engine
 // package protocol, sql/<dialect>/<name>.sql. They are this repository's
 // own vocabulary, so they live here rather than in protocol's API.
 const (
-	stmtCancel          = "cancel"
-	stmtClaim           = "claim"
-	stmtClaimableProbe  = "claimable_probe"
-	stmtComplete        = "complete"
-	stmtCompleteMany    = "complete_many" // ours, beside the protocol's
-	stmtFail            = "fail"
-	stmtGet             = "get"
-	stmtGetByKey        = "get_by_key"
-	stmtGetByKeys       = "get_by_keys" // Postgres only; ours, beside the protocol's
-	stmtGetKey          = "get_key"
-	stmtGetStatus       = "get_status"
-	stmtGetStatusByKey  = "get_status_by_key"
-	stmtGetStatusMany   = "get_status_many" // ours, beside the protocol's
-	stmtHeartbeat       = "heartbeat"
-	stmtHeartbeatBatch  = "heartbeat_batch"
-	stmtInsertMany      = "insert_many" // Postgres only; ours, beside the protocol's
-	stmtInsertTask      = "insert_task"
-	stmtInstallations   = "installations" // Postgres only
-	stmtList            = "list"
-	stmtLockKey         = "lock_key"
-	stmtLockKeys        = "lock_keys" // Postgres only; ours, beside the protocol's
-	stmtProgress        = "progress"
-	stmtProtocolVersion = "protocol_version"
-	stmtPurge           = "purge"
-	stmtQueueDepth      = "queue_depth"
-	stmtRecoverLeases   = "recover_leases"
-	stmtRetry           = "retry"
-	stmtStats           = "stats"
-	stmtSucceed         = "succeed"
-	stmtUpsertKey       = "upsert_key"
-	stmtUpsertKeys      = "upsert_keys" // Postgres only; ours, beside the protocol's
+	stmtCancel         = "cancel"
+	stmtClaim          = "claim"
+	stmtClaimableProbe = "claimable_probe"
+	// The claim and its probe from a known front (claim_front.go):
+	// Postgres only, ours, beside the protocol's.
+	stmtClaimWindow          = "claim_window"
+	stmtClaimableProbeWindow = "claimable_probe_window"
+	stmtComplete             = "complete"
+	stmtCompleteMany         = "complete_many" // ours, beside the protocol's
+	stmtFail                 = "fail"
+	stmtGet                  = "get"
+	stmtGetByKey             = "get_by_key"
+	stmtGetByKeys            = "get_by_keys" // Postgres only; ours, beside the protocol's
+	stmtGetKey               = "get_key"
+	stmtGetStatus            = "get_status"
+	stmtGetStatusByKey       = "get_status_by_key"
+	stmtGetStatusMany        = "get_status_many" // ours, beside the protocol's
+	stmtHeartbeat            = "heartbeat"
+	stmtHeartbeatBatch       = "heartbeat_batch"
+	stmtInsertMany           = "insert_many" // Postgres only; ours, beside the protocol's
+	stmtInsertTask           = "insert_task"
+	stmtInstallations        = "installations" // Postgres only
+	stmtList                 = "list"
+	stmtLockKey              = "lock_key"
+	stmtLockKeys             = "lock_keys" // Postgres only; ours, beside the protocol's
+	stmtProgress             = "progress"
+	stmtProtocolVersion      = "protocol_version"
+	stmtPurge                = "purge"
+	stmtQueueDepth           = "queue_depth"
+	stmtRecoverLeases        = "recover_leases"
+	stmtRetry                = "retry"
+	stmtStats                = "stats"
+	stmtSucceed              = "succeed"
+	stmtUpsertKey            = "upsert_key"
+	stmtUpsertKeys           = "upsert_keys" // Postgres only; ours, beside the protocol's
 
 	// Reads for operators (cairnq doctor), ours, beside the protocol's.
 	stmtExpiredLeases  = "expired_leases"

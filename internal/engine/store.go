@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,11 @@ type Store struct {
 	// root asks these rather than the dialect.
 	settleOnClaim bool // SQLite: completions ride on the next claim
 	processClock  bool // SQLite: statements read this process's clock
+	// fronts is where each draw shape last found its queue's front
+	// (Postgres; claim_front.go).
+	fronts claimFronts
+	// recoveries paces a busy worker's lease recoveries (Postgres).
+	recoveries recoveryPace
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the
@@ -736,8 +742,24 @@ func ValidatePurge(p PurgeParams) error {
 // again until it returns fewer than Limit to drain a backlog in short
 // writes.
 func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
+	ids, _, err := s.PurgeFrom(ctx, p, NoPurgeFloor)
+	return ids, err
+}
+
+// NoPurgeFloor is PurgeFrom's fromMS for a purge from the oldest. Not
+// math.MinInt64: a driver that inlines arguments (bun's pgdriver) writes
+// it as -9223372036854775808::bigint, which Postgres reads as a cast of
+// 9223372036854775808 and refuses.
+const NoPurgeFloor = math.MinInt64 + 1
+
+// PurgeFrom is Purge of the tasks that finished at fromMS (epoch ms) or
+// later, for a sweep that carries on where its last batch ended: reached
+// is the latest completed_at_ms the batch deleted (Postgres), fromMS when
+// it deleted nothing or the dialect does not say. SQLite deletes index
+// entries with their rows, so it reads no floor.
+func (s *Store) PurgeFrom(ctx context.Context, p PurgeParams, fromMS int64) (ids []string, reached int64, err error) {
 	if err := ValidatePurge(p); err != nil {
-		return nil, err
+		return nil, fromMS, err
 	}
 	limit := p.Limit
 	if limit == 0 {
@@ -749,19 +771,26 @@ func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
 		"status":        nullable(string(p.Status)),
 		"name":          nullable(p.Name),
 		"limit":         int64(limit),
+		"from_ms":       fromMS,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fromMS, err
 	}
-	ids := make([]string, 0, len(rows))
+	ids = make([]string, 0, len(rows))
+	reached = fromMS
 	for _, r := range rows {
 		id, _, err := asString("id", r["id"])
 		if err != nil {
-			return nil, err
+			return nil, fromMS, err
 		}
 		ids = append(ids, id)
+		if at, ok, err := asInt64("completed_at_ms", r["completed_at_ms"]); err != nil {
+			return nil, fromMS, err
+		} else if ok {
+			reached = max(reached, at)
+		}
 	}
-	return ids, nil
+	return ids, reached, nil
 }
 
 // ---------------------------------------------------------------- in-process wakeups

@@ -167,7 +167,17 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 	// the fleet (docs/benchmarks.md, "Fleet"). A lease expiring between
 	// the probe and the claim is recovered by the next probe that sees it.
 	if !h.SkipProbe && len(h.Settle) == 0 {
-		rows, err := s.readOne(ctx, stmtClaimableProbe, base)
+		probe, pa := stmtClaimableProbe, base
+		if windowed, priority, floor := s.frontPlan(p.Queues, p.Names); windowed {
+			// As the draw's: a single queue and name as equalities, or the
+			// floor bounds no index scan.
+			probe, pa = stmtClaimableProbeWindow, withArgs(base, floor.args(priority))
+			pa["queues"] = protocol.One(p.Queues[0])
+			if len(p.Names) == 1 {
+				pa["names"] = protocol.One(p.Names[0])
+			}
+		}
+		rows, err := s.readOne(ctx, probe, pa)
 		if err != nil {
 			return false, err
 		}
@@ -183,6 +193,9 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		}
 		h.SkipRecover = h.SkipRecover || !expired
 	}
+	if h.SkipProbe && !h.SkipRecover && s.dialect == protocol.Postgres && s.recoveries.soon(time.Now()) {
+		h.SkipRecover = true // claim_front.go: a slow recovery waits out its cost
+	}
 	settle := len(h.Settle) > 0
 	var recovered []*Task
 	recoverLeases := func(q querier) error {
@@ -190,7 +203,9 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		if h.SkipRecover {
 			return nil
 		}
+		start := time.Now()
 		rows, err := s.exec(ctx, q, stmtRecoverLeases, base)
+		s.recoveries.ran(start, time.Since(start))
 		if err != nil {
 			return err
 		}
@@ -205,12 +220,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 			if limit <= 0 || (names != nil && len(names) == 0) {
 				return nil, nil
 			}
-			a := make(protocol.Args, len(base)+3)
-			for k, v := range base {
-				a[k] = v
-			}
-			a["names"] = s.list(names)
-			a["limit"] = int64(limit)
+			a := withArgs(base, protocol.Args{"names": s.list(names), "limit": int64(limit)})
 			// A single queue or name as an equality (protocol.One) is what
 			// lets the draw seek cairnq_tasks_claim_idx or claim_name_idx.
 			if len(p.Queues) == 1 {
@@ -219,11 +229,22 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 			if len(names) == 1 {
 				a["names"] = protocol.One(names[0])
 			}
-			rows, err := s.execRows(ctx, q, stmtClaim, a)
+			stmt, key := stmtClaim, s.frontKey(p.Queues, names)
+			start := time.Now()
+			windowed, priority, floor := s.fronts.plan(key, start)
+			if windowed {
+				stmt = stmtClaimWindow
+				a = withArgs(a, floor.args(priority))
+			}
+			rows, err := s.execRows(ctx, q, stmt, a)
 			if err != nil {
 				return nil, err
 			}
-			return tasksOf(rows)
+			tasks, err := tasksOf(rows)
+			if err == nil {
+				s.fronts.observe(key, !windowed, start, time.Since(start), limit, tasks)
+			}
+			return tasks, err
 		})
 	}
 	switch {
@@ -407,4 +428,30 @@ func (s *Store) Fail(ctx context.Context, id, workerID string, env ErrorEnvelope
 	s.settled(t)
 	s.requeued(t)
 	return t, err
+}
+
+// frontKey is claimFronts' key for a draw, "" where the store draws from
+// no front (SQLite, whose deleted index entries go at once).
+func (s *Store) frontKey(queues, names []string) string {
+	if s.dialect != protocol.Postgres {
+		return ""
+	}
+	return frontKey(queues, names)
+}
+
+// frontPlan is claimFronts.plan for a draw of queues and names now.
+func (s *Store) frontPlan(queues, names []string) (windowed bool, priority int, floor frontFloor) {
+	return s.fronts.plan(s.frontKey(queues, names), time.Now())
+}
+
+// withArgs is a copy of base with extra's arguments set over it.
+func withArgs(base, extra protocol.Args) protocol.Args {
+	a := make(protocol.Args, len(base)+len(extra))
+	for k, v := range base {
+		a[k] = v
+	}
+	for k, v := range extra {
+		a[k] = v
+	}
+	return a
 }

@@ -27,11 +27,12 @@ import (
 // on for --sustained-after to show the recovery. River runs the same
 // scenario after cairnq, on a database of its own.
 var (
-	sustainedFor   = flag.Duration("sustained-for", 30*time.Minute, "sustained: the steady phase")
-	sustainedRate  = flag.Int("sustained-rate", 0, "sustained: tasks submitted per second (0: half the slower system's burn-down rate, measured first)")
-	sustainedHold  = flag.Duration("sustained-hold", 5*time.Minute, "sustained: a transaction holds the vacuum horizon this long after the steady phase (0: none)")
-	sustainedAfter = flag.Duration("sustained-after", 5*time.Minute, "sustained: load after the hold, to watch the recovery")
-	sustainedEvery = flag.Duration("sustained-every", time.Minute, "sustained: how often to sample sizes, dead tuples, throughput and p99")
+	sustainedFor       = flag.Duration("sustained-for", 30*time.Minute, "sustained: the steady phase")
+	sustainedRate      = flag.Int("sustained-rate", 0, "sustained: tasks submitted per second (0: half the slower system's burn-down rate, measured first)")
+	sustainedRiverRate = flag.Int("sustained-river-rate", 0, "sustained: River's rate, when it cannot hold cairnq's (0: --sustained-rate)")
+	sustainedHold      = flag.Duration("sustained-hold", 5*time.Minute, "sustained: a transaction holds the vacuum horizon this long after the steady phase (0: none)")
+	sustainedAfter     = flag.Duration("sustained-after", 5*time.Minute, "sustained: load after the hold, to watch the recovery")
+	sustainedEvery     = flag.Duration("sustained-every", time.Minute, "sustained: how often to sample sizes, dead tuples, throughput and p99")
 )
 
 // sustainedSample is what one interval of the sustained benchmark saw.
@@ -88,12 +89,21 @@ func benchSustained(ctx context.Context, cfg *config, rep *report) {
 	}
 	fmt.Printf("sustained: %d tasks/s for %v, then a transaction held %v, then %v more; retention 1m; sampled every %v\n",
 		rate, *sustainedFor, *sustainedHold, *sustainedAfter, *sustainedEvery)
-	systems := []func(context.Context, *config, *pgadmin.Database, *pickups) (*sustainedSystem, error){sustainedCairnq}
-	if !cfg.noRiver {
-		systems = append(systems, sustainedRiver)
+	type system struct {
+		open func(context.Context, *config, *pgadmin.Database, *pickups) (*sustainedSystem, error)
+		rate int
 	}
-	for _, open := range systems {
-		samples, name, err := runSustained(ctx, cfg, rate, open)
+	systems := []system{{sustainedCairnq, rate}}
+	if !cfg.noRiver {
+		riverRate := rate
+		if *sustainedRiverRate > 0 {
+			riverRate = *sustainedRiverRate
+			fmt.Printf("sustained: River at %d tasks/s\n", riverRate)
+		}
+		systems = append(systems, system{sustainedRiver, riverRate})
+	}
+	for _, sys := range systems {
+		samples, name, err := runSustained(ctx, cfg, sys.rate, sys.open)
 		if err != nil {
 			rep.fail("sustained "+name, err)
 			continue

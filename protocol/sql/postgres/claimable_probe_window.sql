@@ -1,0 +1,43 @@
+-- claimable_probe.sql for a worker that knows where its queue's front
+-- stands (claim_window.sql says why): has_work looks at higher
+-- priorities, then :priority from (:floor_ms, :floor_id) on, then lower
+-- priorities, stopping at the first that has a due task.
+SELECT probe.claimable OR probe.expired AS has_work, probe.expired AS has_expired
+FROM (
+    SELECT
+        EXISTS (
+            SELECT 1
+            FROM cairnq_tasks
+            WHERE status = 'queued'
+              AND queue = ANY (:queues::text[])
+              AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
+              AND priority > :priority::integer
+              AND run_at_ms <= (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS bigint))
+        )
+        OR EXISTS (
+            SELECT 1
+            FROM cairnq_tasks
+            WHERE status = 'queued'
+              AND queue = ANY (:queues::text[])
+              AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
+              AND priority = :priority::integer
+              AND (run_at_ms, id) >= (:floor_ms::bigint, :floor_id::text)
+              AND run_at_ms <= (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS bigint))
+        )
+        OR EXISTS (
+            SELECT 1
+            FROM cairnq_tasks
+            WHERE status = 'queued'
+              AND queue = ANY (:queues::text[])
+              AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
+              AND priority < :priority::integer
+              AND run_at_ms <= (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS bigint))
+        ) AS claimable,
+        EXISTS (
+            SELECT 1
+            FROM cairnq_tasks
+            WHERE status = 'running'
+              AND lease_until_ms IS NOT NULL
+              AND lease_until_ms <= (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS bigint))
+        ) AS expired
+) AS probe;
