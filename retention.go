@@ -38,7 +38,8 @@ type RetentionOptions struct {
 type sweeper struct {
 	st       *engine.Store
 	rules    []engine.PurgeParams
-	floors   []sweepFloor // one per rule
+	mu       sync.Mutex   // held by a sweep
+	floors   []sweepFloor // one per rule, under mu
 	interval time.Duration
 	onError  func(error)
 
@@ -91,7 +92,7 @@ func (s *sweeper) start() {
 			case <-s.ctx.Done():
 				return
 			case <-t.C:
-				if _, err := s.sweep(s.ctx); err != nil && s.ctx.Err() == nil {
+				if _, err := s.sweep(s.ctx, false); err != nil && s.ctx.Err() == nil {
 					s.onError(err)
 				}
 			}
@@ -117,11 +118,13 @@ type sweepFloor struct {
 
 // sweep drains every rule once, in bounded batches, and returns how many
 // tasks it purged.
-func (s *sweeper) sweep(ctx context.Context) (int, error) {
+func (s *sweeper) sweep(ctx context.Context, fromOldest bool) (int, error) {
+	s.mu.Lock() // the timer's sweeps and SweepNow share the floors
+	defer s.mu.Unlock()
 	n := 0
 	for i, p := range s.rules {
 		f := &s.floors[i]
-		if time.Since(f.fullAt) >= fullSweepEvery {
+		if fromOldest || time.Since(f.fullAt) >= fullSweepEvery {
 			f.from, f.fullAt = engine.NoPurgeFloor, time.Now()
 		}
 		for {
@@ -145,5 +148,5 @@ func (c *Client) SweepNow(ctx context.Context) (int, error) {
 	if c.sweeper == nil {
 		return 0, nil
 	}
-	return c.sweeper.sweep(ctx)
+	return c.sweeper.sweep(ctx, true) // from the oldest: "now" misses nothing
 }

@@ -40,7 +40,11 @@
 // get_status_many (both; read-only, the status of many tasks at once for
 // waits polling together), and
 // snooze (both; a worker write, ownership-checked like fail, that puts a
-// running task back to queued with its attempt given back).
+// running task back to queued with its attempt given back), and three
+// that read past what a held snapshot keeps (Postgres only): claim_window
+// and claimable_probe_window (claim and claimable_probe from a known
+// front of the queue) and purge_from (purge from a floor of completion
+// times, returning each row's completed_at_ms).
 //
 // # Parameters
 //

@@ -58,7 +58,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"insert_task":     {[]string{"now_ms", "run_at_ms"}, []string{"delay_ms"}},
 	"lock_key":        {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
 	"progress":        {sqliteOnly: []string{"now_ms"}},
-	"purge":           {[]string{"before_ms"}, []string{"older_than_ms", "from_ms"}}, // from_ms: a sweep's floor (Postgres)
+	"purge":           {[]string{"before_ms"}, []string{"older_than_ms"}},
 	"recover_leases":  {sqliteOnly: []string{"now_ms"}},
 	"retry":           {sqliteOnly: []string{"now_ms"}},
 	"succeed":         {sqliteOnly: []string{"now_ms"}},
@@ -92,7 +92,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window"))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window", "purge_from"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -172,7 +172,9 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 	want := map[string][]string{
 		"list":  {"status", "queue", "name", "root_id", "correlation_id"},
 		"purge": {"queue", "status", "name"},
-		"stats": {"queue"},
+		// Postgres only: purge from a floor.
+		"purge_from": {"queue", "status", "name"},
+		"stats":      {"queue"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

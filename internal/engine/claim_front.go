@@ -25,7 +25,8 @@ import (
 // its commit) is still ahead of that. It still draws in full at least
 // every fullDrawEvery, and sooner once a draw came back short (the queue
 // may be drained but for a task behind the front), but never so often
-// that full draws take more than 1/fullDrawShare of the time.
+// that full draws take more than 1/fullDrawShare of the time (and never
+// less often than maxDrawGap).
 
 const (
 	// frontLag is how far behind its newest position a front is read. A
@@ -40,15 +41,24 @@ const (
 	// before the next, so a slow one (the scan the window exists to
 	// spare) costs a twentieth of the worker's time, not all of it.
 	fullDrawShare = 20
+	// maxDrawGap caps that spacing, so a task behind the front waits at
+	// most this long even while full draws are slow; the same cap holds
+	// a busy worker's lease recoveries.
+	maxDrawGap = 10 * time.Second
 )
+
+// spacing is how long after a full draw (or recovery) that took cost the
+// next may run.
+func spacing(cost time.Duration) time.Duration { return min(fullDrawShare*cost, maxDrawGap) }
 
 // Lease recovery reads cairnq_tasks_lease_idx for leases expired, and
 // under a held snapshot that index keeps an entry for every task claimed
 // since, each one's lease long past: the read grows with the hold as the
 // full claim did. A busy worker recovers every poll interval; its
-// recoveries are spaced like full draws, by fullDrawShare times the last
-// one's cost, so they too take at most a twentieth of its time. (An idle
-// worker recovers only when its probe saw a lease expired.)
+// recoveries are spaced like full draws (spacing), so they too take at
+// most a twentieth of its time and come at least every maxDrawGap. (An
+// idle worker recovers only when its probe saw a lease expired; the
+// probe's own read of the lease index is not paced.)
 type recoveryPace struct {
 	mu   sync.Mutex
 	at   time.Time
@@ -60,7 +70,7 @@ type recoveryPace struct {
 func (r *recoveryPace) soon(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return now.Sub(r.at) < fullDrawShare*r.cost
+	return now.Sub(r.at) < spacing(r.cost)
 }
 
 // ran records a recovery that started at start and took took.
@@ -94,6 +104,11 @@ type frontSeen struct {
 	floor    frontFloor
 }
 
+// behind reports whether front f comes before g in claim order.
+func (f frontSeen) behind(g frontSeen) bool {
+	return f.priority > g.priority || (f.priority == g.priority && f.floor.before(g.floor))
+}
+
 // frontFloor is a claim-order position within one priority.
 type frontFloor struct {
 	runAtMS int64
@@ -110,10 +125,11 @@ func frontKey(queues, names []string) string {
 	if len(queues) != 1 {
 		return ""
 	}
+	// NUL separates: no name holds one (ValidateName).
 	if names == nil {
-		return queues[0] + "\x00*"
+		return queues[0] + "\x00"
 	}
-	return queues[0] + "\x00" + strings.Join(names, "\x00")
+	return queues[0] + "\x00\x00" + strings.Join(names, "\x00")
 }
 
 // plan says how the draw shape key draws at now: windowed (from priority
@@ -128,7 +144,7 @@ func (f *claimFronts) plan(key string, now time.Time) (windowed bool, priority i
 	if c == nil {
 		return false, 0, frontFloor{}
 	}
-	since, spaced := now.Sub(c.fullAt), fullDrawShare*c.fullCost
+	since, spaced := now.Sub(c.fullAt), spacing(c.fullCost)
 	if since >= max(fullDrawEvery, spaced) || (c.short && since >= spaced) {
 		return false, 0, frontFloor{}
 	}
@@ -183,6 +199,17 @@ func (f *claimFronts) observe(key string, full bool, start time.Time, took time.
 			seen.priority, seen.floor = t.Priority, at
 		case t.Priority == seen.priority && at.before(seen.floor):
 			seen.floor = at
+		}
+	}
+	if full {
+		// A full draw sees the true front. Behind the one the window
+		// reads (tasks committed behind it), it is read at once, until
+		// the draws from it catch up: else each full draw would take
+		// only its limit of them.
+		if i := c.settled(start, f.lag); i < 0 || seen.behind(c.seen[i]) {
+			seen.at = start.Add(-f.lag)
+			c.seen = append(c.seen[:0], seen)
+			return
 		}
 	}
 	if i := c.settled(start, f.lag); i > 0 {

@@ -32,10 +32,12 @@ func TestClaimFrontPlan(t *testing.T) {
 		{ID: "a", Priority: 0, RunAt: at(50)}, {ID: "b", Priority: 2, RunAt: at(90)}, {ID: "d", Priority: 2, RunAt: at(70)},
 		{ID: "c", Priority: 2, RunAt: at(70)}, {ID: "e", Priority: 1, RunAt: at(10)},
 	})
-	if w, _, _ := f.plan(key, after(lag/2)); w {
-		t.Fatal("drew from a front younger than the lag")
-	}
+	// The first front comes from a full draw, which saw the true front:
+	// it is read at once.
 	first := frontFloor{70, "c"}
+	if w, _, floor := f.plan(key, after(lag/2)); !w || floor != first {
+		t.Fatalf("plan just after the first full draw = %v, %v; want windowed from %v", w, floor, first)
+	}
 	if w, p, floor := f.plan(key, after(500*time.Millisecond)); !w || p != 2 || floor != first {
 		t.Fatalf("plan after a full draw = %v, %d, %v; want windowed from priority 2, floor %v", w, p, floor, first)
 	}
@@ -66,6 +68,25 @@ func TestClaimFrontPlan(t *testing.T) {
 	}
 	if w, _, _ := f.plan(key, after(fullDrawShare*200*time.Millisecond)); w {
 		t.Fatal("no full draw fullDrawShare times a slow one's cost after it")
+	}
+	// A full draw that finds the front behind the window's (tasks that
+	// committed behind it) moves the window back at once; one that finds
+	// it ahead waits out the lag like any other.
+	f.observe(key, true, after(5*time.Second), time.Millisecond, 1, []*Task{{ID: "z", Priority: 2, RunAt: at(60)}})
+	if w, _, floor := f.plan(key, after(5*time.Second+time.Millisecond)); !w || floor != (frontFloor{60, "z"}) {
+		t.Fatalf("plan after a full draw behind the window = %v, %v; want windowed from {60 z}", w, floor)
+	}
+	f.observe(key, true, after(5500*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
+	if _, _, floor := f.plan(key, after(5500*time.Millisecond+lag/2)); floor != (frontFloor{60, "z"}) {
+		t.Fatalf("a full draw ahead of the window was read before the lag: floor %v", floor)
+	}
+	if _, _, floor := f.plan(key, after(5500*time.Millisecond+lag)); floor != (frontFloor{90, "y"}) {
+		t.Fatalf("floor %v a lag after a full draw ahead, want {90 y}", floor)
+	}
+	// However slow the full draws, the next comes within maxDrawGap.
+	f.observe(key, true, after(6*time.Second), time.Minute, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
+	if w, _, _ := f.plan(key, after(6*time.Second+maxDrawGap)); w {
+		t.Fatal("no full draw maxDrawGap after a very slow one")
 	}
 	if frontKey([]string{"a", "b"}, nil) != "" {
 		t.Fatal("several queues have a front")

@@ -32,6 +32,7 @@ const (
 	stmtProgress             = "progress"
 	stmtProtocolVersion      = "protocol_version"
 	stmtPurge                = "purge"
+	stmtPurgeFrom            = "purge_from" // Postgres only; ours, beside the protocol's
 	stmtQueueDepth           = "queue_depth"
 	stmtRecoverLeases        = "recover_leases"
 	stmtRetry                = "retry"

@@ -742,14 +742,13 @@ func ValidatePurge(p PurgeParams) error {
 // again until it returns fewer than Limit to drain a backlog in short
 // writes.
 func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
-	ids, _, err := s.PurgeFrom(ctx, p, NoPurgeFloor)
+	ids, _, err := s.purge(ctx, stmtPurge, p, NoPurgeFloor)
 	return ids, err
 }
 
-// NoPurgeFloor is PurgeFrom's fromMS for a purge from the oldest. Not
-// math.MinInt64: a driver that inlines arguments (bun's pgdriver) writes
-// it as -9223372036854775808::bigint, which Postgres reads as a cast of
-// 9223372036854775808 and refuses.
+// NoPurgeFloor is PurgeFrom's fromMS for a purge from the oldest. (Not
+// math.MinInt64, which a driver inlining arguments, bun's pgdriver, would
+// write as a cast Postgres refuses.)
 const NoPurgeFloor = math.MinInt64 + 1
 
 // PurgeFrom is Purge of the tasks that finished at fromMS (epoch ms) or
@@ -758,6 +757,15 @@ const NoPurgeFloor = math.MinInt64 + 1
 // it deleted nothing or the dialect does not say. SQLite deletes index
 // entries with their rows, so it reads no floor.
 func (s *Store) PurgeFrom(ctx context.Context, p PurgeParams, fromMS int64) (ids []string, reached int64, err error) {
+	stmt := stmtPurge
+	if s.dialect == protocol.Postgres {
+		stmt = stmtPurgeFrom
+	}
+	return s.purge(ctx, stmt, p, fromMS)
+}
+
+// purge runs stmt, purge or purge_from, for Purge and PurgeFrom.
+func (s *Store) purge(ctx context.Context, stmt string, p PurgeParams, fromMS int64) (ids []string, reached int64, err error) {
 	if err := ValidatePurge(p); err != nil {
 		return nil, fromMS, err
 	}
@@ -765,7 +773,7 @@ func (s *Store) PurgeFrom(ctx context.Context, p PurgeParams, fromMS int64) (ids
 	if limit == 0 {
 		limit = DefaultPurgeLimit
 	}
-	rows, err := s.writeOne(ctx, stmtPurge, protocol.Args{
+	rows, err := s.writeOne(ctx, stmt, protocol.Args{
 		"older_than_ms": ms(p.OlderThan),
 		"queue":         nullable(p.Queue),
 		"status":        nullable(string(p.Status)),

@@ -12,16 +12,9 @@ WHERE id IN (
       AND (:status::text IS NULL OR status = :status)
       AND (:name::text IS NULL OR name = :name)
       AND completed_at_ms IS NOT NULL
-      -- :from_ms (ours; far below any time when unused) lets a sweep start
-      -- where its last batch ended. The entries before it are of tasks
-      -- deleted already, which vacuum cannot remove while a snapshot
-      -- older than them lives, and a scan from the oldest visits every
-      -- one: batch after batch, sweep after sweep (docs/benchmarks.md,
-      -- "Sustained load").
-      AND completed_at_ms >= :from_ms::bigint
       AND completed_at_ms < CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint) - :older_than_ms
     ORDER BY completed_at_ms ASC
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, completed_at_ms;
+RETURNING id;
