@@ -201,18 +201,17 @@ func (f *claimFronts) observe(key string, full bool, start time.Time, took time.
 			seen.floor = at
 		}
 	}
-	if full {
+	i := c.settled(start, f.lag)
+	if full && (i < 0 || seen.behind(c.seen[i])) {
 		// A full draw sees the true front. Behind the one the window
 		// reads (tasks committed behind it), it is read at once, until
 		// the draws from it catch up: else each full draw would take
 		// only its limit of them.
-		if i := c.settled(start, f.lag); i < 0 || seen.behind(c.seen[i]) {
-			seen.at = start.Add(-f.lag)
-			c.seen = append(c.seen[:0], seen)
-			return
-		}
+		seen.at = start.Add(-f.lag)
+		c.seen = append(c.seen[:0], seen)
+		return
 	}
-	if i := c.settled(start, f.lag); i > 0 {
+	if i > 0 {
 		c.seen = c.seen[i:]
 	}
 	c.seen = append(c.seen, seen)

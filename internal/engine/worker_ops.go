@@ -234,7 +234,9 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 			windowed, priority, floor := s.fronts.plan(key, start)
 			if windowed {
 				stmt = stmtClaimWindow
-				a = withArgs(a, floor.args(priority))
+				for k, v := range floor.args(priority) {
+					a[k] = v // a is this draw's own copy
+				}
 			}
 			rows, err := s.execRows(ctx, q, stmt, a)
 			if err != nil {
