@@ -69,6 +69,69 @@ func (s countingSession) Query(ctx context.Context, sql string, args ...any) ([]
 	return s.Session.Query(ctx, sql, args...)
 }
 
+// openCounted opens a client on dsn as another process would, on its own
+// executor (so only LISTEN carries other clients' submits to it), its
+// claim-path statements counted.
+func openCounted(ctx context.Context, t *testing.T, dsn string) (*cairnq.Client, *claimCounter) {
+	t.Helper()
+	ex, err := cairnqpgx.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &claimCounter{Executor: ex, l: ex}
+	c, err := cairnq.OpenPostgres(ctx, counter, nil)
+	if err != nil {
+		ex.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		ex.Close()
+	})
+	return c, counter
+}
+
+// runReporting runs a worker on c (concurrency 8, its poll an hour away:
+// only submits wake it) whose handler for name reports each task's id on
+// started, and returns what stops it and waits for its Run.
+func runReporting(ctx context.Context, t *testing.T, c *cairnq.Client, name string, started chan<- string) (stop func()) {
+	t.Helper()
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8, PollInterval: time.Hour})
+	if err := w.Handle(name, func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		started <- tc.ID()
+		return nil, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx) }()
+	return sync.OnceFunc(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// submitAndStart submits task i of a test, named name, through sc and
+// waits for a worker to report it on started.
+func submitAndStart(ctx context.Context, t *testing.T, sc *cairnq.Client, name string, started <-chan string, i int) {
+	t.Helper()
+	task, err := sc.Submit(ctx, name, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-started:
+		if id != task.ID {
+			t.Fatalf("task %d: started %s, want %s", i, id, task.ID)
+		}
+	case <-ctx.Done():
+		t.Fatalf("task %d never started", i)
+	}
+}
+
 // An idle Postgres worker woken by another process's submits (LISTEN,
 // its poll an hour away) spends one probe and one claim on each task it
 // runs: no lease recovery when no lease has expired, no claim after a
@@ -78,64 +141,18 @@ func TestIdleWorkerSpendsOneProbeAndOneClaimPerTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard only
 	defer cancel()
 	dsn := pgtest.DSN(t)
-	ex, err := cairnqpgx.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &claimCounter{Executor: ex, l: ex}
-	wc, err := cairnq.OpenPostgres(ctx, counter, nil)
-	if err != nil {
-		ex.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		wc.Close()
-		ex.Close()
-	})
+	wc, counter := openCounted(ctx, t, dsn)
 	// The submitter is another client on its own executor: nothing in
 	// process wakes the worker, only the notification.
-	sex, err := cairnqpgx.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := cairnq.OpenPostgres(ctx, sex, &cairnq.PostgresOptions{CloseExecutor: true})
-	if err != nil {
-		sex.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sc.Close() })
-
-	w := newWorker(t, wc, &cairnq.WorkerOptions{Concurrency: 8, PollInterval: time.Hour})
+	sc, _ := openCounted(ctx, t, dsn)
 	started := make(chan string, 1)
-	if err := w.Handle("fleet.task", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		started <- tc.ID()
-		return nil, nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(runCtx) }()
+	stop := runReporting(ctx, t, wc, "fleet.task", started)
 
 	const n = 20
 	for i := range n {
-		task, err := sc.Submit(ctx, "fleet.task", nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case id := <-started:
-			if id != task.ID {
-				t.Fatalf("task %d: started %s, want %s", i, id, task.ID)
-			}
-		case <-ctx.Done():
-			t.Fatalf("task %d never started", i)
-		}
+		submitAndStart(ctx, t, sc, "fleet.task", started, i)
 	}
 	stop()
-	if err := <-ran; err != nil {
-		t.Fatal(err)
-	}
 	probes, recovers, claims := counter.read()
 	// One probe before the first submit, and one more when the first
 	// task was found by that probe before its notification came.
@@ -185,5 +202,44 @@ func TestIdleWorkerRecoversAnExpiredLease(t *testing.T) {
 	stop()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// In an idle fleet every process hears every submit. Once the processes
+// that lose the races defer their wakeups, the fleet spends about one
+// probe per task on the winner plus the losers' deferred ones, where
+// every process probed on every submit before.
+func TestIdleFleetDefersToTheWinner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard only
+	defer cancel()
+	dsn := pgtest.DSN(t)
+	const procs, n = 8, 120
+	started := make(chan string, 1)
+	var counters []*claimCounter
+	for range procs {
+		c, counter := openCounted(ctx, t, dsn)
+		counters = append(counters, counter)
+		t.Cleanup(runReporting(ctx, t, c, "fleet.trickle", started))
+	}
+	sc, _ := openCounted(ctx, t, dsn)
+	probes := func() (sum int) {
+		for _, c := range counters {
+			p, _, _ := c.read()
+			sum += p
+		}
+		return sum
+	}
+	var before int
+	for i := range n {
+		if i == n/2 { // the first half lets the losers find out
+			before = probes()
+		}
+		submitAndStart(ctx, t, sc, "fleet.trickle", started, i)
+	}
+	// Every process probing on every submit is procs per task.
+	spent := probes() - before
+	t.Logf("%d processes: %d probes for the last %d tasks", procs, spent, n-n/2)
+	if limit := 4 * (n - n/2); spent > limit {
+		t.Errorf("%d processes spent %d probes on %d tasks, want <= %d", procs, spent, n-n/2, limit)
 	}
 }

@@ -28,11 +28,6 @@ func (o *ridingOps) note(cs []*engine.Completion) {
 	}
 }
 
-func (o *ridingOps) ClaimWith(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints) ([]*engine.Task, error) {
-	o.note(h.Settle)
-	return o.claimer.ClaimWith(ctx, p, h)
-}
-
 func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (bool, error) {
 	o.note(h.Settle)
 	return o.claimer.ClaimSession(ctx, p, h, single, plan)

@@ -71,8 +71,11 @@ type WorkerOptions struct {
 	// renewed at least twice before it can run out.
 	HeartbeatInterval time.Duration
 	// PollInterval is the idle sleep between claims when nothing was
-	// claimable. A submit in this process ends it early. Default 500ms;
-	// at least MinPollInterval.
+	// claimable. A submit ends it early, in any process on the
+	// database. A worker that has just lost a task to another
+	// process lets such submits wait, at most PollInterval (and 1s), so
+	// that a fleet's idle processes do not all probe on every submit.
+	// Default 500ms; at least MinPollInterval.
 	PollInterval time.Duration
 	// ClaimBatch caps the rows one draw takes (never below one call of a
 	// batch name). Default: the free call slots.

@@ -80,21 +80,28 @@ const (
 // backlog cannot starve the rest. ran reports whether a claim statement
 // ran (a draw every limit skipped runs none); drained, that every draw
 // ran and came back short of its limit, so nothing this worker may claim
-// was left at the claim's snapshot. The rate limits are charged for what
-// it returns.
-func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran, drained bool, err error) {
+// was left at the claim's snapshot; opened, that the probe (when one ran)
+// found work, so the claim went on to draw. The rate limits are charged
+// for what it returns.
+func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran, opened, drained bool, err error) {
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
 	params := engine.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
 	if len(sources) == 1 {
-		// One draw: Claim, which on Postgres is a single statement rather
-		// than a transaction around one.
+		// One draw, which on Postgres is a single statement rather than a
+		// transaction around one.
 		err = w.plan(func(names []string, limit int) ([]*engine.Task, error) {
 			p := params
 			p.Names, p.Limit = names, limit
 			ran = true
-			return w.claims.ClaimWith(ctx, p, hints)
+			var out []*engine.Task
+			var err error
+			opened, err = w.claims.ClaimSession(ctx, p, hints, true, func(draw drawFunc) error {
+				out, err = draw(names, limit)
+				return err
+			})
+			return out, err
 		}, order, free, &drawn, &drained)
 		if err == nil && !ran && len(hints.Settle) > 0 {
 			// Every limit skipped the draw: the settlements go alone.
@@ -102,13 +109,13 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 		}
 	} else {
 		ran = true
-		_, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
+		opened, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
 			drawn = drawn[:0] // a retried transaction starts over
 			return w.plan(draw, order, free, &drawn, &drained)
 		})
 	}
 	if err != nil {
-		return nil, ran, false, err
+		return nil, ran, false, false, err
 	}
 	now := time.Now()
 	for _, d := range drawn {
@@ -116,7 +123,7 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			d.src.limiter.take(now, len(d.tasks))
 		}
 	}
-	return drawn, ran, drained, nil
+	return drawn, ran, opened, drained, nil
 }
 
 // idleWait is how long an idle loop sleeps: the poll interval, or less

@@ -19,7 +19,6 @@ type drawFunc = func(names []string, limit int) ([]*engine.Task, error)
 // claimer is what a worker's claim loop writes through: its store, or in
 // tests a wrapper that watches what rides on the claims.
 type claimer interface {
-	ClaimWith(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints) ([]*engine.Task, error)
 	ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (bool, error)
 	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
 }
@@ -238,6 +237,8 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	// When leases were last recovered. A busy worker claims many times a
 	// second; recovering once a poll interval is as often as an idle one.
 	var recoveredAt time.Time
+	notified := false       // this poll follows a submit's notification
+	var quiet time.Duration // how long idle defers notifications (nextQuiet)
 	for ctx.Err() == nil {
 		w.mu.Lock()
 		free := w.conc - w.running
@@ -291,8 +292,12 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
 		taken := w.ride.Take()
 		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken}
-		drawn, ran, drained, err := w.claim(ctx, sources, names, queues, free, hints)
+		drawn, ran, opened, drained, err := w.claim(ctx, sources, names, queues, free, hints)
 		engine.Answer(taken, err)
+		if err == nil {
+			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !hints.SkipProbe, opened)
+		}
+		notified = false
 		// Leases were recovered, or the probe saw none expired.
 		recovered := ran && !skipRecover
 		if err != nil {
@@ -335,13 +340,13 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			w.claimMu.Unlock()
 			busy, burst = false, false
-			w.idle(ctx, sources, wake)
+			notified = w.idle(ctx, sources, wake, quiet)
 			unsubscribe()
 			continue
 		}
 		if !busy {
 			w.claimMu.Unlock()
-			w.idle(ctx, sources, wake)
+			notified = w.idle(ctx, sources, wake, quiet)
 			unsubscribe()
 			continue
 		}
@@ -361,21 +366,71 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 // its completion waits for the next claim. A call finishing otherwise
 // makes nothing claimable, and waking for it cost every idle process of
 // a fleet a probe per task it ran.
-func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}) {
+//
+// A submit that arrives less than quiet into the sleep ends it only once
+// quiet has passed (see nextQuiet). It reports whether a submit ended it.
+func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}, quiet time.Duration) (notified bool) {
 	var slotFreed <-chan struct{}
 	if w.st.SettleOnClaim() || limited(sources) {
 		slotFreed = w.slotFreed
 	}
 	timer := time.NewTimer(w.idleWait(sources))
 	defer timer.Stop()
-	select {
-	case <-wake:
-	case <-slotFreed:
-	case <-w.resumed:
-	case <-timer.C:
-	case <-ctx.Done():
+	var hush <-chan time.Time // quiet's end, once a submit came during it
+	start := time.Now()
+	for {
+		select {
+		case <-wake:
+			left := quiet - time.Since(start)
+			if left <= 0 {
+				return true
+			}
+			wake = nil
+			t := time.NewTimer(left)
+			defer t.Stop()
+			hush = t.C
+			continue
+		case <-hush:
+			return true
+		case <-slotFreed:
+		case <-w.resumed:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		return false
 	}
 }
+
+// nextQuiet is how long the next idle sleep defers a submit's wakeup,
+// after a poll that drew (drew) or not, and that a notification started
+// with a probe (notifiedProbe) whose answer was that there was work
+// (opened). Every process of a fleet hears every submit, and each idle
+// one probed on each: 32 probes a task for 32 processes
+// (docs/benchmarks.md, "Fleet"). So a worker that loses a race (its
+// probe saw work, its claim drew none: another process took it) defers
+// the next wakeup, 5 ms at first and double that for each further
+// notification that finds nothing, to no more than its poll interval
+// (at most maxQuiet); a draw that claims anything makes it prompt
+// again. The processes that win answer at once, the others no more often
+// than their polls would, and nothing waits longer than a poll. An empty
+// probe alone starts no deferral: a lone process hears its own retries
+// and delayed submits, and nothing else is racing it.
+func (w *Worker) nextQuiet(quiet time.Duration, drew, notifiedProbe, opened bool) time.Duration {
+	switch {
+	case drew:
+		return 0
+	case !notifiedProbe || (!opened && quiet == 0):
+		return quiet
+	}
+	return min(max(2*quiet, firstQuiet), w.poll, maxQuiet)
+}
+
+// The bounds of nextQuiet: the deferral after a first lost race, and the
+// most it grows to, whatever the poll interval.
+const (
+	firstQuiet = 5 * time.Millisecond
+	maxQuiet   = time.Second
+)
 
 // limited reports whether a source's draw is capped by a name's own
 // concurrency or a resource, which a finishing call may lift.
