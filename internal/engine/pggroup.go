@@ -202,9 +202,9 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Groupe
 // insert_task's parameters X as each_X, the text[] of its values across
 // all.
 func insertManyArgs(all []protocol.Args) (protocol.Args, []string) {
-	args := protocol.Args{}
+	args := make(protocol.Args, len(insertParams))
+	col := make([]any, len(all)) // each column's in turn: the literal copies it
 	for _, name := range insertParams {
-		col := make([]any, len(all))
 		for i, ins := range all {
 			col[i] = textOf(ins[name])
 		}

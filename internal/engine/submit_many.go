@@ -194,32 +194,44 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*T
 		}
 	}
 	out := make([]*Task, len(b.ps))
-	var writes []int       // the items that write a task, in order
-	var superseded []*Task // live tasks a replace cancels
+	writes := make([]int, 0, len(b.ps)) // the items that write a task, in order
+	var superseded []*Task              // live tasks a replace cancels
+	var reused []int                    // items that met a task of the batch
+	pending := map[string]bool{}        // the ids a key points at that the batch writes
 	for i, p := range b.ps {
-		if p.Key != "" {
-			if t, done, err := conflictOutcome(p, current[p.Key], &superseded); err != nil {
-				return nil, &SubmitItemError{Index: i, Err: err}
-			} else if done {
-				out[i] = t
-				continue
+		if p.Key == "" {
+			writes = append(writes, i)
+			continue
+		}
+		if t, done, err := conflictOutcome(p, current[p.Key], &superseded); err != nil {
+			return nil, &SubmitItemError{Index: i, Err: err}
+		} else if done {
+			out[i] = t
+			if pending[t.ID] {
+				reused = append(reused, i)
 			}
+			continue
 		}
 		writes = append(writes, i)
 		// Until insert_many returns it, the task is what insert_task
 		// writes: queued, under its minted id.
-		out[i] = &Task{ID: b.ins[i]["id"].(string), Status: StatusQueued}
-		if p.Key != "" {
-			current[p.Key] = out[i]
-		}
+		id := b.ins[i]["id"].(string)
+		current[p.Key] = &Task{ID: id, Status: StatusQueued}
+		pending[id] = true
 	}
-	written, err := s.insertManyPG(ctx, q, b, writes)
-	if err != nil {
+	if err := s.insertManyPG(ctx, q, b, writes, out); err != nil {
 		return nil, err
 	}
-	for i, t := range out {
-		if w, ok := written[t.ID]; ok {
-			out[i] = w
+	var written map[string]*Task // by id, where keys need it
+	if len(b.keys) > 0 {
+		written = make(map[string]*Task, len(pending))
+		for _, i := range writes {
+			if b.ps[i].Key != "" {
+				written[out[i].ID] = out[i]
+			}
+		}
+		for _, i := range reused {
+			out[i] = written[out[i].ID]
 		}
 	}
 	for _, t := range superseded {
@@ -260,9 +272,9 @@ func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Ta
 }
 
 // insertManyPG writes the tasks of b's items at with insert_many, in as
-// few statements as b.maxBytes allows, and returns them by id.
-func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int) (map[string]*Task, error) {
-	written := make(map[string]*Task, len(at))
+// few statements as b.maxBytes allows, each task into out at its item's
+// index.
+func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int, out []*Task) error {
 	for len(at) > 0 {
 		n, weight := 0, 0
 		for n < len(at) && (n == 0 || weight+insertWeight(b.ins[at[n]]) <= b.maxBytes) {
@@ -273,24 +285,24 @@ func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []
 		for j, i := range at[:n] {
 			chunk[j] = b.ins[i]
 		}
-		at = at[n:]
 		args, ids := insertManyArgs(chunk)
 		rows, err := s.execRows(ctx, q, stmtInsertMany, args)
 		for j, r := range byID(ids, rows, err) {
 			if r.Err != nil {
-				return nil, r.Err
+				return r.Err
 			}
 			if r.Value.rows == nil {
-				return nil, errors.New("cairnq: insert_many returned no row for " + ids[j])
+				return errors.New("cairnq: insert_many returned no row for " + ids[j])
 			}
 			t, err := insertedTask(r.Value.rows, r.Value.i, chunk[j])
 			if err != nil {
-				return nil, err
+				return err
 			}
-			written[t.ID] = t
+			out[at[j]] = t
 		}
+		at = at[n:]
 	}
-	return written, nil
+	return nil
 }
 
 // queuedMany wakes this process's idle workers for each queue that got a
