@@ -122,7 +122,11 @@ func (s *settler) writeAll() {
 // releases the calls' share of the settling bound.
 func (s *settler) write(taken []*engine.Completion) {
 	w := s.w
-	err := w.retrySettle(s.ctx, func() error { return w.claims.SettleCompletions(s.ctx, taken) })
+	err := w.retrySettle(s.ctx, func() error {
+		w.rowsMu.Lock() // see Worker.rowsMu
+		defer w.rowsMu.Unlock()
+		return w.claims.SettleCompletions(s.ctx, taken)
+	})
 	s.mu.Lock()
 	tcs := make([]*TaskContext, len(taken))
 	for i, c := range taken {

@@ -147,6 +147,16 @@ type Worker struct {
 	paused  map[string]bool
 	resumed chan struct{} // wakes a loop idle because every queue is paused
 
+	// rowsMu keeps this worker's beat and its grouped settlements from
+	// running at once. Both update many of its tasks' rows in one
+	// statement, locking them in whatever order their plans visit them,
+	// so side by side they could deadlock, and the server notices only
+	// after deadlock_timeout (1s by default), rolling one back: under
+	// load a settlement's retries then outlasted a short lease
+	// (TestNoLeaseLostWarningForASettledTask). Each statement holds it
+	// alone, never across a retry's wait.
+	rowsMu sync.Mutex
+
 	mu           sync.Mutex // guards the counters below and live
 	running      int        // handler calls running
 	settling     int        // calls whose handler returned, settling
