@@ -32,12 +32,12 @@ func TestClaimFrontPlan(t *testing.T) {
 		{ID: "a", Priority: 0, RunAt: at(50)}, {ID: "b", Priority: 2, RunAt: at(90)}, {ID: "d", Priority: 2, RunAt: at(70)},
 		{ID: "c", Priority: 2, RunAt: at(70)}, {ID: "e", Priority: 1, RunAt: at(10)},
 	})
-	// The first front comes from a full draw, which saw the true front:
-	// it is read at once.
-	first := frontFloor{70, "c"}
-	if w, _, floor := f.plan(key, after(lag/2)); !w || floor != first {
-		t.Fatalf("plan just after the first full draw = %v, %v; want windowed from %v", w, floor, first)
+	// The first front waits out the lag like any other: a group of
+	// inserts due before it may not have committed yet.
+	if w, _, _ := f.plan(key, after(lag/2)); w {
+		t.Fatal("drew from a first front younger than the lag")
 	}
+	first := frontFloor{70, "c"}
 	if w, p, floor := f.plan(key, after(500*time.Millisecond)); !w || p != 2 || floor != first {
 		t.Fatalf("plan after a full draw = %v, %d, %v; want windowed from priority 2, floor %v", w, p, floor, first)
 	}
@@ -82,6 +82,12 @@ func TestClaimFrontPlan(t *testing.T) {
 	}
 	if _, _, floor := f.plan(key, after(5500*time.Millisecond+lag)); floor != (frontFloor{90, "y"}) {
 		t.Fatalf("floor %v a lag after a full draw ahead, want {90 y}", floor)
+	}
+	// A front at a higher priority is not behind: the window reads the
+	// higher priorities whole, and a moment-old front must wait its lag.
+	f.observe(key, true, after(5700*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "x", Priority: 3, RunAt: at(95)}})
+	if _, p, floor := f.plan(key, after(5700*time.Millisecond+lag/2)); p != 2 || floor != (frontFloor{90, "y"}) {
+		t.Fatalf("a higher priority's new front was read before the lag: priority %d, floor %v", p, floor)
 	}
 	// However slow the full draws, the next comes within maxDrawGap.
 	f.observe(key, true, after(6*time.Second), time.Minute, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
