@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
@@ -102,9 +101,9 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 
 // ---------------------------------------------------------------- submits
 
-// insertGrouped stores one unkeyed submit (insertArgs) through the
+// insertGrouped stores one unkeyed submit (its row, ins) through the
 // backend's insert groups.
-func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task, error) {
+func (b *pgBackend) insertGrouped(ctx context.Context, ins *insertRow) (*Task, error) {
 	res, err := grouped(ctx, b.inserter, ins)
 	if err != nil {
 		return nil, err
@@ -113,25 +112,19 @@ func (b *pgBackend) insertGrouped(ctx context.Context, ins protocol.Args) (*Task
 }
 
 // insertedTask is the task that row i of rs, a row insert_task or
-// insert_many returned for ins (insertArgs), says was stored. insert_task
-// returns the whole row, read as every task row is; insert_many returns
-// only what the server decided (the creation time, which is also the
-// update time, and the due time :delay_ms after it) or rewrote (the JSON,
-// as jsonb prints it), and every other column is what ins sent or the
-// column's default (attempt 0, the rest NULL), as the whole row would
-// read.
-func insertedTask(rs rowSet, i int, ins protocol.Args) (*Task, error) {
+// insert_many returned for ins, says was stored. insert_task returns the
+// whole row, read as every task row is; insert_many returns only what the
+// server decided (the creation time, which is also the update time, and
+// the due time delayMS after it) or rewrote (the JSON, as jsonb prints
+// it), and every other column is what ins sent or the column's default
+// (attempt 0, the rest NULL), as the whole row would read.
+func insertedTask(rs rowSet, i int, ins *insertRow) (*Task, error) {
 	if rs.value(i, "name") != nil { // NOT NULL: the whole row
 		return taskAt(rs, i)
 	}
-	id, _ := ins["id"].(string)
-	sent := func(col string) string { s, _ := ins[col].(string); return s }
-	t := &Task{ID: id, Name: sent("name"), Queue: sent("queue"), Status: StatusQueued,
-		ParentID: sent("parent_id"), RootID: sent("root_id"), CorrelationID: sent("correlation_id")}
-	maxAttempts, _ := ins["max_attempts"].(int64)
-	priority, _ := ins["priority"].(int64)
-	delay, _ := ins["delay_ms"].(int64)
-	t.MaxAttempts, t.Priority = int(maxAttempts), int(priority)
+	t := &Task{ID: ins.id, Name: ins.name, Queue: ins.queue, Status: StatusQueued,
+		ParentID: ins.parentID, RootID: ins.rootID, CorrelationID: ins.correlationID,
+		MaxAttempts: int(ins.maxAttempts), Priority: int(ins.priority)}
 	created, ok, err := asInt64("created_at_ms", rs.value(i, "created_at_ms"))
 	if err == nil && !ok {
 		err = errors.New("created_at_ms is NULL")
@@ -140,21 +133,21 @@ func insertedTask(rs rowSet, i int, ins protocol.Args) (*Task, error) {
 	t.Payload, e1 = asJSON("payload", rs.value(i, "payload"))
 	t.Metadata, e2 = asJSON("metadata", rs.value(i, "metadata"))
 	if err = errors.Join(err, e1, e2); err != nil {
-		return nil, fmt.Errorf("cairnq: reading inserted task row %q: %w", id, err)
+		return nil, fmt.Errorf("cairnq: reading inserted task row %q: %w", ins.id, err)
 	}
-	t.CreatedAt, t.UpdatedAt, t.RunAt = msTime(created, true), msTime(created, true), msTime(created+delay, true)
+	t.CreatedAt, t.UpdatedAt, t.RunAt = msTime(created, true), msTime(created, true), msTime(created+ins.delayMS, true)
 	return t, nil
 }
 
-// newInserter groups unkeyed submits (insertArgs) into insert_many. A lone
+// newInserter groups unkeyed submits (their rows) into insert_many. A lone
 // submit runs insert_task, exactly as before grouping existed. When the
 // server refuses the group's statement for its data (rowsRefused: nothing
 // of it was committed), each submit runs alone, so a row the server
 // refuses fails only its own caller. Any other error goes to every caller,
 // whose outcome is then as uncertain as a lone statement's would be.
-func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Grouper[protocol.Args, rowAt] {
-	one := func(ctx context.Context, ins protocol.Args) groupResult {
-		rows, err := s.execRows(ctx, pgQuerier{ex}, stmtInsertTask, ins)
+func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Grouper[*insertRow, rowAt] {
+	one := func(ctx context.Context, ins *insertRow) groupResult {
+		rows, err := s.execRows(ctx, pgQuerier{ex}, stmtInsertTask, ins.args())
 		if err == nil && rows.len() == 0 {
 			err = errors.New("cairnq: insert returned no row")
 		}
@@ -163,7 +156,7 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Groupe
 		}
 		return groupResult{Value: rowAt{rows: rows}}
 	}
-	flush := func(ctx context.Context, all []protocol.Args) []groupResult {
+	flush := func(ctx context.Context, all []*insertRow) []groupResult {
 		if len(all) == 1 {
 			return []groupResult{one(ctx, all[0])}
 		}
@@ -194,34 +187,7 @@ func newInserter(s *Store, ex executor.Executor, log *slog.Logger) *group.Groupe
 		}
 		return out
 	}
-	return newGrouper(flush, insertWeight)
-}
-
-// insertManyArgs are insert_many's arguments for the inserts all (each
-// insertArgs), and their ids in order: insert_many takes each of
-// insert_task's parameters X as each_X, the text[] of its values across
-// all.
-func insertManyArgs(all []protocol.Args) (protocol.Args, []string) {
-	args := make(protocol.Args, len(insertParams))
-	col := make([]any, len(all)) // each column's in turn: the literal copies it
-	for _, name := range insertParams {
-		for i, ins := range all {
-			col[i] = textOf(ins[name])
-		}
-		args["each_"+name] = pgArrayNullable(col)
-	}
-	ids := make([]string, len(all))
-	for i, ins := range all {
-		ids[i], _ = ins["id"].(string)
-	}
-	return args, ids
-}
-
-// insertWeight is how many bytes of JSON an insert (insertArgs) carries.
-func insertWeight(ins protocol.Args) int {
-	payload, _ := ins["payload"].(string)
-	metadata, _ := ins["metadata"].(string)
-	return len(payload) + len(metadata)
+	return newGrouper(flush, (*insertRow).weight)
 }
 
 // rowsRefused reports whether err is the server refusing a statement for
@@ -235,17 +201,4 @@ func rowsRefused(err error) bool {
 	}
 	class := se.SQLState()[:min(2, len(se.SQLState()))]
 	return class == "22" || class == "23" || class == "54"
-}
-
-// insertParams are the parameters insertArgs gives insert_task; every
-// value is a string, an int64 or nil (TestInsertParamsCoverInsertArgs).
-var insertParams = []string{"id", "name", "queue", "payload", "metadata", "max_attempts", "priority", "delay_ms", "parent_id", "root_id", "correlation_id"}
-
-// textOf is v, one of insertArgs' values, as an element of a text[]
-// literal: strings as they are, int64 in decimal, nil as NULL.
-func textOf(v any) any {
-	if n, ok := v.(int64); ok {
-		return strconv.FormatInt(n, 10)
-	}
-	return v
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -230,7 +231,7 @@ func submitServerRefused(ctx context.Context, be *pgBackend) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	ins["payload"] = `{"s": "nul\u0000here"}`
+	ins.payload = `{"s": "nul\u0000here"}`
 	return be.insertGrouped(ctx, ins)
 }
 
@@ -309,26 +310,54 @@ func TestInsertGroupAbandonedSubmitNeverLands(t *testing.T) {
 	}
 }
 
-// Every parameter insertArgs gives insert_task goes into insert_many, and
-// each value is of a kind textOf writes.
-func TestInsertParamsCoverInsertArgs(t *testing.T) {
-	args, err := insertArgs(SubmitParams{Name: "n", Payload: 1, SubmitOptions: cairnqtype.SubmitOptions{Queue: "q", MaxAttempts: 2, Priority: -3, Delay: time.Second, Metadata: map[string]any{}, ParentID: "p", RootID: "r", CorrelationID: "c"}}, time.Now())
+// insertColumns are exactly insert_task's parameters (but for the clock
+// SQLite's statements are given, bindClock), and insert_many takes each
+// as each_X: a parameter added to one statement and not the other fails
+// here rather than as a missing argument at run time.
+func TestInsertColumnsMatchTheStatements(t *testing.T) {
+	var names, each []string
+	for _, c := range insertColumns {
+		names = append(names, c.name)
+		each = append(each, "each_"+c.name)
+	}
+	slices.Sort(names)
+	slices.Sort(each)
+	for _, d := range []protocol.Dialect{protocol.Postgres, protocol.SQLite} {
+		var params []string
+		for _, p := range protocol.Statements(d).Get(stmtInsertTask).Params {
+			switch p {
+			case "now_ms":
+			case "run_at_ms": // bindClock's, from delay_ms
+				params = append(params, "delay_ms")
+			default:
+				params = append(params, p)
+			}
+		}
+		slices.Sort(params)
+		if !slices.Equal(params, names) {
+			t.Errorf("%v insert_task takes %v, insertColumns lists %v", d, params, names)
+		}
+	}
+	many := slices.Clone(protocol.Statements(protocol.Postgres).Get(stmtInsertMany).Params)
+	slices.Sort(many)
+	if !slices.Equal(many, each) {
+		t.Errorf("insert_many takes %v, want %v", many, each)
+	}
+	ins, err := insertArgs(SubmitParams{Name: "n", Payload: 1, SubmitOptions: cairnqtype.SubmitOptions{Queue: "q", MaxAttempts: 2, Priority: -3, Delay: time.Second, Metadata: map[string]any{}, ParentID: "p", CorrelationID: "c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(args) != len(insertParams) {
-		t.Errorf("insertArgs gives %d parameters, insertParams lists %d", len(args), len(insertParams))
+	args, _ := insertManyArgs([]*insertRow{ins})
+	want := map[string]string{"each_name": `{"n"}`, "each_queue": `{"q"}`, "each_payload": `{"1"}`, "each_metadata": `{"{}"}`,
+		"each_max_attempts": `{"2"}`, "each_priority": `{"-3"}`, "each_delay_ms": `{"1000"}`, "each_parent_id": `{"p"}`,
+		"each_root_id": `{"` + ins.id + `"}`, "each_correlation_id": `{"c"}`, "each_id": `{"` + ins.id + `"}`}
+	for k, v := range want {
+		if args[k] != v {
+			t.Errorf("%s = %v, want %s", k, args[k], v)
+		}
 	}
-	for _, name := range insertParams {
-		v, ok := args[name]
-		if !ok {
-			t.Errorf("insertArgs gives no %q", name)
-		}
-		switch v.(type) {
-		case string, int64, nil:
-		default:
-			t.Errorf("%s is a %T, which textOf does not write", name, v)
-		}
+	if got := ins.args(); got["parent_id"] != "p" || got["priority"] != int64(-3) || (&insertRow{}).args()["parent_id"] != nil {
+		t.Errorf("insert_task's arguments %v; an empty parent id must bind NULL", got)
 	}
 }
 

@@ -270,7 +270,7 @@ type pgBackend struct {
 
 	listeners []*wake.Demand
 	completer *group.Grouper[*Completion, rowAt]
-	inserter  *group.Grouper[protocol.Args, rowAt]
+	inserter  *group.Grouper[*insertRow, rowAt]
 	closeOnce sync.Once
 	closed    atomic.Bool
 }

@@ -246,12 +246,12 @@ func ValidateSubmit(p SubmitParams) error {
 	return err
 }
 
-// submitArgs validates p and builds insert_task's arguments but for the
-// id and the default root id, which stampID adds at the write. Everything
+// submitArgs validates p and builds the new task's row but for the id
+// and the default root id, which stampID adds at the write. Everything
 // that can fail on bad input fails here, before any write, and nothing
 // here mints an id, so validating alone (ValidateSubmit) leaves the ids'
 // order alone.
-func submitArgs(p SubmitParams) (protocol.Args, error) {
+func submitArgs(p SubmitParams) (*insertRow, error) {
 	const op = "submit"
 	if err := ValidateName(op, "name", p.Name); err != nil {
 		return nil, err
@@ -300,33 +300,32 @@ func submitArgs(p SubmitParams) (protocol.Args, error) {
 	if maxAttempts == 0 {
 		maxAttempts = DefaultMaxAttempts
 	}
-	return protocol.Args{
-		"name":           p.Name,
-		"queue":          queue,
-		"payload":        payload,
-		"metadata":       metadata,
-		"max_attempts":   int64(maxAttempts),
-		"priority":       int64(p.Priority),
-		"delay_ms":       ms(p.Delay),
-		"parent_id":      nullable(p.ParentID),
-		"root_id":        nullable(p.RootID), // stampID sets the default
-		"correlation_id": nullable(p.CorrelationID),
+	return &insertRow{
+		name:          p.Name,
+		queue:         queue,
+		payload:       payload,
+		metadata:      metadata,
+		maxAttempts:   int64(maxAttempts),
+		priority:      int64(p.Priority),
+		delayMS:       ms(p.Delay),
+		parentID:      p.ParentID,
+		rootID:        p.RootID, // stampID sets the default
+		correlationID: p.CorrelationID,
 	}, nil
 }
 
 // stampID gives ins, built by submitArgs for p, the new task's id (and
 // root id, unless p names one), minted at now.
-func stampID(ins protocol.Args, p SubmitParams, now time.Time) {
-	id := newTaskID(now)
-	ins["id"] = id
+func stampID(ins *insertRow, p SubmitParams, now time.Time) {
+	ins.id = newTaskID(now)
 	if p.RootID == "" {
-		ins["root_id"] = id
+		ins.rootID = ins.id
 	}
 }
 
-// insertArgs validates p and builds insert_task's arguments for a write
-// at now.
-func insertArgs(p SubmitParams, now time.Time) (protocol.Args, error) {
+// insertArgs validates p and builds the new task's row for a write at
+// now.
+func insertArgs(p SubmitParams, now time.Time) (*insertRow, error) {
 	ins, err := submitArgs(p)
 	if err != nil {
 		return nil, err
@@ -351,7 +350,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		return nil, err
 	}
 	if p.Admit != nil {
-		if err := p.Admit(ctx, ins["queue"].(string)); err != nil {
+		if err := p.Admit(ctx, ins.queue); err != nil {
 			return nil, err
 		}
 	}
@@ -379,7 +378,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 }
 
 // submitIn is the body of Submit, run inside the transaction q belongs to.
-func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins protocol.Args) (*Task, error) {
+func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins *insertRow) (*Task, error) {
 	if key == "" {
 		return s.insertTask(ctx, q, ins)
 	}
@@ -449,8 +448,8 @@ func keyConflict(key string, conflict Conflict, existing *Task) (reused *Task, c
 
 // insertTask runs insert_task, reading its row by position where q
 // allows it (it runs once per task).
-func (s *Store) insertTask(ctx context.Context, q querier, ins protocol.Args) (*Task, error) {
-	rows, err := s.execRows(ctx, q, stmtInsertTask, ins)
+func (s *Store) insertTask(ctx context.Context, q querier, ins *insertRow) (*Task, error) {
+	rows, err := s.execRows(ctx, q, stmtInsertTask, ins.args())
 	if err != nil {
 		return nil, err
 	}

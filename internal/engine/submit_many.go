@@ -22,11 +22,11 @@ const MaxSubmitMany = cairnqtype.MaxSubmitMany
 // statements (of the same transaction).
 const insertManyBytes = 64 << 20
 
-// manyBatch is a validated batch: each item's insert arguments, stamped
-// with its id in the batch's order, and the keys it names.
+// manyBatch is a validated batch: each item's row, stamped with its id
+// in the batch's order, and the keys it names.
 type manyBatch struct {
 	ps   []SubmitParams
-	ins  []protocol.Args
+	ins  []*insertRow
 	keys []string // distinct, for lock_keys
 	// maxBytes bounds one insert_many's JSON: insertManyBytes (tests
 	// lower it).
@@ -41,7 +41,7 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 	if len(ps) > MaxSubmitMany {
 		return nil, argError("submit many", "batch", "has %d tasks, the limit is %d; split it into several calls", len(ps), MaxSubmitMany)
 	}
-	b := &manyBatch{ps: ps, ins: make([]protocol.Args, len(ps)), maxBytes: insertManyBytes}
+	b := &manyBatch{ps: ps, ins: make([]*insertRow, len(ps)), maxBytes: insertManyBytes}
 	seen := map[string]bool{}
 	for i, p := range ps {
 		ins, err := submitArgs(p)
@@ -56,7 +56,7 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 	}
 	admitted := map[string]bool{}
 	for i, p := range ps {
-		queue := b.ins[i]["queue"].(string)
+		queue := b.ins[i].queue
 		if p.Admit == nil || admitted[queue] {
 			continue
 		}
@@ -215,7 +215,7 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*T
 		writes = append(writes, i)
 		// Until insert_many returns it, the task is what insert_task
 		// writes: queued, under its minted id.
-		id := b.ins[i]["id"].(string)
+		id := b.ins[i].id
 		current[p.Key] = &Task{ID: id, Status: StatusQueued}
 		pending[id] = true
 	}
@@ -277,11 +277,11 @@ func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Ta
 func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int, out []*Task) error {
 	for len(at) > 0 {
 		n, weight := 0, 0
-		for n < len(at) && (n == 0 || weight+insertWeight(b.ins[at[n]]) <= b.maxBytes) {
-			weight += insertWeight(b.ins[at[n]])
+		for n < len(at) && (n == 0 || weight+b.ins[at[n]].weight() <= b.maxBytes) {
+			weight += b.ins[at[n]].weight()
 			n++
 		}
-		chunk := make([]protocol.Args, n)
+		chunk := make([]*insertRow, n)
 		for j, i := range at[:n] {
 			chunk[j] = b.ins[i]
 		}

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"strconv"
+
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// insertRow is a new task as insert_task writes it: what submitArgs
+// validated and stampID stamped. It is a struct, not insert_task's
+// argument map, because a batch of SubmitMany builds one per item and
+// reads each field several times (its column of insert_many, its weight,
+// the task it returns): as maps, those lookups were a third of the
+// client's time in a batch of 5,000 (docs/benchmarks.md, "Bulk submit").
+type insertRow struct {
+	id, name, queue   string
+	payload, metadata string // encoded JSON
+	maxAttempts       int64
+	priority          int64
+	delayMS           int64
+	// "" is NULL.
+	parentID, rootID, correlationID string
+}
+
+// insertColumns are insert_task's parameters, in insert_many's order:
+// each one's value as insert_task binds it, and as an element of
+// insert_many's text[] of it (ok false: NULL).
+var insertColumns = [...]struct {
+	name  string
+	value func(r *insertRow) any
+	text  func(r *insertRow) (s string, ok bool)
+}{
+	{"id", func(r *insertRow) any { return r.id }, func(r *insertRow) (string, bool) { return r.id, true }},
+	{"name", func(r *insertRow) any { return r.name }, func(r *insertRow) (string, bool) { return r.name, true }},
+	{"queue", func(r *insertRow) any { return r.queue }, func(r *insertRow) (string, bool) { return r.queue, true }},
+	{"payload", func(r *insertRow) any { return r.payload }, func(r *insertRow) (string, bool) { return r.payload, true }},
+	{"metadata", func(r *insertRow) any { return r.metadata }, func(r *insertRow) (string, bool) { return r.metadata, true }},
+	{"max_attempts", func(r *insertRow) any { return r.maxAttempts }, func(r *insertRow) (string, bool) { return strconv.FormatInt(r.maxAttempts, 10), true }},
+	{"priority", func(r *insertRow) any { return r.priority }, func(r *insertRow) (string, bool) { return strconv.FormatInt(r.priority, 10), true }},
+	{"delay_ms", func(r *insertRow) any { return r.delayMS }, func(r *insertRow) (string, bool) { return strconv.FormatInt(r.delayMS, 10), true }},
+	{"parent_id", func(r *insertRow) any { return nullable(r.parentID) }, func(r *insertRow) (string, bool) { return r.parentID, r.parentID != "" }},
+	{"root_id", func(r *insertRow) any { return nullable(r.rootID) }, func(r *insertRow) (string, bool) { return r.rootID, r.rootID != "" }},
+	{"correlation_id", func(r *insertRow) any { return nullable(r.correlationID) }, func(r *insertRow) (string, bool) { return r.correlationID, r.correlationID != "" }},
+}
+
+// args are insert_task's arguments for r.
+func (r *insertRow) args() protocol.Args {
+	a := make(protocol.Args, len(insertColumns))
+	for _, c := range insertColumns {
+		a[c.name] = c.value(r)
+	}
+	return a
+}
+
+// weight is how many bytes of JSON r carries.
+func (r *insertRow) weight() int { return len(r.payload) + len(r.metadata) }
+
+// insertManyArgs are insert_many's arguments for the rows all, and their
+// ids in order: insert_many takes each of insert_task's parameters X as
+// each_X, the text[] of its values across all.
+func insertManyArgs(all []*insertRow) (protocol.Args, []string) {
+	args := make(protocol.Args, len(insertColumns))
+	for _, c := range insertColumns {
+		args["each_"+c.name] = writePGArray(len(all), func(i int) (string, bool) { return c.text(all[i]) })
+	}
+	ids := make([]string, len(all))
+	for i, r := range all {
+		ids[i] = r.id
+	}
+	return args, ids
+}
