@@ -49,24 +49,64 @@ type sustainedSample struct {
 	rssKB      int64 // this process's peak RSS so far (VmHWM)
 }
 
-// pickups collects submit-to-start delays between samples.
+// pickups collects submit-to-start delays between samples, and the
+// wall-clock second of each slow one, so that a bad minute's p99 can be
+// matched against the server's log (checkpoints, autovacuums).
 type pickups struct {
-	mu sync.Mutex
-	ds []time.Duration
+	mu   sync.Mutex
+	ds   []time.Duration
+	slow map[int64]slowSecond // by Unix second
+}
+
+// slowPickup is the delay from which a pickup counts as slow.
+const slowPickup = 100 * time.Millisecond
+
+// slowSecond is the slow pickups that started within one second.
+type slowSecond struct {
+	n     int
+	worst time.Duration
 }
 
 func (p *pickups) add(d time.Duration) {
+	var sec int64
+	if d >= slowPickup {
+		sec = time.Now().Unix()
+	}
 	p.mu.Lock()
 	p.ds = append(p.ds, d)
+	if sec != 0 {
+		if p.slow == nil {
+			p.slow = make(map[int64]slowSecond)
+		}
+		s := p.slow[sec]
+		s.n++
+		s.worst = max(s.worst, d)
+		p.slow[sec] = s
+	}
 	p.mu.Unlock()
 }
 
-func (p *pickups) take() []time.Duration {
+func (p *pickups) take() ([]time.Duration, map[int64]slowSecond) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ds := p.ds
-	p.ds = nil
-	return ds
+	ds, slow := p.ds, p.slow
+	p.ds, p.slow = nil, nil
+	return ds, slow
+}
+
+// printSlow prints the seconds that held slow pickups, in UTC as the
+// server's log prints them.
+func printSlow(w io.Writer, slow map[int64]slowSecond) {
+	secs := make([]int64, 0, len(slow))
+	for sec := range slow {
+		secs = append(secs, sec)
+	}
+	slices.Sort(secs)
+	for _, sec := range secs {
+		s := slow[sec]
+		fmt.Fprintf(w, "    slow %s UTC: %d pickups over %v, worst %s\n",
+			time.Unix(sec, 0).UTC().Format("15:04:05"), s.n, slowPickup, ms(s.worst))
+	}
 }
 
 // sustainedSystem is one system under the scenario, its worker running:
@@ -181,7 +221,7 @@ func runSustained(ctx context.Context, cfg *config, rate int,
 	var lastSubmitted int64
 	var holdTx pgx.Tx
 	sample := func(phase string) error {
-		ds := pk.take()
+		ds, slow := pk.take()
 		s := sustainedSample{at: time.Since(start).Round(time.Second), phase: phase, ran: int64(len(ds))}
 		sub := submitted.Load()
 		s.submitted, lastSubmitted = sub-lastSubmitted, sub
@@ -199,6 +239,7 @@ func runSustained(ctx context.Context, cfg *config, rate int,
 		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d\n",
 			sys.name, s.at, s.phase, s.submitted, s.ran, ms(s.p50), ms(s.p99),
 			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums)
+		printSlow(os.Stdout, slow)
 		return nil
 	}
 	phases := []struct {
