@@ -90,6 +90,9 @@ func TestClaimFrontPlan(t *testing.T) {
 		t.Fatalf("a higher priority's new front was read before the lag: priority %d, floor %v", p, floor)
 	}
 	// However slow the full draws, the next comes within maxDrawGap.
+	// (After the cases a cold review found, below.)
+	backlogBehindTheWindow(t)
+	aNewerFrontMovesBackToo(t)
 	f.observe(key, true, after(6*time.Second), time.Minute, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
 	if w, _, _ := f.plan(key, after(6*time.Second+maxDrawGap)); w {
 		t.Fatal("no full draw maxDrawGap after a very slow one")
@@ -371,5 +374,53 @@ func TestPurgeFromStartsAtTheFloor(t *testing.T) {
 	}
 	if got, err := s.Purge(ctx, PurgeParams{}); err != nil || len(got) != 1 || got[0] != ids[1] {
 		t.Fatalf("Purge = %v, %v; want the task behind the floor, %s", got, err, ids[1])
+	}
+}
+
+// backlogBehindTheWindow: a full draw that took a higher priority's task
+// and one of a backlog behind the window's front, at that front's
+// priority, moves the window back to the backlog at once.
+func backlogBehindTheWindow(t *testing.T) {
+	t.Helper()
+	const lag = 100 * time.Millisecond
+	f := claimFronts{lag: lag}
+	now := time.Unix(2000, 0)
+	after := func(d time.Duration) time.Time { return now.Add(d) }
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
+	key := frontKey([]string{"q"}, nil)
+	f.observe(key, true, now, time.Millisecond, 1, []*Task{{ID: "f", Priority: 2, RunAt: at(100)}})
+	f.observe(key, false, after(150*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "g", Priority: 2, RunAt: at(110)}})
+	f.observe(key, true, after(time.Second), time.Millisecond, 2, []*Task{{ID: "x", Priority: 3, RunAt: at(900)}, {ID: "b1", Priority: 2, RunAt: at(50)}})
+	if w, p, floor := f.plan(key, after(time.Second+10*time.Millisecond)); !w || p != 2 || floor != (frontFloor{50, "b1"}) {
+		t.Fatalf("plan after a full draw behind the window at a lower priority than its front = %v, %d, %v; want windowed from 2, {50 b1}", w, p, floor)
+	}
+}
+
+// aNewerFrontMovesBackToo: where a full draw finds tasks behind the
+// settled front, a newer front not yet settled moves back as well, so
+// that it does not skip them once it settles. A task found behind only
+// the newer front leaves it where it is (the draws from the settled
+// front read that task).
+func aNewerFrontMovesBackToo(t *testing.T) {
+	t.Helper()
+	const lag = 100 * time.Millisecond
+	f := claimFronts{lag: lag}
+	now := time.Unix(3000, 0)
+	after := func(d time.Duration) time.Time { return now.Add(d) }
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
+	key := frontKey([]string{"q"}, nil)
+	f.observe(key, true, now, time.Millisecond, 1, []*Task{{ID: "s", Priority: 0, RunAt: at(100)}})
+	f.observe(key, false, after(960*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "u", Priority: 0, RunAt: at(300)}})
+	f.observe(key, true, after(time.Second), time.Millisecond, 1, []*Task{{ID: "g", Priority: 0, RunAt: at(200)}})
+	if _, _, floor := f.plan(key, after(1010*time.Millisecond)); floor != (frontFloor{100, "s"}) {
+		t.Fatalf("floor %v after a full draw between the settled front and a newer one; want the settled {100 s}", floor)
+	}
+	f.observe(key, false, after(1020*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "v", Priority: 0, RunAt: at(400)}})
+	f.observe(key, true, after(1030*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "b", Priority: 0, RunAt: at(50)}})
+	// u, then v, settle before the last full draw's own front does.
+	for _, d := range []time.Duration{1070 * time.Millisecond, 1125 * time.Millisecond} {
+		if _, _, floor := f.plan(key, after(d)); floor != (frontFloor{50, "b"}) {
+			t.Fatalf("floor %v at %v; want the full draw's {50 b}, behind the settled front", floor, d)
+		}
 	}
 }
