@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -296,10 +297,19 @@ func TestClaimFromFrontSkipsEntriesAHeldSnapshotKeeps(t *testing.T) {
 	if _, err := s.SubmitMany(ctx, ps[:queued]); err != nil {
 		t.Fatal(err)
 	}
-	windowed, priority, floor := s.frontPlan([]string{"default"}, nil)
-	if !windowed {
+	// The newest front, which a windowed draw right after the last claim
+	// reads (the lag is 0). Not frontPlan's answer now: when the claims
+	// took over fullDrawEvery under load, the next draw is due in full.
+	var seen []frontSeen
+	s.fronts.mu.Lock()
+	if c := s.fronts.by[s.frontKey([]string{"default"}, nil)]; c != nil {
+		seen = slices.Clone(c.seen)
+	}
+	s.fronts.mu.Unlock()
+	if len(seen) == 0 {
 		t.Fatal("no front after the claims")
 	}
+	priority, floor := seen[len(seen)-1].priority, seen[len(seen)-1].floor
 	base := protocol.Args{
 		"queues": protocol.One("default"), "names": nil, "worker_id": "w2",
 		"lease_ms": int64(30000), "limit": int64(1),
