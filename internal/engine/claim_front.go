@@ -196,29 +196,25 @@ func (f *claimFronts) observe(key string, full bool, start time.Time, took time.
 			seen.floor = at
 		}
 	}
-	if i := c.settled(start, f.lag); i > 0 {
+	i := c.settled(start, f.lag)
+	if i > 0 {
 		c.seen = c.seen[i:]
 	}
-	if full && c.settled(start, f.lag) == 0 {
+	if full && i >= 0 {
 		// A full draw sees the true front. Where it took tasks behind
-		// the settled front the window reads, at that front's priority
-		// (tasks committed behind it: a long transaction's submit, a
-		// late batch), that front and the newer ones moves back to them:
-		// else each full draw would take only its limit of them while
-		// the window read past them. Moving a settled front back is as
-		// safe as reading it: a task due before a front a lag old is
-		// itself a lag old. Short of that, the newer fronts stay: a task
-		// a full draw found behind one of them committed within a lag of
-		// its due time (the draws from the settled front take it), and
-		// moving them back for each such task (a group of inserts
-		// committing after a later one, many a second at 5,000 tasks/s)
-		// made every draw walk what the last second claimed: p99
-		// pickups of 140-320 ms against 20-50. The draw's own front
-		// waits out the lag like any other: it may be a moment old, with
-		// a group of inserts due before it still committing. (Read at
-		// once, the first such front left those groups to the next full
-		// draw, seconds away while full draws were slow: in the
-		// sustained run, p50 pickups of 6 s in the first minute.)
+		// the settled front, at that front's priority (a long
+		// transaction's submit, a late batch), that front and the newer
+		// ones at that priority move back to the earliest of them: else
+		// each full draw would take only its limit of them. A settled
+		// front moved back is as safe to read as it was: a task due
+		// before a front a lag old is itself a lag old. A task behind
+		// only a newer front committed within a lag of its due time, and
+		// the draws from the settled front take it; moving the newer
+		// fronts back for it too (out-of-order group commits, many a
+		// second under load) made every draw walk the last second's
+		// claims. The draw's own front waits out the lag like any other:
+		// inserts due before it may still be committing
+		// (docs/benchmarks.md, "Sustained load").
 		settled := c.seen[0]
 		if at, ok := earliestAt(tasks, settled.priority); ok && at.before(settled.floor) {
 			for k := range c.seen {

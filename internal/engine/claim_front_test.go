@@ -91,9 +91,6 @@ func TestClaimFrontPlan(t *testing.T) {
 		t.Fatalf("a higher priority's new front was read before the lag: priority %d, floor %v", p, floor)
 	}
 	// However slow the full draws, the next comes within maxDrawGap.
-	// (After the cases a cold review found, below.)
-	backlogBehindTheWindow(t)
-	aNewerFrontMovesBackToo(t)
 	f.observe(key, true, after(6*time.Second), time.Minute, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
 	if w, _, _ := f.plan(key, after(6*time.Second+maxDrawGap)); w {
 		t.Fatal("no full draw maxDrawGap after a very slow one")
@@ -387,17 +384,20 @@ func TestPurgeFromStartsAtTheFloor(t *testing.T) {
 	}
 }
 
-// backlogBehindTheWindow: a full draw that took a higher priority's task
-// and one of a backlog behind the window's front, at that front's
-// priority, moves the window back to the backlog at once.
-func backlogBehindTheWindow(t *testing.T) {
-	t.Helper()
-	const lag = 100 * time.Millisecond
-	f := claimFronts{lag: lag}
+// frontsClock is a claimFronts with a lag of 100 ms, a clock starting at
+// now, and the draw shape of one queue, for the tests of observe.
+func frontsClock(now time.Time) (f *claimFronts, key string, after func(time.Duration) time.Time, at func(ms int64) time.Time) {
+	return &claimFronts{lag: 100 * time.Millisecond}, frontKey([]string{"q"}, nil),
+		func(d time.Duration) time.Time { return now.Add(d) },
+		func(ms int64) time.Time { return time.UnixMilli(ms) }
+}
+
+// A full draw that took a higher priority's task and one of a backlog
+// behind the window's front, at that front's priority, moves the window
+// back to the backlog at once.
+func TestClaimFrontMovesBackToABacklogBesideAHigherPriority(t *testing.T) {
 	now := time.Unix(2000, 0)
-	after := func(d time.Duration) time.Time { return now.Add(d) }
-	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
-	key := frontKey([]string{"q"}, nil)
+	f, key, after, at := frontsClock(now)
 	f.observe(key, true, now, time.Millisecond, 1, []*Task{{ID: "f", Priority: 2, RunAt: at(100)}})
 	f.observe(key, false, after(150*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "g", Priority: 2, RunAt: at(110)}})
 	f.observe(key, true, after(time.Second), time.Millisecond, 2, []*Task{{ID: "x", Priority: 3, RunAt: at(900)}, {ID: "b1", Priority: 2, RunAt: at(50)}})
@@ -406,19 +406,13 @@ func backlogBehindTheWindow(t *testing.T) {
 	}
 }
 
-// aNewerFrontMovesBackToo: where a full draw finds tasks behind the
-// settled front, a newer front not yet settled moves back as well, so
-// that it does not skip them once it settles. A task found behind only
-// the newer front leaves it where it is (the draws from the settled
-// front read that task).
-func aNewerFrontMovesBackToo(t *testing.T) {
-	t.Helper()
-	const lag = 100 * time.Millisecond
-	f := claimFronts{lag: lag}
+// Where a full draw finds tasks behind the settled front, a newer front
+// not yet settled moves back as well, so that it does not skip them once
+// it settles. A task found behind only the newer front leaves it where
+// it is (the draws from the settled front read that task).
+func TestClaimFrontMovesNewerFrontsBackWithTheSettledOne(t *testing.T) {
 	now := time.Unix(3000, 0)
-	after := func(d time.Duration) time.Time { return now.Add(d) }
-	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
-	key := frontKey([]string{"q"}, nil)
+	f, key, after, at := frontsClock(now)
 	f.observe(key, true, now, time.Millisecond, 1, []*Task{{ID: "s", Priority: 0, RunAt: at(100)}})
 	f.observe(key, false, after(960*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "u", Priority: 0, RunAt: at(300)}})
 	f.observe(key, true, after(time.Second), time.Millisecond, 1, []*Task{{ID: "g", Priority: 0, RunAt: at(200)}})
