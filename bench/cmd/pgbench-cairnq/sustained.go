@@ -28,8 +28,8 @@ import (
 // scenario after cairnq, on a database of its own.
 var (
 	sustainedFor       = flag.Duration("sustained-for", 30*time.Minute, "sustained: the steady phase")
-	sustainedRate      = flag.Int("sustained-rate", 0, "sustained: tasks submitted per second (0: half the slower system's burn-down rate, measured first)")
-	sustainedRiverRate = flag.Int("sustained-river-rate", 0, "sustained: River's rate, when it cannot hold cairnq's (0: --sustained-rate)")
+	sustainedRate      = flag.Int("sustained-rate", 0, "sustained: tasks submitted per second (0: half of what each system can submit and run at once, measured first)")
+	sustainedRiverRate = flag.Int("sustained-river-rate", 0, "sustained: River's tasks per second (0: --sustained-rate, or half of what River can submit and run at once)")
 	sustainedHold      = flag.Duration("sustained-hold", 5*time.Minute, "sustained: a transaction holds the vacuum horizon this long after the steady phase (0: none)")
 	sustainedAfter     = flag.Duration("sustained-after", 5*time.Minute, "sustained: load after the hold, to watch the recovery")
 	sustainedEvery     = flag.Duration("sustained-every", time.Minute, "sustained: how often to sample sizes, dead tuples, throughput and p99")
@@ -37,16 +37,17 @@ var (
 
 // sustainedSample is what one interval of the sustained benchmark saw.
 type sustainedSample struct {
-	at         time.Duration // since the load started
-	phase      string        // steady, hold, after
-	submitted  int64         // in the interval
-	ran        int64         // handler starts in the interval
-	p50, p99   time.Duration // submit-to-start of the interval's starts
-	tableBytes int64         // heap, TOAST included
-	indexBytes int64
-	live, dead int64 // pg_stat_user_tables' estimates
-	vacuums    int64 // autovacuum runs so far
-	rssKB      int64 // this process's peak RSS so far (VmHWM)
+	at          time.Duration // since the load started
+	phase       string        // steady, hold, after
+	submitted   int64         // in the interval
+	ran         int64         // handler starts in the interval
+	p50, p99    time.Duration // submit-to-start of the interval's starts
+	tableBytes  int64         // heap, TOAST included
+	indexBytes  int64
+	live, dead  int64 // pg_stat_user_tables' estimates
+	vacuums     int64 // autovacuum runs so far
+	checkpoints int64 // the server's checkpoints so far, timed and requested
+	rssKB       int64 // this process's peak RSS so far (VmHWM)
 }
 
 // pickups collects submit-to-start delays between samples, and the
@@ -56,6 +57,7 @@ type pickups struct {
 	mu   sync.Mutex
 	ds   []time.Duration
 	slow map[int64]slowSecond // by Unix second
+	room chan struct{}        // when set, a pickup frees a slot in it (sustainedCapacity)
 }
 
 // slowPickup is the delay from which a pickup counts as slow.
@@ -84,6 +86,12 @@ func (p *pickups) add(d time.Duration) {
 		p.slow[sec] = s
 	}
 	p.mu.Unlock()
+	if p.room != nil {
+		select {
+		case <-p.room:
+		default:
+		}
+	}
 }
 
 func (p *pickups) take() ([]time.Duration, map[int64]slowSecond) {
@@ -118,103 +126,198 @@ type sustainedSystem struct {
 	stop   func()
 }
 
+// sustainedOpen opens a system on db, its worker recording pickups in pk.
+type sustainedOpen func(ctx context.Context, cfg *config, db *pgadmin.Database, pk *pickups) (*sustainedSystem, error)
+
 func benchSustained(ctx context.Context, cfg *config, rep *report) {
-	rate := *sustainedRate
-	if rate <= 0 {
-		var err error
-		if rate, err = sustainedDefaultRate(ctx, cfg); err != nil {
-			rep.fail("sustained: measuring the maximum", err)
-			return
-		}
-	}
-	fmt.Printf("sustained: %d tasks/s for %v, then a transaction held %v, then %v more; retention 1m; sampled every %v\n",
-		rate, *sustainedFor, *sustainedHold, *sustainedAfter, *sustainedEvery)
+	fmt.Printf("sustained: %v steady, then a transaction held %v, then %v more; retention 1m; sampled every %v\n",
+		*sustainedFor, *sustainedHold, *sustainedAfter, *sustainedEvery)
 	type system struct {
-		open func(context.Context, *config, *pgadmin.Database, *pickups) (*sustainedSystem, error)
-		rate int
+		name string
+		open sustainedOpen
+		rate int // 0: half what the system itself can do
 	}
-	systems := []system{{sustainedCairnq, rate}}
+	systems := []system{{"cairnq", sustainedCairnq, *sustainedRate}}
 	if !cfg.noRiver {
-		riverRate := rate
+		riverRate := *sustainedRate
 		if *sustainedRiverRate > 0 {
 			riverRate = *sustainedRiverRate
-			fmt.Printf("sustained: River at %d tasks/s\n", riverRate)
 		}
-		systems = append(systems, system{sustainedRiver, riverRate})
+		systems = append(systems, system{"river", sustainedRiver, riverRate})
 	}
 	for _, sys := range systems {
-		samples, name, err := runSustained(ctx, cfg, sys.rate, sys.open)
+		rate := sys.rate
+		if rate <= 0 {
+			c, err := sustainedCapacity(ctx, cfg, sys.open, capacityWarm, capacityFor)
+			if err != nil {
+				rep.fail("sustained "+sys.name+": measuring its maximum", err)
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+			rate = max(1, int(c.rate()/2))
+			fmt.Printf("sustained %s: submitting and running at once, %.0f tasks/s started (%d submitted, %d started in %v); offering half, %d tasks/s\n",
+				sys.name, c.rate(), c.submitted, c.started, c.window, rate)
+		} else {
+			fmt.Printf("sustained %s: offering %d tasks/s\n", sys.name, rate)
+		}
+		samples, err := runSustained(ctx, cfg, rate, sys.open)
 		if err != nil {
-			rep.fail("sustained "+name, err)
+			rep.fail("sustained "+sys.name, err)
+			if ctx.Err() != nil {
+				return
+			}
 			continue
 		}
-		printSustained(os.Stdout, name, samples)
-		if ctx.Err() != nil {
-			return
-		}
+		printSustained(os.Stdout, sys.name, rate, samples)
 	}
 }
 
-// sustainedDefaultRate is half the slower system's burn-down rate.
-func sustainedDefaultRate(ctx context.Context, cfg *config) (int, error) {
-	a, err := findAdapter("pgx")
-	if err != nil {
-		return 0, err
-	}
-	r, err := cairnqBurnDown(ctx, cfg, a, 1)
-	if err != nil {
-		return 0, err
-	}
-	slowest := r.rate()
-	fmt.Printf("sustained: cairnq burn-down %.0f tasks/s\n", r.rate())
-	if !cfg.noRiver {
-		rr, err := riverBurnDown(ctx, cfg, 1)
-		if err != nil {
-			return 0, err
-		}
-		fmt.Printf("sustained: River burn-down %.0f tasks/s\n", rr.rate())
-		slowest = min(slowest, rr.rate())
-	}
-	return max(1, int(slowest/2)), nil
+// The maximum the sustained load is offered half of is the system's own
+// cycle, submits and runs on the same machine at once: a burn-down drains
+// a filled table and pays for no submit, and on two cores half of it
+// left the steady phase no headroom (docs/benchmarks.md, "Sustained
+// load"). capacityWarm is spent before the count starts: long enough for
+// retention's first sweeps (a minute's work ages past its rule) and the
+// table's first autovacuum, which a fresh table does not pay and the
+// steady phase does. capacityFor is counted.
+const (
+	capacityWarm = 70 * time.Second
+	capacityFor  = 20 * time.Second
+)
+
+// capacity is what one measurement of a system's cycle counted.
+type capacity struct {
+	submitted, started int64
+	window             time.Duration
 }
 
-func runSustained(ctx context.Context, cfg *config, rate int,
-	open func(context.Context, *config, *pgadmin.Database, *pickups) (*sustainedSystem, error)) ([]sustainedSample, string, error) {
+// rate is the starts per second: with the backlog bounded, the rate at
+// which the system both takes and runs tasks.
+func (c capacity) rate() float64 { return float64(c.started) / c.window.Seconds() }
+
+// sustainedCapacity counts, over window after warm, the tasks a system
+// opened on a fresh database accepts and starts while 64 goroutines
+// submit as fast as it lets them. A submit waits while twice the worker's
+// concurrency are submitted and not yet started: unbounded, the submits
+// would take the machine from the worker, and the starts would measure
+// that share rather than the balance a steady load needs.
+func sustainedCapacity(ctx context.Context, cfg *config, open sustainedOpen, warm, window time.Duration) (capacity, error) {
+	db, err := cfg.srv.FreshDatabase(ctx, "sustained_max")
+	if err != nil {
+		return capacity{}, err
+	}
+	defer db.Drop()
+	pk := pickups{room: make(chan struct{}, 2*cfg.concurrency)}
+	sys, err := open(ctx, cfg, db, &pk)
+	if err != nil {
+		return capacity{}, err
+	}
+	defer sys.stop()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var l load
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the submits, owned by sustainedCapacity: stopLoad, then wg.Wait
+		defer wg.Done()
+		offer(loadCtx, 0, 64, func(ctx context.Context) {
+			select {
+			case pk.room <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if !l.submit(ctx, sys) {
+				stopLoad()
+			}
+		})
+	}()
+	waitFor := func(d time.Duration) {
+		select {
+		case <-loadCtx.Done():
+		case <-time.After(d):
+		}
+	}
+	waitFor(warm)
+	pk.take()
+	from := l.submitted.Load()
+	waitFor(window)
+	ds, _ := pk.take()
+	c := capacity{submitted: l.submitted.Load() - from, started: int64(len(ds)), window: window}
+	stopLoad()
+	wg.Wait()
+	if err := l.err(); err != nil {
+		return capacity{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return capacity{}, err
+	}
+	return c, nil
+}
+
+// load counts one run's submits and keeps its first failure.
+type load struct {
+	submitted, failed atomic.Int64
+	firstErr          atomic.Value
+}
+
+// submit offers one task to sys and reports whether it was taken; a
+// failure after ctx ended is the run stopping, not counted.
+func (l *load) submit(ctx context.Context, sys *sustainedSystem) bool {
+	if err := sys.submit(ctx); err != nil {
+		if ctx.Err() == nil && l.failed.Add(1) == 1 {
+			l.firstErr.Store(err)
+		}
+		return false
+	}
+	l.submitted.Add(1)
+	return true
+}
+
+func (l *load) err() error {
+	if n := l.failed.Load(); n > 0 {
+		return fmt.Errorf("%d submits failed, the first: %v", n, l.firstErr.Load())
+	}
+	return nil
+}
+
+func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen) ([]sustainedSample, error) {
 	db, err := cfg.srv.FreshDatabase(ctx, "sustained")
 	if err != nil {
-		return nil, "?", err
+		return nil, err
 	}
 	defer db.Drop()
 	var pk pickups
 	sys, err := open(ctx, cfg, db, &pk)
 	if err != nil {
-		return nil, "?", err
+		return nil, err
 	}
 	defer sys.stop()
 	admin, err := pgx.Connect(ctx, db.DSN)
 	if err != nil {
-		return nil, sys.name, err
+		return nil, err
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
 
+	checkpoints, err := checkpointsSQL(ctx, admin)
+	if err != nil {
+		return nil, err
+	}
+
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	var submitted, failed atomic.Int64
-	var firstErr atomic.Value
+	var l load
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // the offered load, owned by runSustained
+	go func() { // the offered load, owned by runSustained: stopLoad, then wg.Wait
 		defer wg.Done()
-		offer(loadCtx, rate, 64, func(ctx context.Context) {
-			if err := sys.submit(ctx); err != nil {
-				if ctx.Err() == nil && failed.Add(1) == 1 {
-					firstErr.Store(err)
-				}
-				return
-			}
-			submitted.Add(1)
-		})
+		offer(loadCtx, rate, 64, func(ctx context.Context) { l.submit(ctx, sys) })
 	}()
+	stopAll := func() {
+		stopLoad()
+		wg.Wait()
+	}
+	defer stopAll() // before the system stops: no submit meets a closed client
 
 	var samples []sustainedSample
 	start := time.Now()
@@ -223,22 +326,22 @@ func runSustained(ctx context.Context, cfg *config, rate int,
 	sample := func(phase string) error {
 		ds, slow := pk.take()
 		s := sustainedSample{at: time.Since(start).Round(time.Second), phase: phase, ran: int64(len(ds))}
-		sub := submitted.Load()
+		sub := l.submitted.Load()
 		s.submitted, lastSubmitted = sub-lastSubmitted, sub
 		if len(ds) > 0 {
 			s.p50, s.p99 = pct(ds, 50), pct(ds, 99)
 		}
-		err := admin.QueryRow(ctx, `SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0)
+		err := admin.QueryRow(ctx, `SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0), (`+checkpoints+`)
 			FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = $1::regclass`, sys.table).
-			Scan(&s.tableBytes, &s.indexBytes, &s.live, &s.dead, &s.vacuums)
+			Scan(&s.tableBytes, &s.indexBytes, &s.live, &s.dead, &s.vacuums, &s.checkpoints)
 		if err != nil {
 			return err
 		}
 		s.rssKB = peakRSS() >> 10
 		samples = append(samples, s)
-		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d\n",
+		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d checkpoints %d\n",
 			sys.name, s.at, s.phase, s.submitted, s.ran, ms(s.p50), ms(s.p99),
-			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums)
+			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums, s.checkpoints)
 		printSlow(os.Stdout, slow)
 		return nil
 	}
@@ -257,25 +360,26 @@ func runSustained(ctx context.Context, cfg *config, rate int,
 			// be vacuumed while the transaction lasts.
 			holder, err := pgx.Connect(ctx, db.DSN)
 			if err != nil {
-				return samples, sys.name, err
+				return samples, err
 			}
 			defer holder.Close(context.WithoutCancel(ctx))
 			if holdTx, err = holder.Begin(ctx); err != nil {
-				return samples, sys.name, err
+				return samples, err
 			}
 			if _, err := holdTx.Exec(ctx, "SELECT txid_current()"); err != nil {
-				return samples, sys.name, err
+				return samples, err
 			}
 		}
-		end := time.Now().Add(ph.for_)
-		for time.Now().Before(end) {
+		// A count, not a deadline: a phase ending on a tick's edge would
+		// take one sample more or fewer, and a hold a minute more or less.
+		for range max(1, int(ph.for_ / *sustainedEvery)) {
 			select {
 			case <-ctx.Done():
-				return samples, sys.name, ctx.Err()
+				return samples, ctx.Err()
 			case <-tick.C:
 			}
 			if err := sample(ph.name); err != nil {
-				return samples, sys.name, err
+				return samples, err
 			}
 		}
 		if holdTx != nil {
@@ -283,18 +387,43 @@ func runSustained(ctx context.Context, cfg *config, rate int,
 			holdTx = nil
 		}
 	}
-	stopLoad()
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		return samples, sys.name, fmt.Errorf("%d submits failed, the first: %v", n, firstErr.Load())
+	stopAll()
+	return samples, l.err()
+}
+
+// checkpointsSQL is a query for the server's checkpoints so far, timed
+// and requested: PostgreSQL 17 moved the counts from pg_stat_bgwriter to
+// pg_stat_checkpointer.
+func checkpointsSQL(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return "", err
 	}
-	return samples, sys.name, nil
+	if version >= 170000 {
+		return "SELECT num_timed + num_requested FROM pg_stat_checkpointer", nil
+	}
+	return "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter", nil
 }
 
 // offer calls fn rate times a second, from at most workers goroutines at
 // once, until ctx ends. Calls due while every goroutine is busy wait for
-// one: the offered rate falls short rather than bursting later.
+// one: the offered rate falls short rather than bursting later. A rate of
+// 0 or less offers calls as fast as the goroutines take them.
 func offer(ctx context.Context, rate, workers int, fn func(context.Context)) {
+	if rate <= 0 {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					fn(ctx)
+				}
+			}()
+		}
+		wg.Wait()
+		return
+	}
 	due := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	for range workers {
@@ -435,7 +564,7 @@ func sustainedRiver(ctx context.Context, cfg *config, db *pgadmin.Database, pk *
 
 // printSustained ends a system's run with the verdict the issue asks for:
 // do the sizes plateau, and does p99 stay within 2x of the first minutes?
-func printSustained(w io.Writer, name string, samples []sustainedSample) {
+func printSustained(w io.Writer, name string, rate int, samples []sustainedSample) {
 	var steady []sustainedSample
 	for _, s := range samples {
 		if s.phase == "steady" {
@@ -443,7 +572,7 @@ func printSustained(w io.Writer, name string, samples []sustainedSample) {
 		}
 	}
 	if len(steady) < 4 {
-		fmt.Fprintf(w, "sustained %s: %d steady samples, too few for a verdict\n", name, len(steady))
+		fmt.Fprintf(w, "sustained %s at %d tasks/s: %d steady samples, too few for a verdict\n", name, rate, len(steady))
 		return
 	}
 	// The median of the first three: the very first sample holds the
@@ -457,7 +586,7 @@ func printSustained(w io.Writer, name string, samples []sustainedSample) {
 	size := func(s sustainedSample) int64 { return s.tableBytes + s.indexBytes }
 	mid, last := size(steady[len(steady)/2]), size(steady[len(steady)-1])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "sustained %s:\tp99 of the first 3 samples (median) %s, worst of the second half %s (%.2fx)\n", name, ms(base), ms(worst.p99), float64(worst.p99)/float64(max(base, 1)))
+	fmt.Fprintf(tw, "sustained %s at %d tasks/s:\tp99 of the first 3 samples (median) %s, worst of the second half %s (%.2fx)\n", name, rate, ms(base), ms(worst.p99), float64(worst.p99)/float64(max(base, 1)))
 	fmt.Fprintf(tw, "\ttable+indexes %.1f MB at the middle of the steady phase, %.1f MB at its end (%.2fx)\n", float64(mid)/1e6, float64(last)/1e6, float64(last)/float64(max(mid, 1)))
 	if len(samples) > len(steady) {
 		peak := slices.MaxFunc(samples[len(steady):], func(a, b sustainedSample) int { return int(size(a) - size(b)) })
@@ -465,6 +594,6 @@ func printSustained(w io.Writer, name string, samples []sustainedSample) {
 		fmt.Fprintf(tw, "\tafter the steady phase: peak %.1f MB (%s, dead %d, p99 %s), at the end %.1f MB (dead %d, p99 %s)\n",
 			float64(size(peak))/1e6, peak.phase, peak.dead, ms(peak.p99), float64(size(end))/1e6, end.dead, ms(end.p99))
 	}
-	fmt.Fprintf(tw, "\tpeak RSS of the bench process %d MB\n", samples[len(samples)-1].rssKB/1024)
+	fmt.Fprintf(tw, "\tpeak RSS of the bench process since it started %d MB\n", samples[len(samples)-1].rssKB/1024)
 	tw.Flush()
 }
