@@ -215,27 +215,23 @@ func sustainedCapacity(ctx context.Context, cfg *config, open sustainedOpen, war
 		return capacity{}, err
 	}
 	defer sys.stop()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
 	var l load
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the submits, owned by sustainedCapacity: stopLoad, then wg.Wait
-		defer wg.Done()
-		offer(loadCtx, 0, 64, func(ctx context.Context) {
-			select {
-			case pk.room <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			if !l.submit(ctx, sys) {
-				stopLoad()
-			}
-		})
-	}()
+	failed, fail := context.WithCancel(ctx) // a failed submit ends the measurement
+	defer fail()
+	run := startLoad(failed, 0, func(ctx context.Context) {
+		select {
+		case pk.room <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		if !l.submit(ctx, sys) {
+			fail()
+		}
+	})
+	defer run.stop()
 	waitFor := func(d time.Duration) {
 		select {
-		case <-loadCtx.Done():
+		case <-run.ctx.Done():
 		case <-time.After(d):
 		}
 	}
@@ -245,8 +241,7 @@ func sustainedCapacity(ctx context.Context, cfg *config, open sustainedOpen, war
 	waitFor(window)
 	ds, _ := pk.take()
 	c := capacity{submitted: l.submitted.Load() - from, started: int64(len(ds)), window: window}
-	stopLoad()
-	wg.Wait()
+	run.stop()
 	if err := l.err(); err != nil {
 		return capacity{}, err
 	}
@@ -254,6 +249,31 @@ func sustainedCapacity(ctx context.Context, cfg *config, open sustainedOpen, war
 		return capacity{}, err
 	}
 	return c, nil
+}
+
+// loadRun is an offered load (offer from 64 goroutines) in a goroutine
+// of its own, owned by whoever started it: stop ends it and waits for
+// the calls in flight, and may be called more than once.
+type loadRun struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startLoad(ctx context.Context, rate int, fn func(context.Context)) *loadRun {
+	r := &loadRun{}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		offer(r.ctx, rate, 64, fn)
+	}()
+	return r
+}
+
+func (r *loadRun) stop() {
+	r.cancel()
+	r.wg.Wait()
 }
 
 // load counts one run's submits and keeps its first failure.
@@ -305,19 +325,9 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 		return nil, err
 	}
 
-	loadCtx, stopLoad := context.WithCancel(ctx)
 	var l load
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the offered load, owned by runSustained: stopLoad, then wg.Wait
-		defer wg.Done()
-		offer(loadCtx, rate, 64, func(ctx context.Context) { l.submit(ctx, sys) })
-	}()
-	stopAll := func() {
-		stopLoad()
-		wg.Wait()
-	}
-	defer stopAll() // before the system stops: no submit meets a closed client
+	run := startLoad(ctx, rate, func(ctx context.Context) { l.submit(ctx, sys) })
+	defer run.stop() // before the system stops: no submit meets a closed client
 
 	var samples []sustainedSample
 	start := time.Now()
@@ -387,7 +397,7 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 			holdTx = nil
 		}
 	}
-	stopAll()
+	run.stop()
 	return samples, l.err()
 }
 
