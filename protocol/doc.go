@@ -90,6 +90,23 @@
 // since a single value cannot stand in for the list anywhere else; Bind
 // refuses a One the statement was not specialized for.
 //
+// # Ownership checks on Postgres
+//
+// Every write a worker makes to a task it holds (complete, complete_many,
+// fail, succeed, snooze, progress, heartbeat, heartbeat_batch) matches the
+// task by id and checks that it is running, held by the worker and within
+// its lease. On Postgres that check is written as one (... AND ...) IS TRUE,
+// which selects the same rows as the bare conjunction but is a predicate no
+// index serves, so the planner finds each row through the primary key.
+// Bare, the planner, counting few running tasks, reads
+// cairnq_tasks_lease_idx for every unexpired lease and filters the ids out
+// of those; while a long transaction holds back vacuum, that index keeps an
+// entry for every task claimed within a lease, each one read back from the
+// heap: with 20,000 tasks claimed and settled under a held snapshot, a
+// settlement of 20 read 492 buffers, and 88 by the key
+// (TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps in internal/engine;
+// docs/benchmarks.md, "Sustained load", for what it costs a worker).
+//
 // # Compiled text
 //
 // Compile strips comments, collapses whitespace and numbers parameters in

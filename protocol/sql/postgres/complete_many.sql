@@ -7,6 +7,13 @@
 -- how each caller learns it lost its own. Only those two columns: the
 -- settling worker needs nothing else, and whole rows cost the server
 -- their output and the client their decoding on every task.
+--
+-- The ownership check sits in IS TRUE so that each row is found by its
+-- key (package protocol, "Ownership checks on Postgres"). The call's rows
+-- are limited to their own count for the same reason: the planner then
+-- takes them for a single row, for which a lookup by key is cheaper than
+-- reading the table even while the table is new and small, so the plan a
+-- connection caches in the table's first seconds still serves it grown.
 UPDATE cairnq_tasks AS task
 SET status          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'succeeded' END,
     result          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN task.result ELSE CAST(done.result AS jsonb) END,
@@ -14,9 +21,11 @@ SET status          = CASE WHEN task.cancel_requested_at_ms IS NOT NULL THEN 'ca
     lease_until_ms  = NULL,
     completed_at_ms = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint),
     updated_at_ms   = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
-FROM unnest(:ids::text[], :worker_ids::text[], :results::text[]) AS done (id, worker_id, result)
+FROM (SELECT *
+      FROM unnest(:ids::text[], :worker_ids::text[], :results::text[]) AS each_task (id, worker_id, result)
+      LIMIT cardinality(:ids::text[])) AS done
 WHERE task.id = done.id
-  AND task.status = 'running'
-  AND task.worker_id = done.worker_id
-  AND task.lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
+  AND (task.status = 'running'
+       AND task.worker_id = done.worker_id
+       AND task.lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)) IS TRUE
 RETURNING task.id, task.status;

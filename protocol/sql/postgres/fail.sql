@@ -2,6 +2,8 @@
 -- cancel requested -> canceled; :retryable (boolean) with attempts left ->
 -- queued again at now + :delay_ms with worker and progress cleared; else
 -- failed. :error (jsonb) is kept on every outcome, and the lease always ends.
+-- The ownership check sits in IS TRUE so that the row is found by its
+-- key (package protocol, "Ownership checks on Postgres").
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -32,7 +34,7 @@ SET status = CASE
     END,
     updated_at_ms = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
 WHERE id = :id
-  AND status = 'running'
-  AND worker_id = :worker_id
-  AND lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
+  AND (status = 'running'
+       AND worker_id = :worker_id
+       AND lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)) IS TRUE
 RETURNING *;

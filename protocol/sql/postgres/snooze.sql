@@ -8,6 +8,8 @@
 -- running: the task ends canceled, keeping its attempt, worker, progress and
 -- message. The notify trigger sees running -> queued (or -> canceled) like any
 -- other such update. No row back means the lease was lost.
+-- The ownership check sits in IS TRUE so that the row is found by its
+-- key (package protocol, "Ownership checks on Postgres").
 UPDATE cairnq_tasks
 SET status          = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'queued' END,
     attempt         = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN attempt ELSE GREATEST(attempt - 1, 0) END,
@@ -20,7 +22,7 @@ SET status          = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'cancele
     message         = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN message ELSE NULL END,
     updated_at_ms   = CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
 WHERE id = :id
-  AND status = 'running'
-  AND worker_id = :worker_id
-  AND lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
+  AND (status = 'running'
+       AND worker_id = :worker_id
+       AND lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)) IS TRUE
 RETURNING *;

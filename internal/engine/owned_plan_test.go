@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// The writes a worker makes to the tasks it holds find them by their key
+// under the plan a connection caches, the generic one, on a new empty
+// table as on one whose statistics count few running tasks (package
+// protocol, "Ownership checks on Postgres"): the lease index is read
+// whole while a held snapshot keeps its entries, and a scan of the table,
+// cheapest while it is new, would stay cached as it grows.
+func TestOwnedWritesFindTheirTasksByKey(t *testing.T) {
+	ctx := t.Context()
+	s, _, db := openClaimLogPG(t)
+	owned := []string{stmtComplete, stmtCompleteMany, stmtFail, stmtSucceed, stmtSnooze, stmtProgress, stmtHeartbeat}
+	check := func(table string, names []string) {
+		t.Helper()
+		for _, name := range names {
+			scans, indexes := genericPlanScans(t, s, db, name)
+			if len(indexes) == 0 || strings.Join(indexes, ",") != strings.Repeat("cairnq_tasks_pkey,", len(indexes)-1)+"cairnq_tasks_pkey" || len(scans) != 0 {
+				t.Errorf("%s on %s: the generic plan reads cairnq_tasks by %v and through the indexes %v, want the primary key alone", name, table, scans, indexes)
+			}
+		}
+	}
+	check("a new table", owned)
+
+	// 20,000 finished tasks beside 64 running ones, and the statistics
+	// that say so.
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO cairnq_tasks (id, name, status, payload, run_at_ms, created_at_ms, updated_at_ms, completed_at_ms)
+SELECT 'task_done' || g, 'job', 'succeeded', '{}', g, g, g, g FROM generate_series(1, 20000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO cairnq_tasks (id, name, status, payload, run_at_ms, created_at_ms, updated_at_ms, worker_id, lease_until_ms)
+SELECT 'task_running' || g, 'job', 'running', '{}', g, g, g, 'w', 4102444800000 FROM generate_series(1, 64) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE cairnq_tasks"); err != nil {
+		t.Fatal(err)
+	}
+	// heartbeat_batch keeps the list filter Specialize rewrites, id =
+	// ANY(...), whose generic plan on a new table is a scan of it: one
+	// statement a beat, not a settlement a task, so it is checked here only.
+	check("a table of finished tasks", append(owned, stmtHeartbeatBatch))
+}
+
+// genericPlanScans prepares the store's statement name on a connection of
+// db and returns how the generic plan, the one a statement a driver
+// keeps prepared runs from its sixth call on, reaches cairnq_tasks: the
+// node types that read the table other than through an index (a Seq Scan),
+// and the names of the indexes it reads.
+func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, indexes []string) {
+	t.Helper()
+	ctx := t.Context()
+	// Values for every parameter any of the owned writes takes; the plan
+	// is generic, so which values does not matter.
+	a := protocol.Args{
+		"id": "task_x", "ids": pgArray([]string{"task_x"}), "worker_id": "w", "worker_ids": pgArray([]string{"w"}),
+		"result": nil, "results": pgArrayNullable([]any{nil}), "lease_ms": int64(30000), "progress": nil,
+		"message": nil, "retryable": true, "error": "{}", "delay_ms": int64(0),
+	}
+	q, args, err := s.compile(name, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PREPARE owned_probe AS "+q); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(args)), ", ")
+	var plan string
+	if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE owned_probe("+nulls+")").Scan(&plan); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	// The connection goes back to the pool: leave it as it came.
+	if _, err := conn.ExecContext(ctx, "DEALLOCATE owned_probe; RESET plan_cache_mode"); err != nil {
+		t.Fatal(err)
+	}
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(plan), &out); err != nil || len(out) != 1 {
+		t.Fatalf("%s: %v: %s", name, err, plan)
+	}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Index != "" {
+			indexes = append(indexes, n.Index)
+		} else if n.Relation == "cairnq_tasks" && n.Node != "ModifyTable" && !strings.HasPrefix(n.Node, "Bitmap") {
+			scans = append(scans, n.Node)
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(out[0].Plan)
+	return scans, indexes
+}
+
+// planNode is a node of EXPLAIN's JSON plan: what it reads, and the
+// shared buffers it touched (under ANALYZE, BUFFERS).
+type planNode struct {
+	Node     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Hit      int        `json:"Shared Hit Blocks"`
+	Read     int        `json:"Shared Read Blocks"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// A settlement finds its tasks by their ids, not through the lease index:
+// while a snapshot older than them lives, that index keeps an entry for
+// every task claimed within a lease, and the planner, counting few
+// running tasks, would read them all. Both the plan made for the call's
+// own arrays and the generic one a cached statement takes after five
+// calls are checked.
+func TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps(t *testing.T) {
+	ctx := t.Context()
+	s, _, db := openClaimLogPG(t)
+	holdHorizon(t, db)
+
+	const settled, settling = 20000, 20
+	ps := make([]SubmitParams, MaxSubmitMany)
+	for i := range ps {
+		ps[i] = SubmitParams{Name: "job"}
+	}
+	for range settled / MaxSubmitMany {
+		if _, err := s.SubmitMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each task claimed and settled leaves a running version, its lease
+	// an hour off, that vacuum may not remove.
+	for n := 0; n < settled; {
+		got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1000, Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("claimed %d of %d", n, settled)
+		}
+		cs := make([]*Completion, len(got))
+		for i, task := range got {
+			cs[i] = &Completion{ID: task.ID, WorkerID: "w"}
+		}
+		if err := s.SettleCompletions(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		n += len(got)
+	}
+	if _, err := s.SubmitMany(ctx, ps[:settling]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w2", Limit: settling, Lease: time.Hour})
+	if err != nil || len(got) != settling {
+		t.Fatalf("claimed %d of %d: %v", len(got), settling, err)
+	}
+	// What the planner sees in a table past its first autovacuum.
+	if _, err := db.ExecContext(ctx, "ANALYZE cairnq_tasks"); err != nil {
+		t.Fatal(err)
+	}
+	ids, workers, results := make([]string, settling), make([]string, settling), make([]any, settling)
+	for i, task := range got {
+		ids[i], workers[i] = task.ID, "w2"
+	}
+	a := protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)}
+
+	// The hold is live: a read of the unexpired leases walks the entries.
+	lease := explainSQLBuffers(t, db, "SELECT count(*) FROM cairnq_tasks WHERE status = 'running' AND lease_until_ms > 0")
+	custom := explainBuffers(t, s, db, stmtCompleteMany, a)
+	textArray := func(vs []string) string { return "'{" + strings.Join(vs, ",") + "}'" }
+	nulls := make([]string, settling)
+	for i := range nulls {
+		nulls[i] = "NULL"
+	}
+	generic := explainGenericBuffers(t, s, db, stmtCompleteMany, a, textArray(ids), textArray(workers), textArray(nulls))
+	t.Logf("buffers read: the unexpired leases %d, a settlement of %d %d (its own plan), %d (generic plan)", lease, settling, custom, generic)
+	if lease < settled/50 {
+		t.Fatalf("reading the leases took %d buffers past %d dead entries: the test no longer holds the horizon", lease, settled)
+	}
+	for plan, n := range map[string]int{"its own plan": custom, "the generic plan": generic} {
+		if n > 10*settling || n*4 > lease {
+			t.Errorf("a settlement of %d read %d buffers under %s (the leases: %d), want under %d and a quarter of the leases'", settling, n, plan, lease, 10*settling)
+		}
+	}
+}
