@@ -48,6 +48,13 @@ type sustainedSample struct {
 	vacuums     int64 // autovacuum runs so far
 	checkpoints int64 // the server's checkpoints so far, timed and requested
 	rssKB       int64 // this process's peak RSS so far (VmHWM)
+	controls    []controlStat
+}
+
+// controlStat is what a control's commits took in one interval.
+type controlStat struct {
+	name          string
+	p50, p99, max time.Duration
 }
 
 // pickups collects submit-to-start delays between samples, and the
@@ -102,9 +109,9 @@ func (p *pickups) take() ([]time.Duration, map[int64]slowSecond) {
 	return ds, slow
 }
 
-// printSlow prints the seconds that held slow pickups, in UTC as the
-// server's log prints them.
-func printSlow(w io.Writer, slow map[int64]slowSecond) {
+// printSlow prints the seconds that held slow pickups (or what, if not
+// pickups), in UTC as the server's log prints them.
+func printSlow(w io.Writer, what string, slow map[int64]slowSecond) {
 	secs := make([]int64, 0, len(slow))
 	for sec := range slow {
 		secs = append(secs, sec)
@@ -112,8 +119,8 @@ func printSlow(w io.Writer, slow map[int64]slowSecond) {
 	slices.Sort(secs)
 	for _, sec := range secs {
 		s := slow[sec]
-		fmt.Fprintf(w, "    slow %s UTC: %d pickups over %v, worst %s\n",
-			time.Unix(sec, 0).UTC().Format("15:04:05"), s.n, slowPickup, ms(s.worst))
+		fmt.Fprintf(w, "    slow %s UTC: %d %s over %v, worst %s\n",
+			time.Unix(sec, 0).UTC().Format("15:04:05"), s.n, what, slowPickup, ms(s.worst))
 	}
 }
 
@@ -324,6 +331,11 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 	if err != nil {
 		return nil, err
 	}
+	ctl, err := startControls(ctx, db.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.stop()
 
 	var l load
 	run := startLoad(ctx, rate, func(ctx context.Context) { l.submit(ctx, sys) })
@@ -348,11 +360,24 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 			return err
 		}
 		s.rssKB = peakRSS() >> 10
+		ctlSlow := make([]map[int64]slowSecond, len(ctl.all))
+		for i, c := range ctl.all {
+			ds, slow := c.commits.take()
+			st := controlStat{name: c.name}
+			if len(ds) > 0 {
+				st.p50, st.p99, st.max = pct(ds, 50), pct(ds, 99), slices.Max(ds)
+			}
+			s.controls, ctlSlow[i] = append(s.controls, st), slow
+		}
 		samples = append(samples, s)
 		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d checkpoints %d\n",
 			sys.name, s.at, s.phase, s.submitted, s.ran, ms(s.p50), ms(s.p99),
 			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums, s.checkpoints)
-		printSlow(os.Stdout, slow)
+		printSlow(os.Stdout, "pickups", slow)
+		for i, c := range s.controls {
+			fmt.Printf("    %s: commits p50 %s p99 %s max %s\n", c.name, ms(c.p50), ms(c.p99), ms(c.max))
+			printSlow(os.Stdout, c.name+" commits", ctlSlow[i])
+		}
 		return nil
 	}
 	phases := []struct {
@@ -605,5 +630,17 @@ func printSustained(w io.Writer, name string, rate int, samples []sustainedSampl
 			float64(size(peak))/1e6, peak.phase, peak.dead, ms(peak.p99), float64(size(end))/1e6, end.dead, ms(end.p99))
 	}
 	fmt.Fprintf(tw, "\tpeak RSS of the bench process since it started %d MB\n", samples[len(samples)-1].rssKB/1024)
+	// The steady samples past 2x, beside what the controls' commits
+	// took in them: a control as slow says the server stalled.
+	for i, s := range steady {
+		if s.p99 <= 2*base {
+			continue
+		}
+		fmt.Fprintf(tw, "\tsample %d over 2x: p99 %s (%.2fx)", i+1, ms(s.p99), float64(s.p99)/float64(max(base, 1)))
+		for _, c := range s.controls {
+			fmt.Fprintf(tw, "; %s commits p99 %s max %s", c.name, ms(c.p99), ms(c.max))
+		}
+		fmt.Fprintln(tw)
+	}
 	tw.Flush()
 }

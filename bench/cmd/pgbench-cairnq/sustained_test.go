@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The sustained run's default rate is half what each system can submit
@@ -51,5 +53,65 @@ func TestSustainedCapacityBoundsTheBacklog(t *testing.T) {
 				t.Errorf("%d goroutines after the measurement, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 			}
 		})
+	}
+}
+
+// The controls each commit on a connection of their own until stopped,
+// the notifying one sending a NOTIFY with every commit, and leave no
+// goroutine behind.
+func TestControlsCommitUntilStopped(t *testing.T) {
+	ctx := context.Background()
+	db := freshDB(t, testServer(t), "controls")
+	before := runtime.NumGoroutine()
+	cs, err := startControls(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, "LISTEN bench_control"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := listener.WaitForNotification(wctx); err != nil {
+		t.Fatalf("no notification from the notifying control: %v", err)
+	}
+	counts := make([]int, len(cs.all))
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(controlEvery) {
+		done := true
+		for i, c := range cs.all {
+			ds, _ := c.commits.take()
+			counts[i] += len(ds)
+			done = done && counts[i] >= 3
+		}
+		if done {
+			break
+		}
+	}
+	cs.stop()
+	cs.stop() // a second stop is harmless
+	for i, c := range cs.all {
+		if counts[i] < 3 {
+			t.Errorf("%s recorded %d commits, want at least 3", c.name, counts[i])
+		}
+	}
+	var rows int
+	if err := listener.QueryRow(ctx, "SELECT count(*) FROM bench_control").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows < counts[0]+counts[1] {
+		t.Errorf("%d rows committed, %d commits recorded", rows, counts[0]+counts[1])
+	}
+	listener.Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after stop, %d before", n, before)
 	}
 }
