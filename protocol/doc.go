@@ -97,7 +97,10 @@
 // task by id and checks that it is running, held by the worker and within
 // its lease. On Postgres that check is written as one (... AND ...) IS TRUE,
 // which selects the same rows as the bare conjunction but is a predicate no
-// index serves, so the planner finds each row through the primary key.
+// index serves, so the planner finds each row through the primary key
+// (heartbeat_batch's generic plan on a table never analyzed may scan it
+// instead, until the first ANALYZE: its id = ANY list filter is what
+// Specialize rewrites, and it runs once a beat, not once a task).
 // Bare, the planner, counting few running tasks, reads
 // cairnq_tasks_lease_idx for every unexpired lease and filters the ids out
 // of those; while a long transaction holds back vacuum, that index keeps an
