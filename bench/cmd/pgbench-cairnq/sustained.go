@@ -54,7 +54,10 @@ type sustainedSample struct {
 // controlStat is what a control's commits took in one interval.
 type controlStat struct {
 	name          string
+	commits       int
 	p50, p99, max time.Duration
+	stalled       time.Duration // how long the commit under way at the sample had waited
+	errs          int64         // failed commits so far
 }
 
 // pickups collects submit-to-start delays between samples, and the
@@ -331,11 +334,16 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := startControls(ctx, db.DSN)
+	ctlDB, err := cfg.srv.FreshDatabase(ctx, "control")
 	if err != nil {
 		return nil, err
 	}
-	defer ctl.stop()
+	defer ctlDB.Drop()
+	ctl, err := startControls(ctx, ctlDB.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.stop() // before the database is dropped
 
 	var l load
 	run := startLoad(ctx, rate, func(ctx context.Context) { l.submit(ctx, sys) })
@@ -363,7 +371,7 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 		ctlSlow := make([]map[int64]slowSecond, len(ctl.all))
 		for i, c := range ctl.all {
 			ds, slow := c.commits.take()
-			st := controlStat{name: c.name}
+			st := controlStat{name: c.name, commits: len(ds), stalled: c.stalled(), errs: c.errs.Load()}
 			if len(ds) > 0 {
 				st.p50, st.p99, st.max = pct(ds, 50), pct(ds, 99), slices.Max(ds)
 			}
@@ -375,7 +383,7 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums, s.checkpoints)
 		printSlow(os.Stdout, "pickups", slow)
 		for i, c := range s.controls {
-			fmt.Printf("    %s: commits p50 %s p99 %s max %s\n", c.name, ms(c.p50), ms(c.p99), ms(c.max))
+			fmt.Printf("    %s: %s\n", c.name, c)
 			printSlow(os.Stdout, c.name+" commits", ctlSlow[i])
 		}
 		return nil
@@ -597,6 +605,22 @@ func sustainedRiver(ctx context.Context, cfg *config, db *pgadmin.Database, pk *
 	}, nil
 }
 
+// String says what the control's commits took: none finished says so,
+// and a commit still waiting at the sample says for how long.
+func (c controlStat) String() string {
+	out := fmt.Sprintf("%d commits", c.commits)
+	if c.commits > 0 {
+		out += fmt.Sprintf(", p50 %s p99 %s max %s", ms(c.p50), ms(c.p99), ms(c.max))
+	}
+	if c.stalled >= slowPickup {
+		out += fmt.Sprintf(", one waiting for %s", ms(c.stalled))
+	}
+	if c.errs > 0 {
+		out += fmt.Sprintf(", %d failed so far", c.errs)
+	}
+	return out
+}
+
 // printSustained ends a system's run with the verdict the issue asks for:
 // do the sizes plateau, and does p99 stay within 2x of the first minutes?
 func printSustained(w io.Writer, name string, rate int, samples []sustainedSample) {
@@ -638,7 +662,7 @@ func printSustained(w io.Writer, name string, rate int, samples []sustainedSampl
 		}
 		fmt.Fprintf(tw, "\tsample %d over 2x: p99 %s (%.2fx)", i+1, ms(s.p99), float64(s.p99)/float64(max(base, 1)))
 		for _, c := range s.controls {
-			fmt.Fprintf(tw, "; %s commits p99 %s max %s", c.name, ms(c.p99), ms(c.max))
+			fmt.Fprintf(tw, "; %s %s", c.name, c)
 		}
 		fmt.Fprintln(tw)
 	}
