@@ -254,35 +254,15 @@ func TestClaimFromFrontFindsATaskBehindIt(t *testing.T) {
 // lives, vacuum cannot remove their claim-index entries, and a full draw
 // reads every one; a draw from the front reads past none of them.
 func TestClaimFromFrontSkipsEntriesAHeldSnapshotKeeps(t *testing.T) {
-	ctx := t.Context()
 	s, _, db := openClaimLogPG(t)
 	holdHorizon(t, db)
 
 	// Enough claimed tasks that their heap pages (about 40 rows each)
 	// outnumber what one claim's own update touches.
 	const claimed, queued = 20000, 10
-	ps := make([]SubmitParams, MaxSubmitMany)
-	for i := range ps {
-		ps[i] = SubmitParams{Name: "job"}
-	}
-	for range claimed / MaxSubmitMany {
-		if _, err := s.SubmitMany(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for n := 0; n < claimed; {
-		got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			t.Fatalf("claimed %d of %d", n, claimed)
-		}
-		n += len(got)
-	}
-	if _, err := s.SubmitMany(ctx, ps[:queued]); err != nil {
-		t.Fatal(err)
-	}
+	submitJobs(t, s, claimed)
+	claimJobs(t, s, claimed, 0, nil)
+	submitJobs(t, s, queued)
 	// The newest front, which a windowed draw right after the last claim
 	// reads (the lag is 0). Not frontPlan's answer now: when the claims
 	// took over fullDrawEvery under load, the next draw is due in full.
@@ -331,6 +311,42 @@ func holdHorizon(t *testing.T, db *sql.DB) {
 	}
 	if _, err := holder.ExecContext(ctx, "SELECT txid_current()"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// submitJobs submits n tasks named job, in batches as large as SubmitMany
+// takes.
+func submitJobs(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for n > 0 {
+		ps := make([]SubmitParams, min(n, MaxSubmitMany))
+		for i := range ps {
+			ps[i] = SubmitParams{Name: "job"}
+		}
+		if _, err := s.SubmitMany(t.Context(), ps); err != nil {
+			t.Fatal(err)
+		}
+		n -= len(ps)
+	}
+}
+
+// claimJobs claims n tasks of the default queue as worker w, in draws of
+// up to 1,000 with the given lease (0: the default), handing each draw to
+// each when it is not nil.
+func claimJobs(t *testing.T, s *Store, n int, lease time.Duration, each func([]*Task)) {
+	t.Helper()
+	for claimed := 0; claimed < n; {
+		got, err := s.Claim(t.Context(), ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: min(n-claimed, 1000), Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("claimed %d of %d", claimed, n)
+		}
+		if each != nil {
+			each(got)
+		}
+		claimed += len(got)
 	}
 }
 

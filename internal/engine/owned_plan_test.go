@@ -145,25 +145,10 @@ func TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps(t *testing.T) {
 	holdHorizon(t, db)
 
 	const settled, settling = 20000, 20
-	ps := make([]SubmitParams, MaxSubmitMany)
-	for i := range ps {
-		ps[i] = SubmitParams{Name: "job"}
-	}
-	for range settled / MaxSubmitMany {
-		if _, err := s.SubmitMany(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitJobs(t, s, settled)
 	// Each task claimed and settled leaves a running version, its lease
 	// an hour off, that vacuum may not remove.
-	for n := 0; n < settled; {
-		got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1000, Lease: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			t.Fatalf("claimed %d of %d", n, settled)
-		}
+	claimJobs(t, s, settled, time.Hour, func(got []*Task) {
 		cs := make([]*Completion, len(got))
 		for i, task := range got {
 			cs[i] = &Completion{ID: task.ID, WorkerID: "w"}
@@ -171,11 +156,8 @@ func TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps(t *testing.T) {
 		if err := s.SettleCompletions(ctx, cs); err != nil {
 			t.Fatal(err)
 		}
-		n += len(got)
-	}
-	if _, err := s.SubmitMany(ctx, ps[:settling]); err != nil {
-		t.Fatal(err)
-	}
+	})
+	submitJobs(t, s, settling)
 	got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w2", Limit: settling, Lease: time.Hour})
 	if err != nil || len(got) != settling {
 		t.Fatalf("claimed %d of %d: %v", len(got), settling, err)
