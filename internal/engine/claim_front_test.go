@@ -362,35 +362,52 @@ func explainBuffers(t *testing.T, s *Store, db *sql.DB, name string, a protocol.
 	return explainSQLBuffers(t, db, q, args...)
 }
 
-// explainGenericBuffers is explainBuffers under the generic plan, the one
-// a statement the driver keeps prepared runs from its sixth call on
-// when its cost is no more than the custom plans' average. The
-// statement's arguments go to EXECUTE as the SQL literals given, in
-// order (the server takes no parameters for an EXPLAIN of an EXECUTE).
+// explainGenericBuffers is explainBuffers under the generic plan (see
+// prepareGeneric). The statement's arguments go to EXECUTE as the SQL
+// literals given, in order (the server takes no parameters for an
+// EXPLAIN of an EXECUTE).
 func explainGenericBuffers(t *testing.T, s *Store, db *sql.DB, name string, a protocol.Args, literals ...string) int {
+	t.Helper()
+	conn, n, release := prepareGeneric(t, s, db, name, a)
+	defer release()
+	if len(literals) != n {
+		t.Fatalf("%s takes %d arguments, %d literals given", name, n, len(literals))
+	}
+	return explainOn(t, conn, "EXECUTE generic_probe("+strings.Join(literals, ", ")+")")
+}
+
+// prepareGeneric prepares the store's statement name, compiled with a, as
+// generic_probe on a connection of db that runs the generic plan, the one
+// a statement the driver keeps prepared runs from its sixth call on when
+// it costs no more than the custom plans of the first five. It returns
+// the connection, the statement's number of parameters, and release,
+// which gives the connection back to the pool as it came.
+func prepareGeneric(t *testing.T, s *Store, db *sql.DB, name string, a protocol.Args) (conn *sql.Conn, params int, release func()) {
 	t.Helper()
 	q, args, err := s.compile(name, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	conn, err := db.Conn(ctx)
+	conn, err = db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	release = func() {
+		cctx := context.WithoutCancel(ctx)
+		_, _ = conn.ExecContext(cctx, "DEALLOCATE generic_probe")
+		_, _ = conn.ExecContext(cctx, "RESET plan_cache_mode")
+		_ = conn.Close()
+	}
 	if _, err := conn.ExecContext(ctx, "PREPARE generic_probe AS "+q); err != nil {
-		t.Fatal(err)
+		release()
+		t.Fatalf("%s: %v", name, err)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "DEALLOCATE generic_probe") //nolint:errcheck // the test's session only
 	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		release()
 		t.Fatal(err)
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "RESET plan_cache_mode") //nolint:errcheck // as above
-	if len(literals) != len(args) {
-		t.Fatalf("%s takes %d arguments, %d literals given", name, len(args), len(literals))
-	}
-	return explainOn(t, conn, "EXECUTE generic_probe("+strings.Join(literals, ", ")+")")
+	return conn, len(args), release
 }
 
 // explainSQLBuffers runs q with args under EXPLAIN ANALYZE in a
@@ -418,13 +435,7 @@ func explainOn(t *testing.T, conn *sql.Conn, q string, args ...any) int {
 	if err := tx.QueryRowContext(t.Context(), "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
-	var out []struct {
-		Plan planNode `json:"Plan"`
-	}
-	if err := json.Unmarshal([]byte(plan), &out); err != nil || len(out) != 1 {
-		t.Fatal(errors.Join(err, fmt.Errorf("plan: %s", plan)))
-	}
-	p := out[0].Plan
+	p := parsePlan(t, plan)
 	if p.Node == "ModifyTable" {
 		// The rows it finds, not the index entries its writes add: its
 		// outer plan, which counts the CTEs it scans too (an InitPlan
@@ -437,6 +448,18 @@ func explainOn(t *testing.T, conn *sql.Conn, q string, args ...any) int {
 		t.Fatalf("a ModifyTable without an outer plan: %s", plan)
 	}
 	return p.Hit + p.Read
+}
+
+// parsePlan reads the root node of an EXPLAIN (FORMAT JSON).
+func parsePlan(t *testing.T, plan string) planNode {
+	t.Helper()
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(plan), &out); err != nil || len(out) != 1 {
+		t.Fatal(errors.Join(err, fmt.Errorf("plan: %s", plan)))
+	}
+	return out[0].Plan
 }
 
 // A sweep's purge starts at its floor and says how far it got; Purge

@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"context"
 	"database/sql"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +59,12 @@ FROM generate_series($2::int, $3::int) AS g`, status, from, to); err != nil {
 	check("a table of finished tasks", append(owned, stmtHeartbeatBatch))
 }
 
-// genericPlanScans prepares the store's statement name on a connection of
-// db and returns how the generic plan, the one a statement a driver
-// keeps prepared runs once it is no dearer than the custom plans of its
-// first five calls, reaches cairnq_tasks: the
-// node types that read the table other than through an index (a Seq Scan),
-// and the names of the indexes it reads.
+// genericPlanScans returns how the generic plan of the store's statement
+// name (see prepareGeneric) reaches cairnq_tasks: the node types that
+// read the table other than through an index (a Seq Scan), and the names
+// of the indexes it reads.
 func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, indexes []string) {
 	t.Helper()
-	ctx := t.Context()
 	// Values for every parameter any of the owned writes takes; the plan
 	// is generic, so which values does not matter.
 	a := protocol.Args{
@@ -77,34 +72,12 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 		"result": nil, "results": pgArrayNullable([]any{nil}), "lease_ms": int64(30000), "progress": nil,
 		"message": nil, "retryable": true, "error": "{}", "delay_ms": int64(0),
 	}
-	q, args, err := s.compile(name, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "PREPARE owned_probe AS "+q); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	// The connection goes back to the pool: leave it as it came.
-	defer conn.ExecContext(context.WithoutCancel(ctx), "DEALLOCATE owned_probe") //nolint:errcheck // a probe of the test's own
-	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "RESET plan_cache_mode") //nolint:errcheck // as above
-	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(args)), ", ")
+	conn, n, release := prepareGeneric(t, s, db, name, a)
+	defer release()
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
 	var plan string
-	if err := conn.QueryRowContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE owned_probe("+nulls+")").Scan(&plan); err != nil {
+	if err := conn.QueryRowContext(t.Context(), "EXPLAIN (FORMAT JSON) EXECUTE generic_probe("+nulls+")").Scan(&plan); err != nil {
 		t.Fatalf("%s: %v", name, err)
-	}
-	var out []struct {
-		Plan planNode `json:"Plan"`
-	}
-	if err := json.Unmarshal([]byte(plan), &out); err != nil || len(out) != 1 {
-		t.Fatalf("%s: %v: %s", name, err, plan)
 	}
 	var walk func(n planNode)
 	walk = func(n planNode) {
@@ -117,7 +90,7 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 			walk(c)
 		}
 	}
-	walk(out[0].Plan)
+	walk(parsePlan(t, plan))
 	return scans, indexes
 }
 
