@@ -110,6 +110,41 @@
 // (TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps in internal/engine;
 // docs/benchmarks.md, "Sustained load", for what it costs a worker).
 //
+// # Claims on Postgres
+//
+// A draw of one queue reads cairnq_tasks_claim_idx (claim_name_idx for
+// one name) from where it starts, in claim order, and stops at its limit.
+// With status = 'queued' written as a constant the planner prices that
+// against reading every queued task through
+// cairnq_tasks_status_completed_idx and sorting them, by statistics that
+// count the queued tasks as of the last ANALYZE: when those say few (a
+// backlog that formed since, or a table of mostly finished tasks), both
+// cost about one row and the smaller index wins, by the depth of the
+// tree alone. Each draw then reads the whole backlog; draws slow, the
+// backlog grows, and it feeds itself until the next ANALYZE (in a held
+// snapshot's hold, 27,152 queued rows read and sorted for 4 taken:
+// docs/benchmarks.md, "Sustained load"). So claim_window and
+// claimable_probe_window compare status with (SELECT 'queued'::text), a
+// value the planner cannot look up in the statistics: it counts a share
+// of the table per status instead, and a draw that stops at its limit in
+// index order costs far less than one that reads them all. The probe's
+// legs take the first task in claim order (ORDER BY ... LIMIT 1), not
+// EXISTS, for which a scan of the table that expects a match soon would
+// cost least. claim and claimable_probe, the full draws (a draw shape's
+// first, then one at least every second and one after a draw that came
+// back short; internal/engine's claim_front.go spaces slow ones), keep
+// the constant. For several queues no index gives claim order (queue =
+// ANY gives none) and, with a share of the table counted per status, a
+// scan of the whole table would cost least. For one queue the hidden
+// value does not help a table never analyzed, whose statistics are
+// defaults that count every status as rare, and there the status index,
+// one page deep while the claim index is two, wins as before: a worker
+// whose full draws went through the window statements from its first
+// claim cached that plan and fell seconds behind until the first
+// autovacuum ANALYZE (p99 pickup 5.8 s in its first minute at 2,400
+// tasks/s, 11.9 ms with claim.sql). TestClaimsReadTheClaimIndexes in
+// internal/engine checks the window statements' plans.
+//
 // # Compiled text
 //
 // Compile strips comments, collapses whitespace and numbers parameters in

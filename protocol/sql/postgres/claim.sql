@@ -6,6 +6,8 @@
 -- SKIP LOCKED keeps concurrent claimers off each other's rows. clock_timestamp()
 -- rather than now(): the transaction may have waited on locks since it began.
 -- Order: priority, then due time, then id, so ties resolve deterministically.
+-- status stays a constant here, unlike claim_window.sql's (package
+-- protocol, "Claims on Postgres" says why).
 -- A claim commits durably like every other write: the worker starts
 -- handlers on the rows it returns, so a claim lost in a server crash would
 -- run those tasks again on the same attempt.

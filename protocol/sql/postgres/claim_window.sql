@@ -13,12 +13,15 @@
 -- "Sustained load"). A task committed behind the floor (a long
 -- transaction's submit, a run_at moved back) waits for the worker's next
 -- full claim (internal/engine/claim_front.go says when).
+-- status is compared with a subquery so that the planner reads the claim
+-- index in order whatever the statistics count (package protocol,
+-- "Claims on Postgres").
 -- Postgres refuses FOR UPDATE beside UNION, so each leg is a CTE; a leg
 -- runs only when the legs before it came up short of :limit.
 WITH higher AS (
     SELECT id
     FROM cairnq_tasks
-    WHERE status = 'queued'
+    WHERE status = (SELECT 'queued'::text)
       AND queue = ANY (:queues::text[])
       AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
       AND priority > :priority::integer
@@ -29,7 +32,7 @@ WITH higher AS (
 ), level AS (
     SELECT id
     FROM cairnq_tasks
-    WHERE status = 'queued'
+    WHERE status = (SELECT 'queued'::text)
       AND queue = ANY (:queues::text[])
       AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
       AND priority = :priority::integer
@@ -41,7 +44,7 @@ WITH higher AS (
 ), lower AS (
     SELECT id
     FROM cairnq_tasks
-    WHERE status = 'queued'
+    WHERE status = (SELECT 'queued'::text)
       AND queue = ANY (:queues::text[])
       AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
       AND priority < :priority::integer

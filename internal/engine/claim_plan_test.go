@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"database/sql"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// A claim and its probe read the queued tasks through a claim index
+// whatever the statistics say about them (package protocol, "Claims on
+// Postgres"): here the statistics count no queued task and the claim
+// indexes are three levels deep beside a status index of one, which
+// tips a planner that counts on status = 'queued' to the status index
+// and a sort of every queued task it finds. In the held-snapshot hold
+// of docs/benchmarks.md ("Sustained load") it was the claim indexes
+// grown taller by the entries vacuum could not remove; here it is wide
+// ids.
+func TestClaimsReadTheClaimIndexes(t *testing.T) {
+	ctx := t.Context()
+	s, _, db := openClaimLogPG(t)
+	if _, err := db.ExecContext(ctx, "ALTER TABLE cairnq_tasks SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	// Statistics taken before the queue filled: finished tasks only.
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO cairnq_tasks (id, name, status, payload, run_at_ms, created_at_ms, updated_at_ms, completed_at_ms)
+SELECT 'task_done' || g, 'job', 'succeeded', '{}', g, g, g, g FROM generate_series(1, 3000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE cairnq_tasks"); err != nil {
+		t.Fatal(err)
+	}
+	// 600 queued tasks due at once, each id near 2 KB of digits the
+	// index cannot compress, so that few fit a page of the claim indexes.
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO cairnq_tasks (id, name, status, payload, run_at_ms, created_at_ms, updated_at_ms)
+SELECT 'task_' || lpad(g::text, 4, '0') || (SELECT string_agg(md5(g || '.' || i), '') FROM generate_series(1, 60) AS i),
+       'job', 'queued', '{}', 1000000, g, g
+FROM generate_series(1, 600) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	var floorID string
+	if err := db.QueryRowContext(ctx, "SELECT id FROM cairnq_tasks WHERE status = 'queued' ORDER BY id OFFSET 300 LIMIT 1").Scan(&floorID); err != nil {
+		t.Fatal(err)
+	}
+	// The trap is set: a draw written with the status as a constant, as
+	// the statements were, reads the status index and sorts.
+	var trap string
+	if err := db.QueryRowContext(ctx, `EXPLAIN (FORMAT JSON)
+SELECT id FROM cairnq_tasks WHERE status = 'queued' AND queue = 'default'
+ORDER BY priority DESC, run_at_ms, id LIMIT 4`).Scan(&trap); err != nil {
+		t.Fatal(err)
+	}
+	if _, indexes, sorts := planReads(parsePlan(t, trap)); !slices.Equal(indexes, []string{"cairnq_tasks_status_completed_idx"}) || sorts != 1 {
+		t.Fatalf("a draw by the constant status reads %v with %d sorts: the test no longer tips the planner to the status index", indexes, sorts)
+	}
+
+	claimIndexes := []string{"cairnq_tasks_claim_idx", "cairnq_tasks_claim_name_idx"}
+	for _, c := range []struct {
+		shape string
+		names any
+	}{
+		{"any name", nil},
+		{"one name", protocol.One("job")},
+		{"two names", pgArray([]string{"job", "other"})},
+	} {
+		for _, from := range []struct {
+			name   string
+			window protocol.Args
+		}{
+			{"from a front", frontFloor{runAtMS: 1000000, id: floorID}.args(0)},
+			{"from before its first task", frontFloor{runAtMS: 1000000}.args(0)},
+			{"below a higher priority", frontFloor{runAtMS: 1000000}.args(5)},
+		} {
+			a := withArgs(protocol.Args{
+				"queues": protocol.One("default"), "names": c.names, "worker_id": "w", "lease_ms": int64(30000), "limit": int64(4),
+			}, from.window)
+			for _, stmt := range []string{stmtClaimWindow, stmtClaimableProbeWindow} {
+				for _, plan := range []string{"custom", "generic"} {
+					var p planNode
+					if plan == "custom" {
+						p = explainPlan(t, s, db, stmt, a)
+					} else {
+						p = explainGenericPlan(t, s, db, stmt, a)
+					}
+					// The probe's look for expired leases is not a draw.
+					scans, indexes, sorts := planReads(pruned(p, "lease_until_ms"))
+					var others []string
+					for _, ix := range indexes {
+						// The primary key finds the rows a draw picked.
+						if !slices.Contains(claimIndexes, ix) && ix != "cairnq_tasks_pkey" {
+							others = append(others, ix)
+						}
+					}
+					if len(scans) > 0 || len(others) > 0 || sorts > 0 || !slices.ContainsFunc(indexes, func(ix string) bool { return slices.Contains(claimIndexes, ix) }) {
+						t.Errorf("%s, %s, %s, %s plan: reads cairnq_tasks by %v and through %v with %d sorts, want the claim indexes in claim order",
+							stmt, c.shape, from.name, plan, scans, indexes, sorts)
+					}
+				}
+			}
+		}
+	}
+}
+
+// explainPlan returns the plan the server makes for the store's statement
+// name with a's values, the custom plan of an unnamed statement.
+func explainPlan(t *testing.T, s *Store, db *sql.DB, name string, a protocol.Args) planNode {
+	t.Helper()
+	q, args, err := s.compile(name, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan string
+	if err := db.QueryRowContext(t.Context(), "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return parsePlan(t, plan)
+}
+
+// explainGenericPlan is explainPlan for the generic plan (see
+// prepareGeneric), which no argument's value shapes.
+func explainGenericPlan(t *testing.T, s *Store, db *sql.DB, name string, a protocol.Args) planNode {
+	t.Helper()
+	conn, n, release := prepareGeneric(t, s, db, name, a)
+	defer release()
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
+	var plan string
+	if err := conn.QueryRowContext(t.Context(), "EXPLAIN (FORMAT JSON) EXECUTE generic_probe("+nulls+")").Scan(&plan); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return parsePlan(t, plan)
+}
+
+// pruned is plan without the nodes (and what is below them) whose index
+// condition or filter mentions column.
+func pruned(plan planNode, column string) planNode {
+	kept := plan.Plans[:0:0]
+	for _, c := range plan.Plans {
+		if !strings.Contains(c.IndexCond+c.Filter, column) {
+			kept = append(kept, pruned(c, column))
+		}
+	}
+	plan.Plans = kept
+	return plan
+}
