@@ -135,15 +135,15 @@
 // back short; internal/engine's claim_front.go spaces slow ones), keep
 // the constant. For several queues no index gives claim order (queue =
 // ANY gives none) and, with a share of the table counted per status, a
-// scan of the whole table would cost least. For one queue the hidden
-// value does not help a table never analyzed, whose statistics are
-// defaults that count every status as rare, and there the status index,
-// one page deep while the claim index is two, wins as before: a worker
-// whose full draws went through the window statements from its first
-// claim cached that plan and fell seconds behind until the first
-// autovacuum ANALYZE (p99 pickup 5.8 s in its first minute at 2,400
-// tasks/s, 11.9 ms with claim.sql). TestClaimsReadTheClaimIndexes in
-// internal/engine checks the window statements' plans.
+// scan of the whole table would cost least. And the hidden value does not
+// help a table never analyzed, whose statistics are defaults that count
+// every status as rare: there the status index, a single page while the
+// claim index has a root above its leaves, still wins. A worker whose
+// full draws went through the window statements from its first claim
+// cached that plan and fell seconds behind until the first autovacuum
+// ANALYZE (pickup p99 5.8 s in its first minute at 2,400 tasks/s, 11.9
+// ms with claim.sql's). TestClaimsReadTheClaimIndexes in internal/engine
+// checks the window statements' plans.
 //
 // # Compiled text
 //

@@ -9,10 +9,11 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// A claim and its probe read the queued tasks through a claim index
-// whatever the statistics say about them (package protocol, "Claims on
-// Postgres"): here the statistics count no queued task and the claim
-// indexes are three levels deep beside a status index of one, which
+// A draw from a known front and its probe read the queued tasks through
+// a claim index whatever the statistics say about them (package
+// protocol, "Claims on Postgres"): here the statistics count no queued
+// task and the claim indexes are three levels deep beside a status index
+// of one, which
 // tips a planner that counts on status = 'queued' to the status index
 // and a sort of every queued task it finds. In the held-snapshot hold
 // of docs/benchmarks.md ("Sustained load") it was the claim indexes
