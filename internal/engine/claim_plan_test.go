@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"database/sql"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cairnq/cairnq-go/protocol"
@@ -13,12 +11,11 @@ import (
 // a claim index whatever the statistics say about them (package
 // protocol, "Claims on Postgres"): here the statistics count no queued
 // task and the claim indexes are three levels deep beside a status index
-// of one, which
-// tips a planner that counts on status = 'queued' to the status index
-// and a sort of every queued task it finds. In the held-snapshot hold
-// of docs/benchmarks.md ("Sustained load") it was the claim indexes
-// grown taller by the entries vacuum could not remove; here it is wide
-// ids.
+// of one, which tips a planner that counts on status = 'queued' to the
+// status index and a sort of every queued task it finds. In the
+// held-snapshot hold of docs/benchmarks.md ("Sustained load") it was the
+// claim indexes grown taller by the entries vacuum could not remove;
+// here it is wide ids.
 func TestClaimsReadTheClaimIndexes(t *testing.T) {
 	ctx := t.Context()
 	s, _, db := openClaimLogPG(t)
@@ -104,46 +101,4 @@ ORDER BY priority DESC, run_at_ms, id LIMIT 4`).Scan(&trap); err != nil {
 			}
 		}
 	}
-}
-
-// explainPlan returns the plan the server makes for the store's statement
-// name with a's values, the custom plan of an unnamed statement.
-func explainPlan(t *testing.T, s *Store, db *sql.DB, name string, a protocol.Args) planNode {
-	t.Helper()
-	q, args, err := s.compile(name, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan string
-	if err := db.QueryRowContext(t.Context(), "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return parsePlan(t, plan)
-}
-
-// explainGenericPlan is explainPlan for the generic plan (see
-// prepareGeneric), which no argument's value shapes.
-func explainGenericPlan(t *testing.T, s *Store, db *sql.DB, name string, a protocol.Args) planNode {
-	t.Helper()
-	conn, n, release := prepareGeneric(t, s, db, name, a)
-	defer release()
-	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
-	var plan string
-	if err := conn.QueryRowContext(t.Context(), "EXPLAIN (FORMAT JSON) EXECUTE generic_probe("+nulls+")").Scan(&plan); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return parsePlan(t, plan)
-}
-
-// pruned is plan without the nodes (and what is below them) whose index
-// condition or filter mentions column.
-func pruned(plan planNode, column string) planNode {
-	kept := plan.Plans[:0:0]
-	for _, c := range plan.Plans {
-		if !strings.Contains(c.IndexCond+c.Filter, column) {
-			kept = append(kept, pruned(c, column))
-		}
-	}
-	plan.Plans = kept
-	return plan
 }

@@ -76,42 +76,6 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 	return scans, indexes
 }
 
-// planReads walks plan: the node types that read cairnq_tasks other than
-// through an index (a Seq Scan), the names of the indexes it reads, and
-// the sorts it makes.
-func planReads(plan planNode) (scans, indexes []string, sorts int) {
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		switch {
-		case n.Index != "":
-			indexes = append(indexes, n.Index)
-		case n.Relation == "cairnq_tasks" && n.Node != "ModifyTable" && !strings.HasPrefix(n.Node, "Bitmap"):
-			scans = append(scans, n.Node)
-		case n.Node == "Sort" || n.Node == "Incremental Sort":
-			sorts++
-		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(plan)
-	return scans, indexes, sorts
-}
-
-// planNode is a node of EXPLAIN's JSON plan: what it reads, and the
-// shared buffers it touched (under ANALYZE, BUFFERS).
-type planNode struct {
-	Node      string     `json:"Node Type"`
-	Relation  string     `json:"Relation Name"`
-	Index     string     `json:"Index Name"`
-	Parent    string     `json:"Parent Relationship"`
-	IndexCond string     `json:"Index Cond"`
-	Filter    string     `json:"Filter"`
-	Hit       int        `json:"Shared Hit Blocks"`
-	Read      int        `json:"Shared Read Blocks"`
-	Plans     []planNode `json:"Plans"`
-}
-
 // A settlement finds its tasks by their ids, not through the lease index:
 // while a snapshot older than them lives, that index keeps an entry for
 // every task claimed within a lease, and the planner, counting few
