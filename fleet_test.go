@@ -2,6 +2,7 @@ package cairnq_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -198,6 +199,84 @@ func TestIdleWorkerRecoversAnExpiredLease(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the task whose lease expired never ran again")
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An idle worker's probes leave out their look for an expired lease
+// while the process looked less than a second ago (on Postgres the look
+// reads every lease that ran out under a held snapshot), and the worker
+// then polls again as soon as that look is due, whatever its
+// PollInterval: a task whose worker vanished runs again within about a
+// second.
+func TestIdleWorkerLooksForExpiredLeasesWhenDue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // hang guard only
+	defer cancel()
+	c, dsn := openPostgresDSN(t, nil)
+	other, _ := openCounted(ctx, t, dsn) // another process: its probes do not pace this one's
+	w := newWorker(t, c, &cairnq.WorkerOptions{PollInterval: time.Hour})
+	calls := cairnq.RecordClaims(w)
+	started := make(chan string, 1)
+	if err := w.Handle("fleet.wake", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		started <- tc.ID()
+		return nil, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(runCtx) }()
+	waitFor(t, "the worker's first poll", func() bool { return len(calls()) > 0 })
+
+	// Each round, a task's worker vanishes and its lease runs out (on a
+	// queue this worker does not serve: recovery is every worker's job),
+	// and a submit wakes the idle worker. Its probe leaves the look out
+	// when it comes within the pace of the last look (on a slow machine
+	// it may not; then another round), and the lease is recovered all
+	// the same.
+	skipped := false
+	for round := 0; round < 10 && !skipped; round++ {
+		// A queue per round: the last round's task is queued again.
+		elsewhere := fmt.Sprint("elsewhere-", round)
+		lost, err := other.Submit(ctx, "fleet.lost", nil, &cairnq.SubmitOptions{Queue: elsewhere})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := cairnq.StoreOf(other).Claim(ctx, engine.ClaimParams{Queues: []string{elsewhere}, WorkerID: "gone", Lease: 20 * time.Millisecond})
+		if err != nil || len(got) != 1 || got[0].ID != lost.ID {
+			t.Fatalf("claim = %v, %v; want %s", got, err, lost.ID)
+		}
+		waitFor(t, "the lease to run out", func() bool { return time.Now().After(got[0].LeaseUntil.Add(time.Millisecond)) })
+		before := len(calls())
+		wake, err := other.Submit(ctx, "fleet.wake", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-started:
+			if id != wake.ID {
+				t.Fatalf("started %s, want %s", id, wake.ID)
+			}
+		case <-ctx.Done():
+			t.Fatalf("round %d: %s never started", round, wake.ID)
+		}
+		waitFor(t, "the expired lease's recovery", func() bool {
+			task, err := other.Get(ctx, lost.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task.Status == cairnq.StatusQueued
+		})
+		for _, call := range calls()[before:] {
+			skipped = skipped || !call.Result.LookDue.IsZero()
+		}
+	}
+	if !skipped {
+		t.Fatal("no probe in 10 rounds left its look out: each came a second or more after the last look")
 	}
 	stop()
 	if err := <-ran; err != nil {

@@ -28,7 +28,7 @@ func (o *ridingOps) note(cs []*engine.Completion) {
 	}
 }
 
-func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (bool, error) {
+func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
 	o.note(h.Settle)
 	return o.claimer.ClaimSession(ctx, p, h, single, plan)
 }

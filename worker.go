@@ -75,6 +75,10 @@ type WorkerOptions struct {
 	// database. A worker that has just lost a task to another
 	// process lets such submits wait, at most PollInterval (and 1s), so
 	// that a fleet's idle processes do not all probe on every submit.
+	// It also bounds how long an expired lease waits for an idle worker;
+	// on Postgres the workers of a Client look for one about once a
+	// second between them (less often while that read is slow), and a
+	// worker whose poll left the look out polls again when it is due.
 	// Default 500ms; at least MinPollInterval.
 	PollInterval time.Duration
 	// ClaimBatch caps the rows one draw takes (never below one call of a

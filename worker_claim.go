@@ -80,10 +80,10 @@ const (
 // backlog cannot starve the rest. ran reports whether a claim statement
 // ran (a draw every limit skipped runs none); drained, that every draw
 // ran and came back short of its limit, so nothing this worker may claim
-// was left at the claim's snapshot; opened, that the probe (when one ran)
-// found work, so the claim went on to draw. The rate limits are charged
-// for what it returns.
-func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran, opened, drained bool, err error) {
+// was left at the claim's snapshot; sess, what the claim session reported
+// (Ran: the probe, when one ran, found work, so the claim went on to
+// draw). The rate limits are charged for what it returns.
+func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran bool, sess engine.SessionResult, drained bool, err error) {
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
@@ -97,7 +97,7 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			ran = true
 			var out []*engine.Task
 			var err error
-			opened, err = w.claims.ClaimSession(ctx, p, hints, true, func(draw drawFunc) error {
+			sess, err = w.claims.ClaimSession(ctx, p, hints, true, func(draw drawFunc) error {
 				out, err = draw(names, limit)
 				return err
 			})
@@ -109,13 +109,13 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 		}
 	} else {
 		ran = true
-		opened, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
+		sess, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
 			drawn = drawn[:0] // a retried transaction starts over
 			return w.plan(draw, order, free, &drawn, &drained)
 		})
 	}
 	if err != nil {
-		return nil, ran, false, false, err
+		return nil, ran, sess, false, err
 	}
 	now := time.Now()
 	for _, d := range drawn {
@@ -123,14 +123,18 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			d.src.limiter.take(now, len(d.tasks))
 		}
 	}
-	return drawn, ran, opened, drained, nil
+	return drawn, ran, sess, drained, nil
 }
 
 // idleWait is how long an idle loop sleeps: the poll interval, or less
-// when a rate-limited name may start a task sooner.
-func (w *Worker) idleWait(sources []source) time.Duration {
+// when a rate-limited name may start a task sooner or a look for an
+// expired lease is due (lookDue, when set).
+func (w *Worker) idleWait(sources []source, lookDue time.Time) time.Duration {
 	wait := w.poll
 	now := time.Now()
+	if !lookDue.IsZero() {
+		wait = max(min(wait, lookDue.Sub(now)), 0)
+	}
 	for _, src := range sources {
 		if src.limiter != nil {
 			if d := src.limiter.next(now); d > 0 {

@@ -19,7 +19,7 @@ type drawFunc = func(names []string, limit int) ([]*engine.Task, error)
 // claimer is what a worker's claim loop writes through: its store, or in
 // tests a wrapper that watches what rides on the claims.
 type claimer interface {
-	ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (bool, error)
+	ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error)
 	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
 }
 
@@ -237,7 +237,11 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	// When leases were last recovered. A busy worker claims many times a
 	// second; recovering once a poll interval is as often as an idle one.
 	var recoveredAt time.Time
-	notified := false       // this poll follows a submit's notification
+	notified := false // this poll follows a submit's notification
+	// Set when the pace left out a probe's look for an expired lease
+	// (engine.ClaimHints.PaceLook) or a recovery: the idle sleep ends by
+	// then, and that poll looks unless another worker of the store did.
+	var lookDue time.Time
 	var quiet time.Duration // how long idle defers notifications (nextQuiet)
 	for ctx.Err() == nil {
 		w.mu.Lock()
@@ -291,15 +295,19 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		}
 		skipRecover := busy && time.Since(recoveredAt) < w.poll
 		taken := w.ride.Take()
-		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken}
-		drawn, ran, opened, drained, err := w.claim(ctx, sources, names, queues, free, hints)
+		// A look for an expired lease that the pace left out of an
+		// earlier poll, due now.
+		owed := !lookDue.IsZero() && !time.Now().Before(lookDue)
+		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken, PaceLook: true}
+		drawn, ran, sess, drained, err := w.claim(ctx, sources, names, queues, free, hints)
 		engine.Answer(taken, err)
 		if err == nil {
-			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !hints.SkipProbe, opened)
+			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !hints.SkipProbe, sess.Ran)
 		}
 		notified = false
-		// Leases were recovered, or the probe saw none expired.
-		recovered := ran && !skipRecover
+		// Leases were recovered, or the probe looked and saw none expired
+		// (the pace may have left either out: LookDue).
+		recovered := ran && !skipRecover && sess.LookDue.IsZero()
 		if err != nil {
 			w.claimMu.Unlock()
 			unsubscribe()
@@ -321,6 +329,18 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		if recovered {
 			recoveredAt = time.Now()
 		}
+		switch {
+		case owed && (!ran || !sess.LookDue.IsZero()):
+			// Paid: the pace refused this poll's look once it was due,
+			// so another worker of the store read for expired leases
+			// since. Or no claim session ran (the limits skipped every
+			// draw), and the next that does looks, or owes anew.
+			lookDue = time.Time{}
+		case !sess.LookDue.IsZero():
+			lookDue = sess.LookDue
+		case recovered:
+			lookDue = time.Time{}
+		}
 		busy, burst = len(drawn) > 0, len(drawn) > 1
 		w.rideAfterClaim(burst)
 		if !busy && !subscribed {
@@ -340,13 +360,13 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			w.claimMu.Unlock()
 			busy, burst = false, false
-			notified = w.idle(ctx, sources, wake, quiet)
+			notified = w.idle(ctx, sources, wake, quiet, lookDue)
 			unsubscribe()
 			continue
 		}
 		if !busy {
 			w.claimMu.Unlock()
-			notified = w.idle(ctx, sources, wake, quiet)
+			notified = w.idle(ctx, sources, wake, quiet, lookDue)
 			unsubscribe()
 			continue
 		}
@@ -361,7 +381,8 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 
 // idle sleeps until something may be claimable: a submit (wake), a
 // rate limit's next start, a resumed queue, or the poll timer, which also
-// drives lease recovery; and a call finishing, where that can matter: its
+// drives lease recovery (and ends the sleep sooner when a look for an
+// expired lease is due, lookDue); and a call finishing, where that can matter: its
 // name's or resource's limit may have bound the last claim, or (SQLite)
 // its completion waits for the next claim. A call finishing otherwise
 // makes nothing claimable, and waking for it cost every idle process of
@@ -369,12 +390,12 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 //
 // A submit that arrives less than quiet into the sleep ends it only once
 // quiet has passed (see nextQuiet). It reports whether a submit ended it.
-func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}, quiet time.Duration) (notified bool) {
+func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}, quiet time.Duration, lookDue time.Time) (notified bool) {
 	var slotFreed <-chan struct{}
 	if w.st.SettleOnClaim() || limited(sources) {
 		slotFreed = w.slotFreed
 	}
-	timer := time.NewTimer(w.idleWait(sources))
+	timer := time.NewTimer(w.idleWait(sources, lookDue))
 	defer timer.Stop()
 	var hush <-chan time.Time // quiet's end, once a submit came during it
 	start := time.Now()

@@ -61,7 +61,11 @@
 //     older_than_ms (purge, recent_failures). List-valued parameters are text[]; booleans are
 //     booleans; JSON values are cast to jsonb. lock_key takes key (lock_keys:
 //     keys) on Postgres only, since on SQLite BEGIN IMMEDIATE already
-//     serializes.
+//     serializes. claimable_probe and claimable_probe_window take
+//     look_for_expired on Postgres only: false leaves out the read for an
+//     expired lease (has_expired is then false), which grows under a held
+//     snapshot and which a worker paces; on SQLite that read is one index
+//     seek.
 //
 // # Filters Specialize rewrites
 //

@@ -50,7 +50,7 @@ var sqliteParams = map[string][]string{
 var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"cancel":          {sqliteOnly: []string{"now_ms"}},
 	"claim":           {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
-	"claimable_probe": {sqliteOnly: []string{"now_ms"}},
+	"claimable_probe": {[]string{"now_ms"}, []string{"look_for_expired"}}, // Postgres: a worker paces the look
 	"complete":        {sqliteOnly: []string{"now_ms"}},
 	"fail":            {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both
 	"heartbeat":       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},

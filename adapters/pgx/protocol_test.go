@@ -32,6 +32,8 @@ func protocolArgs() protocol.Args {
 		"keys": `{"k1"}`, "task_ids": `{"t1"}`,
 		// claim_window and claimable_probe_window: a front.
 		"floor_ms": int64(0), "floor_id": "", "from_ms": int64(0),
+		// the probes: whether to look for an expired lease.
+		"look_for_expired": true,
 	}
 }
 

@@ -43,38 +43,53 @@ const (
 	fullDrawShare = 20
 	// maxDrawGap caps that spacing, so a task behind the front waits at
 	// most this long even while full draws are slow; the same cap holds
-	// a busy worker's lease recoveries.
+	// the reads for an expired lease (leaseReads).
 	maxDrawGap = 10 * time.Second
 )
 
-// spacing is how long after a full draw (or recovery) that took cost the
-// next may run.
+// spacing is how long after a full draw (or a read for expired leases)
+// that took cost the next may run.
 func spacing(cost time.Duration) time.Duration { return min(fullDrawShare*cost, maxDrawGap) }
 
 // Lease recovery reads cairnq_tasks_lease_idx for leases expired, and
 // under a held snapshot that index keeps an entry for every task claimed
 // since, each one's lease long past: the read grows with the hold as the
-// full claim did. A busy worker recovers every poll interval; its
-// recoveries are spaced like full draws (spacing), so they too take at
-// most a twentieth of its time and come at least every maxDrawGap. (An
-// idle worker recovers only when its probe saw a lease expired; the
-// probe's own read of the lease index is not paced.)
-type recoveryPace struct {
+// full claim did. So does the probe's look for an expired lease
+// (has_expired), which reads the same entries, and an idle worker probes
+// on every submit it hears. So a store paces both as one read
+// (leaseReads): its workers' recoveries and looks come at most every
+// lookEvery between them and are spaced like full draws (spacing), so
+// they take at most a twentieth of the time and come at least every
+// maxDrawGap. A poll whose look or recovery the pace left out owes one
+// by when it allows (SessionResult.LookDue), and the worker polls then;
+// if the pace refuses that poll too, another worker of the store has
+// read since, which pays the debt. A probe or claim without the worker's
+// hints (Store.Claim) is never paced.
+const lookEvery = time.Second
+
+// readPace paces one kind of read of a store.
+type readPace struct {
 	mu   sync.Mutex
-	at   time.Time
-	cost time.Duration
+	at   time.Time     // when the last read started (or was reserved)
+	cost time.Duration // how long the last read took
 }
 
-// soon reports whether a recovery at now would come sooner after the last
-// than its cost allows.
-func (r *recoveryPace) soon(now time.Time) bool {
+// take reports whether a read may start at now, at least least after the
+// last and spaced by its cost, and if so reserves it, so that of the
+// workers sharing the store one reads; if not, next is when one may.
+func (r *readPace) take(now time.Time, least time.Duration) (ok bool, next time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return now.Sub(r.at) < spacing(r.cost)
+	next = r.at.Add(max(least, spacing(r.cost)))
+	if now.Before(next) {
+		return false, next
+	}
+	r.at = now
+	return true, time.Time{}
 }
 
-// ran records a recovery that started at start and took took.
-func (r *recoveryPace) ran(start time.Time, took time.Duration) {
+// ran records a read that started at start and took took.
+func (r *readPace) ran(start time.Time, took time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.at, r.cost = start, took

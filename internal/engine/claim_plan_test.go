@@ -75,6 +75,7 @@ ORDER BY priority DESC, run_at_ms, id LIMIT 4`).Scan(&trap); err != nil {
 		} {
 			a := withArgs(protocol.Args{
 				"queues": protocol.One("default"), "names": c.names, "worker_id": "w", "lease_ms": int64(30000), "limit": int64(4),
+				"look_for_expired": true,
 			}, from.window)
 			for _, stmt := range []string{stmtClaimWindow, stmtClaimableProbeWindow} {
 				for _, plan := range []string{"custom", "generic"} {

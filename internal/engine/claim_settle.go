@@ -2,11 +2,12 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// ClaimHints are what a busy worker tells its claims.
+// ClaimHints are what a worker tells its claims.
 type ClaimHints struct {
 	// SkipProbe opens the claim transaction without the read-only probe
 	// first. A worker whose last poll found work sets it: the probe exists
@@ -24,6 +25,26 @@ type ClaimHints struct {
 	// without an error; with one, none of them was settled by it (as
 	// uncertainly as any write whose reply was lost).
 	Settle []*Completion
+	// PaceLook lets the probe leave out its look for an expired lease
+	// when the store read for one more recently than the pace allows
+	// (Postgres; claim_front.go). The session's LookDue then says by
+	// when a poll that looks is owed. An idle worker sets it: it probes
+	// on every submit it hears, and under a held snapshot each look
+	// reads every lease that ran out since. (A busy worker's recovery,
+	// SkipProbe without SkipRecover, is paced the same way.)
+	PaceLook bool
+}
+
+// SessionResult is what ClaimSession reports besides its error.
+type SessionResult struct {
+	// Ran reports that the claim transaction ran: the probe found work,
+	// or there was none.
+	Ran bool
+	// LookDue is set when the pace left out the probe's look for an
+	// expired lease (ClaimHints.PaceLook) or a busy worker's recovery: a
+	// worker polls again by then, so that an expired lease waits no
+	// longer than that unless another worker of the store read for one.
+	LookDue time.Time
 }
 
 // A busy worker's settlements can ride on its next claim

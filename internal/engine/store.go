@@ -55,8 +55,9 @@ type Store struct {
 	// fronts is where each draw shape last found its queue's front
 	// (Postgres; claim_front.go).
 	fronts claimFronts
-	// recoveries paces a busy worker's lease recoveries (Postgres).
-	recoveries recoveryPace
+	// leaseReads paces the reads for an expired lease of its workers:
+	// busy ones' recoveries, idle ones' probes (Postgres; claim_front.go).
+	leaseReads readPace
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the

@@ -133,16 +133,17 @@ func (s *Store) ClaimWith(ctx context.Context, p ClaimParams, h ClaimHints) ([]*
 // ClaimSession opens one claim transaction and lets plan draw from it any
 // number of times, each draw with its own names and limit, after a single
 // lease recovery (unless h.SkipRecover, or the probe saw no lease
-// expired). A read-only probe runs first
+// expired or did not look, or the pace left a busy worker's recovery
+// out: res.LookDue). A read-only probe runs first
 // (unless h.SkipProbe): when it finds nothing claimable and no expired
-// lease, no transaction is opened, plan is not called, and ran is false.
+// lease, no transaction is opened, plan is not called, and Ran is false.
 // plan runs while the write lock is held, so it must do nothing slow; on
 // SQLite it may run more than once if the transaction is retried, so it
 // must not keep state from a failed run. single says plan draws once
 // (Claim), which on Postgres needs no shared transaction.
-func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, single bool, plan func(draw drawFunc) error) (ran bool, err error) {
+func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, single bool, plan func(draw drawFunc) error) (res SessionResult, err error) {
 	if err := validateClaim(p); err != nil {
-		return false, err
+		return res, err
 	}
 	lease := p.Lease
 	if lease == 0 {
@@ -158,43 +159,60 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 	if p.Names != nil && len(p.Names) == 0 {
 		// Nothing can be claimed; only lease recovery could be owed, and
 		// every other poll of a worker with names does that.
-		return false, s.SettleCompletions(ctx, h.Settle) // no claim ran, and no recovery
+		return res, s.SettleCompletions(ctx, h.Settle) // no claim ran, and no recovery
 	}
 	// The probe spares an idle worker's poll its write; one with
 	// settlements to write writes anyway. When it saw no expired lease,
 	// the claim skips lease recovery: in a fleet every idle process probes
 	// on every submit, and a recovery per process per submit grew with
 	// the fleet (docs/benchmarks.md, "Fleet"). A lease expiring between
-	// the probe and the claim is recovered by the next probe that sees it.
+	// the probe and the claim is recovered by the next probe that looks.
+	// On Postgres an idle worker's probe may leave that look out
+	// (h.PaceLook; claim_front.go says why), and the claim then skips
+	// recovery as well.
 	if !h.SkipProbe && len(h.Settle) == 0 {
 		probe, pa := stmtClaimableProbe, base
+		look, start := true, time.Now()
+		if s.dialect == protocol.Postgres {
+			if h.PaceLook {
+				look, res.LookDue = s.leaseReads.take(start, lookEvery)
+			}
+			pa = withArgs(base, protocol.Args{"look_for_expired": look})
+		}
 		if windowed, priority, floor := s.frontPlan(p.Queues, p.Names); windowed {
 			// As the draw's: a single queue and name as equalities, or the
 			// floor bounds no index scan.
-			probe, pa = stmtClaimableProbeWindow, withArgs(base, floor.args(priority))
+			probe, pa = stmtClaimableProbeWindow, withArgs(pa, floor.args(priority))
 			pa["queues"] = protocol.One(p.Queues[0])
 			if len(p.Names) == 1 {
 				pa["names"] = protocol.One(p.Names[0])
 			}
 		}
 		rows, err := s.readOne(ctx, probe, pa)
+		if look && s.dialect == protocol.Postgres {
+			s.leaseReads.ran(start, time.Since(start))
+		}
 		if err != nil {
-			return false, err
+			return res, err
 		}
 		if len(rows) == 0 {
-			return false, nil
+			return res, nil
 		}
 		if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
-			return false, err
+			return res, err
 		}
 		expired, err := asBool("has_expired", rows[0]["has_expired"])
 		if err != nil {
-			return false, err
+			return res, err
 		}
 		h.SkipRecover = h.SkipRecover || !expired
 	}
-	if h.SkipProbe && !h.SkipRecover && s.dialect == protocol.Postgres && s.recoveries.soon(time.Now()) {
-		h.SkipRecover = true // claim_front.go: a slow recovery waits out its cost
+	if h.SkipProbe && !h.SkipRecover && s.dialect == protocol.Postgres {
+		// A busy worker's recovery, paced with the probes' looks.
+		var ok bool
+		if ok, res.LookDue = s.leaseReads.take(time.Now(), lookEvery); !ok {
+			h.SkipRecover = true
+		}
 	}
 	settle := len(h.Settle) > 0
 	var recovered []*Task
@@ -205,7 +223,9 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		}
 		start := time.Now()
 		rows, err := s.exec(ctx, q, stmtRecoverLeases, base)
-		s.recoveries.ran(start, time.Since(start))
+		if s.dialect == protocol.Postgres {
+			s.leaseReads.ran(start, time.Since(start))
+		}
 		if err != nil {
 			return err
 		}
@@ -276,15 +296,16 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 			return draws(q)
 		})
 	}
+	res.Ran = true
 	if err != nil {
-		return true, err
+		return res, err
 	}
 	s.announce(h.Settle)
 	for _, t := range recovered {
 		s.settled(t)
 		s.requeued(t)
 	}
-	return true, nil
+	return res, nil
 }
 
 // owned runs an ownership-checked worker write: no row back means the lease

@@ -15,7 +15,9 @@ FROM (
               AND (:names::text[] IS NULL OR name = ANY (:names::text[]))
               AND run_at_ms <= (SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS bigint))
         ) AS claimable,
-        EXISTS (
+        -- look_for_expired false leaves this read out (has_expired is
+        -- false): it grows under a held snapshot, so workers pace it.
+        :look_for_expired::boolean AND EXISTS (
             SELECT 1
             FROM cairnq_tasks
             WHERE status = 'running'

@@ -42,7 +42,9 @@ FROM (
             ORDER BY priority DESC, run_at_ms ASC, id ASC
             LIMIT 1
         ) IS NOT NULL AS claimable,
-        EXISTS (
+        -- look_for_expired false leaves this read out (has_expired is
+        -- false): it grows under a held snapshot, so workers pace it.
+        :look_for_expired::boolean AND EXISTS (
             SELECT 1
             FROM cairnq_tasks
             WHERE status = 'running'
