@@ -1,0 +1,251 @@
+package workflowspec
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// diamond is a -> (b, c) -> d.
+func diamond(policy OnFailure) *Definition {
+	return &Definition{V: Version, OnFailure: policy, Steps: []Step{
+		{Step: "a", Task: "t.a"},
+		{Step: "b", Task: "t.b", After: []string{"a"}},
+		{Step: "c", Task: "t.c", After: []string{"a"}},
+		{Step: "d", Task: "t.d", After: []string{"b", "c"}},
+	}}
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	d := diamond(CancelRest)
+	d.Steps[0].Payload = json.RawMessage(`{"rows":3}`)
+	d.Seen = map[string]Status{"a": Succeeded, "b": Running}
+	text, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(back) != string(text) {
+		t.Fatalf("round trip changed the definition:\n%s\n%s", text, back)
+	}
+}
+
+func TestValidateRefuses(t *testing.T) {
+	step := func(name string, after ...string) Step { return Step{Step: name, Task: "t", After: after} }
+	def := func(steps ...Step) *Definition { return &Definition{V: Version, OnFailure: CancelRest, Steps: steps} }
+	for _, c := range []struct {
+		name, step, reason string
+		d                  *Definition
+	}{
+		{"a later version", "", "version 2", &Definition{V: 2, OnFailure: CancelRest, Steps: []Step{step("a")}}},
+		{"an unknown policy", "", "on_failure", &Definition{V: Version, OnFailure: "retry", Steps: []Step{step("a")}}},
+		{"no steps", "", "no steps", def()},
+		{"a step with no name", "", "no name", def(step(""))},
+		{"a colon in a name", "a:b", "':'", def(step("a:b"))},
+		{"a name too long", "", "longer than", def(step(strings.Repeat("x", MaxStepBytes+1)))},
+		{"a name twice", "a", "twice", def(step("a"), step("a"))},
+		{"no task", "a", "no task", def(Step{Step: "a"})},
+		{"a payload not JSON", "a", "not JSON", def(Step{Step: "a", Task: "t", Payload: json.RawMessage(`{`)})},
+		{"waiting for itself", "a", "waits for itself", def(step("a", "a"))},
+		{"waiting for no step", "a", `"z"`, def(step("a", "z"))},
+		{"a cycle", "a", "a -> c -> b -> a", def(step("a", "c"), step("b", "a"), step("c", "b"))},
+		{"a ledger naming no step", "z", "ledger", &Definition{V: Version, OnFailure: CancelRest, Steps: []Step{step("a")}, Seen: map[string]Status{"z": Queued}}},
+		{"a ledger status not the protocol's", "a", "ledger status", &Definition{V: Version, OnFailure: CancelRest, Steps: []Step{step("a")}, Seen: map[string]Status{"a": "waiting"}}},
+	} {
+		err := c.d.Validate()
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(), c.reason) || (c.step != "" && e.Step != c.step) {
+			t.Errorf("%s: Validate = %v, want an *Error about step %q saying %q", c.name, err, c.step, c.reason)
+		}
+	}
+	if err := diamond(ContinueBranches).Validate(); err != nil {
+		t.Fatalf("a diamond: %v", err)
+	}
+}
+
+func TestParseRefusesOtherJSON(t *testing.T) {
+	for _, text := range []string{
+		``, `[]`, `{"v":1,"on_failure":"cancel","steps":[{"step":"a","task":"t"}],"extra":1}`,
+		`{"v":1,"on_failure":"cancel","steps":[{"step":"a","task":"t"}]} {}`,
+	} {
+		var e *Error
+		if _, err := Parse([]byte(text)); !errors.As(err, &e) {
+			t.Errorf("Parse(%q) = %v, want an *Error", text, err)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	const wf = "task_01JABCDEFGHJKMNPQRSTVWXYZ0"
+	if got, want := StepKey(wf, "load"), "cairnq:workflow:"+wf+":load"; got != want {
+		t.Fatalf("StepKey = %q, want %q", got, want)
+	}
+	for _, step := range []string{"load", "", "with space", "ünï"} {
+		w, s, ok := ParseKey(StepKey(wf, step))
+		if !ok || w != wf || s != step {
+			t.Errorf("ParseKey(StepKey(%q)) = %q, %q, %v", step, w, s, ok)
+		}
+	}
+	if WorkflowKey(wf) == StepKey(wf, "a") || ValidateStepName("") == nil {
+		t.Fatal("the record's key can be a step's")
+	}
+	for _, key := range []string{"", "cairnq:periodic:x:1", "cairnq:workflow:", "cairnq:workflow:nocolon", "cairnq:workflow::a"} {
+		if w, s, ok := ParseKey(key); ok {
+			t.Errorf("ParseKey(%q) = %q, %q, true; want false", key, w, s)
+		}
+	}
+}
+
+func TestAddSteps(t *testing.T) {
+	d := diamond(CancelRest)
+	err := d.AddSteps("b", []Step{
+		{Step: "b.1", Task: "t.item"},
+		{Step: "b.2", Task: "t.item"},
+		{Step: "b.all", Task: "t.merge", After: []string{"b.1", "b.2"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Steps[4].After; !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("an added step waits for %v, want its adder", got)
+	}
+	if got := d.Steps[6].After; !slices.Equal(got, []string{"b.1", "b.2", "b"}) {
+		t.Fatalf("the fan-in waits for %v", got)
+	}
+	before := slices.Clone(d.Steps)
+	for _, c := range []struct {
+		by    string
+		steps []Step
+	}{
+		{"z", []Step{{Step: "x", Task: "t"}}}, // no such adder
+		{"b", []Step{{Step: "a", Task: "t"}}}, // a name taken
+		{"b", []Step{{Step: "x", Task: "t", After: []string{"y"}}, {Step: "y", Task: "t", After: []string{"x"}}}}, // a cycle
+	} {
+		if err := d.AddSteps(c.by, c.steps); err == nil {
+			t.Errorf("AddSteps(%q, %v) succeeded", c.by, c.steps)
+		}
+	}
+	if !slices.EqualFunc(d.Steps, before, func(a, b Step) bool { return a.Step == b.Step }) {
+		t.Fatal("a refused AddSteps changed the definition")
+	}
+}
+
+func TestDecide(t *testing.T) {
+	type rows = map[string]Status
+	for _, c := range []struct {
+		name     string
+		d        *Definition
+		seen     map[string]Status
+		rows     rows
+		canceled bool
+		want     Decision
+	}{
+		{name: "a new workflow starts its roots", d: diamond(CancelRest),
+			want: Decision{Insert: []string{"a"}}},
+		{name: "fan-out", d: diamond(CancelRest), seen: rows{"a": Queued}, rows: rows{"a": Succeeded},
+			want: Decision{Insert: []string{"b", "c"}}},
+		{name: "fan-in waits for every branch", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Queued, "c": Queued}, rows: rows{"a": Succeeded, "b": Succeeded, "c": Running},
+			want: Decision{}},
+		{name: "fan-in", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded},
+			want: Decision{Insert: []string{"d"}}},
+		{name: "done", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Succeeded},
+			want: Decision{Done: true}},
+		{name: "a failure cancels the rest", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Failed, "c": Running},
+			want: Decision{Cancel: true}},
+		{name: "and then fails the workflow", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Failed, "c": Canceled},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"d"}}},
+		{name: "continue lets a branch run on", d: diamond(ContinueBranches), rows: rows{"a": Succeeded, "b": Failed, "c": Running},
+			want: Decision{}},
+		{name: "continue, then fails", d: diamond(ContinueBranches), rows: rows{"a": Succeeded, "b": Failed, "c": Succeeded},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"d"}}},
+		{name: "a canceled workflow cancels what is live", d: diamond(ContinueBranches), rows: rows{"a": Succeeded, "b": Queued}, canceled: true,
+			want: Decision{Cancel: true}},
+		{name: "a canceled workflow ends once nothing is live", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Canceled}, canceled: true,
+			want: Decision{Done: true, Failed: true, Skipped: []string{"c", "d"}}},
+		{name: "a purged step's last status stands", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Succeeded}, rows: rows{"c": Succeeded},
+			want: Decision{Insert: []string{"d"}}},
+		{name: "a purged step is never inserted again", d: diamond(CancelRest), seen: rows{"a": Succeeded},
+			want: Decision{Insert: []string{"b", "c"}}},
+		{name: "a step gone while live counts as failed", d: diamond(ContinueBranches), seen: rows{"a": Running},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"b", "c", "d"}}},
+	} {
+		c.d.Seen = c.seen
+		got := Decide(c.d, c.rows, c.canceled)
+		wantSeen := map[string]Status{}
+		for name, st := range c.seen {
+			if st.live() {
+				st = Failed
+			}
+			wantSeen[name] = st
+		}
+		maps.Copy(wantSeen, c.rows)
+		for _, name := range got.Insert {
+			wantSeen[name] = Queued
+		}
+		c.want.Seen = wantSeen
+		if !slices.Equal(got.Insert, c.want.Insert) || got.Cancel != c.want.Cancel || got.Done != c.want.Done ||
+			got.Failed != c.want.Failed || !slices.Equal(got.Skipped, c.want.Skipped) || !maps.Equal(got.Seen, c.want.Seen) {
+			t.Errorf("%s: Decide = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// Advancing by Decide alone, each inserted step settling as told, runs
+// every step of a workflow exactly once and ends it, whatever order the
+// settlements come in.
+func TestDecideRunsEachStepOnce(t *testing.T) {
+	d := diamond(CancelRest)
+	if err := d.AddSteps("c", []Step{{Step: "c.1", Task: "t"}, {Step: "c.2", Task: "t"}, {Step: "c.all", Task: "t", After: []string{"c.1", "c.2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.Steps[3].After = append(d.Steps[3].After, "c.all") // d waits for the fan-in too
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for order := range 3 {
+		rows := map[string]Status{}
+		inserted := map[string]int{}
+		d.Seen = nil
+		for range 20 {
+			dec := Decide(d, rows, false)
+			d.Seen = dec.Seen
+			if dec.Done {
+				if dec.Failed || len(dec.Skipped) > 0 {
+					t.Fatalf("order %d: ended %+v", order, dec)
+				}
+				break
+			}
+			for _, name := range dec.Insert {
+				inserted[name]++
+				rows[name] = Queued
+			}
+			// Settle one live step: the first, the last or the middle.
+			var live []string
+			for _, s := range d.Steps {
+				if rows[s.Step] == Queued {
+					live = append(live, s.Step)
+				}
+			}
+			if len(live) == 0 {
+				t.Fatalf("order %d: nothing live and not done: %+v", order, dec)
+			}
+			pick := []int{0, len(live) - 1, len(live) / 2}[order]
+			rows[live[pick]] = Succeeded
+		}
+		for _, s := range d.Steps {
+			if inserted[s.Step] != 1 || rows[s.Step] != Succeeded {
+				t.Fatalf("order %d: step %s inserted %d times, ends %s", order, s.Step, inserted[s.Step], rows[s.Step])
+			}
+		}
+	}
+}
