@@ -1,9 +1,9 @@
 // Package workflowspec holds what a workflow is, apart from where it is
 // kept: its definition (the payload of the workflow's record task), the
 // keys that make each step a task exactly once, and what an advance does
-// given what it reads of the steps' rows (Decide). It holds no state and
-// reads no database, so every decision can be tested with made-up rows;
-// the engine supplies the lock, the reads and the writes
+// given what it reads of the steps' rows (Definition.Advance). It holds
+// no state and reads no database, so every decision can be tested with
+// made-up rows; the engine supplies the lock, the reads and the writes
 // (docs/plans/workflows-and-limits.md).
 //
 // The definition is JSON any SDK can read and write:
@@ -16,14 +16,24 @@
 // seen is the record's ledger: each step some advance has inserted, with
 // the last status an advance read for it. A step in it is never inserted
 // again, even once retention has purged its row (and freed its key).
+// ended is written in the transaction that settles the record, so that a
+// record found queued again with ended set was retried by someone.
+//
+// The engine checks each step's task name, payload and options against
+// the submit rules when the workflow is submitted and when steps are
+// added, and the whole payload against the value limit; this package
+// checks the shape.
 package workflowspec
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Version is the definition format this package reads and writes.
@@ -32,6 +42,9 @@ const Version = 1
 // MaxStepBytes bounds a step's name, so that a step's key (KeyPrefix,
 // a task id, ":" and the name) stays far below the protocol's key limit.
 const MaxStepBytes = 200
+
+// maxTaskBytes is the protocol's bound on a task name.
+const maxTaskBytes = 255
 
 // KeyPrefix starts every key of a workflow (StepKey).
 const KeyPrefix = "cairnq:workflow:"
@@ -44,7 +57,8 @@ type OnFailure string
 const (
 	// CancelRest cancels the steps not finished yet (queued ones at once,
 	// running ones are asked to stop), inserts no more, and fails the
-	// workflow. The default.
+	// workflow. What the SDK's builders choose unless told otherwise; the
+	// JSON always names its policy.
 	CancelRest OnFailure = "cancel"
 	// ContinueBranches lets every step that does not wait on the failed
 	// one run on; the workflow fails once nothing more can run.
@@ -74,10 +88,11 @@ type Step struct {
 	Step string `json:"step"`
 	// Task is the task's name, the handler that runs it.
 	Task string `json:"task"`
-	// Payload is the task's payload (JSON); absent is {}.
+	// Payload is the task's payload (JSON), submitted as given; absent
+	// means {}.
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// Options are the task's submit options, as the submitting SDK
-	// encodes them; this package does not read them.
+	// Options are the task's submit options, a JSON object as the
+	// submitting SDK encodes them; this package reads nothing in it.
 	Options json.RawMessage `json:"options,omitempty"`
 	// After names the steps this one waits for.
 	After []string `json:"after,omitempty"`
@@ -91,6 +106,10 @@ type Definition struct {
 	// Seen is the ledger: every step an advance inserted, with the last
 	// status one read for it.
 	Seen map[string]Status `json:"seen,omitempty"`
+	// Ended is the status the record was settled with (Succeeded, Failed
+	// or Canceled), written in the transaction that settles it; empty
+	// while the workflow runs.
+	Ended Status `json:"ended,omitempty"`
 }
 
 // Error is a definition that breaks a rule; Step names the step at fault
@@ -111,15 +130,19 @@ func stepErr(step, format string, args ...any) error {
 	return &Error{Step: step, Reason: fmt.Sprintf(format, args...)}
 }
 
-// Parse reads and validates a record's payload.
+// Parse reads and validates a record's payload. (Field names match as
+// encoding/json matches them, whatever their case.)
 func Parse(data []byte) (*Definition, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var d Definition
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return nil, &Error{Reason: "not a workflow definition: null"}
+	}
 	if err := dec.Decode(&d); err != nil {
 		return nil, &Error{Reason: "not a workflow definition: " + err.Error()}
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, &Error{Reason: "not a workflow definition: text after the value"}
 	}
 	if err := d.Validate(); err != nil {
@@ -133,13 +156,20 @@ func Parse(data []byte) (*Definition, error) {
 // ledger that names only d's steps.
 func (d *Definition) Validate() error {
 	if d.V != Version {
-		return &Error{Reason: fmt.Sprintf("version %d, this SDK reads %d", d.V, Version)}
+		// A later version is a newer SDK's record: the engine leaves it
+		// alone rather than failing it.
+		return &Error{Reason: fmt.Sprintf("version %d (v), this SDK reads %d", d.V, Version)}
 	}
 	if d.OnFailure != CancelRest && d.OnFailure != ContinueBranches {
 		return &Error{Reason: fmt.Sprintf("on_failure %q, want %q or %q", d.OnFailure, CancelRest, ContinueBranches)}
 	}
 	if len(d.Steps) == 0 {
 		return &Error{Reason: "no steps"}
+	}
+	switch d.Ended {
+	case "", Succeeded, Failed, Canceled:
+	default:
+		return &Error{Reason: fmt.Sprintf("ended %q, want succeeded, failed or canceled", d.Ended)}
 	}
 	return validateSteps(d.Steps, d.Seen)
 }
@@ -148,17 +178,25 @@ func validateSteps(steps []Step, seen map[string]Status) error {
 	index := make(map[string]int, len(steps))
 	for i, s := range steps {
 		if err := ValidateStepName(s.Step); err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Step == "" {
+				e.Reason += fmt.Sprintf(" (step %d)", i)
+			}
 			return err
 		}
 		if _, dup := index[s.Step]; dup {
 			return stepErr(s.Step, "named twice")
 		}
 		index[s.Step] = i
-		if s.Task == "" {
+		switch {
+		case s.Task == "":
 			return stepErr(s.Step, "no task name")
-		}
-		if len(s.Payload) > 0 && !json.Valid(s.Payload) {
+		case len(s.Task) > maxTaskBytes || !utf8.ValidString(s.Task) || strings.ContainsRune(s.Task, 0):
+			return stepErr(s.Step, "task name is not a protocol name (at most %d bytes of UTF-8, no NUL)", maxTaskBytes)
+		case len(s.Payload) > 0 && !json.Valid(s.Payload):
 			return stepErr(s.Step, "payload is not JSON")
+		case len(s.Options) > 0 && (!json.Valid(s.Options) || bytes.TrimSpace(s.Options)[0] != '{'):
+			return stepErr(s.Step, "options are not a JSON object")
 		}
 	}
 	for _, s := range steps {
@@ -172,11 +210,14 @@ func validateSteps(steps []Step, seen map[string]Status) error {
 		}
 	}
 	if cycle := findCycle(steps, index); cycle != nil {
+		if len(cycle) > 10 {
+			cycle = append(cycle[:9:9], fmt.Sprintf("... (%d more)", len(cycle)-9))
+		}
 		return stepErr(cycle[0], "waits for itself through %s", strings.Join(cycle, " -> "))
 	}
 	for name, st := range seen {
 		if _, ok := index[name]; !ok {
-			return stepErr(name, "in the ledger but not a step of the workflow")
+			return &Error{Reason: fmt.Sprintf("the ledger names %q, not a step of the workflow", name)}
 		}
 		switch st {
 		case Queued, Running, Succeeded, Failed, Canceled:
@@ -194,6 +235,8 @@ func ValidateStepName(name string) error {
 		return &Error{Reason: "a step with no name"}
 	case len(name) > MaxStepBytes:
 		return stepErr(strings.ToValidUTF8(name[:32], "")+"...", "name longer than %d bytes", MaxStepBytes)
+	case !utf8.ValidString(name):
+		return stepErr(strings.ToValidUTF8(name, "\uFFFD"), "name is not UTF-8")
 	case strings.ContainsAny(name, ":\x00"):
 		return stepErr(name, "name holds ':' or NUL, which the step's key cannot carry")
 	}
@@ -255,6 +298,7 @@ func (d *Definition) AddSteps(by string, steps []Step) error {
 	all := slices.Clone(d.Steps)
 	for _, s := range steps {
 		s.After = slices.Clone(s.After)
+		s.Payload, s.Options = bytes.Clone(s.Payload), bytes.Clone(s.Options)
 		if !slices.Contains(s.After, by) {
 			s.After = append(s.After, by)
 		}
@@ -272,7 +316,8 @@ func (d *Definition) AddSteps(by string, steps []Step) error {
 // "cairnq:workflow:task_01J...:extract". Step names hold no ':', so a key
 // parses at its last colon (ParseKey). Any process, in any SDK, that
 // inserts a step under its key with the reject strategy inserts it at
-// most once.
+// most once while the step's row is kept; the ledger (Definition.Seen)
+// keeps a step whose row was purged from running again.
 func StepKey(workflow, step string) string { return KeyPrefix + workflow + ":" + step }
 
 // WorkflowKey is the record's own key: StepKey with an empty step name,
@@ -287,10 +332,14 @@ func ParseKey(key string) (workflow, step string, ok bool) {
 		return "", "", false
 	}
 	i := strings.LastIndexByte(rest, ':')
-	if i <= 0 {
+	if i <= 0 || strings.HasSuffix(rest[:i], ":") {
 		return "", "", false
 	}
-	return rest[:i], rest[i+1:], true
+	workflow, step = rest[:i], rest[i+1:]
+	if step != "" && ValidateStepName(step) != nil {
+		return "", "", false
+	}
+	return workflow, step, true
 }
 
 // Decision is what an advance does, under the workflow's lock.
@@ -301,33 +350,52 @@ type Decision struct {
 	// once, running ones are asked to stop).
 	Cancel bool
 	// Done says nothing is live and nothing more will be inserted: the
-	// advance finishes the record, failed when Failed.
+	// advance settles the record, failed when Failed, unless the record
+	// was canceled (then it is left as it is).
 	Done, Failed bool
 	// Skipped are, once Done, the steps never inserted.
 	Skipped []string
-	// Seen is the ledger to write back: every inserted step (those in
-	// Insert as queued) with its status.
-	Seen map[string]Status
+	// Lost are the steps whose rows are gone while the ledger last saw
+	// them live: finished and purged before an advance read them, or
+	// deleted by hand. Their outcome is unknown; they count as failed, and
+	// nothing runs them again.
+	Lost []string
 }
 
-// Decide says what an advance does for d, given the status of each step
-// row it read (rows, by step name; a step with no row is absent) and
-// whether the record was canceled. A step in the ledger with no row was
-// purged: its last status seen stands, and one last seen live counts as
-// failed (retention purges only finished rows, so a hand-made delete took
-// it).
-func Decide(d *Definition, rows map[string]Status, canceled bool) Decision {
+// Advance decides what an advance does for d and records in d.Seen what
+// it read and inserts, so that d is the payload to write back with the
+// steps. rows holds the status of each step row read, by step name (a
+// step with no row is absent); canceled says the record was canceled.
+// d must be valid (Validate). A row that names no step of d is ignored,
+// and a status outside the protocol's five counts as failed.
+func (d *Definition) Advance(rows map[string]Status, canceled bool) Decision {
+	var dec Decision
 	state := make(map[string]Status, len(d.Steps))
 	for name, st := range d.Seen {
-		if st.live() {
-			st = Failed // its row is gone, unless read below
+		state[name] = st
+	}
+	steps := make(map[string]bool, len(d.Steps))
+	for _, s := range d.Steps {
+		steps[s.Step] = true
+	}
+	for name, st := range rows {
+		if !steps[name] {
+			continue
+		}
+		switch st {
+		case Queued, Running, Succeeded, Failed, Canceled:
+		default:
+			st = Failed
 		}
 		state[name] = st
 	}
-	for name, st := range rows {
-		state[name] = st
+	for _, s := range d.Steps {
+		if _, read := rows[s.Step]; !read && state[s.Step].live() {
+			// Gone while last seen live: its outcome is unknown.
+			dec.Lost = append(dec.Lost, s.Step)
+			state[s.Step] = Failed
+		}
 	}
-	var dec Decision
 	anyFailed, anyLive := false, false
 	for _, s := range d.Steps {
 		switch st, ok := state[s.Step]; {
@@ -354,24 +422,21 @@ func Decide(d *Definition, rows map[string]Status, canceled bool) Decision {
 			}
 			if ready {
 				dec.Insert = append(dec.Insert, s.Step)
+				state[s.Step] = Queued
 			}
 		}
-	}
-	dec.Seen = make(map[string]Status, len(state)+len(dec.Insert))
-	for name, st := range state {
-		dec.Seen[name] = st
-	}
-	for _, name := range dec.Insert {
-		dec.Seen[name] = Queued
 	}
 	if !anyLive && len(dec.Insert) == 0 {
 		dec.Done = true
-		dec.Failed = canceled || anyFailed
 		for _, s := range d.Steps {
-			if _, ok := dec.Seen[s.Step]; !ok {
+			if _, ok := state[s.Step]; !ok {
 				dec.Skipped = append(dec.Skipped, s.Step)
 			}
 		}
+		dec.Failed = canceled || anyFailed || len(dec.Skipped) > 0
+	}
+	if len(state) > 0 {
+		d.Seen = state
 	}
 	return dec
 }

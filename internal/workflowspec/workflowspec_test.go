@@ -59,7 +59,13 @@ func TestValidateRefuses(t *testing.T) {
 		{"waiting for itself", "a", "waits for itself", def(step("a", "a"))},
 		{"waiting for no step", "a", `"z"`, def(step("a", "z"))},
 		{"a cycle", "a", "a -> c -> b -> a", def(step("a", "c"), step("b", "a"), step("c", "b"))},
-		{"a ledger naming no step", "z", "ledger", &Definition{V: Version, OnFailure: CancelRest, Steps: []Step{step("a")}, Seen: map[string]Status{"z": Queued}}},
+		{"a ledger naming no step", "", `ledger names "z"`, &Definition{V: Version, OnFailure: CancelRest, Steps: []Step{step("a")}, Seen: map[string]Status{"z": Queued}}},
+		{"options not JSON", "a", "options", def(Step{Step: "a", Task: "t", Options: json.RawMessage(`{`)})},
+		{"options not an object", "a", "options", def(Step{Step: "a", Task: "t", Options: json.RawMessage(`[1]`)})},
+		{"a name not UTF-8", "", "not UTF-8", def(step("a\xff"))},
+		{"a task name with NUL", "a", "task name", def(Step{Step: "a", Task: "t\x00"})},
+		{"a task name too long", "a", "task name", def(Step{Step: "a", Task: strings.Repeat("t", 256)})},
+		{"an end not a final status", "", "ended", &Definition{V: Version, OnFailure: CancelRest, Steps: []Step{step("a")}, Ended: Running}},
 		{"a ledger status not the protocol's", "a", "ledger status", &Definition{V: Version, OnFailure: CancelRest, Steps: []Step{step("a")}, Seen: map[string]Status{"a": "waiting"}}},
 	} {
 		err := c.d.Validate()
@@ -75,8 +81,9 @@ func TestValidateRefuses(t *testing.T) {
 
 func TestParseRefusesOtherJSON(t *testing.T) {
 	for _, text := range []string{
-		``, `[]`, `{"v":1,"on_failure":"cancel","steps":[{"step":"a","task":"t"}],"extra":1}`,
+		``, `[]`, `null`, `{"v":1,"on_failure":"cancel","steps":[{"step":"a","task":"t"}],"extra":1}`,
 		`{"v":1,"on_failure":"cancel","steps":[{"step":"a","task":"t"}]} {}`,
+		`{"v":1,"on_failure":"cancel","steps":[{"step":"a","task":"t"}]}]`,
 	} {
 		var e *Error
 		if _, err := Parse([]byte(text)); !errors.As(err, &e) {
@@ -99,7 +106,8 @@ func TestKeys(t *testing.T) {
 	if WorkflowKey(wf) == StepKey(wf, "a") || ValidateStepName("") == nil {
 		t.Fatal("the record's key can be a step's")
 	}
-	for _, key := range []string{"", "cairnq:periodic:x:1", "cairnq:workflow:", "cairnq:workflow:nocolon", "cairnq:workflow::a"} {
+	for _, key := range []string{"", "cairnq:periodic:x:1", "cairnq:workflow:", "cairnq:workflow:nocolon", "cairnq:workflow::a",
+		"cairnq:workflow:w::", "cairnq:workflow:w:a\x00", "cairnq:workflow:w:" + strings.Repeat("s", MaxStepBytes+1)} {
 		if w, s, ok := ParseKey(key); ok {
 			t.Errorf("ParseKey(%q) = %q, %q, true; want false", key, w, s)
 		}
@@ -122,7 +130,10 @@ func TestAddSteps(t *testing.T) {
 	if got := d.Steps[6].After; !slices.Equal(got, []string{"b.1", "b.2", "b"}) {
 		t.Fatalf("the fan-in waits for %v", got)
 	}
-	before := slices.Clone(d.Steps)
+	before, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		by    string
 		steps []Step
@@ -135,116 +146,145 @@ func TestAddSteps(t *testing.T) {
 			t.Errorf("AddSteps(%q, %v) succeeded", c.by, c.steps)
 		}
 	}
-	if !slices.EqualFunc(d.Steps, before, func(a, b Step) bool { return a.Step == b.Step }) {
-		t.Fatal("a refused AddSteps changed the definition")
+	if after, err := json.Marshal(d); err != nil || string(after) != string(before) {
+		t.Fatalf("a refused AddSteps changed the definition:\n%s\n%s", before, after)
+	}
+	// The definition keeps its own copies of what it was given.
+	payload := json.RawMessage(`{"n":1}`)
+	if err := d.AddSteps("a", []Step{{Step: "x", Task: "t", Payload: payload}}); err != nil {
+		t.Fatal(err)
+	}
+	payload[5] = '2'
+	if got := string(d.Steps[len(d.Steps)-1].Payload); got != `{"n":1}` {
+		t.Fatalf("the added step's payload changed with the caller's slice: %s", got)
 	}
 }
 
-func TestDecide(t *testing.T) {
+func TestAdvance(t *testing.T) {
 	type rows = map[string]Status
 	for _, c := range []struct {
 		name     string
 		d        *Definition
-		seen     map[string]Status
+		seen     rows
 		rows     rows
 		canceled bool
 		want     Decision
+		wantSeen rows
 	}{
 		{name: "a new workflow starts its roots", d: diamond(CancelRest),
-			want: Decision{Insert: []string{"a"}}},
+			want: Decision{Insert: []string{"a"}}, wantSeen: rows{"a": Queued}},
 		{name: "fan-out", d: diamond(CancelRest), seen: rows{"a": Queued}, rows: rows{"a": Succeeded},
-			want: Decision{Insert: []string{"b", "c"}}},
+			want: Decision{Insert: []string{"b", "c"}}, wantSeen: rows{"a": Succeeded, "b": Queued, "c": Queued}},
 		{name: "fan-in waits for every branch", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Queued, "c": Queued}, rows: rows{"a": Succeeded, "b": Succeeded, "c": Running},
-			want: Decision{}},
-		{name: "fan-in", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded},
-			want: Decision{Insert: []string{"d"}}},
-		{name: "done", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Succeeded},
-			want: Decision{Done: true}},
-		{name: "a failure cancels the rest", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Failed, "c": Running},
-			want: Decision{Cancel: true}},
-		{name: "and then fails the workflow", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Failed, "c": Canceled},
-			want: Decision{Done: true, Failed: true, Skipped: []string{"d"}}},
-		{name: "continue lets a branch run on", d: diamond(ContinueBranches), rows: rows{"a": Succeeded, "b": Failed, "c": Running},
-			want: Decision{}},
-		{name: "continue, then fails", d: diamond(ContinueBranches), rows: rows{"a": Succeeded, "b": Failed, "c": Succeeded},
-			want: Decision{Done: true, Failed: true, Skipped: []string{"d"}}},
-		{name: "a canceled workflow cancels what is live", d: diamond(ContinueBranches), rows: rows{"a": Succeeded, "b": Queued}, canceled: true,
-			want: Decision{Cancel: true}},
-		{name: "a canceled workflow ends once nothing is live", d: diamond(CancelRest), rows: rows{"a": Succeeded, "b": Canceled}, canceled: true,
-			want: Decision{Done: true, Failed: true, Skipped: []string{"c", "d"}}},
-		{name: "a purged step's last status stands", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Succeeded}, rows: rows{"c": Succeeded},
-			want: Decision{Insert: []string{"d"}}},
+			want: Decision{}, wantSeen: rows{"a": Succeeded, "b": Succeeded, "c": Running}},
+		{name: "fan-in", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Running, "c": Queued}, rows: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded},
+			want: Decision{Insert: []string{"d"}}, wantSeen: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Queued}},
+		{name: "done", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Queued}, rows: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Succeeded},
+			want: Decision{Done: true}, wantSeen: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Succeeded}},
+		{name: "a failure cancels the rest", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Queued, "c": Queued}, rows: rows{"a": Succeeded, "b": Failed, "c": Running},
+			want: Decision{Cancel: true}, wantSeen: rows{"a": Succeeded, "b": Failed, "c": Running}},
+		{name: "and then fails the workflow", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Failed, "c": Running}, rows: rows{"a": Succeeded, "b": Failed, "c": Canceled},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"d"}}, wantSeen: rows{"a": Succeeded, "b": Failed, "c": Canceled}},
+		{name: "continue lets a branch run on", d: diamond(ContinueBranches), seen: rows{"a": Succeeded, "b": Queued, "c": Queued}, rows: rows{"a": Succeeded, "b": Failed, "c": Running},
+			want: Decision{}, wantSeen: rows{"a": Succeeded, "b": Failed, "c": Running}},
+		{name: "continue inserts on another branch after a failure", d: &Definition{V: Version, OnFailure: ContinueBranches, Steps: []Step{
+			{Step: "a", Task: "t"}, {Step: "b", Task: "t"}, {Step: "b2", Task: "t", After: []string{"b"}}}},
+			seen: rows{"a": Queued, "b": Queued}, rows: rows{"a": Failed, "b": Succeeded},
+			want: Decision{Insert: []string{"b2"}}, wantSeen: rows{"a": Failed, "b": Succeeded, "b2": Queued}},
+		{name: "continue, then fails", d: diamond(ContinueBranches), seen: rows{"a": Succeeded, "b": Failed, "c": Running}, rows: rows{"a": Succeeded, "b": Failed, "c": Succeeded},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"d"}}, wantSeen: rows{"a": Succeeded, "b": Failed, "c": Succeeded}},
+		{name: "a canceled workflow cancels what is live", d: diamond(ContinueBranches), seen: rows{"a": Succeeded, "b": Queued}, rows: rows{"a": Succeeded, "b": Queued}, canceled: true,
+			want: Decision{Cancel: true}, wantSeen: rows{"a": Succeeded, "b": Queued}},
+		{name: "a canceled workflow ends once nothing is live", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Queued}, rows: rows{"a": Succeeded, "b": Canceled}, canceled: true,
+			want: Decision{Done: true, Failed: true, Skipped: []string{"c", "d"}}, wantSeen: rows{"a": Succeeded, "b": Canceled}},
+		{name: "a workflow canceled before any step", d: diamond(CancelRest), canceled: true,
+			want: Decision{Done: true, Failed: true, Skipped: []string{"a", "b", "c", "d"}}, wantSeen: nil},
+		{name: "a purged step's last status stands", d: diamond(CancelRest), seen: rows{"a": Succeeded, "b": Succeeded, "c": Running}, rows: rows{"c": Succeeded},
+			want: Decision{Insert: []string{"d"}}, wantSeen: rows{"a": Succeeded, "b": Succeeded, "c": Succeeded, "d": Queued}},
 		{name: "a purged step is never inserted again", d: diamond(CancelRest), seen: rows{"a": Succeeded},
-			want: Decision{Insert: []string{"b", "c"}}},
-		{name: "a step gone while live counts as failed", d: diamond(ContinueBranches), seen: rows{"a": Running},
-			want: Decision{Done: true, Failed: true, Skipped: []string{"b", "c", "d"}}},
+			want: Decision{Insert: []string{"b", "c"}}, wantSeen: rows{"a": Succeeded, "b": Queued, "c": Queued}},
+		{name: "a step purged before an advance saw it finish is lost", d: diamond(ContinueBranches), seen: rows{"a": Running},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"b", "c", "d"}, Lost: []string{"a"}}, wantSeen: rows{"a": Failed}},
+		{name: "rows that are no step's are ignored", d: diamond(CancelRest), seen: rows{"a": Queued}, rows: rows{"": Running, "a.child": Failed, "a": Succeeded},
+			want: Decision{Insert: []string{"b", "c"}}, wantSeen: rows{"a": Succeeded, "b": Queued, "c": Queued}},
+		{name: "a status not the protocol's counts as failed", d: diamond(ContinueBranches), seen: rows{"a": Queued}, rows: rows{"a": "paused"},
+			want: Decision{Done: true, Failed: true, Skipped: []string{"b", "c", "d"}}, wantSeen: rows{"a": Failed}},
 	} {
 		c.d.Seen = c.seen
-		got := Decide(c.d, c.rows, c.canceled)
-		wantSeen := map[string]Status{}
-		for name, st := range c.seen {
-			if st.live() {
-				st = Failed
-			}
-			wantSeen[name] = st
-		}
-		maps.Copy(wantSeen, c.rows)
-		for _, name := range got.Insert {
-			wantSeen[name] = Queued
-		}
-		c.want.Seen = wantSeen
+		got := c.d.Advance(c.rows, c.canceled)
 		if !slices.Equal(got.Insert, c.want.Insert) || got.Cancel != c.want.Cancel || got.Done != c.want.Done ||
-			got.Failed != c.want.Failed || !slices.Equal(got.Skipped, c.want.Skipped) || !maps.Equal(got.Seen, c.want.Seen) {
-			t.Errorf("%s: Decide = %+v, want %+v", c.name, got, c.want)
+			got.Failed != c.want.Failed || !slices.Equal(got.Skipped, c.want.Skipped) || !slices.Equal(got.Lost, c.want.Lost) {
+			t.Errorf("%s: Advance = %+v, want %+v", c.name, got, c.want)
+		}
+		if !maps.Equal(c.d.Seen, c.wantSeen) {
+			t.Errorf("%s: the ledger is %v, want %v", c.name, c.d.Seen, c.wantSeen)
+		}
+		if err := c.d.Validate(); err != nil {
+			t.Errorf("%s: the definition written back is invalid: %v", c.name, err)
 		}
 	}
 }
 
-// Advancing by Decide alone, each inserted step settling as told, runs
+// Advancing by Advance alone, each inserted step settling as told, runs
 // every step of a workflow exactly once and ends it, whatever order the
-// settlements come in.
-func TestDecideRunsEachStepOnce(t *testing.T) {
-	d := diamond(CancelRest)
-	if err := d.AddSteps("c", []Step{{Step: "c.1", Task: "t"}, {Step: "c.2", Task: "t"}, {Step: "c.all", Task: "t", After: []string{"c.1", "c.2"}}}); err != nil {
-		t.Fatal(err)
-	}
-	d.Steps[3].After = append(d.Steps[3].After, "c.all") // d waits for the fan-in too
-	if err := d.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for order := range 3 {
-		rows := map[string]Status{}
-		inserted := map[string]int{}
-		d.Seen = nil
-		for range 20 {
-			dec := Decide(d, rows, false)
-			d.Seen = dec.Seen
-			if dec.Done {
-				if dec.Failed || len(dec.Skipped) > 0 {
-					t.Fatalf("order %d: ended %+v", order, dec)
+// settlements come in; with one step failing, the workflow ends failed
+// and the step waiting on it never runs.
+func TestAdvanceRunsEachStepOnce(t *testing.T) {
+	for _, fail := range []string{"", "c.1"} {
+		for order := range 3 {
+			d := diamond(CancelRest)
+			if err := d.AddSteps("c", []Step{{Step: "c.1", Task: "t"}, {Step: "c.2", Task: "t"}, {Step: "c.all", Task: "t", After: []string{"c.1", "c.2"}}}); err != nil {
+				t.Fatal(err)
+			}
+			rows := map[string]Status{}
+			inserted := map[string]int{}
+			var last Decision
+			for range 30 {
+				last = d.Advance(rows, false)
+				if last.Done {
+					break
 				}
-				break
+				for _, name := range last.Insert {
+					inserted[name]++
+					rows[name] = Queued
+				}
+				if last.Cancel {
+					for name, st := range rows {
+						if st.live() {
+							rows[name] = Canceled
+						}
+					}
+					continue
+				}
+				// Settle one live step: the first, the last or the middle.
+				var live []string
+				for _, s := range d.Steps {
+					if rows[s.Step] == Queued {
+						live = append(live, s.Step)
+					}
+				}
+				if len(live) == 0 {
+					t.Fatalf("fail %q, order %d: nothing live and not done: %+v", fail, order, last)
+				}
+				pick := live[[]int{0, len(live) - 1, len(live) / 2}[order]]
+				rows[pick] = Succeeded
+				if pick == fail {
+					rows[pick] = Failed
+				}
 			}
-			for _, name := range dec.Insert {
-				inserted[name]++
-				rows[name] = Queued
+			if !last.Done || last.Failed != (fail != "") {
+				t.Fatalf("fail %q, order %d: ended %+v", fail, order, last)
 			}
-			// Settle one live step: the first, the last or the middle.
-			var live []string
 			for _, s := range d.Steps {
-				if rows[s.Step] == Queued {
-					live = append(live, s.Step)
+				if inserted[s.Step] > 1 {
+					t.Fatalf("fail %q, order %d: step %s inserted %d times", fail, order, s.Step, inserted[s.Step])
+				}
+				if fail == "" && rows[s.Step] != Succeeded {
+					t.Fatalf("order %d: step %s ends %s", order, s.Step, rows[s.Step])
 				}
 			}
-			if len(live) == 0 {
-				t.Fatalf("order %d: nothing live and not done: %+v", order, dec)
-			}
-			pick := []int{0, len(live) - 1, len(live) / 2}[order]
-			rows[live[pick]] = Succeeded
-		}
-		for _, s := range d.Steps {
-			if inserted[s.Step] != 1 || rows[s.Step] != Succeeded {
-				t.Fatalf("order %d: step %s inserted %d times, ends %s", order, s.Step, inserted[s.Step], rows[s.Step])
+			if fail != "" && inserted["c.all"] > 0 {
+				t.Fatalf("order %d: the step after the failed one ran: %v", order, inserted)
 			}
 		}
 	}
