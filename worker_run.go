@@ -382,9 +382,9 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 // idle sleeps until something may be claimable: a submit (wake), a
 // rate limit's next start, a resumed queue, or the poll timer, which also
 // drives lease recovery (and ends the sleep sooner when a look for an
-// expired lease is due, lookDue); and a call finishing, where that can matter: its
-// name's or resource's limit may have bound the last claim, or (SQLite)
-// its completion waits for the next claim. A call finishing otherwise
+// expired lease is due, lookDue); and a call finishing, where that can
+// matter: its name's or resource's limit may have bound the last claim,
+// or (SQLite) its completion waits for the next claim. A call finishing otherwise
 // makes nothing claimable, and waking for it cost every idle process of
 // a fleet a probe per task it ran.
 //
