@@ -40,11 +40,16 @@
 // get_status_many (both; read-only, the status of many tasks at once for
 // waits polling together), and
 // snooze (both; a worker write, ownership-checked like fail, that puts a
-// running task back to queued with its attempt given back), and three
+// running task back to queued with its attempt given back), three
 // that read past what a held snapshot keeps (Postgres only): claim_window
 // and claimable_probe_window (claim and claimable_probe from a known
 // front of the queue) and purge_from (purge from a floor of completion
-// times, returning each row's completed_at_ms).
+// times, returning each row's completed_at_ms), and three for a
+// workflow's advance (both; issue 31, not yet run by the engine):
+// claim_ids (claim's lease on the queued tasks among ids, whatever their
+// due time), workflow_steps (a record's steps: id, status, attempt and
+// the step's name from metadata's cairnq_workflow member) and
+// workflow_revise (a live record's payload rewritten).
 //
 // # Parameters
 //

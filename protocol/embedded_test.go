@@ -41,6 +41,11 @@ var sqliteParams = map[string][]string{
 	"queue_ages":       {"now_ms"},
 	"recent_failures":  {"before_ms"},
 	"snooze":           {"id", "worker_id", "now_ms", "delay_ms"},
+	// A workflow's advance (issue 31): its record claimed by id, its
+	// steps read, its definition written back.
+	"claim_ids":       {"worker_id", "lease_until_ms", "now_ms", "ids"},
+	"workflow_steps":  {"record_id"},
+	"workflow_revise": {"payload", "now_ms", "id"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -67,6 +72,8 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"queue_ages":      {sqliteOnly: []string{"now_ms"}},
 	"recent_failures": {[]string{"before_ms"}, []string{"older_than_ms"}},
 	"snooze":          {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
+	"claim_ids":       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
+	"workflow_revise": {sqliteOnly: []string{"now_ms"}},
 }
 
 var allStatementNames = []string{
@@ -75,6 +82,7 @@ var allStatementNames = []string{
 	"list", "lock_key", "progress", "protocol_version", "purge", "queue_depth",
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
+	"claim_ids", "workflow_steps", "workflow_revise",
 }
 
 func sorted(s []string) []string {
@@ -190,7 +198,7 @@ func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
-		"expired_leases", "queue_ages", "recent_failures",
+		"expired_leases", "queue_ages", "recent_failures", "workflow_steps",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)
@@ -256,6 +264,7 @@ func TestEmbeddedListFilters(t *testing.T) {
 		"claimable_probe_window": {"queues", "names"},
 		"get_status_many":        {"ids"},
 		"heartbeat_batch":        {"ids"},
+		"claim_ids":              {"ids"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

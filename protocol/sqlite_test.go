@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,9 @@ var resultColumns = map[string][]string{
 	"expired_leases":    taskColumns,
 	"queue_ages":        {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
 	"recent_failures":   {"name", "count", "last_failed_at_ms"},
+	"claim_ids":         taskColumns,
+	"workflow_steps":    {"id", "status", "attempt", "step"},
+	"workflow_revise":   {"id"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -271,6 +275,10 @@ func TestSQLitePlans(t *testing.T) {
 		// The operators' reads (cairnq doctor) stay off full scans too.
 		{"expired_leases", Args{"now_ms": 5000, "limit": 10}, "cairnq_tasks_lease_idx"},
 		{"recent_failures", Args{"before_ms": 5000}, "cairnq_tasks_status_completed_idx (status=? AND completed_at_ms>?)"},
+		// A workflow's advance reads its steps by root and claims its
+		// record by id.
+		{"workflow_steps", Args{"record_id": "task_0010"}, "cairnq_tasks_root_idx (root_id=?)"},
+		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
 	} {
 		if p := explain(c.stmt, c.args, true); !strings.Contains(p, c.index) || fullScan(p) {
 			t.Errorf("%s does not use %s:\n%s", c.stmt, c.index, p)
@@ -642,4 +650,67 @@ func diff(want, got []string) string {
 		}
 	}
 	return b.String()
+}
+
+// A workflow's advance: its steps read narrowly (a step's child and a
+// task of the record that is no step are not steps), its record claimed
+// by id whatever its due time, and its definition written back while the
+// record lives.
+func TestSQLiteWorkflowStatements(t *testing.T) {
+	conn := migratedDB(t)
+	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
+	const now = int64(1_000_000)
+	insert := func(id, parent, root, metadata string, runAt int64) {
+		t.Helper()
+		var p any
+		if parent != "" {
+			p = parent
+		}
+		call("insert_task", Args{
+			"id": id, "name": "n", "queue": "default", "payload": `{}`, "metadata": metadata,
+			"max_attempts": 3, "priority": 0, "run_at_ms": runAt, "parent_id": p,
+			"root_id": root, "correlation_id": nil, "now_ms": now,
+		})
+	}
+	step := func(name string) string { return `{"cairnq_workflow":{"v":1,"record":"wf","step":"` + name + `"}}` }
+	insert("wf", "", "wf", `{}`, now+60_000) // the record, due in a minute
+	insert("s1", "wf", "wf", step("extract"), now)
+	insert("s2", "wf", "wf", step("load"), now)
+	insert("child", "s1", "wf", step("extract"), now) // a step's own child
+	insert("other", "wf", "wf", `{}`, now)            // a task of the record, no step
+	insert("stranger", "wf", "wf", `{"cairnq_workflow":{"v":1,"record":"elsewhere","step":"x"}}`, now)
+
+	got := map[string]string{}
+	for _, r := range call("workflow_steps", Args{"record_id": "wf"}) {
+		got[fmt.Sprint(r["id"])] = fmt.Sprint(r["step"], " ", r["status"], " ", r["attempt"])
+	}
+	if want := map[string]string{"s1": "extract queued 0", "s2": "load queued 0"}; !maps.Equal(got, want) {
+		t.Fatalf("workflow_steps = %v, want %v", got, want)
+	}
+
+	claim := func() []row {
+		return call("claim_ids", Args{"ids": `["wf","nope"]`, "worker_id": "adv", "lease_until_ms": now + 1000, "now_ms": now})
+	}
+	claimed := claim()
+	if len(claimed) != 1 || claimed[0]["id"] != "wf" || claimed[0]["status"] != "running" ||
+		fmt.Sprint(claimed[0]["attempt"]) != "1" || claimed[0]["worker_id"] != "adv" {
+		t.Fatalf("claim_ids = %v, want the record running for adv on attempt 1", claimed)
+	}
+	if again := claim(); len(again) != 0 {
+		t.Fatalf("claim_ids of a running task = %v, want nothing", again)
+	}
+
+	revise := func() []row {
+		return call("workflow_revise", Args{"id": "wf", "payload": `{"v":1,"seen":{"extract":"queued"}}`, "now_ms": now + 1})
+	}
+	if r := revise(); len(r) != 1 || r[0]["id"] != "wf" {
+		t.Fatalf("workflow_revise of a running record = %v", r)
+	}
+	if p := call("get", Args{"id": "wf"})[0]["payload"]; p != `{"v":1,"seen":{"extract":"queued"}}` {
+		t.Fatalf("payload after workflow_revise = %v", p)
+	}
+	call("complete", Args{"id": "wf", "worker_id": "adv", "now_ms": now + 2, "result": `{}`})
+	if r := revise(); len(r) != 0 {
+		t.Fatalf("workflow_revise of a finished record = %v, want nothing", r)
+	}
 }

@@ -3,6 +3,8 @@ package cairnqpgx_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"testing"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
@@ -34,6 +36,8 @@ func protocolArgs() protocol.Args {
 		"floor_ms": int64(0), "floor_id": "", "from_ms": int64(0),
 		// the probes: whether to look for an expired lease.
 		"look_for_expired": true,
+		// workflow_steps: a workflow's record.
+		"record_id": "t1",
 	}
 }
 
@@ -100,5 +104,90 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A workflow's advance on Postgres, as TestSQLiteWorkflowStatements checks
+// it on SQLite: its steps read narrowly, its record claimed by id
+// whatever its due time, its definition written back while it lives.
+func TestWorkflowStatements(t *testing.T) {
+	t.Parallel()
+	ctx := adaptertest.Ctx(t)
+	e, _ := newExecutor(t, nil)
+	for _, m := range protocol.Migrations(protocol.Postgres) {
+		if err := e.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %s: %v", m.Name, err)
+		}
+	}
+	set := protocol.Statements(protocol.Postgres)
+	run := func(name string, a protocol.Args) []executor.Row {
+		t.Helper()
+		st := set.Get(name).Specialize(a)
+		bound, err := st.Bind(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []executor.Row
+		err = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+			rows, err = s.Query(ctx, st.SQL, bound...)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return rows
+	}
+	insert := func(id, parent, metadata string, delay int64) {
+		t.Helper()
+		var p any
+		if parent != "" {
+			p = parent
+		}
+		a := protocolArgs()
+		a["id"], a["parent_id"], a["root_id"], a["metadata"], a["delay_ms"] = id, p, "wf", metadata, delay
+		run("insert_task", a)
+	}
+	step := func(name string) string { return `{"cairnq_workflow":{"v":1,"record":"wf","step":"` + name + `"}}` }
+	insert("wf", "", `{}`, 60_000) // the record, due in a minute
+	insert("s1", "wf", step("extract"), 0)
+	insert("s2", "wf", step("load"), 0)
+	insert("child", "s1", step("extract"), 0) // a step's own child
+	insert("other", "wf", `{}`, 0)            // a task of the record, no step
+	insert("stranger", "wf", `{"cairnq_workflow":{"v":1,"record":"elsewhere","step":"x"}}`, 0)
+
+	got := map[string]string{}
+	for _, r := range run("workflow_steps", protocol.Args{"record_id": "wf"}) {
+		got[fmt.Sprint(r["id"])] = fmt.Sprint(r["step"], " ", r["status"], " ", r["attempt"])
+	}
+	if want := map[string]string{"s1": "extract queued 0", "s2": "load queued 0"}; !maps.Equal(got, want) {
+		t.Fatalf("workflow_steps = %v, want %v", got, want)
+	}
+
+	claim := func() []executor.Row {
+		return run("claim_ids", protocol.Args{"ids": `{"wf","nope"}`, "worker_id": "adv", "lease_ms": int64(30_000)})
+	}
+	claimed := claim()
+	if len(claimed) != 1 || claimed[0]["id"] != "wf" || claimed[0]["status"] != "running" ||
+		fmt.Sprint(claimed[0]["attempt"]) != "1" || claimed[0]["worker_id"] != "adv" {
+		t.Fatalf("claim_ids = %v, want the record running for adv on attempt 1", claimed)
+	}
+	if again := claim(); len(again) != 0 {
+		t.Fatalf("claim_ids of a running task = %v, want nothing", again)
+	}
+
+	revise := func() []executor.Row {
+		return run("workflow_revise", protocol.Args{"id": "wf", "payload": `{"v":1,"seen":{"extract":"queued"}}`})
+	}
+	if r := revise(); len(r) != 1 || r[0]["id"] != "wf" {
+		t.Fatalf("workflow_revise of a running record = %v", r)
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(run("get", protocol.Args{"id": "wf"})[0]["payload"].(json.RawMessage), &payload); err != nil ||
+		fmt.Sprint(payload["seen"]) != "map[extract:queued]" {
+		t.Fatalf("payload after workflow_revise = %v (%v)", payload, err)
+	}
+	run("complete", protocol.Args{"id": "wf", "worker_id": "adv", "result": `{}`})
+	if r := revise(); len(r) != 0 {
+		t.Fatalf("workflow_revise of a finished record = %v, want nothing", r)
 	}
 }
