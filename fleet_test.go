@@ -97,7 +97,14 @@ func openCounted(ctx context.Context, t *testing.T, dsn string) (*cairnq.Client,
 // started, and returns what stops it and waits for its Run.
 func runReporting(ctx context.Context, t *testing.T, c *cairnq.Client, name string, started chan<- string) (stop func()) {
 	t.Helper()
-	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8, PollInterval: time.Hour})
+	return runWorkerReporting(ctx, t, newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8, PollInterval: time.Hour}), name, started)
+}
+
+// runWorkerReporting registers name on w with a handler that reports
+// each task's id on started, and runs w until stop (which fails t if Run
+// returned an error).
+func runWorkerReporting(ctx context.Context, t *testing.T, w *cairnq.Worker, name string, started chan<- string) (stop func()) {
+	t.Helper()
 	if err := w.Handle(name, func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 		started <- tc.ID()
 		return nil, nil
@@ -180,18 +187,9 @@ func TestIdleWorkerRecoversAnExpiredLease(t *testing.T) {
 	}
 	waitFor(t, "the lease to expire", func() bool { return time.Now().After(got[0].LeaseUntil) })
 
-	w := newWorker(t, c, &cairnq.WorkerOptions{PollInterval: time.Hour})
 	started := make(chan string, 1)
-	if err := w.Handle("fleet.lost", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		started <- tc.ID()
-		return nil, nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
+	stop := runWorkerReporting(ctx, t, newWorker(t, c, &cairnq.WorkerOptions{PollInterval: time.Hour}), "fleet.lost", started)
 	defer stop()
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(runCtx) }()
 	select {
 	case id := <-started:
 		if id != task.ID {
@@ -199,10 +197,6 @@ func TestIdleWorkerRecoversAnExpiredLease(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the task whose lease expired never ran again")
-	}
-	stop()
-	if err := <-ran; err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -220,16 +214,7 @@ func TestIdleWorkerLooksForExpiredLeasesWhenDue(t *testing.T) {
 	w := newWorker(t, c, &cairnq.WorkerOptions{PollInterval: time.Hour})
 	calls := cairnq.RecordClaims(w)
 	started := make(chan string, 1)
-	if err := w.Handle("fleet.wake", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		started <- tc.ID()
-		return nil, nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(runCtx) }()
+	defer runWorkerReporting(ctx, t, w, "fleet.wake", started)()
 	waitFor(t, "the worker's first poll", func() bool { return len(calls()) > 0 })
 
 	// Each round, a task's worker vanishes and its lease runs out (on a
@@ -277,10 +262,6 @@ func TestIdleWorkerLooksForExpiredLeasesWhenDue(t *testing.T) {
 	}
 	if !skipped {
 		t.Fatal("no probe in 10 rounds left its look out: each came a second or more after the last look")
-	}
-	stop()
-	if err := <-ran; err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -67,20 +67,20 @@ func spacing(cost time.Duration) time.Duration { return min(fullDrawShare*cost, 
 // hints (Store.Claim) is never paced.
 const lookEvery = time.Second
 
-// readPace paces one kind of read of a store.
+// readPace paces a store's reads for an expired lease.
 type readPace struct {
 	mu   sync.Mutex
 	at   time.Time     // when the last read started (or was reserved)
 	cost time.Duration // how long the last read took
 }
 
-// take reports whether a read may start at now, at least least after the
-// last and spaced by its cost, and if so reserves it, so that of the
+// take reports whether a read may start at now, at least lookEvery after
+// the last and spaced by its cost, and if so reserves it, so that of the
 // workers sharing the store one reads; if not, next is when one may.
-func (r *readPace) take(now time.Time, least time.Duration) (ok bool, next time.Time) {
+func (r *readPace) take(now time.Time) (ok bool, next time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next = r.at.Add(max(least, spacing(r.cost)))
+	next = r.at.Add(max(lookEvery, spacing(r.cost)))
 	if now.Before(next) {
 		return false, next
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -264,16 +263,8 @@ func TestClaimFromFrontSkipsEntriesAHeldSnapshotKeeps(t *testing.T) {
 	// The newest front, which a windowed draw right after the last claim
 	// reads (the lag is 0). Not frontPlan's answer now: when the claims
 	// took over fullDrawEvery under load, the next draw is due in full.
-	var seen []frontSeen
-	s.fronts.mu.Lock()
-	if c := s.fronts.by[s.frontKey([]string{"default"}, nil)]; c != nil {
-		seen = slices.Clone(c.seen)
-	}
-	s.fronts.mu.Unlock()
-	if len(seen) == 0 {
-		t.Fatal("no front after the claims")
-	}
-	priority, floor := seen[len(seen)-1].priority, seen[len(seen)-1].floor
+	newest := newestFront(t, s)
+	priority, floor := newest.priority, newest.floor
 	base := protocol.Args{
 		"queues": protocol.One("default"), "names": nil, "worker_id": "w2",
 		"lease_ms": int64(30000), "limit": int64(1),
@@ -287,6 +278,19 @@ func TestClaimFromFrontSkipsEntriesAHeldSnapshotKeeps(t *testing.T) {
 	if front > 100 || front*4 > full {
 		t.Fatalf("the draw from the front read %d buffers (full draw: %d), want under 100 and a quarter of the full draw's", front, full)
 	}
+}
+
+// newestFront is the front the default queue's last draw found, as
+// claimJobs leaves it.
+func newestFront(t *testing.T, s *Store) frontSeen {
+	t.Helper()
+	s.fronts.mu.Lock()
+	defer s.fronts.mu.Unlock()
+	c := s.fronts.by[s.frontKey([]string{"default"}, nil)]
+	if c == nil || len(c.seen) == 0 {
+		t.Fatal("no front after the claims")
+	}
+	return c.seen[len(c.seen)-1]
 }
 
 // holdHorizon holds an xid on a connection of db until the test ends,

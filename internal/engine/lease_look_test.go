@@ -3,7 +3,6 @@ package engine
 import (
 	"database/sql/driver"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,30 +14,30 @@ func TestReadPace(t *testing.T) {
 	var r readPace
 	now := time.Unix(1000, 0)
 	after := func(d time.Duration) time.Time { return now.Add(d) }
-	if ok, _ := r.take(now, time.Second); !ok {
+	if ok, _ := r.take(now); !ok {
 		t.Fatal("a first read waits")
 	}
 	// take reserved the read: of the workers sharing the store, one reads.
-	if ok, next := r.take(after(time.Millisecond), time.Second); ok || !next.Equal(after(time.Second)) {
-		t.Fatalf("take right after a reserved read = %v, next %v; want false, next %v", ok, next, after(time.Second))
+	if ok, next := r.take(after(time.Millisecond)); ok || !next.Equal(after(lookEvery)) {
+		t.Fatalf("take right after a reserved read = %v, next %v; want false, next %v", ok, next, after(lookEvery))
 	}
 	// A read that took 200ms is followed fullDrawShare times that later.
 	r.ran(now, 200*time.Millisecond)
-	if ok, next := r.take(after(2*time.Second), time.Second); ok || !next.Equal(after(4*time.Second)) {
+	if ok, next := r.take(after(2 * time.Second)); ok || !next.Equal(after(4*time.Second)) {
 		t.Fatalf("take 2s after a 200ms read = %v, next %v; want false, next %v", ok, next, after(4*time.Second))
 	}
-	if ok, _ := r.take(after(4*time.Second), time.Second); !ok {
+	if ok, _ := r.take(after(4 * time.Second)); !ok {
 		t.Fatal("no read once the spacing passed")
 	}
 	// However slow, reads come at least every maxDrawGap.
 	r.ran(after(4*time.Second), time.Hour)
-	if ok, next := r.take(after(5*time.Second), 0); ok || !next.Equal(after(4*time.Second+maxDrawGap)) {
+	if ok, next := r.take(after(5 * time.Second)); ok || !next.Equal(after(4*time.Second+maxDrawGap)) {
 		t.Fatalf("take after an hour-long read = %v, next %v; want false, next %v", ok, next, after(4*time.Second+maxDrawGap))
 	}
-	// With no least spacing, a fast read may follow at once.
+	// A fast read is followed lookEvery later.
 	r.ran(after(6*time.Second), 0)
-	if ok, _ := r.take(after(6*time.Second), 0); !ok {
-		t.Fatal("a read spaced by nothing waits")
+	if ok, _ := r.take(after(6*time.Second + lookEvery)); !ok {
+		t.Fatal("no read lookEvery after a fast one")
 	}
 }
 
@@ -180,16 +179,7 @@ func TestProbeWithoutTheLookSkipsLeasesAHeldSnapshotKeeps(t *testing.T) {
 	}
 	submitJobs(t, s, 10)
 	// Where the windowed probe reads from: the newest front.
-	var seen []frontSeen
-	s.fronts.mu.Lock()
-	if c := s.fronts.by[s.frontKey([]string{"default"}, nil)]; c != nil {
-		seen = slices.Clone(c.seen)
-	}
-	s.fronts.mu.Unlock()
-	if len(seen) == 0 {
-		t.Fatal("no front after the claims")
-	}
-	front := seen[len(seen)-1]
+	front := newestFront(t, s)
 
 	for _, c := range []struct {
 		stmt   string

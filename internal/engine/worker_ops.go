@@ -171,14 +171,14 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 	// (h.PaceLook; claim_front.go says why), and the claim then skips
 	// recovery as well.
 	if !h.SkipProbe && len(h.Settle) == 0 {
-		probe, pa := stmtClaimableProbe, base
 		look, start := true, time.Now()
 		if s.dialect == protocol.Postgres {
 			if h.PaceLook {
-				look, res.LookDue = s.leaseReads.take(start, lookEvery)
+				look, res.LookDue = s.leaseReads.take(start)
 			}
-			pa = withArgs(base, protocol.Args{"look_for_expired": look})
+			base["look_for_expired"] = look // this session's map; other statements bind what they name
 		}
+		probe, pa := stmtClaimableProbe, base
 		if windowed, priority, floor := s.frontPlan(p.Queues, p.Names); windowed {
 			// As the draw's: a single queue and name as equalities, or the
 			// floor bounds no index scan.
@@ -210,7 +210,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 	if h.SkipProbe && !h.SkipRecover && s.dialect == protocol.Postgres {
 		// A busy worker's recovery, paced with the probes' looks.
 		var ok bool
-		if ok, res.LookDue = s.leaseReads.take(time.Now(), lookEvery); !ok {
+		if ok, res.LookDue = s.leaseReads.take(time.Now()); !ok {
 			h.SkipRecover = true
 		}
 	}
