@@ -42,6 +42,8 @@ type sustainedSample struct {
 	submitted   int64         // in the interval
 	ran         int64         // handler starts in the interval
 	p50, p99    time.Duration // submit-to-start of the interval's starts
+	calmP99     time.Duration // p99 of the starts whose wait no control's stall overlapped
+	setAside    int64         // the starts whose wait a control's stall overlapped
 	tableBytes  int64         // heap, TOAST included
 	indexBytes  int64
 	live, dead  int64 // pg_stat_user_tables' estimates
@@ -60,17 +62,25 @@ type controlStat struct {
 	errs          int64         // failed commits so far
 }
 
-// pickups collects submit-to-start delays between samples, and the
-// wall-clock second of each slow one, so that a bad minute's p99 can be
-// matched against the server's log (checkpoints, autovacuums).
+// pickups collects submit-to-start delays between samples, when each
+// ended, and the wall-clock second of each slow one, so that a bad
+// minute's p99 can be matched against the server's log (checkpoints,
+// autovacuums) and against the controls' stalls.
 type pickups struct {
 	mu   sync.Mutex
-	ds   []time.Duration
-	slow map[int64]slowSecond // by Unix second
-	room chan struct{}        // when set, a pickup frees a slot in it (sustainedCapacity)
+	cur  batch
+	room chan struct{} // when set, a pickup frees a slot in it (sustainedCapacity)
 }
 
-// slowPickup is the delay from which a pickup counts as slow.
+// batch is what pickups collected between two takes.
+type batch struct {
+	ds   []time.Duration
+	ends []int64              // when each ended, Unix ns, in step with ds
+	slow map[int64]slowSecond // by Unix second
+}
+
+// slowPickup is the delay from which a pickup counts as slow, and a
+// control's commit as a stall.
 const slowPickup = 100 * time.Millisecond
 
 // slowSecond is the slow pickups that started within one second.
@@ -80,20 +90,18 @@ type slowSecond struct {
 }
 
 func (p *pickups) add(d time.Duration) {
-	var sec int64
-	if d >= slowPickup {
-		sec = time.Now().Unix()
-	}
+	now := time.Now()
 	p.mu.Lock()
-	p.ds = append(p.ds, d)
-	if sec != 0 {
-		if p.slow == nil {
-			p.slow = make(map[int64]slowSecond)
+	p.cur.ds = append(p.cur.ds, d)
+	p.cur.ends = append(p.cur.ends, now.UnixNano())
+	if d >= slowPickup {
+		if p.cur.slow == nil {
+			p.cur.slow = make(map[int64]slowSecond)
 		}
-		s := p.slow[sec]
+		s := p.cur.slow[now.Unix()]
 		s.n++
 		s.worst = max(s.worst, d)
-		p.slow[sec] = s
+		p.cur.slow[now.Unix()] = s
 	}
 	p.mu.Unlock()
 	if p.room != nil {
@@ -104,12 +112,42 @@ func (p *pickups) add(d time.Duration) {
 	}
 }
 
-func (p *pickups) take() ([]time.Duration, map[int64]slowSecond) {
+func (p *pickups) take() batch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ds, slow := p.ds, p.slow
-	p.ds, p.slow = nil, nil
-	return ds, slow
+	b := p.cur
+	p.cur = batch{}
+	return b
+}
+
+// span is a stretch of wall-clock time, Unix ns.
+type span struct{ from, to int64 }
+
+// stalls is the stretches in which a commit of b's took slowPickup or
+// longer: a control's stalls, in which any writer of the server waited.
+func (b batch) stalls() []span {
+	var out []span
+	for i, d := range b.ds {
+		if d >= slowPickup {
+			out = append(out, span{b.ends[i] - int64(d), b.ends[i]})
+		}
+	}
+	return out
+}
+
+// outside is the delays of b whose wait overlapped none of stalls, and
+// how many did overlap one.
+func (b batch) outside(stalls []span) (kept []time.Duration, setAside int) {
+	kept = make([]time.Duration, 0, len(b.ds))
+	for i, d := range b.ds {
+		from, to := b.ends[i]-int64(d), b.ends[i]
+		if slices.ContainsFunc(stalls, func(s span) bool { return from < s.to && to > s.from }) {
+			setAside++
+			continue
+		}
+		kept = append(kept, d)
+	}
+	return kept, setAside
 }
 
 // printSlow prints the seconds that held slow pickups (or what, if not
@@ -249,8 +287,7 @@ func sustainedCapacity(ctx context.Context, cfg *config, open sustainedOpen, war
 	pk.take()
 	from := l.submitted.Load()
 	waitFor(window)
-	ds, _ := pk.take()
-	c := capacity{submitted: l.submitted.Load() - from, started: int64(len(ds)), window: window}
+	c := capacity{submitted: l.submitted.Load() - from, started: int64(len(pk.take().ds)), window: window}
 	run.stop()
 	if err := l.err(); err != nil {
 		return capacity{}, err
@@ -353,14 +390,12 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 	start := time.Now()
 	var lastSubmitted int64
 	var holdTx pgx.Tx
+	var lastStalls []span // the previous interval's: a pickup's wait may start there
 	sample := func(phase string) error {
-		ds, slow := pk.take()
-		s := sustainedSample{at: time.Since(start).Round(time.Second), phase: phase, ran: int64(len(ds))}
+		pb := pk.take()
+		s := sustainedSample{at: time.Since(start).Round(time.Second), phase: phase, ran: int64(len(pb.ds))}
 		sub := l.submitted.Load()
 		s.submitted, lastSubmitted = sub-lastSubmitted, sub
-		if len(ds) > 0 {
-			s.p50, s.p99 = pct(ds, 50), pct(ds, 99)
-		}
 		err := admin.QueryRow(ctx, `SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0), (`+checkpoints+`)
 			FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = $1::regclass`, sys.table).
 			Scan(&s.tableBytes, &s.indexBytes, &s.live, &s.dead, &s.vacuums, &s.checkpoints)
@@ -369,19 +404,39 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 		}
 		s.rssKB = peakRSS() >> 10
 		ctlSlow := make([]map[int64]slowSecond, len(ctl.all))
+		stalls := lastStalls
+		lastStalls = nil
 		for i, c := range ctl.all {
-			ds, slow := c.commits.take()
-			st := controlStat{name: c.name, commits: len(ds), stalled: c.stalled(), errs: c.errs.Load()}
-			if len(ds) > 0 {
-				st.p50, st.p99, st.max = pct(ds, 50), pct(ds, 99), slices.Max(ds)
+			cb := c.commits.take()
+			st := controlStat{name: c.name, commits: len(cb.ds), stalled: c.stalled(), errs: c.errs.Load()}
+			if len(cb.ds) > 0 {
+				st.p50, st.p99, st.max = pct(cb.ds, 50), pct(cb.ds, 99), slices.Max(cb.ds)
 			}
-			s.controls, ctlSlow[i] = append(s.controls, st), slow
+			s.controls, ctlSlow[i] = append(s.controls, st), cb.slow
+			lastStalls = append(lastStalls, cb.stalls()...)
+			if st.stalled >= slowPickup {
+				// Still waiting: the stall runs to now, and its end is
+				// counted with the next interval's commits.
+				lastStalls = append(lastStalls, span{time.Now().Add(-st.stalled).UnixNano(), time.Now().UnixNano()})
+			}
+		}
+		stalls = append(stalls, lastStalls...)
+		calm, setAside := pb.outside(stalls)
+		s.setAside = int64(setAside)
+		if len(pb.ds) > 0 {
+			s.p50, s.p99 = pct(pb.ds, 50), pct(pb.ds, 99)
+		}
+		if len(calm) > 0 {
+			s.calmP99 = pct(calm, 99)
 		}
 		samples = append(samples, s)
 		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d checkpoints %d\n",
 			sys.name, s.at, s.phase, s.submitted, s.ran, ms(s.p50), ms(s.p99),
 			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums, s.checkpoints)
-		printSlow(os.Stdout, "pickups", slow)
+		if setAside > 0 {
+			fmt.Printf("    outside the controls' stalls: p99 %s, %d pickups set aside\n", ms(s.calmP99), setAside)
+		}
+		printSlow(os.Stdout, "pickups", pb.slow)
 		for i, c := range s.controls {
 			fmt.Printf("    %s: %s\n", c.name, c)
 			printSlow(os.Stdout, c.name+" commits", ctlSlow[i])
@@ -646,6 +701,20 @@ func printSustained(w io.Writer, name string, rate int, samples []sustainedSampl
 	mid, last := size(steady[len(steady)/2]), size(steady[len(steady)-1])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "sustained %s at %d tasks/s:\tp99 of the first 3 samples (median) %s, worst of the second half %s (%.2fx)\n", name, rate, ms(base), ms(worst.p99), float64(worst.p99)/float64(max(base, 1)))
+	// The same verdict over the pickups whose wait no control's stall
+	// overlapped: a stall every writer of the server waited through is
+	// the machine's, or the server's (a checkpoint's I/O stalls the
+	// controls too, whoever caused it); both verdicts are printed.
+	firstCalm := []time.Duration{steady[0].calmP99, steady[1].calmP99, steady[2].calmP99}
+	slices.Sort(firstCalm)
+	calmBase := firstCalm[1]
+	worstCalm := slices.MaxFunc(half, func(a, b sustainedSample) int { return int(a.calmP99 - b.calmP99) })
+	var ran, setAside int64
+	for _, s := range steady {
+		ran, setAside = ran+s.ran, setAside+s.setAside
+	}
+	fmt.Fprintf(tw, "\toutside the controls' stalls: p99 of the first 3 samples (median) %s, worst of the second half %s (%.2fx); %d of %d steady pickups set aside (%.2f%%)\n",
+		ms(calmBase), ms(worstCalm.calmP99), float64(worstCalm.calmP99)/float64(max(calmBase, 1)), setAside, ran, 100*float64(setAside)/float64(max(ran, 1)))
 	fmt.Fprintf(tw, "\ttable+indexes %.1f MB at the middle of the steady phase, %.1f MB at its end (%.2fx)\n", float64(mid)/1e6, float64(last)/1e6, float64(last)/float64(max(mid, 1)))
 	if len(samples) > len(steady) {
 		peak := slices.MaxFunc(samples[len(steady):], func(a, b sustainedSample) int { return int(size(a) - size(b)) })

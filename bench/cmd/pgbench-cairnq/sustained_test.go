@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,8 +86,7 @@ func TestControlsCommitUntilStopped(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(controlEvery) {
 		done := true
 		for i, c := range cs.all {
-			ds, _ := c.commits.take()
-			counts[i] += len(ds)
+			counts[i] += len(c.commits.take().ds)
 			done = done && counts[i] >= 3
 		}
 		if done {
@@ -113,5 +114,60 @@ func TestControlsCommitUntilStopped(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("%d goroutines after stop, %d before", n, before)
+	}
+}
+
+// A pickup whose wait overlapped a control's stall is set aside, one
+// that waited before or after it is kept, and only commits of
+// slowPickup or longer are stalls.
+func TestPickupsOutsideTheControlsStalls(t *testing.T) {
+	at := func(n int64) int64 { return n * int64(time.Millisecond) }
+	ctl := batch{
+		ds:   []time.Duration{5 * time.Millisecond, 150 * time.Millisecond, slowPickup - 1},
+		ends: []int64{at(100), at(1150), at(2000)},
+	}
+	stalls := ctl.stalls()
+	if want := []span{{at(1000), at(1150)}}; !slices.Equal(stalls, want) {
+		t.Fatalf("stalls %v, want %v", stalls, want)
+	}
+	picks := batch{
+		ds: []time.Duration{
+			10 * time.Millisecond,  // 980-990: before the stall
+			30 * time.Millisecond,  // 990-1020: into it
+			300 * time.Millisecond, // 900-1200: through it
+			20 * time.Millisecond,  // 1140-1160: out of it
+			10 * time.Millisecond,  // 1150-1160: from its end
+		},
+		ends: []int64{at(990), at(1020), at(1200), at(1160), at(1160)},
+	}
+	kept, setAside := picks.outside(stalls)
+	if want := []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}; !slices.Equal(kept, want) || setAside != 3 {
+		t.Errorf("kept %v, %d set aside; want %v, 3", kept, setAside, want)
+	}
+	if kept, setAside := picks.outside(nil); len(kept) != len(picks.ds) || setAside != 0 {
+		t.Errorf("with no stalls: kept %d, %d set aside", len(kept), setAside)
+	}
+}
+
+// The verdict prints the stall-aware line beside the plain one, each
+// against its own first minutes.
+func TestPrintSustainedSetsAsideStalls(t *testing.T) {
+	var samples []sustainedSample
+	for i := range 6 {
+		s := sustainedSample{phase: "steady", ran: 1000, p99: 10 * time.Millisecond, calmP99: 8 * time.Millisecond}
+		if i == 5 {
+			s.p99, s.setAside = 50*time.Millisecond, 20
+		}
+		samples = append(samples, s)
+	}
+	var out strings.Builder
+	printSustained(&out, "x", 100, samples)
+	for _, want := range []string{
+		"worst of the second half 50.00ms (5.00x)",
+		"outside the controls' stalls: p99 of the first 3 samples (median) 8.00ms, worst of the second half 8.00ms (1.00x); 20 of 6000 steady pickups set aside (0.33%)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("verdict lacks %q:\n%s", want, out.String())
+		}
 	}
 }
