@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
 )
 
 // TaskContext is a handler's view of the task it runs: the task's fields,
@@ -28,6 +29,10 @@ type TaskContext struct {
 	// writing counts the settlements of the task being written whose
 	// outcome is not recorded yet (see settling).
 	writing atomic.Int32
+	// added holds the steps the handler added to its workflow
+	// (AddSteps), written at its settlement.
+	addMu sync.Mutex
+	added []workflowspec.Step
 }
 
 // ID is the task's id.
@@ -176,10 +181,7 @@ func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
 // Succeed settles the task now with result (canceled instead, if a cancel
 // was requested). Settling twice is a no-op.
 func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
-	return tc.settle(func() error {
-		_, err := tc.w.st.Complete(ctx, tc.task.ID, tc.w.id, result)
-		return err
-	})
+	return tc.settle(func() error { return tc.w.completeWrite(ctx, tc, result) })
 }
 
 // Fail settles the task now as failed with err: queued again with backoff

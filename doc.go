@@ -311,6 +311,11 @@
 //   - debug "cairnq: task snoozed" (snooze, run_at_ms), for a handler's
 //     [Snooze];
 //   - debug "cairnq: database busy; backing off" (phase, backoff);
+//   - a workflow's: debug "cairnq: workflow advanced" (workflow, step,
+//     inserted, canceled, workflow_status once it ended), when a step's
+//     settlement submitted steps, canceled them or ended the workflow;
+//     warn "cairnq: workflow record left alone" (workflow, reason), for a
+//     record whose definition this SDK cannot read;
 //   - the [Scheduler]'s, with entry, name and slot attributes: debug
 //     "cairnq: periodic task submitted", info "cairnq: periodic slots
 //     missed while no scheduler ran", debug "cairnq: periodic entry has no

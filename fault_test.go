@@ -60,6 +60,14 @@ func TestFaultKillSubmitterSQLite(t *testing.T) { faulttest.KillSubmitter(t, sql
 // client reopens the file.
 func TestFaultPoisonedValuesSQLite(t *testing.T) { faulttest.PoisonedValues(t, sqliteFault) }
 
+// TestWorkflowMultiprocessSQLite runs faulttest.WorkflowMultiprocess:
+// three worker processes on one file advance the same 200 workflows.
+func TestWorkflowMultiprocessSQLite(t *testing.T) { faulttest.WorkflowMultiprocess(t, sqliteFault) }
+
+// TestWorkflowKillSQLite runs faulttest.WorkflowKill: the workers
+// advancing them are killed at random points and replaced.
+func TestWorkflowKillSQLite(t *testing.T) { faulttest.WorkflowKill(t, sqliteFault) }
+
 // TestFaultChild is what this binary runs as a child process of the tests
 // above (sqliteFault.ChildTest); in a normal run it returns at once.
 func TestFaultChild(t *testing.T) { faulttest.Child(t, sqliteFault) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // The worker's and the scheduler's log events. Each message is a constant, so a log pipeline
@@ -18,6 +20,11 @@ const (
 	logTaskSnoozed   = "cairnq: task snoozed"
 	logBusyBackoff   = "cairnq: database busy; backing off"
 	logWorkerError   = "cairnq: worker error"
+
+	// A workflow's: an advance that inserted steps or ended the workflow,
+	// and a record a sweep left alone.
+	logWorkflowAdvanced = "cairnq: workflow advanced"
+	logWorkflowUnread   = "cairnq: workflow record left alone"
 
 	// The scheduler's; the entry's identity is in attributes.
 	logSchedSubmitted = "cairnq: periodic task submitted"
@@ -56,4 +63,24 @@ func (w *Worker) logSettledFailure(ctx context.Context, tc *TaskContext, settled
 		return
 	}
 	w.logTask(ctx, slog.LevelWarn, logTaskFailed, tc.task, errAttrs...)
+}
+
+// logAdvance logs what a step's settlement did to its workflow, at debug
+// level: a workflow is visible through GetWorkflow, and a log line per
+// step would double a busy worker's output.
+func (w *Worker) logAdvance(ctx context.Context, tc *TaskContext, adv engine.Advanced) {
+	mark, _ := engine.StepMarkOf(tc.task)
+	if adv.Unread != "" {
+		w.logTask(ctx, slog.LevelWarn, logWorkflowUnread, tc.task, slog.String("workflow", mark.Record), slog.String("reason", adv.Unread))
+		return
+	}
+	if adv.Inserted == 0 && adv.Record == nil && adv.Canceled == 0 {
+		return
+	}
+	attrs := []slog.Attr{slog.String("workflow", mark.Record), slog.String("step", mark.Step),
+		slog.Int("inserted", adv.Inserted), slog.Int("canceled", adv.Canceled)}
+	if adv.Record != nil {
+		attrs = append(attrs, slog.String("workflow_status", string(adv.Record.Status)))
+	}
+	w.logTask(ctx, slog.LevelDebug, logWorkflowAdvanced, tc.task, attrs...)
 }

@@ -27,7 +27,7 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 // the handler ends. Settling twice is a no-op. Postgres only.
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
 	return tc.settle(func() error {
-		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, fn)
+		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, tc.stepOf(), fn)
 		return err
 	})
 }
@@ -39,6 +39,10 @@ func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Contex
 // expires and is delivered again (at least once). Postgres only.
 func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, result any) error {
 	return tc.settle(func() error {
+		if step := tc.stepOf(); step != nil {
+			_, err := tc.w.st.CompleteStepTx(ctx, sess, tc.task.ID, tc.w.id, *step, result)
+			return err
+		}
 		_, err := tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
 		return err
 	})

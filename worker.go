@@ -113,7 +113,21 @@ type WorkerOptions struct {
 	// "Logging") and, through the default OnError, what it survives.
 	// Default: the Client's (Options.Logger).
 	Logger *slog.Logger
+	// WorkflowSweep is how often the worker sweeps the workflows' records
+	// that are due (SubmitWorkflow): a step another SDK's worker settled,
+	// or one whose worker died between its settlement and the advance,
+	// is advanced by a sweep. One claim on the workflows' queue per
+	// interval, whether or not any workflow exists. Default
+	// DefaultWorkflowSweep; NoWorkflowSweep turns it off, which leaves
+	// such workflows to the other workers' sweeps.
+	WorkflowSweep time.Duration
 }
+
+// DefaultWorkflowSweep is WorkerOptions.WorkflowSweep's default.
+const DefaultWorkflowSweep = 2 * time.Second
+
+// NoWorkflowSweep, as WorkerOptions.WorkflowSweep, turns the sweep off.
+const NoWorkflowSweep time.Duration = -1
 
 // Worker claims tasks whose names it has handlers for and runs them.
 // Register handlers with Handle / HandleBatch, then call Run.
@@ -242,6 +256,9 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if w.opts.ShutdownTimeout == 0 {
 		w.opts.ShutdownTimeout = 30 * time.Second
 	}
+	if w.opts.WorkflowSweep == 0 {
+		w.opts.WorkflowSweep = DefaultWorkflowSweep
+	}
 	w.log = o.Logger
 	if w.log == nil {
 		w.log = c.log
@@ -298,6 +315,9 @@ func (o *WorkerOptions) validate() error {
 	if p := o.PollInterval; p != 0 && p < MinPollInterval {
 		return bad("PollInterval", "must be >= %v, got %v", MinPollInterval, p)
 	}
+	if p := o.WorkflowSweep; p != 0 && p != NoWorkflowSweep && p < MinPollInterval {
+		return bad("WorkflowSweep", "must be >= %v or NoWorkflowSweep, got %v", MinPollInterval, p)
+	}
 	if o.ID != "" {
 		if err := engine.ValidateName("worker", "ID", o.ID); err != nil {
 			return err
@@ -351,6 +371,9 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 	}
 	if err := engine.ValidateName("handle", "name", r.name); err != nil {
 		return err
+	}
+	if r.name == WorkflowName {
+		return &ArgumentError{Op: "handle", Arg: "name", Reason: fmt.Sprintf("%q is the name of workflows' records, which the worker sweeps itself", r.name)}
 	}
 	if r.opts.Concurrency < 0 {
 		return &ArgumentError{Op: "handle", Arg: "concurrency", Reason: fmt.Sprintf("for %q must be >= 0, got %d", r.name, r.opts.Concurrency)}

@@ -127,6 +127,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.st.SettleOnClaim() {
 		w.settler = w.startSettler(handlerCtx)
 	}
+	if w.opts.WorkflowSweep > 0 {
+		watchWG.Add(1)
+		go func() {
+			defer watchWG.Done()
+			w.sweepLoop(loopCtx)
+		}()
+	}
 	runErr := w.loop(loopCtx, handlerCtx)
 	stopLoop()
 	watchWG.Wait()

@@ -70,19 +70,27 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 // or, for a lone task's call when handOver allows, by handing it to the
 // settler (Postgres), which it then reports; else on its own.
 func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, handOver bool) (handedOver bool) {
-	if w.completeByClaim(tc, result) {
-		return false
+	if tc.stepOf() == nil {
+		// A step's settlement advances its workflow in the same
+		// transaction, so it rides on no claim and joins no group.
+		if w.completeByClaim(tc, result) {
+			return false
+		}
+		if handOver && w.settler != nil && w.settler.handOver(tc, result) {
+			return true
+		}
 	}
-	if handOver && w.settler != nil && w.settler.handOver(tc, result) {
-		return true
-	}
-	err := w.settleTask(ctx, tc, func() error {
-		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
-		return err
-	})
+	err := w.settleTask(ctx, tc, func() error { return w.completeWrite(ctx, tc, result) })
 	var se *engine.SerializationError
 	switch {
 	case err == nil:
+	case errors.Is(err, ErrInvalidArgument) && tc.addedSteps():
+		// The steps it added do not fit the workflow (a name taken, a
+		// cycle): as deterministic as an unencodable result.
+		w.fail(ctx, tc, ErrorEnvelope{
+			Type: "InvalidSteps", Code: "invalid_added_steps", Retryable: false, Details: map[string]any{},
+			Message: "the steps the handler added were refused: " + err.Error(),
+		}, false)
 	case errors.As(err, &se):
 		// Deterministic: every attempt would fail the same way, so the task
 		// fails for good instead of being redelivered.
@@ -94,6 +102,22 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, hand
 		w.report(err, PhaseExecute, tc.task.ID)
 	}
 	return false
+}
+
+// completeWrite writes tc's success on its own: Complete, or for a
+// workflow's step CompleteStep, which advances the workflow in the same
+// transaction.
+func (w *Worker) completeWrite(ctx context.Context, tc *TaskContext, result any) error {
+	step := tc.stepOf()
+	if step == nil {
+		_, err := w.st.Complete(ctx, tc.task.ID, w.id, result)
+		return err
+	}
+	res, err := w.st.CompleteStep(ctx, tc.task.ID, w.id, *step, result)
+	if err == nil {
+		w.logAdvance(ctx, tc, res.Advanced)
+	}
+	return err
 }
 
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {
@@ -126,7 +150,17 @@ func (w *Worker) settleTask(ctx context.Context, tc *TaskContext, write func() e
 // and logs what the store made of it.
 func (w *Worker) recordFailure(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) error {
 	delay := w.failDelay(tc.task.Attempt, retryable)
-	settled, err := w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, delay)
+	var settled *Task
+	var err error
+	if step := tc.stepOf(); step != nil {
+		var res engine.StepSettled
+		if res, err = w.st.FailStep(ctx, tc.task.ID, w.id, *step, env, retryable, delay); err == nil {
+			settled = res.Task
+			w.logAdvance(ctx, tc, res.Advanced)
+		}
+	} else {
+		settled, err = w.st.Fail(ctx, tc.task.ID, w.id, env, retryable, delay)
+	}
 	if err == nil {
 		w.logSettledFailure(ctx, tc, settled, env, delay)
 	}

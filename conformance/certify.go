@@ -204,6 +204,7 @@ func checks() []check {
 		{"store_close_keeps_app_pool", (*suite).storeCloseKeepsAppPool},
 		{"concurrent_submits", (*suite).concurrentSubmits},
 		{"submit_many", (*suite).submitMany},
+		{"workflow", (*suite).workflow},
 		{"worker_run", (*suite).workerRun},
 	}
 }

@@ -88,6 +88,14 @@ func TestFaultPostgresKillWorker(t *testing.T) { faulttest.KillWorker(t, pgFault
 // sends; awaitSubmitterSessions lets the server finish with them first.
 func TestFaultPostgresKillSubmitter(t *testing.T) { faulttest.KillSubmitter(t, pgFault) }
 
+// TestWorkflowMultiprocessPostgres runs faulttest.WorkflowMultiprocess:
+// three worker processes on one database advance the same 200 workflows.
+func TestWorkflowMultiprocessPostgres(t *testing.T) { faulttest.WorkflowMultiprocess(t, pgFault) }
+
+// TestWorkflowKillPostgres runs faulttest.WorkflowKill: the workers
+// advancing them are killed at random points and replaced.
+func TestWorkflowKillPostgres(t *testing.T) { faulttest.WorkflowKill(t, pgFault) }
+
 // TestFaultPostgresChild is the test a child process of this binary runs
 // (pgFault.ChildTest). Without a role set by a parent test, it skips.
 func TestFaultPostgresChild(t *testing.T) { faulttest.Child(t, pgFault) }

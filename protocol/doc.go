@@ -44,12 +44,13 @@
 // that read past what a held snapshot keeps (Postgres only): claim_window
 // and claimable_probe_window (claim and claimable_probe from a known
 // front of the queue) and purge_from (purge from a floor of completion
-// times, returning each row's completed_at_ms), and three for a
-// workflow's advance (both; issue 31, not yet run by the engine):
+// times, returning each row's completed_at_ms), and four for a
+// workflow's advance and sweep (both; internal/engine's workflow files):
 // claim_ids (claim's lease on the queued tasks among ids, whatever their
 // due time), workflow_steps (a record's steps: id, status, attempt and
-// the step's name from metadata's cairnq_workflow member) and
-// workflow_revise (a live record's payload rewritten).
+// the step's name from metadata's cairnq_workflow member),
+// workflow_revise (a live record's payload rewritten) and workflow_due
+// (the ids of the records due for a sweep, a read).
 //
 // # Parameters
 //

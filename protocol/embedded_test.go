@@ -46,6 +46,7 @@ var sqliteParams = map[string][]string{
 	"claim_ids":       {"worker_id", "lease_until_ms", "now_ms", "ids"},
 	"workflow_steps":  {"record_id"},
 	"workflow_revise": {"payload", "now_ms", "id"},
+	"workflow_due":    {"name", "now_ms", "limit"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -74,6 +75,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"snooze":          {sqliteOnly: []string{"now_ms"}}, // delay_ms is relative in both, as on fail
 	"claim_ids":       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
 	"workflow_revise": {sqliteOnly: []string{"now_ms"}},
+	"workflow_due":    {sqliteOnly: []string{"now_ms"}},
 }
 
 var allStatementNames = []string{
@@ -82,7 +84,7 @@ var allStatementNames = []string{
 	"list", "lock_key", "progress", "protocol_version", "purge", "queue_depth",
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
-	"claim_ids", "workflow_steps", "workflow_revise",
+	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due",
 }
 
 func sorted(s []string) []string {
@@ -198,7 +200,7 @@ func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
-		"expired_leases", "queue_ages", "recent_failures", "workflow_steps",
+		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -54,6 +54,7 @@ var resultColumns = map[string][]string{
 	"recent_failures":   {"name", "count", "last_failed_at_ms"},
 	"claim_ids":         taskColumns,
 	"workflow_steps":    {"id", "status", "attempt", "step"},
+	"workflow_due":      {"id"},
 	"workflow_revise":   {"id"},
 }
 
@@ -279,10 +280,16 @@ func TestSQLitePlans(t *testing.T) {
 		// record by id.
 		{"workflow_steps", Args{"record_id": "task_0010"}, "cairnq_tasks_root_idx (root_id=?)"},
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
+		// A sweep finds the due records in claim order, without a sort.
+		{"workflow_due", Args{"name": "cairnq.workflow", "now_ms": 5000, "limit": 16},
+			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=? AND priority=? AND run_at_ms<?)"},
 	} {
 		if p := explain(c.stmt, c.args, true); !strings.Contains(p, c.index) || fullScan(p) {
 			t.Errorf("%s does not use %s:\n%s", c.stmt, c.index, p)
 		}
+	}
+	if p := explain("workflow_due", Args{"name": "cairnq.workflow", "now_ms": 5000, "limit": 16}, true); strings.Contains(p, "TEMP B-TREE") {
+		t.Errorf("workflow_due sorts the due records instead of reading them in the index's order:\n%s", p)
 	}
 }
 

@@ -49,4 +49,12 @@ const (
 	// stmtSnooze hands a running task back to the queue with its attempt
 	// given back (both dialects), ours, beside the protocol's.
 	stmtSnooze = "snooze"
+
+	// A workflow's (workflow.go), ours, beside the protocol's: claim its
+	// record by id, read its steps narrowly, write its definition back,
+	// find the records due for a sweep.
+	stmtClaimIDs       = "claim_ids"
+	stmtWorkflowSteps  = "workflow_steps"
+	stmtWorkflowRevise = "workflow_revise"
+	stmtWorkflowDue    = "workflow_due"
 )

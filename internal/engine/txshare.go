@@ -65,27 +65,58 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 
 // CompleteWith opens a transaction, runs fn in it (the application writes
 // its rows through sess, its own driver's transaction), then settles the
-// task as the transaction's last statement with fn's result. A lost lease
-// rolls fn's writes back with the settlement and returns ErrLostLease; an
-// error from fn rolls back and returns it. fn may run again if the caller
-// retries, so it must not keep state of its own. Postgres only.
-func (s *Store) CompleteWith(ctx context.Context, id, workerID string, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
+// task as the transaction's last statement with fn's result; for a
+// workflow's step (step not nil), the workflow's advance follows in the
+// same transaction. A lost lease rolls fn's writes back with the
+// settlement and returns ErrLostLease; an error from fn rolls back and
+// returns it. fn may run again if the caller retries, so it must not keep
+// state of its own. Postgres only.
+func (s *Store) CompleteWith(ctx context.Context, id, workerID string, step *StepOf, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
 	if err := s.needsPostgres(ctx, "SucceedIn"); err != nil {
 		return nil, err
 	}
 	ex := s.be.(*pgBackend).ex
 	var t *Task
+	var adv Advanced
 	err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
 		v, err := fn(ctx, sess)
 		if err != nil {
 			return err
 		}
-		t, err = s.CompleteTx(ctx, sess, id, workerID, v)
+		if step == nil {
+			t, err = s.CompleteTx(ctx, sess, id, workerID, v)
+			return err
+		}
+		var res StepSettled
+		res, err = s.completeStepIn(ctx, pgQuerier{sess}, id, workerID, *step, v)
+		t, adv = res.Task, res.Advanced
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.settled(t)
+	s.afterAdvance(adv)
 	return t, nil
+}
+
+// CompleteStepTx is CompleteTx for a workflow's step: the settlement and
+// the workflow's advance, in the application's transaction. Postgres
+// only.
+func (s *Store) CompleteStepTx(ctx context.Context, sess executor.Session, id, workerID string, step StepOf, result any) (StepSettled, error) {
+	if err := s.needsPostgres(ctx, "CompleteTx", sess); err != nil {
+		return StepSettled{}, err
+	}
+	return s.completeStepIn(ctx, pgQuerier{sess}, id, workerID, step, result)
+}
+
+// completeStepIn settles a step with result and advances its workflow,
+// in q's transaction.
+func (s *Store) completeStepIn(ctx context.Context, q querier, id, workerID string, step StepOf, result any) (StepSettled, error) {
+	res, err := EncodeResult(result)
+	if err != nil {
+		return StepSettled{}, err
+	}
+	return s.settleStepIn(ctx, q, id, workerID, step, stmtComplete,
+		protocol.Args{"id": id, "worker_id": workerID, "result": res})
 }

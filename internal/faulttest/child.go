@@ -105,6 +105,10 @@ func Child(t *testing.T, b Backend) {
 	}
 
 	id := os.Getenv(envID)
+	if role == roleWorkflow {
+		runWorkflowChild(t, c, id, record, note, func() { waitFile(os.Getenv(envStop)) })
+		return
+	}
 	opts := &cairnq.WorkerOptions{
 		ID: id, Concurrency: workerConc, PollInterval: 20 * time.Millisecond,
 		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {

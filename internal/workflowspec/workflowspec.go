@@ -110,6 +110,21 @@ type Definition struct {
 	// or Canceled), written in the transaction that settles it; empty
 	// while the workflow runs.
 	Ended Status `json:"ended,omitempty"`
+	// Changed is when an advance last changed the ledger (or the steps),
+	// Unix milliseconds by the advancer's clock: a sweep finding nothing
+	// new waits longer the longer nothing has changed.
+	Changed int64 `json:"changed_ms,omitempty"`
+}
+
+// Step returns the step of d named name, and the zero Step when there is
+// none.
+func (d *Definition) Step(name string) Step {
+	for _, s := range d.Steps {
+		if s.Step == name {
+			return s
+		}
+	}
+	return Step{}
 }
 
 // Error is a definition that breaks a rule; Step names the step at fault

@@ -1,0 +1,421 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// A workflow is kept as one record task (name and queue WorkflowName,
+// the definition as its payload, key workflowspec.WorkflowKey of its id)
+// and one ordinary task per step, inserted when its step is ready, keyed
+// workflowspec.StepKey, with the record as its root and parent. Nothing
+// but this file and the statements it names writes them
+// (docs/plans/workflows-and-limits.md).
+
+// WorkflowName is the name and the queue of every workflow's record
+// task. A worker must not register a handler of this name: the SDK's own
+// sweeper claims records.
+const WorkflowName = "cairnq.workflow"
+
+// workflowMember is the metadata member that marks a task as a step.
+const workflowMember = "cairnq_workflow"
+
+// firstCheck is how long after it is submitted a workflow's record
+// becomes due for its first sweep; a Go worker's settlement advances the
+// workflow before then.
+const firstCheck = time.Second
+
+// StepSpec is one step of a workflow to submit, as Go values: Submit's
+// name (Task), payload and options, less what the workflow fixes (the
+// key, the conflict strategy, the parent and root ids).
+type StepSpec struct {
+	Step    string
+	Task    string
+	Payload any
+	Options cairnqtype.SubmitOptions
+	After   []string
+}
+
+// stepOptions is how a step's submit options are kept in the definition
+// (workflowspec.Step.Options), in every SDK's terms: JSON names, a delay
+// in milliseconds. A field absent is Submit's default.
+type stepOptions struct {
+	Queue         string          `json:"queue,omitempty"`
+	MaxAttempts   int             `json:"max_attempts,omitempty"`
+	Priority      int             `json:"priority,omitempty"`
+	DelayMS       int64           `json:"delay_ms,omitempty"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+}
+
+// StepMark is the metadata member every step's task carries: what any
+// SDK needs to find the step's workflow and the tasks it waited for.
+type StepMark struct {
+	V      int               `json:"v"`
+	Record string            `json:"record"`
+	Step   string            `json:"step"`
+	After  map[string]string `json:"after,omitempty"` // step name -> task id
+}
+
+// NewDefinition checks steps as Submit would check each step's task and
+// builds the definition a workflow's record keeps. A bad step is an
+// *ArgumentError naming it; nothing is written.
+func NewDefinition(op string, onFailure workflowspec.OnFailure, steps []StepSpec) (*workflowspec.Definition, error) {
+	if onFailure == "" {
+		onFailure = workflowspec.CancelRest
+	}
+	d := &workflowspec.Definition{V: workflowspec.Version, OnFailure: onFailure}
+	for i, sp := range steps {
+		s, err := specStep(op, sp)
+		if err != nil {
+			return nil, err
+		}
+		if sp.Step == "" {
+			return nil, argError(op, fmt.Sprintf("step %d", i), "has no name")
+		}
+		d.Steps = append(d.Steps, s)
+	}
+	if err := d.Validate(); err != nil {
+		return nil, definitionError(op, err)
+	}
+	return d, nil
+}
+
+// SpecSteps checks and encodes steps a running step adds (AddSteps).
+func SpecSteps(op string, steps []StepSpec) ([]workflowspec.Step, error) {
+	out := make([]workflowspec.Step, 0, len(steps))
+	for _, sp := range steps {
+		s, err := specStep(op, sp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// specStep checks one step and encodes it for the definition.
+func specStep(op string, sp StepSpec) (workflowspec.Step, error) {
+	arg := fmt.Sprintf("step %q", sp.Step)
+	o := sp.Options
+	switch {
+	case o.Key != "" || o.Conflict != "":
+		return workflowspec.Step{}, argError(op, arg, "names a key or a conflict strategy; a step's key is its workflow's (StepKey)")
+	case o.ParentID != "" || o.RootID != "":
+		return workflowspec.Step{}, argError(op, arg, "names a parent or root id; a step's are its workflow's record")
+	}
+	payload, err := encodeJSON("payload", sp.Payload, "{}")
+	if err != nil {
+		return workflowspec.Step{}, err
+	}
+	so := stepOptions{Queue: o.Queue, MaxAttempts: o.MaxAttempts, Priority: o.Priority,
+		DelayMS: ms(o.Delay), CorrelationID: o.CorrelationID}
+	if o.Metadata != nil {
+		md, err := encodeJSON("metadata", o.Metadata, "{}")
+		if err != nil {
+			return workflowspec.Step{}, err
+		}
+		so.Metadata = json.RawMessage(md)
+	}
+	opts, err := json.Marshal(so)
+	if err != nil {
+		return workflowspec.Step{}, &SerializationError{Field: "options", Err: err}
+	}
+	s := workflowspec.Step{Step: sp.Step, Task: sp.Task, Payload: json.RawMessage(payload), Options: opts, After: sp.After}
+	if bytes.Equal(opts, []byte("{}")) {
+		s.Options = nil
+	}
+	// What the step's insertion will submit, checked now: the same
+	// function builds it then.
+	if _, err := stepParams(op, "task_check", s, nil); err != nil {
+		return workflowspec.Step{}, err
+	}
+	return s, nil
+}
+
+// definitionError turns a definition's rule broken into the SDK's
+// argument error.
+func definitionError(op string, err error) error {
+	var e *workflowspec.Error
+	if errors.As(err, &e) {
+		arg := "workflow"
+		if e.Step != "" {
+			arg = fmt.Sprintf("step %q", e.Step)
+		}
+		return argError(op, arg, "%s", e.Reason)
+	}
+	return err
+}
+
+// stepParams is what a step's insertion submits: its task, payload and
+// options, as the record's child and root, marked with the workflow's
+// member. after maps each step it waited for to that step's task id.
+func stepParams(op, record string, s workflowspec.Step, after map[string]string) (SubmitParams, error) {
+	var so stepOptions
+	if len(s.Options) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(s.Options))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&so); err != nil {
+			return SubmitParams{}, argError(op, fmt.Sprintf("step %q", s.Step), "options: %v", err)
+		}
+	}
+	md := map[string]json.RawMessage{}
+	if len(so.Metadata) > 0 {
+		if err := json.Unmarshal(so.Metadata, &md); err != nil || md == nil {
+			return SubmitParams{}, argError(op, fmt.Sprintf("step %q", s.Step), "metadata must be a JSON object")
+		}
+		if _, taken := md[workflowMember]; taken {
+			return SubmitParams{}, argError(op, fmt.Sprintf("step %q", s.Step), "metadata member %q is the SDK's", workflowMember)
+		}
+	}
+	mark, err := json.Marshal(StepMark{V: workflowspec.Version, Record: record, Step: s.Step, After: after})
+	if err != nil {
+		return SubmitParams{}, err
+	}
+	md[workflowMember] = mark
+	p := SubmitParams{Name: s.Task, Payload: s.Payload, SubmitOptions: cairnqtype.SubmitOptions{
+		Queue: so.Queue, MaxAttempts: so.MaxAttempts, Priority: so.Priority,
+		Delay: time.Duration(so.DelayMS) * time.Millisecond, Metadata: md,
+		CorrelationID: so.CorrelationID, ParentID: record, RootID: record,
+		Key: workflowspec.StepKey(record, s.Step), Conflict: ConflictReject,
+	}}
+	if s.Payload == nil {
+		p.Payload = nil
+	}
+	if _, err := submitArgs(p); err != nil {
+		var ae *ArgumentError
+		if errors.As(err, &ae) {
+			return SubmitParams{}, argError(op, fmt.Sprintf("step %q", s.Step), "%s %s", ae.Arg, ae.Reason)
+		}
+		return SubmitParams{}, fmt.Errorf("step %q: %w", s.Step, err)
+	}
+	return p, nil
+}
+
+// StepMarkOf reads t's step mark; ok is false for a task that is no
+// workflow's step (its parent is not the record its mark names).
+func StepMarkOf(t *Task) (m StepMark, ok bool) {
+	if !bytes.Contains(t.Metadata, []byte(`"`+workflowMember+`"`)) {
+		return StepMark{}, false // most tasks: no decoding
+	}
+	var md struct {
+		Mark *StepMark `json:"cairnq_workflow"`
+	}
+	if json.Unmarshal(t.Metadata, &md) != nil || md.Mark == nil || md.Mark.Record == "" ||
+		md.Mark.Step == "" || t.ParentID != md.Mark.Record {
+		return StepMark{}, false
+	}
+	return *md.Mark, true
+}
+
+// WorkflowParams is a workflow to submit: its definition (NewDefinition)
+// and what its record carries besides.
+type WorkflowParams struct {
+	Def           *workflowspec.Definition
+	Metadata      any
+	CorrelationID string
+}
+
+// SubmitWorkflow writes a workflow's record and the steps that wait for
+// nothing, in one transaction, and returns the record: all of it or
+// nothing.
+func (s *Store) SubmitWorkflow(ctx context.Context, p WorkflowParams) (*Task, error) {
+	var rec *Task
+	var queues []string
+	err := s.be.write(ctx, func(q querier) error {
+		var err error
+		rec, queues, err = s.submitWorkflowIn(ctx, q, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, queue := range queues {
+		s.hub.Queued(queue)
+	}
+	return rec, nil
+}
+
+// SubmitWorkflowTx is SubmitWorkflow inside a transaction the application
+// holds, through sess. Postgres only.
+func (s *Store) SubmitWorkflowTx(ctx context.Context, sess executor.Session, p WorkflowParams) (*Task, error) {
+	if err := s.needsPostgres(ctx, "SubmitWorkflowTx", sess); err != nil {
+		return nil, err
+	}
+	rec, _, err := s.submitWorkflowIn(ctx, pgQuerier{sess}, p)
+	return rec, err
+}
+
+// submitWorkflowIn is SubmitWorkflow's body in q's transaction; it
+// returns the record and the queues its first steps went to.
+func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParams) (*Task, []string, error) {
+	const op = "submit workflow"
+	if p.Def == nil {
+		return nil, nil, argError(op, "definition", "is nil")
+	}
+	def := *p.Def // the ledger the advance writes is this call's
+	def.Seen, def.Ended = nil, ""
+	if err := def.Validate(); err != nil {
+		return nil, nil, definitionError(op, err)
+	}
+	recP := SubmitParams{Name: WorkflowName, SubmitOptions: cairnqtype.SubmitOptions{
+		Queue: WorkflowName, MaxAttempts: MaxAttemptsLimit, Delay: firstCheck,
+		Metadata: p.Metadata, CorrelationID: p.CorrelationID,
+	}}
+	ins, err := submitArgs(recP)
+	if err != nil {
+		return nil, nil, err
+	}
+	stampID(ins, recP, s.now())
+	dec := def.Advance(nil, false)
+	def.Changed = s.now().UnixMilli()
+	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(&def)), "{}")
+	if err != nil {
+		return nil, nil, err
+	}
+	ins.payload = payload
+	rec, err := s.submitIn(ctx, q, workflowspec.WorkflowKey(ins.id), ConflictReject, ins)
+	if err != nil {
+		return nil, nil, err
+	}
+	queues, err := s.insertSteps(ctx, q, op, rec.ID, &def, dec.Insert, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, queues, nil
+}
+
+// insertSteps inserts the named steps of def, each under its key with
+// the reject strategy, and returns the queues they went to. ids maps the
+// steps already inserted to their task ids (for each step's mark).
+func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, def *workflowspec.Definition, names []string, ids map[string]string) ([]string, error) {
+	var queues []string
+	for _, name := range names {
+		step := def.Step(name)
+		var after map[string]string
+		for _, a := range step.After {
+			if after == nil {
+				after = make(map[string]string, len(step.After))
+			}
+			after[a] = ids[a]
+		}
+		p, err := stepParams(op, record, step, after)
+		if err != nil {
+			return nil, err
+		}
+		ins, err := insertArgs(p, s.now())
+		if err != nil {
+			return nil, err
+		}
+		t, err := s.submitIn(ctx, q, p.Key, ConflictReject, ins)
+		var exists *AlreadyExistsError
+		if errors.As(err, &exists) {
+			continue // inserted by an advance before the ledger knew of it
+		}
+		if err != nil {
+			return nil, err
+		}
+		queues = append(queues, t.Queue)
+	}
+	return queues, nil
+}
+
+// mustJSON encodes a definition, which always encodes.
+func mustJSON(d *workflowspec.Definition) []byte {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic("engine: a workflow definition did not encode: " + err.Error())
+	}
+	return b
+}
+
+// StepRow is what workflow_steps reads of one step's task.
+type StepRow struct {
+	ID      string
+	Step    string
+	Status  Status
+	Attempt int
+}
+
+// WorkflowState is a workflow as Get reads it: its record, the record's
+// definition (nil when the payload is not one this SDK reads), and its
+// steps' tasks.
+type WorkflowState struct {
+	Record *Task
+	Def    *workflowspec.Definition
+	DefErr error
+	Steps  []StepRow
+}
+
+// GetWorkflow reads the workflow whose record is id: ErrNotFound when
+// there is no such task, and an *ArgumentError when the task is not a
+// workflow's record.
+func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, error) {
+	const op = "get workflow"
+	if err := checkID(op, id); err != nil {
+		return nil, err
+	}
+	var st WorkflowState
+	err := s.be.read(ctx, func(q querier) error {
+		rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return ErrNotFound
+		}
+		if st.Record, err = rowToTask(rows[0]); err != nil {
+			return err
+		}
+		if st.Record.Name != WorkflowName {
+			return argError(op, "id", "task %s is a %q, not a workflow", id, st.Record.Name)
+		}
+		st.Steps, err = s.workflowSteps(ctx, q, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Def, st.DefErr = workflowspec.Parse(st.Record.Payload)
+	return &st, nil
+}
+
+// workflowSteps reads the steps' tasks of the workflow whose record is
+// record.
+func (s *Store) workflowSteps(ctx context.Context, q querier, record string) ([]StepRow, error) {
+	rows, err := s.exec(ctx, q, stmtWorkflowSteps, protocol.Args{"record_id": record})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StepRow, 0, len(rows))
+	for _, r := range rows {
+		var sr StepRow
+		var st string
+		var att int64
+		var err error
+		if sr.ID, _, err = asString("id", r["id"]); err != nil {
+			return nil, err
+		}
+		if sr.Step, _, err = asString("step", r["step"]); err != nil {
+			return nil, err
+		}
+		if st, _, err = asString("status", r["status"]); err != nil {
+			return nil, err
+		}
+		if att, _, err = asInt64("attempt", r["attempt"]); err != nil {
+			return nil, err
+		}
+		sr.Status, sr.Attempt = Status(st), int(att)
+		out = append(out, sr)
+	}
+	return out, nil
+}

@@ -1,0 +1,480 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// recordLease is how long an advance or a sweep leases the record it
+// claims: the claim and the settlement (or the snooze) run in one
+// transaction, so the lease only has to outlive it; a process that dies
+// in it rolls the claim back.
+const recordLease = time.Minute
+
+// Added is what a running step adds to its workflow (TaskContext's
+// AddSteps), written at the step's settlement.
+type Added struct {
+	By    string
+	Steps []workflowspec.Step
+}
+
+// Advanced is what one advance did.
+type Advanced struct {
+	// Queues holds the queue of every step inserted.
+	Queues []string
+	// Inserted counts the steps inserted, Canceled the live steps it
+	// canceled or asked to stop.
+	Inserted, Canceled int
+	// Record is the record as settled when the advance finished the
+	// workflow, nil otherwise.
+	Record *Task
+	// Live says the workflow goes on: steps are live or were inserted.
+	Live bool
+	// Progress says the advance changed something: it inserted, canceled
+	// or settled, or its ledger read a step's new status.
+	Progress bool
+	// Unread is why the record was left as it was: not a definition this
+	// SDK reads, or already ended. Empty when the advance ran.
+	Unread string
+	// Ended says the workflow had ended already: its record is
+	// terminal, or its definition says it ended (a record queued again
+	// after that was retried by someone).
+	Ended bool
+	// changed is when the ledger last changed (Definition.Changed).
+	changed int64
+}
+
+// advanceIn advances the workflow whose record is record, in q's write
+// transaction, under the workflow's lock: it reads the record and its
+// steps, inserts each step now ready (once: its key and the ledger),
+// cancels the live steps when the workflow stopped, and, once nothing is
+// live or insertable, claims the record by id and settles it, as worker
+// workerID. add, when set, is written into the definition first.
+func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID string, add *Added) (Advanced, error) {
+	var adv Advanced
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
+		return adv, err
+	}
+	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
+	if err != nil {
+		return adv, err
+	}
+	if len(rows) == 0 {
+		adv.Unread = "the record is gone"
+		return adv, nil
+	}
+	rec, err := rowToTask(rows[0])
+	if err != nil {
+		return adv, err
+	}
+	def, err := workflowspec.Parse(rec.Payload)
+	if err != nil {
+		adv.Unread = err.Error()
+		return adv, nil
+	}
+	steps, err := s.workflowSteps(ctx, q, record)
+	if err != nil {
+		return adv, err
+	}
+	canceled := rec.Status == StatusCanceled || !rec.CancelRequestedAt.IsZero()
+	if !rec.Status.IsTerminal() && def.Ended != "" && !canceled {
+		// Ended, and live again: someone retried the record (RetryWorkflow,
+		// or any SDK's retry). The workflow resumes.
+		if steps, adv.Queues, err = s.resumeIn(ctx, q, def, steps); err != nil {
+			return adv, err
+		}
+		adv.Progress = true
+	}
+	if rec.Status.IsTerminal() || def.Ended != "" {
+		if canceled {
+			// Canceled by hand, maybe by another SDK's console: its steps
+			// go with it.
+			adv.Canceled, err = s.cancelLive(ctx, q, steps)
+			adv.Progress = adv.Canceled > 0
+			return adv, err
+		}
+		adv.Ended = true
+		return adv, nil
+	}
+	if add != nil {
+		if err := def.AddSteps(add.By, add.Steps); err != nil {
+			return adv, definitionError(op, err)
+		}
+		adv.Progress = true
+	}
+	statuses := make(map[string]workflowspec.Status, len(steps))
+	ids := make(map[string]string, len(steps))
+	for _, st := range steps {
+		statuses[st.Step] = workflowspec.Status(st.Status)
+		ids[st.Step] = st.ID
+	}
+	before := maps.Clone(def.Seen)
+	dec := def.Advance(statuses, canceled)
+	adv.Progress = adv.Progress || !maps.Equal(before, def.Seen)
+	if len(dec.Insert) > 0 {
+		queues, err := s.insertSteps(ctx, q, op, record, def, dec.Insert, ids)
+		if err != nil {
+			return adv, err
+		}
+		adv.Queues = append(adv.Queues, queues...)
+		adv.Inserted = len(dec.Insert)
+	}
+	if dec.Cancel {
+		if adv.Canceled, err = s.cancelLive(ctx, q, steps); err != nil {
+			return adv, err
+		}
+	}
+	if adv.Progress {
+		def.Changed = s.now().UnixMilli()
+	}
+	adv.changed = def.Changed
+	adv.Live = !dec.Done
+	if !dec.Done {
+		if adv.Progress {
+			err = s.revise(ctx, q, record, def)
+		}
+		return adv, err
+	}
+	adv.Progress = true
+	adv.Record, err = s.finishRecord(ctx, q, rec, def, dec, steps, workerID)
+	return adv, err
+}
+
+// cancelLive cancels the queued steps among steps and asks the running
+// ones to stop, returning how many it reached.
+func (s *Store) cancelLive(ctx context.Context, q querier, steps []StepRow) (int, error) {
+	n := 0
+	for _, st := range steps {
+		if st.Status != StatusQueued && st.Status != StatusRunning {
+			continue
+		}
+		rows, err := s.exec(ctx, q, stmtCancel, protocol.Args{"id": st.ID})
+		if err != nil {
+			return n, err
+		}
+		n += len(rows)
+	}
+	return n, nil
+}
+
+// revise writes def back into the record's payload.
+func (s *Store) revise(ctx context.Context, q querier, record string, def *workflowspec.Definition) error {
+	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(def)), "{}")
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, q, stmtWorkflowRevise, protocol.Args{"id": record, "payload": payload})
+	return err
+}
+
+// finishRecord settles a workflow nothing more will happen in: it claims
+// the record by id and completes it (every step succeeded) or fails it,
+// with the ledger and ended written first. A record another advance holds
+// (a sweeper claimed it) is left to that advance, with the ledger
+// written; it returns nil then.
+func (s *Store) finishRecord(ctx context.Context, q querier, rec *Task, def *workflowspec.Definition, dec workflowspec.Decision, steps []StepRow, workerID string) (*Task, error) {
+	ended := workflowspec.Succeeded
+	if dec.Failed {
+		ended = workflowspec.Failed
+	}
+	if rec.Status == StatusQueued {
+		rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
+			"ids": s.list([]string{rec.ID}), "worker_id": workerID, "lease_ms": ms(recordLease),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 {
+			return nil, s.revise(ctx, q, rec.ID, def)
+		}
+	} else if rec.WorkerID != workerID {
+		return nil, s.revise(ctx, q, rec.ID, def)
+	}
+	def.Ended = ended
+	if err := s.revise(ctx, q, rec.ID, def); err != nil {
+		return nil, err
+	}
+	if !dec.Failed {
+		res, err := encodeJSON("result", workflowResult(def, steps), "null")
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.exec(ctx, q, stmtComplete, protocol.Args{"id": rec.ID, "worker_id": workerID, "result": res})
+		if err != nil {
+			return nil, err
+		}
+		return oneTask(out)
+	}
+	text, err := storableEnvelope(workflowFailure(def, dec))
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.exec(ctx, q, stmtFail, protocol.Args{
+		"id": rec.ID, "worker_id": workerID, "error": text, "retryable": false, "delay_ms": int64(0),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return oneTask(out)
+}
+
+// stepOutcome is one step in a succeeded workflow's result.
+type stepOutcome struct {
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+}
+
+// workflowResult is a succeeded workflow's result: each step's task id
+// and status, by step name.
+func workflowResult(def *workflowspec.Definition, steps []StepRow) map[string]map[string]stepOutcome {
+	out := make(map[string]stepOutcome, len(def.Steps))
+	for _, st := range steps {
+		out[st.Step] = stepOutcome{ID: st.ID, Status: st.Status}
+	}
+	return map[string]map[string]stepOutcome{"steps": out}
+}
+
+// WorkflowFailedType is the error envelope's type on a failed
+// workflow's record.
+const WorkflowFailedType = "WorkflowFailed"
+
+// workflowFailure is the envelope a failed workflow's record keeps.
+func workflowFailure(def *workflowspec.Definition, dec workflowspec.Decision) ErrorEnvelope {
+	failed := []string{}
+	for name, st := range def.Seen {
+		if st == workflowspec.Failed || st == workflowspec.Canceled {
+			failed = append(failed, name)
+		}
+	}
+	slices.Sort(failed)
+	msg := "workflow failed"
+	if len(failed) > 0 {
+		msg = "workflow failed: step " + strings.Join(failed, ", ") + " did not succeed"
+	}
+	nonNil := func(v []string) []string {
+		if v == nil {
+			return []string{}
+		}
+		return v
+	}
+	return ErrorEnvelope{
+		Type: WorkflowFailedType, Code: "workflow_failed", Message: msg, Retryable: false,
+		Details: map[string]any{"failed": failed, "skipped": nonNil(dec.Skipped), "lost": nonNil(dec.Lost)},
+	}
+}
+
+// StepSettled is a step's settlement and what it advanced.
+type StepSettled struct {
+	Task     *Task
+	Advanced Advanced
+}
+
+// StepOf is the workflow step a settlement settles: its record, and what
+// the step added while it ran (nil for nothing), written only if the
+// step succeeds.
+type StepOf struct {
+	Record string
+	Add    *Added
+}
+
+// CompleteStep is Complete for a workflow's step: the settlement and,
+// when it ends the step, the workflow's advance in one write
+// transaction. ErrLostLease when the lease is gone; then nothing is
+// written. Steps that the step added and the definition refuses (a name
+// taken, a cycle) are an *ArgumentError, and nothing is written either.
+func (s *Store) CompleteStep(ctx context.Context, id, workerID string, step StepOf, result any) (StepSettled, error) {
+	var out StepSettled
+	err := s.be.write(ctx, func(q querier) error {
+		var err error
+		out, err = s.completeStepIn(ctx, q, id, workerID, step, result)
+		return err
+	})
+	return s.stepDone(out, err)
+}
+
+// FailStep is Fail for a workflow's step: the failure and, when it ends
+// the step for good, the workflow's advance in one write transaction.
+func (s *Store) FailStep(ctx context.Context, id, workerID string, step StepOf, env ErrorEnvelope, retryable bool, delay time.Duration) (StepSettled, error) {
+	text, err := storableEnvelope(env)
+	if err != nil {
+		return StepSettled{}, err
+	}
+	var out StepSettled
+	err = s.be.write(ctx, func(q querier) error {
+		var err error
+		out, err = s.settleStepIn(ctx, q, id, workerID, step, stmtFail, protocol.Args{
+			"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(max(delay, 0)),
+		})
+		return err
+	})
+	return s.stepDone(out, err)
+}
+
+// stepDone tells this process what a step's committed settlement did.
+func (s *Store) stepDone(out StepSettled, err error) (StepSettled, error) {
+	if err != nil {
+		return StepSettled{}, err
+	}
+	s.settled(out.Task)
+	s.requeued(out.Task)
+	s.afterAdvance(out.Advanced)
+	return out, nil
+}
+
+// settleStepIn runs a step's settlement statement and, if the step
+// ended, the advance, in q's transaction.
+func (s *Store) settleStepIn(ctx context.Context, q querier, id, workerID string, step StepOf, stmt string, a protocol.Args) (StepSettled, error) {
+	var out StepSettled
+	rows, err := s.exec(ctx, q, stmt, a)
+	if err != nil {
+		return out, err
+	}
+	if len(rows) == 0 {
+		return out, &LostLeaseError{ID: id}
+	}
+	if out.Task, err = rowToTask(rows[0]); err != nil {
+		return out, err
+	}
+	if !out.Task.IsTerminal() {
+		return out, nil
+	}
+	add := step.Add
+	if out.Task.Status != StatusSucceeded {
+		add = nil // a step adds only when it succeeds
+	}
+	out.Advanced, err = s.advanceIn(ctx, q, "settle step", step.Record, workerID, add)
+	return out, err
+}
+
+// afterAdvance tells this process's workers and waiters what an advance
+// committed.
+func (s *Store) afterAdvance(adv Advanced) {
+	for _, queue := range adv.Queues {
+		s.hub.Queued(queue)
+	}
+	s.settled(adv.Record)
+}
+
+// The sweep's pace: a record is checked again sweepMin after a sweep that
+// found something new, and then less often the longer nothing changes,
+// up to sweepMax.
+const (
+	sweepMin = time.Second
+	sweepMax = 5 * time.Minute
+)
+
+// sweepDelay is how long a record waits for its next sweep when the
+// last change it saw was at changedMS (Unix ms): half the quiet time so
+// far, within sweepMin and sweepMax.
+func sweepDelay(now time.Time, changedMS int64) time.Duration {
+	quiet := now.Sub(time.UnixMilli(changedMS))
+	return min(max(quiet/2, sweepMin), sweepMax)
+}
+
+// Swept is what SweepWorkflows did.
+type Swept struct {
+	// Due counts the records found due; Records those swept (another
+	// sweep may take one first); Finished those the sweep settled;
+	// Inserted the steps it inserted.
+	Due, Records, Finished, Inserted int
+	// Unread are the records left alone, each with why.
+	Unread map[string]string
+}
+
+// SweepWorkflows sweeps up to limit records that are due, as workerID,
+// each in a write transaction of its own that takes the workflow's lock,
+// claims the record by id, advances the workflow and then settles the
+// record or hands it back due later (snooze: its attempt given back). It
+// inserts the steps other SDKs' settlements left ready, and finishes the
+// workflows they left done. A process that dies in a sweep leaves its
+// transaction to roll back: no record is left claimed. A record whose
+// payload this SDK cannot read is handed back for sweepMax.
+func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) (Swept, error) {
+	var sw Swept
+	rows, err := s.readOne(ctx, stmtWorkflowDue, protocol.Args{"name": WorkflowName, "limit": int64(limit)})
+	if err != nil {
+		return sw, err
+	}
+	sw.Due = len(rows)
+	for _, r := range rows {
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return sw, err
+		}
+		adv, swept, err := s.sweepOne(ctx, id, workerID)
+		if err != nil {
+			return sw, fmt.Errorf("sweeping workflow %s: %w", id, err)
+		}
+		if !swept {
+			continue
+		}
+		sw.Records++
+		sw.Inserted += adv.Inserted
+		if adv.Record != nil {
+			sw.Finished++
+		}
+		if adv.Unread != "" {
+			if sw.Unread == nil {
+				sw.Unread = map[string]string{}
+			}
+			sw.Unread[id] = adv.Unread
+		}
+	}
+	return sw, nil
+}
+
+// sweepOne claims, advances and settles or snoozes one record in one
+// write transaction; swept is false when the record was no longer queued
+// (another sweep or advance took it).
+func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced, swept bool, err error) {
+	var snoozed *Task
+	err = s.be.write(ctx, func(q querier) error {
+		adv, swept, snoozed = Advanced{}, false, nil
+		// The lock first, as every writer of a workflow takes it, and then
+		// the record's row: the other way round, a settlement holding the
+		// lock and waiting for the row would deadlock with this sweep.
+		if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
+			return err
+		}
+		rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
+			"ids": s.list([]string{id}), "worker_id": workerID, "lease_ms": ms(recordLease),
+		})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		swept = true
+		if adv, err = s.advanceIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
+			return err
+		}
+		if adv.Record != nil {
+			return nil
+		}
+		delay := sweepMax
+		if adv.Unread == "" && !adv.Ended {
+			delay = sweepMin
+			if !adv.Progress {
+				delay = sweepDelay(s.now(), adv.changed)
+			}
+		}
+		rows, err = s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(delay)})
+		if err != nil {
+			return err
+		}
+		snoozed, err = oneTask(rows)
+		return err
+	})
+	if err != nil {
+		return adv, false, err
+	}
+	s.afterAdvance(adv)
+	s.settled(snoozed) // a cancel that won the snooze
+	return adv, swept, nil
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// recordIn reads the workflow's record under its lock, in q's write
+// transaction: ErrNotFound when there is none, an *ArgumentError when
+// the task is no workflow's record.
+func (s *Store) recordIn(ctx context.Context, q querier, op, id string) (*Task, error) {
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
+		return nil, err
+	}
+	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, ErrNotFound
+	}
+	rec, err := rowToTask(rows[0])
+	if err != nil {
+		return nil, err
+	}
+	if rec.Name != WorkflowName {
+		return nil, argError(op, "id", "task %s is a %q, not a workflow", id, rec.Name)
+	}
+	return rec, nil
+}
+
+// CancelWorkflow cancels the workflow whose record is id: the record
+// (queued: canceled at once; being checked: asked to stop, and canceled
+// when the check ends), every queued step, and asks every running step
+// to stop. A workflow that has ended is left as it is. It returns the
+// record as left.
+func (s *Store) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
+	const op = "cancel workflow"
+	if err := checkID(op, id); err != nil {
+		return nil, err
+	}
+	var rec *Task
+	err := s.be.write(ctx, func(q querier) error {
+		var err error
+		if rec, err = s.recordIn(ctx, q, op, id); err != nil || rec.IsTerminal() {
+			return err
+		}
+		if def, err := workflowspec.Parse(rec.Payload); err == nil && def.Ended == "" {
+			// Ended is written where the record ends, so that a retry
+			// of the record is told from a workflow still running.
+			def.Ended = workflowspec.Canceled
+			if err := s.revise(ctx, q, id, def); err != nil {
+				return err
+			}
+		}
+		rows, err := s.exec(ctx, q, stmtCancel, protocol.Args{"id": id})
+		if err != nil {
+			return err
+		}
+		if t, err := oneTask(rows); err != nil {
+			return err
+		} else if t != nil {
+			rec = t
+		}
+		steps, err := s.workflowSteps(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		_, err = s.cancelLive(ctx, q, steps)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.settled(rec)
+	return rec, nil
+}
+
+// retryWorker is the worker id under which RetryWorkflow finishes a
+// record it finds done (a canceled workflow whose steps had all
+// succeeded): a claim needs one.
+const retryWorker = "cairnq.workflow.retry"
+
+// RetryWorkflow resumes the failed or canceled workflow whose record is
+// id: its failed and canceled steps run again (their attempts counted
+// from zero), the steps that never ran are submitted as what they wait
+// for succeeds, and the steps that succeeded are left as they are. A
+// workflow that has not ended is an *ArgumentError. It returns the
+// record, queued again.
+func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
+	const op = "retry workflow"
+	if err := checkID(op, id); err != nil {
+		return nil, err
+	}
+	var rec *Task
+	var adv Advanced
+	err := s.be.write(ctx, func(q querier) error {
+		var err error
+		if rec, err = s.recordIn(ctx, q, op, id); err != nil {
+			return err
+		}
+		if rec.Status != StatusFailed && rec.Status != StatusCanceled {
+			return argError(op, "id", "workflow %s is %s; only a failed or canceled one is retried", id, rec.Status)
+		}
+		rows, err := s.exec(ctx, q, stmtRetry, protocol.Args{"id": id, "reset_attempt": true})
+		if err != nil {
+			return err
+		}
+		if rec, err = oneTask(rows); err != nil {
+			return err
+		}
+		// The record is live again with its definition saying it ended:
+		// the advance resumes it, as it does a record any SDK retried.
+		adv, err = s.advanceIn(ctx, q, op, id, retryWorker, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.requeued(rec)
+	s.afterAdvance(adv)
+	return rec, nil
+}
+
+// resumeIn puts a retried workflow's failed and canceled steps back in
+// the queue (their attempts from zero), forgets in the ledger the ones
+// whose tasks are gone so that they are submitted again when ready, and
+// clears def's end. It returns steps as they now stand and the queues of
+// the steps it queued again.
+func (s *Store) resumeIn(ctx context.Context, q querier, def *workflowspec.Definition, steps []StepRow) ([]StepRow, []string, error) {
+	var queues []string
+	if def.Seen == nil {
+		def.Seen = map[string]workflowspec.Status{}
+	}
+	rowOf := make(map[string]bool, len(steps))
+	for i, st := range steps {
+		rowOf[st.Step] = true
+		if st.Status != StatusFailed && st.Status != StatusCanceled {
+			continue
+		}
+		rows, err := s.exec(ctx, q, stmtRetry, protocol.Args{"id": st.ID, "reset_attempt": true})
+		if err != nil {
+			return nil, nil, err
+		}
+		t, err := oneTask(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		if t != nil {
+			steps[i].Status, steps[i].Attempt = StatusQueued, 0
+			def.Seen[st.Step] = workflowspec.Queued
+			queues = append(queues, t.Queue)
+		}
+	}
+	for name, seen := range def.Seen {
+		if !rowOf[name] && seen != workflowspec.Succeeded {
+			delete(def.Seen, name) // gone, and did not succeed: runs again
+		}
+	}
+	def.Ended = ""
+	return steps, queues, nil
+}
