@@ -286,9 +286,17 @@ func (c *Client) QueueHeadroom(ctx context.Context, queue string, maxDepth int) 
 
 // Cancel cancels a queued task at once; a running task is asked to stop and
 // ends canceled when its worker settles it. It returns nil, nil when no
-// queued or running task has that id.
+// queued or running task has that id. A workflow's record canceled this
+// way cancels its workflow's steps too, as CancelWorkflow does.
 func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) {
-	return c.store.Cancel(ctx, id)
+	t, err := c.store.Cancel(ctx, id)
+	if err == nil && t != nil && t.Name == WorkflowName {
+		// A workflow's record: its steps go with it (CancelWorkflow).
+		if _, err := c.store.CancelWorkflow(ctx, id); err != nil {
+			return t, err
+		}
+	}
+	return t, err
 }
 
 // CancelByKey is Cancel for the task key points at.

@@ -31,8 +31,9 @@ type TaskContext struct {
 	writing atomic.Int32
 	// added holds the steps the handler added to its workflow
 	// (AddSteps), written at its settlement.
-	addMu sync.Mutex
-	added []workflowspec.Step
+	addMu   sync.Mutex
+	added   []workflowspec.Step
+	refused error // the workflow refused added; the step was failed for it
 }
 
 // ID is the task's id.
@@ -181,7 +182,10 @@ func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
 // Succeed settles the task now with result (canceled instead, if a cancel
 // was requested). Settling twice is a no-op.
 func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
-	return tc.settle(func() error { return tc.w.completeWrite(ctx, tc, result) })
+	if err := tc.settle(func() error { return tc.w.completeWrite(ctx, tc, result) }); err != nil {
+		return err
+	}
+	return tc.refusal()
 }
 
 // Fail settles the task now as failed with err: queued again with backoff

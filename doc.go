@@ -192,6 +192,13 @@
 // next start is allowed and runs no statement before. The limit is per
 // process: N workers with Rate 50 start up to 50·N a second.
 //
+// A [GlobalLimit] in [HandlerOptions] is the bound across processes: at
+// most Max tasks of the name running at once on the whole database, or
+// per value of a metadata member (per tenant). It is counted from the
+// running rows under a lock per name at each claim of the name, so it
+// needs no state of its own and an expired lease stops counting; see
+// GlobalLimit for its cost, and that other SDKs' workers do not honour it.
+//
 // [Worker.Pause] stops claiming from queues (calls in flight finish as
 // usual) and returns once no claim on them is in progress;
 // [Worker.Resume] claims again (with no arguments, every queue of the
@@ -247,6 +254,62 @@
 //     for catch-up the CatchUp slots before a restart).
 //   - A Client's submit hooks see every periodic submit, and must keep its
 //     key and conflict strategy.
+//
+// # Workflows
+//
+// [Client.SubmitWorkflow] submits steps that wait for other steps
+// ([WorkflowStep].After): a fan-out, a fan-in, a diamond. The README's
+// "Workflows" shows one; examples/etl-workflow and examples/saga are
+// whole programs. Each step is an ordinary task a worker of its name
+// runs, in any SDK; [StepResult] reads, in a step's handler, the result
+// of a step it waited for; [TaskContext.AddSteps] adds steps while one
+// runs; [Client.CallWorkflow], [Client.GetWorkflow],
+// [Client.CancelWorkflow] and [Client.RetryWorkflow] follow and steer it,
+// and `cairnq workflow get|cancel|retry` does from a shell.
+//
+// How a workflow is kept, so that another SDK could advance one too (no
+// table or column beyond protocol v1's):
+//
+//   - The record: one task named and queued [WorkflowName]
+//     ("cairnq.workflow"), keyed [StepKey](id, "") (the record's own id
+//     for id), max_attempts 2147483647. Its payload is the definition:
+//     {"v": 1, "on_failure": "cancel" | "continue", "steps": [{"step",
+//     "task", "payload", "options", "after": [step, ...]}], "seen":
+//     {step: status}, "ended": status, "changed_ms": ms}. A step's
+//     options are {"queue", "max_attempts", "priority", "delay_ms",
+//     "metadata", "correlation_id"}, each optional. seen is the ledger of
+//     the steps submitted, with the last status an advance read for each;
+//     ended is written in the transaction that settles the record. The
+//     record stays queued while the workflow runs (due at its next
+//     sweep), and ends succeeded (its result {"steps": {step: {"id",
+//     "status"}}}), failed (envelope type "WorkflowFailed", details
+//     failed, skipped and lost) or canceled.
+//   - A step: a task inserted when every step of its after has
+//     succeeded, with the key [StepKey](record, step),
+//     "cairnq:workflow:<record id>:<step>", and the [ConflictReject]
+//     strategy; parent_id and root_id are the record's id, and its
+//     metadata carries the member "cairnq_workflow": {"v": 1, "record",
+//     "step", "after": {step: task id}}. Step names hold no ':', so a key
+//     splits at its last colon.
+//   - An advance, in one write transaction: take lock_key on the record's
+//     key (an advisory lock on Postgres), read the record and its steps
+//     (by root_id), insert each ready step not in seen, cancel the live
+//     steps when a step failed for good under "cancel" or the record was
+//     canceled, write seen back; once nothing is live or ready, claim the
+//     record by id and complete or fail it. A Go worker advances in the
+//     transaction of each step's settlement; a sweep does it for the
+//     records due (every [WorkerOptions].WorkflowSweep), then hands the
+//     record back due again (snooze: no attempt spent), 1 s after
+//     progress, waiting longer the longer nothing changed, up to 5 min.
+//
+// What protocol v1 cannot carry: there is no waiting status, so a step
+// not submitted yet is no row, and other SDKs' lists and stats do not
+// show it; a step settled by another SDK's worker is advanced at the next
+// sweep, not in its settlement, and cannot add steps. Keep finished steps
+// until their workflow ends (a retention rule longer than a workflow
+// lives): a step purged while the ledger last saw it queued or running
+// counts as lost, and fails the workflow. A handler registered for
+// [WorkflowName] is refused.
 //
 // # Middleware and hooks
 //

@@ -11,6 +11,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -130,4 +131,69 @@ func Example_workers() {
 		log.Fatal(err)
 	}
 	// Output: sent to ada@example.com <nil>
+}
+
+// The README's Workflows: two steps that wait for nothing, and one that
+// waits for both and reads their results.
+func Example_workflows() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "cairnq-workflows")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	c, err := cairnq.Open(ctx, filepath.Join(dir, "tasks.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	count := cairnq.Define[string, int]("count-words")
+	sum := cairnq.Define[[]string, int]("sum-counts")
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Concurrency: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = errors.Join(
+		count.Handle(w, func(ctx context.Context, tc *cairnq.TaskContext, text string) (int, error) {
+			return len(strings.Fields(text)), nil
+		}, nil),
+		sum.Handle(w, func(ctx context.Context, tc *cairnq.TaskContext, steps []string) (int, error) {
+			total := 0
+			for _, s := range steps {
+				n, err := cairnq.StepResult[int](ctx, tc, s) // a step it waited for
+				if err != nil {
+					return 0, err
+				}
+				total += n
+			}
+			return total, nil
+		}, nil),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(runCtx) }()
+
+	rec, err := c.CallWorkflow(ctx, []cairnq.WorkflowStep{
+		count.Step("intro", "a durable task runtime", nil),
+		count.Step("body", "steps wait for steps", nil),
+		sum.Step("total", []string{"intro", "body"}, nil, "intro", "body"), // after both
+	}, nil, nil)
+	if err != nil {
+		log.Fatal(err) // a step failed for good: *cairnq.TaskFailedError, type WorkflowFailed
+	}
+	total, err := c.GetByKey(ctx, cairnq.StepKey(rec.ID, "total"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(rec.Status, string(total.Result))
+
+	stop()
+	if err := <-stopped; err != nil {
+		log.Fatal(err)
+	}
+	// Output: succeeded 8
 }

@@ -68,6 +68,10 @@ func TestWorkflowMultiprocessSQLite(t *testing.T) { faulttest.WorkflowMultiproce
 // advancing them are killed at random points and replaced.
 func TestWorkflowKillSQLite(t *testing.T) { faulttest.WorkflowKill(t, sqliteFault) }
 
+// TestGlobalLimitProcessesSQLite runs faulttest.GlobalLimit: three
+// worker processes on one file under a global limit, and per tenant.
+func TestGlobalLimitProcessesSQLite(t *testing.T) { faulttest.GlobalLimit(t, sqliteFault) }
+
 // TestFaultChild is what this binary runs as a child process of the tests
 // above (sqliteFault.ChildTest); in a normal run it returns at once.
 func TestFaultChild(t *testing.T) { faulttest.Child(t, sqliteFault) }

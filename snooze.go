@@ -104,6 +104,18 @@ func (w *Worker) recordSnooze(ctx context.Context, tc *TaskContext, d time.Durat
 		w.logTask(ctx, slog.LevelDebug, logTaskSnoozed, tc.task,
 			slog.Duration("snooze", d), slog.Int64("run_at_ms", settled.RunAt.UnixMilli()))
 	}
+	if err == nil && settled.IsTerminal() {
+		if step := tc.stepOf(); step != nil {
+			// A cancel won the snooze: the step ended, and its workflow
+			// moves on now rather than at the next sweep. The snooze
+			// stands whatever this advance meets.
+			if adv, aerr := w.st.AdvanceWorkflow(ctx, step.Record, w.id); aerr != nil {
+				w.report(aerr, PhaseExecute, tc.task.ID)
+			} else {
+				w.logAdvance(ctx, tc, adv)
+			}
+		}
+	}
 	return err
 }
 

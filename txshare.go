@@ -26,24 +26,46 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 // back and is returned, leaving the task for the worker to settle by how
 // the handler ends. Settling twice is a no-op. Postgres only.
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
-	return tc.settle(func() error {
+	err := tc.settle(func() error {
 		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, tc.stepOf(), fn)
+		if tc.w.refusedSteps(ctx, tc, err) {
+			// Nothing of fn's transaction committed; the step fails.
+			return tc.w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false)
+		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return tc.refusal()
 }
 
 // SucceedTx settles the task inside a transaction the application holds,
 // through sess: the settlement commits or rolls back with the
-// application's own writes. The context counts as settled from here on; if
+// application's own writes. For a workflow's step the advance runs in
+// that transaction too, and holds the workflow's lock until the
+// application commits: commit soon. The context counts as settled from here on; if
 // the application then rolls back, the task keeps its lease until it
 // expires and is delivered again (at least once). Postgres only.
 func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, result any) error {
-	return tc.settle(func() error {
+	err := tc.settle(func() error {
 		if step := tc.stepOf(); step != nil {
 			_, err := tc.w.st.CompleteStepTx(ctx, sess, tc.task.ID, tc.w.id, *step, result)
+			if tc.w.refusedSteps(ctx, tc, err) {
+				// Nothing was written in the application's transaction,
+				// which should roll back; the step fails on its own.
+				if ferr := tc.w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false); ferr != nil {
+					return ferr
+				}
+				return nil
+			}
 			return err
 		}
 		_, err := tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return tc.refusal()
 }

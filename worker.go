@@ -39,6 +39,39 @@ type HandlerOptions struct {
 	// RateLimit bounds how fast this worker starts tasks of this name
 	// (nil: no bound). See RateLimit for why it is per process.
 	RateLimit *RateLimit
+	// GlobalLimit bounds how many tasks of this name run at once across
+	// every Go worker on the database, counted from the running rows
+	// themselves (nil: no bound). See GlobalLimit for what it costs and
+	// what it does not cover.
+	GlobalLimit *GlobalLimit
+}
+
+// GlobalLimit is at most Max tasks of a name running at once across
+// every Go worker on the database, or, with PerMetadataKey, at most Max
+// per value of that metadata member (per tenant; a task without the
+// member counts under the value "").
+//
+// A claim of the name takes a lock of its own (an advisory lock on
+// Postgres; SQLite's write lock already serializes claims), counts the
+// name's running tasks whose lease has not run out, and claims only as
+// many as the limit leaves room for: no new state, so a task whose lease
+// expired stops counting at once, and a worker never holds a claimed
+// task waiting for room. Every worker of the name must set the same
+// limit; TypeScript and Python workers do not honour it (their running
+// tasks still count against it). When the limit is full a worker finds
+// room again at its next poll (PollInterval), or at the next submit it
+// hears of.
+//
+// The cost: a claim of the name is a transaction of four or five
+// statements instead of one, and the claims of one name serialize on its
+// lock across the fleet; other names are not slowed. A task that still
+// runs after its lease expired (a stalled process) is not counted.
+type GlobalLimit struct {
+	// Max is how many may run at once, at least 1.
+	Max int
+	// PerMetadataKey, when set, makes Max a bound per value of this
+	// metadata member: 1 to 64 letters, digits, '_' or '-'.
+	PerMetadataKey string
 }
 
 // ErrorPhase says where an error the worker survived came from.
@@ -115,9 +148,11 @@ type WorkerOptions struct {
 	Logger *slog.Logger
 	// WorkflowSweep is how often the worker sweeps the workflows' records
 	// that are due (SubmitWorkflow): a step another SDK's worker settled,
-	// or one whose worker died between its settlement and the advance,
-	// is advanced by a sweep. One claim on the workflows' queue per
-	// interval, whether or not any workflow exists. Default
+	// or one that lease recovery failed, is advanced by a sweep (a Go
+	// worker's settlement advances in its own transaction). Each sweep is
+	// one read of the due records, whether or not any workflow exists,
+	// then a short write transaction per record found, at most 16 (at
+	// once again while sweeps come back full). Default
 	// DefaultWorkflowSweep; NoWorkflowSweep turns it off, which leaves
 	// such workflows to the other workers' sweeps.
 	WorkflowSweep time.Duration
@@ -390,10 +425,16 @@ func (w *Worker) register(r *registration, opts *HandlerOptions) error {
 		}
 		r.opts.RateLimit = &RateLimit{Rate: rl.Rate, Burst: rl.Burst} // a copy: the caller's may change
 	}
+	if g := r.opts.GlobalLimit; g != nil {
+		if err := engine.ValidateGlobalLimit(r.name, engine.GlobalLimit{Max: g.Max, PerKey: g.PerMetadataKey}); err != nil {
+			return err
+		}
+		r.opts.GlobalLimit = &GlobalLimit{Max: g.Max, PerMetadataKey: g.PerMetadataKey} // a copy
+	}
 	r.resource = r.opts.Resource
 	// A name that limits itself needs its own quota in the claim; every
 	// other name shares one draw where a task is a call.
-	r.ownDraw = r.batch > 0 || r.opts.Concurrency > 0 || r.resource != "" || r.opts.RateLimit != nil
+	r.ownDraw = r.batch > 0 || r.opts.Concurrency > 0 || r.resource != "" || r.opts.RateLimit != nil || r.opts.GlobalLimit != nil
 	w.regMu.Lock()
 	defer w.regMu.Unlock()
 	if w.started.Load() {

@@ -3,6 +3,8 @@ package cairnq
 import (
 	"context"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
@@ -87,8 +89,30 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
+	// Names under a global limit keep their places in the rotation, but
+	// among themselves go in name order, every poll: each draw takes its
+	// name's lock until the claim commits, and two claims taking two such
+	// locks in opposite orders would deadlock. (The other draws take no
+	// lock they wait for: SKIP LOCKED.)
+	var at []int
+	var globals []source
+	for i, src := range order {
+		if src.global != nil {
+			if hints.Limits == nil {
+				hints.Limits = map[string]engine.GlobalLimit{}
+			}
+			hints.Limits[src.names[0]] = *src.global
+			at, globals = append(at, i), append(globals, src)
+		}
+	}
+	if len(globals) > 1 {
+		slices.SortFunc(globals, func(a, b source) int { return strings.Compare(a.names[0], b.names[0]) })
+		for k, i := range at {
+			order[i] = globals[k]
+		}
+	}
 	params := engine.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
-	if len(sources) == 1 {
+	if len(sources) == 1 && hints.Limits == nil {
 		// One draw, which on Postgres is a single statement rather than a
 		// transaction around one.
 		err = w.plan(func(names []string, limit int) ([]*engine.Task, error) {

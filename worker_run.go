@@ -30,7 +30,8 @@ type source struct {
 	batch    int // tasks per call
 	ownConc  int // this name's own cap on calls (0: none)
 	resource string
-	limiter  *tokenBucket // the name's RateLimit, nil when it has none
+	limiter  *tokenBucket        // the name's RateLimit, nil when it has none
+	global   *engine.GlobalLimit // the name's GlobalLimit, nil when it has none
 }
 
 const claimErrorBackoff = 250 * time.Millisecond
@@ -49,6 +50,9 @@ func (w *Worker) schedule() (sources []source, names []string) {
 			src := source{names: []string{name}, batch: max(r.batch, 1), ownConc: r.opts.Concurrency, resource: r.resource}
 			if r.opts.RateLimit != nil {
 				src.limiter = newTokenBucket(*r.opts.RateLimit)
+			}
+			if g := r.opts.GlobalLimit; g != nil {
+				src.global = &engine.GlobalLimit{Max: g.Max, PerKey: g.PerMetadataKey}
 			}
 			sources = append(sources, src)
 		} else {
@@ -461,10 +465,11 @@ const (
 )
 
 // limited reports whether a source's draw is capped by a name's own
-// concurrency or a resource, which a finishing call may lift.
+// concurrency, a resource or a global limit, which a finishing call may
+// lift.
 func limited(sources []source) bool {
 	for _, src := range sources {
-		if src.ownConc > 0 || src.resource != "" {
+		if src.ownConc > 0 || src.resource != "" || src.global != nil {
 			return true
 		}
 	}

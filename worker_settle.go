@@ -84,13 +84,6 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, hand
 	var se *engine.SerializationError
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrInvalidArgument) && tc.addedSteps():
-		// The steps it added do not fit the workflow (a name taken, a
-		// cycle): as deterministic as an unencodable result.
-		w.fail(ctx, tc, ErrorEnvelope{
-			Type: "InvalidSteps", Code: "invalid_added_steps", Retryable: false, Details: map[string]any{},
-			Message: "the steps the handler added were refused: " + err.Error(),
-		}, false)
 	case errors.As(err, &se):
 		// Deterministic: every attempt would fail the same way, so the task
 		// fails for good instead of being redelivered.
@@ -114,10 +107,33 @@ func (w *Worker) completeWrite(ctx context.Context, tc *TaskContext, result any)
 		return err
 	}
 	res, err := w.st.CompleteStep(ctx, tc.task.ID, w.id, *step, result)
+	if w.refusedSteps(ctx, tc, err) {
+		return w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false)
+	}
 	if err == nil {
 		w.logAdvance(ctx, tc, res.Advanced)
 	}
 	return err
+}
+
+// refusedSteps reports whether err is the workflow refusing the steps tc
+// added, which nothing of the settlement wrote; it records the refusal
+// for Succeed to return. The caller then fails the step for good: the
+// refusal is as deterministic as an unencodable result.
+func (w *Worker) refusedSteps(ctx context.Context, tc *TaskContext, err error) bool {
+	var refused *engine.AddedStepsError
+	if !errors.As(err, &refused) {
+		return false
+	}
+	tc.refuse(refused)
+	return true
+}
+
+// refusedEnvelope is the failure a step whose added steps were refused
+// ends with.
+func refusedEnvelope(err error) ErrorEnvelope {
+	return ErrorEnvelope{Type: "InvalidSteps", Code: "invalid_added_steps", Retryable: false, Details: map[string]any{},
+		Message: err.Error()}
 }
 
 func (w *Worker) fail(ctx context.Context, tc *TaskContext, env ErrorEnvelope, retryable bool) {

@@ -56,9 +56,9 @@ type WorkflowOptions struct {
 // SubmitWorkflow submits a workflow: its record task (named WorkflowName,
 // returned) and the steps that wait for nothing, in one transaction. Each
 // other step is submitted, exactly once, when every step it waits for has
-// succeeded: by the worker that settles the last of them, in that
+// succeeded: by the Go worker that settles the last of them, in that
 // settlement's transaction, or else by a Go worker's sweep of the record
-// (a step settled by another SDK's worker, a process that died between).
+// (a step settled by another SDK's worker, or failed by lease recovery).
 //
 // Wait on the record's id returns the workflow's outcome: succeeded once
 // every step has, failed (a *TaskFailedError from Call, its envelope's
@@ -173,7 +173,8 @@ type WorkflowStepState struct {
 
 // Workflow is a workflow as GetWorkflow reads it.
 type Workflow struct {
-	// ID is the record task's id, which Wait and Cancel take.
+	// ID is the record task's id, which Wait, CancelWorkflow and
+	// RetryWorkflow take (Cancel on it cancels the workflow too).
 	ID string
 	// Status is the workflow's: StatusRunning until it ends (its record
 	// is queued between checks and running while one checks it), then
@@ -284,9 +285,12 @@ func (tc *TaskContext) StepResult(ctx context.Context, step string) (json.RawMes
 // settlement's transaction, and only then: an attempt that fails adds
 // nothing, and its retry adds again. A step that is no workflow's, or
 // steps that are bad on their own (as SubmitWorkflow checks them), are
-// an *ArgumentError now; steps that do not fit the workflow as it stands
-// at the settlement (a name taken) fail tc's step for good, with the
-// envelope type "InvalidSteps".
+// an *ArgumentError now, as are steps added once tc has settled; steps
+// that do not fit the workflow as it stands at the settlement (a name
+// taken) fail tc's step for good, with the envelope type "InvalidSteps"
+// (and TaskContext.Succeed returns an error wrapping the *ArgumentError).
+// Add steps before the handler settles (returns, or calls Succeed): steps
+// added while a settlement is being written may be lost.
 func (tc *TaskContext) AddSteps(steps ...WorkflowStep) error {
 	const op = "add steps"
 	if _, ok := engine.StepMarkOf(tc.task); !ok {
@@ -300,17 +304,28 @@ func (tc *TaskContext) AddSteps(steps ...WorkflowStep) error {
 	if err != nil {
 		return err
 	}
+	if tc.isSettled() {
+		return &ArgumentError{Op: op, Arg: "task", Reason: fmt.Sprintf("step %s has settled; steps added now would be lost", tc.task.ID)}
+	}
 	tc.addMu.Lock()
 	defer tc.addMu.Unlock()
 	tc.added = append(tc.added, add...)
 	return nil
 }
 
-// addedSteps reports whether the handler added steps.
-func (tc *TaskContext) addedSteps() bool {
+// refuse records that the workflow refused the steps tc added, for
+// Succeed to return: the step has been failed for it.
+func (tc *TaskContext) refuse(err error) {
 	tc.addMu.Lock()
 	defer tc.addMu.Unlock()
-	return len(tc.added) > 0
+	tc.refused = err
+}
+
+// refusal is what refuse recorded, nil if nothing.
+func (tc *TaskContext) refusal() error {
+	tc.addMu.Lock()
+	defer tc.addMu.Unlock()
+	return tc.refused
 }
 
 // stepOf is the workflow step tc settles, with what it added, or nil

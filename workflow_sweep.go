@@ -20,15 +20,15 @@ func (w *Worker) sweepLoop(ctx context.Context) {
 		}
 		for ctx.Err() == nil {
 			sw, err := w.st.SweepWorkflows(ctx, w.id, sweepBatch)
+			for id, why := range sw.Unread {
+				w.log.LogAttrs(ctx, slog.LevelWarn, logWorkflowUnread, slog.String("workflow", id),
+					slog.String("reason", why), slog.String("worker_id", w.id))
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					w.report(err, PhaseClaim, "")
 				}
 				break
-			}
-			for id, why := range sw.Unread {
-				w.log.LogAttrs(ctx, slog.LevelWarn, logWorkflowUnread, slog.String("workflow", id),
-					slog.String("reason", why), slog.String("worker_id", w.id))
 			}
 			if sw.Records < sweepBatch {
 				break

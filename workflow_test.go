@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -543,7 +544,9 @@ func TestWorkflowDynamicSteps(t *testing.T) {
 }
 
 // CancelWorkflow cancels the queued steps and stops the running ones;
-// RetryWorkflow then runs again what did not succeed, and only that.
+// RetryWorkflow waits for the stopping ones to end, then runs again what
+// did not succeed, and only that. Client.Cancel of the record does what
+// CancelWorkflow does.
 func TestWorkflowCancelAndRetry(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
 		ctx := context.Background()
@@ -559,22 +562,19 @@ func TestWorkflowCancelAndRetry(t *testing.T) {
 			runs.add(in.Step)
 			if in.Step == "wait" {
 				started <- struct{}{}
-				select {
-				case <-block:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+				<-block // deaf to the cancel until the test lets it go
 			}
 			return in.Step, nil
 		}, nil); err != nil {
 			t.Fatal(err)
 		}
 		startWorker(t, w)
-		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+		steps := []cairnq.WorkflowStep{
 			{Step: "first", Task: "wf.step", Payload: stepIn{"first"}},
 			{Step: "wait", Task: "wf.step", Payload: stepIn{"wait"}, After: []string{"first"}},
 			{Step: "last", Task: "wf.step", Payload: stepIn{"last"}, After: []string{"wait"}},
-		}, nil)
+		}
+		rec, err := c.SubmitWorkflow(ctx, steps, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -586,7 +586,11 @@ func TestWorkflowCancelAndRetry(t *testing.T) {
 		if final.Status != cairnq.StatusCanceled {
 			t.Fatalf("canceled workflow %s", final.Status)
 		}
-		waitFor(t, "the running step to stop", func() bool {
+		if _, err := c.RetryWorkflow(ctx, rec.ID); !errors.As(err, new(*cairnq.ArgumentError)) {
+			t.Errorf("retrying while a step is still stopping: %v, want an *ArgumentError", err)
+		}
+		close(block)
+		waitFor(t, "the running step to end canceled", func() bool {
 			return stepStates(t, c, rec.ID)["wait"] == cairnq.StepState(cairnq.StatusCanceled)
 		})
 		if st := stepStates(t, c, rec.ID); st["first"] != "succeeded" || st["last"] != cairnq.StepSkipped {
@@ -595,7 +599,6 @@ func TestWorkflowCancelAndRetry(t *testing.T) {
 		if _, err := c.RetryWorkflow(ctx, rec.ID); err != nil {
 			t.Fatal(err)
 		}
-		close(block)
 		final = waitWorkflow(t, c, rec.ID)
 		if final.Status != cairnq.StatusSucceeded {
 			t.Fatalf("retried workflow %s %+v", final.Status, final.Error)
@@ -606,6 +609,28 @@ func TestWorkflowCancelAndRetry(t *testing.T) {
 		if _, err := c.RetryWorkflow(ctx, rec.ID); !errors.As(err, new(*cairnq.ArgumentError)) {
 			t.Errorf("retrying a succeeded workflow: %v, want an *ArgumentError", err)
 		}
+
+		// Cancel on the record, as a console's button does: the queued
+		// steps go too, and RetryWorkflow resumes it all the same.
+		delayed := []cairnq.WorkflowStep{{Step: "later", Task: "wf.step", Payload: stepIn{"later"}, Options: &cairnq.SubmitOptions{Delay: time.Hour}}}
+		rec2, err := c.SubmitWorkflow(ctx, delayed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Cancel(ctx, rec2.ID); err != nil {
+			t.Fatal(err)
+		}
+		if st := stepStates(t, c, rec2.ID); st["later"] != cairnq.StepState(cairnq.StatusCanceled) {
+			t.Errorf("after Cancel of the record: %v, want its queued step canceled", st)
+		}
+		retried, err := c.RetryWorkflow(ctx, rec2.ID)
+		if err != nil || retried.Status != cairnq.StatusQueued {
+			t.Fatalf("RetryWorkflow after Cancel: %v %v", retried, err)
+		}
+		if st := stepStates(t, c, rec2.ID); st["later"] != cairnq.StepState(cairnq.StatusQueued) {
+			t.Errorf("after the retry: %v, want its step queued again", st)
+		}
+
 		task, err := c.Submit(ctx, "plain", nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -666,4 +691,78 @@ func TestWorkflowRetriedByAnotherSDK(t *testing.T) {
 			t.Errorf("runs %v, want a once, b twice, c once", runs.n)
 		}
 	})
+}
+
+// A workflow this SDK cannot advance (here, a step whose options name
+// one it does not know, as a later version might write) is left alone:
+// the settlement that meets it commits, the sweep hands its record back
+// for later and goes on to the other workflows.
+func TestWorkflowUnreadableRecordLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	c, err := cairnq.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	odd, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+		{Step: "a", Task: "wf.go"},
+		{Step: "b", Task: "wf.go", After: []string{"a"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, path, `UPDATE cairnq_tasks SET payload = json_set(payload, '$.steps[1].options', json('{"timeout_ms": 5}')) WHERE id = '`+odd.ID+`'`)
+	plain, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+		{Step: "ts", Task: "wf.ts"},
+		{Step: "go", Task: "wf.go", After: []string{"ts"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnq.DefaultQueue}, Names: []string{"wf.ts"}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
+	}
+	if _, err := c.Store().Complete(ctx, claimed[0].ID, "ts-worker", nil); err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	var mu sync.Mutex
+	w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 20 * time.Millisecond,
+		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err.Error())
+		}})
+	if err := w.Handle("wf.go", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	if final := waitWorkflow(t, c, plain.ID); final.Status != cairnq.StatusSucceeded {
+		t.Fatalf("the readable workflow: %s", final.Status)
+	}
+	a, err := c.GetByKey(ctx, cairnq.StepKey(odd.ID, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "step a to succeed", func() bool {
+		got, err := c.Get(ctx, a.ID)
+		return err == nil && got.Status == cairnq.StatusSucceeded
+	})
+	got, _ := c.Get(ctx, a.ID)
+	if got.Attempt != 1 {
+		t.Errorf("step a ran %d attempts: its settlement did not commit", got.Attempt)
+	}
+	if st := stepStates(t, c, odd.ID); st["b"] != cairnq.StepWaiting {
+		t.Errorf("the unreadable workflow's steps: %v", st)
+	}
+	if rec, _ := c.Get(ctx, odd.ID); rec.Status != cairnq.StatusQueued {
+		t.Errorf("the unreadable workflow's record is %s, want left queued", rec.Status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("the worker reported %v", errs)
+	}
 }

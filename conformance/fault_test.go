@@ -96,6 +96,10 @@ func TestWorkflowMultiprocessPostgres(t *testing.T) { faulttest.WorkflowMultipro
 // advancing them are killed at random points and replaced.
 func TestWorkflowKillPostgres(t *testing.T) { faulttest.WorkflowKill(t, pgFault) }
 
+// TestGlobalLimitProcessesPostgres runs faulttest.GlobalLimit: three
+// worker processes on one database under a global limit, and per tenant.
+func TestGlobalLimitProcessesPostgres(t *testing.T) { faulttest.GlobalLimit(t, pgFault) }
+
 // TestFaultPostgresChild is the test a child process of this binary runs
 // (pgFault.ChildTest). Without a role set by a parent test, it skips.
 func TestFaultPostgresChild(t *testing.T) { faulttest.Child(t, pgFault) }

@@ -46,6 +46,11 @@
 //     timestamp absolute and relative, the lease, the key, the task's children
 //     and its correlation group.
 //   - /workers: the worker ids holding leases now and how many tasks each runs.
+//   - /workflows/{id} (Workflow): a workflow's steps as a graph, each step
+//     a box after the steps it waits for, coloured by its state (waiting,
+//     queued, running, succeeded, failed, canceled, skipped, lost), live
+//     like every page, and as a table; cancel and retry when writes are
+//     allowed. A workflow's record task and its steps link to it.
 //
 // # JSON API
 //
@@ -66,6 +71,9 @@
 //	GET  /api/tasks/{id}[?key=1]        {"task": task, "children": [task], "correlated": [task], "key_skipped", "now_ms"}
 //	                                    key_skipped: the key table was too large to scan (key=1 does)
 //	GET  /api/workers                   {"workers": [{"id", "running", "lease_until"}], "now"}
+//	GET  /api/workflows/{id}            {"id", "status", "continue_on_failure", "steps": [{"step", "task",
+//	                                    "after", "state", "task_id", "attempt"}], "record": task}; 400 if
+//	                                    the task is not a workflow's record
 //	POST /api/tasks/{id}/cancel         {"task": task}; 409 if it is neither queued nor running
 //	POST /api/tasks/{id}/retry          {"task": task}; 409 if it is neither failed nor canceled
 //	POST /api/tasks/{id}/copy           {"task": the new task}: a copy (name, queue, payload,
@@ -255,6 +263,8 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	mux.HandleFunc("GET /tasks", k.tasksPage)
 	mux.HandleFunc("GET /tasks/{id}", k.taskPage)
 	mux.HandleFunc("GET /workers", k.workersPage)
+	mux.HandleFunc("GET /workflows/{id}", k.workflowPage)
+	mux.HandleFunc("POST /workflows/{id}/{action}", k.writes(k.workflowActionForm))
 	mux.HandleFunc("POST /tasks/{id}/{action}", k.writes(k.taskActionForm))
 	mux.HandleFunc("POST /tasks/bulk", k.writes(k.bulkForm))
 	mux.HandleFunc("GET /events", k.events)
@@ -263,6 +273,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	mux.HandleFunc("GET /api/tasks", k.apiTasks)
 	mux.HandleFunc("GET /api/tasks/{id}", k.apiTask)
 	mux.HandleFunc("GET /api/workers", k.apiWorkers)
+	mux.HandleFunc("GET /api/workflows/{id}", k.apiWorkflow)
 	mux.HandleFunc("POST /api/tasks/{id}/{action}", k.writes(k.apiTaskAction))
 	mux.HandleFunc("POST /api/tasks/bulk", k.writes(k.apiBulk))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

@@ -222,7 +222,10 @@ type taskDetail struct {
 	KeySkipped bool
 	Children   []*engine.Task
 	Correlated []*engine.Task
-	Now        time.Time
+	// Workflow is the workflow the task is the record or a step of, ""
+	// for none.
+	Workflow string
+	Now      time.Time
 }
 
 func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*taskDetail, error) {
@@ -230,7 +233,7 @@ func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*tas
 	if err != nil {
 		return nil, err
 	}
-	d := &taskDetail{Task: t}
+	d := &taskDetail{Task: t, Workflow: workflowOf(t)}
 	if d.Now, err = k.st.ConsoleNow(ctx); err != nil {
 		return nil, err
 	}

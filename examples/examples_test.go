@@ -15,25 +15,30 @@ import (
 
 func TestMain(m *testing.M) { pgserver.Main(m) }
 
-// examples lists every example with a line its successful run prints.
+// examples lists every example with a line its successful run prints,
+// and whether it runs on a SQLite file when DATABASE_URL is unset.
 var examples = []struct {
-	name string
-	want []string
+	name   string
+	want   []string
+	sqlite bool
 }{
 	{"gorm-app", []string{
 		"then crashed before commit: 0 pages committed",
 		`task succeeded after 2 attempt(s) (result {"pages": 3}), 3 page(s) committed`,
 		"task failed after 2 attempt(s) (error: simulated crash before commit), 0 page(s) committed",
 		"gorm-app: ok",
-	}},
+	}, false},
 	{"bun-app", []string{
 		"then crashed before commit: 0 pages committed",
 		`task succeeded after 2 attempt(s) (result {"pages": 3}), 3 page(s) committed`,
 		"task failed after 2 attempt(s) (error: simulated crash before commit), 0 page(s) committed",
 		"bun-app: ok",
-	}},
-	{"custom-adapter", []string{"custom-adapter: ok"}},
-	{"cross-language", []string{"cross-language: ok"}},
+	}, false},
+	{"custom-adapter", []string{"custom-adapter: ok"}, false},
+	{"cross-language", []string{"cross-language: ok"}, false},
+	{"etl-workflow", []string{"report: loaded 5250 rows from 4 partitions", "etl-workflow: ok"}, true},
+	{"saga", []string{"booking failed: workflow failed: step charge did not succeed",
+		"released [hotel-002 flight-001]; nothing held", "saga: ok"}, true},
 }
 
 // moduleRoot is the directory of the examples module's go.mod, where `go
@@ -97,13 +102,27 @@ func TestExamplesRun(t *testing.T) {
 	}
 }
 
-// Without DATABASE_URL every example says so and exits non-zero.
+// Without DATABASE_URL every example says so and exits non-zero, but
+// those that run on a SQLite file then, which tell their whole story on
+// one.
 func TestExamplesNeedDatabaseURL(t *testing.T) {
 	root := moduleRoot(t)
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
 			t.Parallel()
 			out, err := goRun(t, root, ex.name, "")
+			if ex.sqlite {
+				t.Logf("go run ./%s on SQLite:\n%s", ex.name, out)
+				if err != nil {
+					t.Fatalf("go run ./%s without DATABASE_URL (SQLite): %v", ex.name, err)
+				}
+				for _, w := range ex.want {
+					if !strings.Contains(out, w) {
+						t.Errorf("output of %s on SQLite lacks %q", ex.name, w)
+					}
+				}
+				return
+			}
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
 				t.Fatalf("go run ./%s without DATABASE_URL: err %v, want a non-zero exit\n%s", ex.name, err, out)
 			}

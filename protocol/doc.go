@@ -50,7 +50,10 @@
 // due time), workflow_steps (a record's steps: id, status, attempt and
 // the step's name from metadata's cairnq_workflow member),
 // workflow_revise (a live record's payload rewritten) and workflow_due
-// (the ids of the records due for a sweep, a read).
+// (the ids of the records due for a sweep, a read), and two for a global
+// limit's claim (both): limit_running (a name's tasks running under a
+// live lease, per value of a metadata member) and limit_pick (the due
+// candidates of the tenants with room, in claim order).
 //
 // # Parameters
 //

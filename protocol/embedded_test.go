@@ -47,6 +47,9 @@ var sqliteParams = map[string][]string{
 	"workflow_steps":  {"record_id"},
 	"workflow_revise": {"payload", "now_ms", "id"},
 	"workflow_due":    {"name", "now_ms", "limit"},
+	// A global limit's: the running count per tenant, the candidates.
+	"limit_running": {"tenant_key", "now_ms", "name"},
+	"limit_pick":    {"tenant_key", "queues", "name", "now_ms", "full", "limit"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -76,6 +79,8 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"claim_ids":       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
 	"workflow_revise": {sqliteOnly: []string{"now_ms"}},
 	"workflow_due":    {sqliteOnly: []string{"now_ms"}},
+	"limit_running":   {sqliteOnly: []string{"now_ms"}},
+	"limit_pick":      {sqliteOnly: []string{"now_ms"}},
 }
 
 var allStatementNames = []string{
@@ -85,6 +90,7 @@ var allStatementNames = []string{
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due",
+	"limit_running", "limit_pick",
 }
 
 func sorted(s []string) []string {
@@ -201,6 +207,7 @@ func TestEmbeddedWrite(t *testing.T) {
 		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due",
+		"limit_running", "limit_pick",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)
@@ -267,6 +274,7 @@ func TestEmbeddedListFilters(t *testing.T) {
 		"get_status_many":        {"ids"},
 		"heartbeat_batch":        {"ids"},
 		"claim_ids":              {"ids"},
+		"limit_pick":             {"queues"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -55,6 +55,8 @@ var resultColumns = map[string][]string{
 	"claim_ids":         taskColumns,
 	"workflow_steps":    {"id", "status", "attempt", "step"},
 	"workflow_due":      {"id"},
+	"limit_running":     {"tenant", "running"},
+	"limit_pick":        {"id", "tenant"},
 	"workflow_revise":   {"id"},
 }
 
@@ -280,6 +282,8 @@ func TestSQLitePlans(t *testing.T) {
 		// record by id.
 		{"workflow_steps", Args{"record_id": "task_0010"}, "cairnq_tasks_root_idx (root_id=?)"},
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
+		// A global limit counts the leased rows only.
+		{"limit_running", Args{"name": "n1", "tenant_key": "tenant", "now_ms": 5000}, "cairnq_tasks_lease_idx"},
 		// A sweep finds the due records in claim order, without a sort.
 		{"workflow_due", Args{"name": "cairnq.workflow", "now_ms": 5000, "limit": 16},
 			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=? AND priority=? AND run_at_ms<?)"},

@@ -38,6 +38,9 @@ func protocolArgs() protocol.Args {
 		"look_for_expired": true,
 		// workflow_steps: a workflow's record.
 		"record_id": "t1",
+		// limit_running and limit_pick: a tenant's metadata member, the
+		// tenants at their limit.
+		"tenant_key": "tenant", "full": `{"acme"}`,
 	}
 }
 

@@ -290,6 +290,8 @@ func commands() []*command {
 			details: cancelHelp, args: oneTaskID, run: cmdCancel},
 		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",
 			details: retryHelp, args: oneTaskID, run: cmdRetry},
+		{name: "workflow", synopsis: "get|cancel|retry [flags] ID", summary: "show, cancel or retry a workflow",
+			details: workflowHelp, args: arity{2, 2, "get, cancel or retry, and a workflow's id"}, run: cmdWorkflow},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
 		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",

@@ -33,7 +33,8 @@ func readCommands(id string) [][]string {
 // there is none: the read commands and the writes that need an
 // installation.
 func noDatabaseCommands(id string) [][]string {
-	return append(readCommands(id), []string{"submit", "x"}, []string{"cancel", id}, []string{"retry", id}, []string{"purge"})
+	return append(readCommands(id), []string{"submit", "x"}, []string{"cancel", id}, []string{"retry", id}, []string{"purge"},
+		[]string{"workflow", "get", id}, []string{"workflow", "cancel", id}, []string{"workflow", "retry", id})
 }
 
 func withDB(args []string, db ...string) []string {

@@ -103,6 +103,7 @@ func TestConsole(t *testing.T) {
 		{"MissedWhileConnecting", testMissedWhileConnecting},
 		{"LiveLost", testLiveLost},
 		{"ListMatchCount", testListMatchCount},
+		{"WorkflowGraphLive", testWorkflowGraphLive},
 	}
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {

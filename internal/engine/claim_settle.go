@@ -33,6 +33,13 @@ type ClaimHints struct {
 	// reads every lease that ran out since. (A busy worker's recovery,
 	// SkipProbe without SkipRecover, is paced the same way.)
 	PaceLook bool
+	// Limits are the global limits of the names the session draws, by
+	// name: not a hint but a bound. A draw of one limited name takes the
+	// name's lock, counts its running tasks and claims no more than the
+	// limit leaves room for (claim_limit.go); the session then runs as one
+	// transaction. The caller draws limited names last, in sorted order,
+	// so that two sessions take the names' locks in one order.
+	Limits map[string]GlobalLimit
 }
 
 // SessionResult is what ClaimSession reports besides its error.

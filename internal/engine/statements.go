@@ -57,4 +57,10 @@ const (
 	stmtWorkflowSteps  = "workflow_steps"
 	stmtWorkflowRevise = "workflow_revise"
 	stmtWorkflowDue    = "workflow_due"
+
+	// A global limit's (claim_limit.go), ours, beside the protocol's:
+	// count a name's running tasks per tenant, pick the candidates of the
+	// tenants with room.
+	stmtLimitRunning = "limit_running"
+	stmtLimitPick    = "limit_pick"
 )

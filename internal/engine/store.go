@@ -383,10 +383,16 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 	if key == "" {
 		return s.insertTask(ctx, q, ins)
 	}
-	keyArgs := protocol.Args{"key": key}
-	if _, err := s.exec(ctx, q, stmtLockKey, keyArgs); err != nil {
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": key}); err != nil {
 		return nil, err
 	}
+	return s.submitKeyedIn(ctx, q, key, conflict, ins)
+}
+
+// submitKeyedIn is a keyed submitIn once the key's lock is held, or a lock
+// that covers it (a workflow's, for its steps' keys).
+func (s *Store) submitKeyedIn(ctx context.Context, q querier, key string, conflict Conflict, ins *insertRow) (*Task, error) {
+	keyArgs := protocol.Args{"key": key}
 	rows, err := s.exec(ctx, q, stmtGetKey, keyArgs)
 	if err != nil {
 		return nil, err

@@ -233,13 +233,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		return err
 	}
 	draws := func(q querier) error {
-		return plan(func(names []string, limit int) ([]*Task, error) {
-			if names == nil {
-				names = p.Names
-			}
-			if limit <= 0 || (names != nil && len(names) == 0) {
-				return nil, nil
-			}
+		drawPlain := func(names []string, limit int) ([]*Task, error) {
 			a := withArgs(base, protocol.Args{"names": s.list(names), "limit": int64(limit)})
 			// A single queue or name as an equality (protocol.One) is what
 			// lets the draw seek cairnq_tasks_claim_idx or claim_name_idx.
@@ -267,7 +261,26 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 				s.fronts.observe(key, !windowed, start, time.Since(start), limit, tasks)
 			}
 			return tasks, err
+		}
+		return plan(func(names []string, limit int) ([]*Task, error) {
+			if names == nil {
+				names = p.Names
+			}
+			if limit <= 0 || (names != nil && len(names) == 0) {
+				return nil, nil
+			}
+			if len(names) == 1 {
+				if l, ok := h.Limits[names[0]]; ok {
+					return s.limitedDraw(ctx, q, names[0], l, limit, base, drawPlain)
+				}
+			}
+			return drawPlain(names, limit)
 		})
+	}
+	if len(h.Limits) > 0 {
+		// A limited draw is several statements under the name's lock,
+		// which only a transaction holds.
+		single = false
 	}
 	switch {
 	case s.dialect == protocol.Postgres && single && !settle:

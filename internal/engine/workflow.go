@@ -87,6 +87,9 @@ func NewDefinition(op string, onFailure workflowspec.OnFailure, steps []StepSpec
 	if err := d.Validate(); err != nil {
 		return nil, definitionError(op, err)
 	}
+	if err := checkRoom(op, d); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -288,6 +291,10 @@ func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParam
 		return nil, nil, err
 	}
 	queues, err := s.insertSteps(ctx, q, op, rec.ID, &def, dec.Insert, nil)
+	var unreadable *unreadableError
+	if errors.As(err, &unreadable) {
+		return nil, nil, unreadable.err // NewDefinition checked them: not expected
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,9 +303,15 @@ func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParam
 
 // insertSteps inserts the named steps of def, each under its key with
 // the reject strategy, and returns the queues they went to. ids maps the
-// steps already inserted to their task ids (for each step's mark).
+// steps already inserted to their task ids (for each step's mark). Every
+// step's task is built before any is written, so a step this SDK cannot
+// submit (options of a later version) is an *unreadableError and writes
+// nothing. No key lock per step: every writer of a workflow's step keys
+// holds the workflow's lock, and a fan-out of thousands of steps would
+// otherwise hold as many advisory locks.
 func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, def *workflowspec.Definition, names []string, ids map[string]string) ([]string, error) {
-	var queues []string
+	rows := make([]*insertRow, 0, len(names))
+	keys := make([]string, 0, len(names))
 	for _, name := range names {
 		step := def.Step(name)
 		var after map[string]string
@@ -310,13 +323,17 @@ func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, d
 		}
 		p, err := stepParams(op, record, step, after)
 		if err != nil {
-			return nil, err
+			return nil, &unreadableError{err}
 		}
 		ins, err := insertArgs(p, s.now())
 		if err != nil {
-			return nil, err
+			return nil, &unreadableError{err}
 		}
-		t, err := s.submitIn(ctx, q, p.Key, ConflictReject, ins)
+		rows, keys = append(rows, ins), append(keys, p.Key)
+	}
+	var queues []string
+	for i, ins := range rows {
+		t, err := s.submitKeyedIn(ctx, q, keys[i], ConflictReject, ins)
 		var exists *AlreadyExistsError
 		if errors.As(err, &exists) {
 			continue // inserted by an advance before the ledger knew of it
@@ -327,6 +344,50 @@ func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, d
 		queues = append(queues, t.Queue)
 	}
 	return queues, nil
+}
+
+// unreadableError is a workflow this SDK cannot advance as it stands: a
+// step it cannot submit, a definition past the value limit. The advance
+// leaves the workflow alone (Advanced.Unread) rather than fail the
+// settlement or the sweep it runs in.
+type unreadableError struct{ err error }
+
+func (e *unreadableError) Error() string { return e.err.Error() }
+func (e *unreadableError) Unwrap() error { return e.err }
+
+// AddedStepsError is the steps a step added (TaskContext.AddSteps) that
+// its workflow refuses at the step's settlement: a name taken, a cycle,
+// a definition past the value limit. Nothing of the settlement is
+// written.
+type AddedStepsError struct{ Err error }
+
+func (e *AddedStepsError) Error() string {
+	return "the steps the handler added were refused: " + e.Err.Error()
+}
+func (e *AddedStepsError) Unwrap() error { return e.Err }
+
+// MaxWorkflowSteps bounds the steps of one workflow, those added while it
+// runs included.
+const MaxWorkflowSteps = 10_000
+
+// checkRoom checks that def, with every step in its ledger and its end
+// written, still fits the value limit and the step bound: the record's
+// payload only grows as the workflow runs, and an advance must never
+// find it cannot write its ledger.
+func checkRoom(op string, def *workflowspec.Definition) error {
+	if len(def.Steps) > MaxWorkflowSteps {
+		return argError(op, "workflow", "has %d steps, the limit is %d", len(def.Steps), MaxWorkflowSteps)
+	}
+	full := *def
+	full.Seen = make(map[string]workflowspec.Status, len(def.Steps))
+	for _, st := range def.Steps {
+		full.Seen[st.Step] = workflowspec.Succeeded
+	}
+	full.Ended, full.Changed = workflowspec.Succeeded, 1<<52
+	if _, err := encodeJSON("payload", json.RawMessage(mustJSON(&full)), "{}"); err != nil {
+		return argError(op, "workflow", "its record would outgrow the value limit once every step has run: %v", err)
+	}
+	return nil
 }
 
 // mustJSON encodes a definition, which always encodes.

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -106,7 +108,10 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 	}
 	if add != nil {
 		if err := def.AddSteps(add.By, add.Steps); err != nil {
-			return adv, definitionError(op, err)
+			return adv, &AddedStepsError{definitionError(op, err)}
+		}
+		if err := checkRoom(op, def); err != nil {
+			return adv, &AddedStepsError{err}
 		}
 		adv.Progress = true
 	}
@@ -121,6 +126,23 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 	adv.Progress = adv.Progress || !maps.Equal(before, def.Seen)
 	if len(dec.Insert) > 0 {
 		queues, err := s.insertSteps(ctx, q, op, record, def, dec.Insert, ids)
+		var unreadable *unreadableError
+		if errors.As(err, &unreadable) {
+			// Nothing inserted: the workflow is left as it is, but for
+			// what this advance was given to keep (steps a step added, a
+			// retry's resumed steps), and a sweep finds it the same way
+			// and logs why.
+			for _, name := range dec.Insert {
+				delete(def.Seen, name)
+			}
+			if adv.Progress {
+				def.Changed = s.now().UnixMilli()
+				if err := s.revise(ctx, q, record, def); err != nil {
+					return adv, err
+				}
+			}
+			return Advanced{Unread: unreadable.Error(), Queues: adv.Queues}, nil
+		}
 		if err != nil {
 			return adv, err
 		}
@@ -307,6 +329,7 @@ func (s *Store) FailStep(ctx context.Context, id, workerID string, step StepOf, 
 	if err != nil {
 		return StepSettled{}, err
 	}
+	step.Add = nil // a step adds only when it succeeds
 	var out StepSettled
 	err = s.be.write(ctx, func(q querier) error {
 		var err error
@@ -333,6 +356,20 @@ func (s *Store) stepDone(out StepSettled, err error) (StepSettled, error) {
 // ended, the advance, in q's transaction.
 func (s *Store) settleStepIn(ctx context.Context, q querier, id, workerID string, step StepOf, stmt string, a protocol.Args) (StepSettled, error) {
 	var out StepSettled
+	// The workflow's lock before the step's row, as every writer of a
+	// workflow takes them: an advance holding the lock while it cancels
+	// this step would otherwise wait for the row this settlement holds,
+	// and this settlement for the lock.
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(step.Record)}); err != nil {
+		return out, err
+	}
+	if step.Add != nil {
+		// Refused steps fail the step before anything is written, also in
+		// an application's transaction (CompleteStepTx).
+		if err := s.checkAdd(ctx, q, step.Record, step.Add); err != nil {
+			return out, err
+		}
+	}
 	rows, err := s.exec(ctx, q, stmt, a)
 	if err != nil {
 		return out, err
@@ -352,6 +389,49 @@ func (s *Store) settleStepIn(ctx context.Context, q querier, id, workerID string
 	}
 	out.Advanced, err = s.advanceIn(ctx, q, "settle step", step.Record, workerID, add)
 	return out, err
+}
+
+// checkAdd is an *AddedStepsError when the workflow whose record is
+// record, as it stands, refuses add. A workflow this SDK cannot read, or
+// one that has ended, refuses nothing here: its advance leaves it alone.
+func (s *Store) checkAdd(ctx context.Context, q querier, record string, add *Added) error {
+	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	rec, err := rowToTask(rows[0])
+	if err != nil {
+		return err
+	}
+	def, err := workflowspec.Parse(rec.Payload)
+	if err != nil || rec.IsTerminal() || def.Ended != "" {
+		return nil
+	}
+	try := *def // AddSteps replaces Steps, never changes it in place
+	if err := try.AddSteps(add.By, add.Steps); err != nil {
+		return &AddedStepsError{definitionError("settle step", err)}
+	}
+	if err := checkRoom("settle step", &try); err != nil {
+		return &AddedStepsError{err}
+	}
+	return nil
+}
+
+// AdvanceWorkflow advances the workflow whose record is record in a write
+// transaction of its own, as workerID: for a step that ended outside a
+// settlement that advances (a snooze a cancel won).
+func (s *Store) AdvanceWorkflow(ctx context.Context, record, workerID string) (Advanced, error) {
+	var adv Advanced
+	err := s.be.write(ctx, func(q querier) error {
+		var err error
+		adv, err = s.advanceIn(ctx, q, "advance workflow", record, workerID, nil)
+		return err
+	})
+	if err != nil {
+		return Advanced{}, err
+	}
+	s.afterAdvance(adv)
+	return adv, nil
 }
 
 // afterAdvance tells this process's workers and waiters what an advance
@@ -404,14 +484,24 @@ func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) 
 		return sw, err
 	}
 	sw.Due = len(rows)
+	var firstErr error
 	for _, r := range rows {
 		id, _, err := asString("id", r["id"])
 		if err != nil {
 			return sw, err
 		}
 		adv, swept, err := s.sweepOne(ctx, id, workerID)
+		if err != nil && errors.Is(err, ErrInvalidArgument) {
+			// A record the advance refuses whatever it tries (a payload
+			// broken by hand): handed back for sweepMax, so that it does
+			// not stay the oldest due record every sweep meets first.
+			adv, swept, err = Advanced{Unread: err.Error()}, true, s.holdRecord(ctx, id, workerID)
+		}
 		if err != nil {
-			return sw, fmt.Errorf("sweeping workflow %s: %w", id, err)
+			// The others are swept all the same; the first error is
+			// reported.
+			firstErr = cmp.Or(firstErr, fmt.Errorf("sweeping workflow %s: %w", id, err))
+			continue
 		}
 		if !swept {
 			continue
@@ -428,7 +518,25 @@ func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) 
 			sw.Unread[id] = adv.Unread
 		}
 	}
-	return sw, nil
+	return sw, firstErr
+}
+
+// holdRecord hands a record back due in sweepMax, in a transaction of its
+// own: claimed by id under the workflow's lock, snoozed.
+func (s *Store) holdRecord(ctx context.Context, id, workerID string) error {
+	return s.be.write(ctx, func(q querier) error {
+		if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
+			return err
+		}
+		rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
+			"ids": s.list([]string{id}), "worker_id": workerID, "lease_ms": ms(recordLease),
+		})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		_, err = s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(sweepMax)})
+		return err
+	})
 }
 
 // sweepOne claims, advances and settles or snoozes one record in one

@@ -44,7 +44,20 @@ func (s *Store) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
 	var rec *Task
 	err := s.be.write(ctx, func(q querier) error {
 		var err error
-		if rec, err = s.recordIn(ctx, q, op, id); err != nil || rec.IsTerminal() {
+		if rec, err = s.recordIn(ctx, q, op, id); err != nil {
+			return err
+		}
+		if rec.IsTerminal() {
+			if rec.Status != StatusCanceled {
+				return nil
+			}
+			// Canceled as a task (Client.Cancel, a console): its steps go
+			// with it, as they would have through this call.
+			steps, err := s.workflowSteps(ctx, q, id)
+			if err != nil {
+				return err
+			}
+			_, err = s.cancelLive(ctx, q, steps)
 			return err
 		}
 		if def, err := workflowspec.Parse(rec.Payload); err == nil && def.Ended == "" {
@@ -87,8 +100,9 @@ const retryWorker = "cairnq.workflow.retry"
 // id: its failed and canceled steps run again (their attempts counted
 // from zero), the steps that never ran are submitted as what they wait
 // for succeeds, and the steps that succeeded are left as they are. A
-// workflow that has not ended is an *ArgumentError. It returns the
-// record, queued again.
+// workflow that has not ended, or has a step still stopping after a
+// cancel, is an *ArgumentError. It returns the record as left: queued
+// again, or succeeded when every step already had.
 func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 	const op = "retry workflow"
 	if err := checkID(op, id); err != nil {
@@ -104,6 +118,21 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 		if rec.Status != StatusFailed && rec.Status != StatusCanceled {
 			return argError(op, "id", "workflow %s is %s; only a failed or canceled one is retried", id, rec.Status)
 		}
+		steps, err := s.workflowSteps(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		for _, st := range steps {
+			if st.Status == StatusRunning {
+				// Asked to stop, it would end canceled after the retry and
+				// fail the workflow again.
+				return argError(op, "id", "workflow %s: step %q is still stopping; retry once it has ended", id, st.Step)
+			}
+		}
+		def, err := workflowspec.Parse(rec.Payload)
+		if err != nil {
+			return definitionError(op, err)
+		}
 		rows, err := s.exec(ctx, q, stmtRetry, protocol.Args{"id": id, "reset_attempt": true})
 		if err != nil {
 			return err
@@ -111,10 +140,23 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 		if rec, err = oneTask(rows); err != nil {
 			return err
 		}
+		if def.Ended == "" {
+			// Ended as a task (canceled by Client.Cancel or another SDK):
+			// said here, so that the advance resumes it.
+			def.Ended = workflowspec.Status(StatusCanceled)
+			if err := s.revise(ctx, q, id, def); err != nil {
+				return err
+			}
+		}
 		// The record is live again with its definition saying it ended:
 		// the advance resumes it, as it does a record any SDK retried.
-		adv, err = s.advanceIn(ctx, q, op, id, retryWorker, nil)
-		return err
+		if adv, err = s.advanceIn(ctx, q, op, id, retryWorker, nil); err != nil {
+			return err
+		}
+		if adv.Record != nil {
+			rec = adv.Record // done at once: every step had succeeded
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

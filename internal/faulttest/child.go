@@ -109,6 +109,10 @@ func Child(t *testing.T, b Backend) {
 		runWorkflowChild(t, c, id, record, note, func() { waitFile(os.Getenv(envStop)) })
 		return
 	}
+	if role == roleLimited {
+		runLimitedChild(t, c, id, note, func() { waitFile(os.Getenv(envStop)) })
+		return
+	}
 	opts := &cairnq.WorkerOptions{
 		ID: id, Concurrency: workerConc, PollInterval: 20 * time.Millisecond,
 		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	cairnq "github.com/cairnq/cairnq-go"
+)
+
+const workflowHelp = `Shows, cancels or retries a workflow (Client.SubmitWorkflow), named by
+its record task's id:
+
+  get ID     the workflow's status and each step's state, task id and
+             attempts. Reads only.
+  cancel ID  cancels the workflow: the record, its queued steps at once,
+             its running steps asked to stop. A workflow that has ended is
+             left as it is. Prints the record's id and status.
+  retry ID   runs again the steps of a failed or canceled workflow that did
+             not succeed, and submits the ones that never ran as what they
+             wait for succeeds. Prints the record's id and status.
+
+Exit status 3 when there is no task with that id, 1 when the task is not
+a workflow's record (and, for retry, when the workflow has not failed or
+been canceled).
+
+--json: get prints {"id", "status", "continue_on_failure", "steps":
+[{"step", "task", "after", "state", "task_id", "attempt"}]}, where a
+step's state is its task's status, or waiting, skipped or lost; cancel
+and retry print the record task.`
+
+// workflowJSON is what workflow get --json prints.
+type workflowJSON struct {
+	ID                string         `json:"id"`
+	Status            cairnq.Status  `json:"status"`
+	ContinueOnFailure bool           `json:"continue_on_failure"`
+	Steps             []stepJSONLine `json:"steps"`
+}
+
+// stepJSONLine is one step of workflowJSON.
+type stepJSONLine struct {
+	Step    string           `json:"step"`
+	Task    string           `json:"task"`
+	After   []string         `json:"after"`
+	State   cairnq.StepState `json:"state"`
+	TaskID  *string          `json:"task_id"`
+	Attempt int              `json:"attempt"`
+}
+
+func cmdWorkflow(ctx context.Context, e *env, args []string) error {
+	fs := e.dbFlags()
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	verb, id := fs.Arg(0), fs.Arg(1)
+	switch verb {
+	case "get", "cancel", "retry":
+	default:
+		return e.usageError("takes get, cancel or retry before the workflow's id, got %q", verb)
+	}
+	c, err := e.client(ctx)
+	if err != nil {
+		return err
+	}
+	var rec *cairnq.Task
+	var wf *cairnq.Workflow
+	switch verb {
+	case "get":
+		wf, err = c.GetWorkflow(ctx, id)
+	case "cancel":
+		rec, err = c.CancelWorkflow(ctx, id)
+	case "retry":
+		rec, err = c.RetryWorkflow(ctx, id)
+	}
+	var ae *cairnq.ArgumentError
+	if errors.As(err, &ae) {
+		// The id names a task that is no workflow, or one that cannot
+		// be retried now: as retry of a queued task, not a usage error.
+		return fmt.Errorf("workflow %s %s: %s", verb, id, ae.Reason)
+	}
+	if err != nil {
+		return fmt.Errorf("workflow %s %s: %w", verb, id, err)
+	}
+	if wf != nil {
+		return printWorkflow(e, wf)
+	}
+	if e.db.json {
+		return writeJSON(e.out, rec)
+	}
+	fmt.Fprintf(e.out, "%s %s\n", rec.ID, rec.Status)
+	return nil
+}
+
+// printWorkflow prints a workflow as a table, or as workflowJSON.
+func printWorkflow(e *env, wf *cairnq.Workflow) error {
+	if e.db.json {
+		out := workflowJSON{ID: wf.ID, Status: wf.Status, ContinueOnFailure: wf.ContinueOnFailure, Steps: []stepJSONLine{}}
+		for _, s := range wf.Steps {
+			line := stepJSONLine{Step: s.Step, Task: s.Task, After: s.After, State: s.State, Attempt: s.Attempt}
+			if line.After == nil {
+				line.After = []string{}
+			}
+			if s.TaskID != "" {
+				line.TaskID = &s.TaskID
+			}
+			out.Steps = append(out.Steps, line)
+		}
+		return writeJSON(e.out, out)
+	}
+	policy := "cancel the rest on a failure"
+	if wf.ContinueOnFailure {
+		policy = "continue the other branches on a failure"
+	}
+	fmt.Fprintf(e.out, "workflow %s: %s (%s)\n", wf.ID, wf.Status, policy)
+	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tSTATE\tATTEMPT\tTASK ID\tTASK\tAFTER")
+	for _, s := range wf.Steps {
+		id, attempt := "-", "-"
+		if s.TaskID != "" {
+			id, attempt = s.TaskID, fmt.Sprint(s.Attempt)
+		}
+		after := strings.Join(s.After, ",")
+		if after == "" {
+			after = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.State, attempt, id, s.Task, after)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,116 @@
+package console_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/console"
+)
+
+// The workflow page draws a box per step with its state and an edge per
+// dependency, follows the workflow as it runs, links the record and the
+// steps to it, and cancels and retries it when writes are allowed; the
+// API serves the same.
+func TestConsoleWorkflowGraph(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		rec, err := c.SubmitWorkflow(ctx(t), []cairnq.WorkflowStep{
+			{Step: "extract", Task: "wf.extract"},
+			{Step: "left", Task: "wf.slow", After: []string{"extract"}},
+			{Step: "right", Task: "wf.slow", After: []string{"extract"}},
+			{Step: "join", Task: "wf.join", After: []string{"left", "right"}},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mount(t, c, &console.Options{AllowWrites: true})
+		page := "/cairnq/workflows/" + rec.ID
+
+		r := get(t, h, page)
+		for _, want := range []string{`<svg class="workflow-graph"`, `data-step="extract" data-state="queued"`,
+			`data-step="join" data-state="waiting"`, `data-from="left" data-to="join"`, `data-from="extract" data-to="right"`, "Cancel"} {
+			if !strings.Contains(r.Body, want) {
+				t.Fatalf("workflow page lacks %q: %d\n%s", want, r.Status, r.Body)
+			}
+		}
+		if strings.Count(r.Body, `<line class="edge"`) != 4 || strings.Count(r.Body, `<g class="node`) != 4 {
+			t.Errorf("want 4 boxes and 4 edges:\n%s", r.Body)
+		}
+		if r := get(t, h, "/cairnq/tasks/"+rec.ID); !strings.Contains(r.Body, `href="/cairnq/workflows/`+rec.ID+`"`) {
+			t.Errorf("the record's task page does not link its workflow:\n%s", r.Body)
+		}
+
+		release := make(chan struct{})
+		runWorker(t, c, map[string]cairnq.Handler{
+			"wf.extract": func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil },
+			"wf.slow": func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return nil, nil
+			},
+			"wf.join": func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil },
+		})
+		waitFor(t, "the page to show the middle steps running", func() bool {
+			b := get(t, h, page).Body
+			return strings.Contains(b, `data-step="extract" data-state="succeeded"`) &&
+				strings.Contains(b, `data-step="left" data-state="running"`) && strings.Contains(b, `data-step="right" data-state="running"`)
+		})
+		left, err := c.GetByKey(ctx(t), cairnq.StepKey(rec.ID, "left"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := get(t, h, "/cairnq/tasks/"+left.ID); !strings.Contains(r.Body, `href="/cairnq/workflows/`+rec.ID+`"`) {
+			t.Errorf("a step's task page does not link its workflow:\n%s", r.Body)
+		}
+
+		var api struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+			Steps  []struct {
+				Step   string   `json:"step"`
+				State  string   `json:"state"`
+				After  []string `json:"after"`
+				TaskID *string  `json:"task_id"`
+			} `json:"steps"`
+		}
+		getJSON(t, h, "/cairnq/api/workflows/"+rec.ID, &api)
+		if api.ID != rec.ID || api.Status != "running" || len(api.Steps) != 4 || api.Steps[3].State != "waiting" ||
+			api.Steps[3].TaskID != nil || len(api.Steps[3].After) != 2 {
+			t.Errorf("api: %+v", api)
+		}
+
+		r = postForm(t, h, page+"/cancel", nil, sameOrigin)
+		if r.Status != 303 || !strings.Contains(r.Header.Get("Location"), url.Values{"done": {"Workflow canceled."}}.Encode()) {
+			t.Fatalf("cancel: %d %v\n%s", r.Status, r.Header, r.Body)
+		}
+		waitFor(t, "the canceled workflow's page", func() bool {
+			b := get(t, h, page).Body
+			return strings.Contains(b, `data-step="left" data-state="canceled"`) && strings.Contains(b, `data-step="right" data-state="canceled"`) &&
+				strings.Contains(b, `data-step="join" data-state="skipped"`)
+		})
+		close(release)
+		if r := postForm(t, h, page+"/retry", nil, sameOrigin); r.Status != 303 {
+			t.Fatalf("retry: %d\n%s", r.Status, r.Body)
+		}
+		waitFor(t, "the retried workflow to succeed", func() bool {
+			return strings.Contains(get(t, h, page).Body, `data-step="join" data-state="succeeded"`)
+		})
+
+		plain := submit(t, c, "plain", nil, nil)
+		if r := get(t, h, "/cairnq/workflows/"+plain.ID); r.Status != 400 {
+			t.Errorf("a plain task's workflow page: %d", r.Status)
+		}
+		if r := get(t, h, "/cairnq/workflows/task_NOSUCH"); r.Status != 404 {
+			t.Errorf("a missing workflow: %d", r.Status)
+		}
+		if r := postForm(t, mount(t, c, nil), page+"/cancel", nil, sameOrigin); r.Status != 403 {
+			t.Errorf("cancel with writes off: %d", r.Status)
+		}
+	})
+}

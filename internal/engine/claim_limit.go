@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"regexp"
+	"slices"
+
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// GlobalLimit bounds how many tasks of one name run at once across every
+// Go worker on the database, optionally per value of a metadata member:
+// a claim of the name counts the running rows under the name's lock and
+// claims only as many as leave the count within Max.
+type GlobalLimit struct {
+	Max int
+	// PerKey, when set, makes Max a bound per value of this metadata
+	// member (a tenant); tasks without it share the value "".
+	PerKey string
+}
+
+// limitKey is the lock_key a name's limited claims serialize on.
+func limitKey(name string) string { return "cairnq:limit:" + name }
+
+// metadataKey is what a PerKey may be: a member name both dialects read
+// the same way with ->> (SQLite reads a dot or a bracket as a path).
+var metadataKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateGlobalLimit checks a limit for the handler of name.
+func ValidateGlobalLimit(name string, l GlobalLimit) error {
+	if l.Max < 1 {
+		return argError("handle", "global limit", "for %q must allow at least 1 task, got %d", name, l.Max)
+	}
+	if l.PerKey != "" && !metadataKey.MatchString(l.PerKey) {
+		return argError("handle", "global limit", "for %q: metadata key %q must be 1 to 64 letters, digits, '_' or '-'", name, l.PerKey)
+	}
+	return nil
+}
+
+// limitPickScan is the fewest candidates a per-tenant draw reads for the
+// slots it may fill: a window with room for some tenants' backlog before
+// another's tasks.
+const limitPickScan = 64
+
+// limitedDraw claims up to limit tasks of name under its global limit,
+// in q's write transaction: the name's lock, the count of its running
+// tasks, then a claim of no more than the limit leaves room for. base
+// holds the claim's arguments (queues, worker, lease). On Postgres the
+// count sees the claims committed by the lock's earlier holders because
+// it is a statement of its own under READ COMMITTED, the server's
+// default; a pool whose transactions default to REPEATABLE READ or
+// SERIALIZABLE would count from the transaction's first snapshot, and
+// is not supported for limited names. Per tenant, the pick reads past
+// the queued tasks of tenants already at their limit (no index holds the
+// metadata member), under the name's lock.
+func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l GlobalLimit, limit int, base protocol.Args,
+	plain func(names []string, limit int) ([]*Task, error)) ([]*Task, error) {
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": limitKey(name)}); err != nil {
+		return nil, err
+	}
+	var key any
+	if l.PerKey != "" {
+		key = l.PerKey
+	}
+	rows, err := s.exec(ctx, q, stmtLimitRunning, protocol.Args{"name": name, "tenant_key": key})
+	if err != nil {
+		return nil, err
+	}
+	running := make(map[string]int, len(rows))
+	total := 0
+	for _, r := range rows {
+		tenant, _, err := asString("tenant", r["tenant"])
+		if err != nil {
+			return nil, err
+		}
+		n, _, err := asInt64("running", r["running"])
+		if err != nil {
+			return nil, err
+		}
+		running[tenant] = int(n)
+		total += int(n)
+	}
+	if l.PerKey == "" {
+		if room := l.Max - total; room < limit {
+			limit = room
+		}
+		if limit <= 0 {
+			return nil, nil
+		}
+		return plain([]string{name}, limit)
+	}
+	full := []string{} // not nil: an empty list excludes no tenant, NULL would exclude all
+	for tenant, n := range running {
+		if n >= l.Max {
+			full = append(full, tenant)
+		}
+	}
+	slices.Sort(full)
+	a := withArgs(base, protocol.Args{"name": name, "tenant_key": key, "full": s.list(full),
+		"limit": int64(max(4*limit, limitPickScan))})
+	rows, err = s.exec(ctx, q, stmtLimitPick, a)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range rows {
+		if len(ids) == limit {
+			break
+		}
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return nil, err
+		}
+		tenant, _, err := asString("tenant", r["tenant"])
+		if err != nil {
+			return nil, err
+		}
+		if running[tenant] >= l.Max {
+			continue
+		}
+		running[tenant]++
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	claimed, err := s.exec(ctx, q, stmtClaimIDs, withArgs(base, protocol.Args{"ids": s.list(ids)}))
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := rowsToTasks(claimed)
+	if err != nil {
+		return nil, err
+	}
+	// In claim order, as the pick read them: claim_ids returns them in
+	// whatever order it updated them.
+	rank := make(map[string]int, len(ids))
+	for i, id := range ids {
+		rank[id] = i
+	}
+	slices.SortFunc(tasks, func(a, b *Task) int { return rank[a.ID] - rank[b.ID] })
+	return tasks, nil
+}
