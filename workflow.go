@@ -171,6 +171,27 @@ type WorkflowStepState struct {
 	Attempt int
 }
 
+// MarshalJSON writes s as the CLI and the console show a step: {"step",
+// "task", "after" (an array, empty for none), "state", "task_id" (null
+// before the step's task exists), "attempt"}.
+func (s WorkflowStepState) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Step    string    `json:"step"`
+		Task    string    `json:"task"`
+		After   []string  `json:"after"`
+		State   StepState `json:"state"`
+		TaskID  *string   `json:"task_id"`
+		Attempt int       `json:"attempt"`
+	}{Step: s.Step, Task: s.Task, After: s.After, State: s.State, Attempt: s.Attempt}
+	if out.After == nil {
+		out.After = []string{}
+	}
+	if s.TaskID != "" {
+		out.TaskID = &s.TaskID
+	}
+	return json.Marshal(out)
+}
+
 // Workflow is a workflow as GetWorkflow reads it.
 type Workflow struct {
 	// ID is the record task's id, which Wait, CancelWorkflow and

@@ -137,36 +137,15 @@ func (k *console) workflowActionForm(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, k.base(r)+"/workflows/"+url.PathEscape(id)+"?"+url.Values{"done": {done}}.Encode(), http.StatusSeeOther)
 }
 
-// workflowStepJSON is one step in /api/workflows/{id}.
-type workflowStepJSON struct {
-	Step    string           `json:"step"`
-	Task    string           `json:"task"`
-	After   []string         `json:"after"`
-	State   cairnq.StepState `json:"state"`
-	TaskID  *string          `json:"task_id"`
-	Attempt int              `json:"attempt"`
-}
-
 func (k *console) apiWorkflow(w http.ResponseWriter, r *http.Request) {
 	wf, err := k.c.GetWorkflow(r.Context(), r.PathValue("id"))
 	if err != nil {
 		k.jsonFail(w, r, err)
 		return
 	}
-	steps := make([]workflowStepJSON, 0, len(wf.Steps))
-	for _, s := range wf.Steps {
-		sj := workflowStepJSON{Step: s.Step, Task: s.Task, After: s.After, State: s.State, Attempt: s.Attempt}
-		if sj.After == nil {
-			sj.After = []string{}
-		}
-		if s.TaskID != "" {
-			sj.TaskID = &s.TaskID
-		}
-		steps = append(steps, sj)
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": wf.ID, "status": wf.Status, "continue_on_failure": wf.ContinueOnFailure,
-		"steps": steps, "record": k.taskJSON(wf.Record, nil),
+		"steps": wf.Steps, "record": k.taskJSON(wf.Record, nil),
 	})
 }
 

@@ -33,20 +33,10 @@ and retry print the record task.`
 
 // workflowJSON is what workflow get --json prints.
 type workflowJSON struct {
-	ID                string         `json:"id"`
-	Status            cairnq.Status  `json:"status"`
-	ContinueOnFailure bool           `json:"continue_on_failure"`
-	Steps             []stepJSONLine `json:"steps"`
-}
-
-// stepJSONLine is one step of workflowJSON.
-type stepJSONLine struct {
-	Step    string           `json:"step"`
-	Task    string           `json:"task"`
-	After   []string         `json:"after"`
-	State   cairnq.StepState `json:"state"`
-	TaskID  *string          `json:"task_id"`
-	Attempt int              `json:"attempt"`
+	ID                string                     `json:"id"`
+	Status            cairnq.Status              `json:"status"`
+	ContinueOnFailure bool                       `json:"continue_on_failure"`
+	Steps             []cairnq.WorkflowStepState `json:"steps"`
 }
 
 func cmdWorkflow(ctx context.Context, e *env, args []string) error {
@@ -96,18 +86,7 @@ func cmdWorkflow(ctx context.Context, e *env, args []string) error {
 // printWorkflow prints a workflow as a table, or as workflowJSON.
 func printWorkflow(e *env, wf *cairnq.Workflow) error {
 	if e.db.json {
-		out := workflowJSON{ID: wf.ID, Status: wf.Status, ContinueOnFailure: wf.ContinueOnFailure, Steps: []stepJSONLine{}}
-		for _, s := range wf.Steps {
-			line := stepJSONLine{Step: s.Step, Task: s.Task, After: s.After, State: s.State, Attempt: s.Attempt}
-			if line.After == nil {
-				line.After = []string{}
-			}
-			if s.TaskID != "" {
-				line.TaskID = &s.TaskID
-			}
-			out.Steps = append(out.Steps, line)
-		}
-		return writeJSON(e.out, out)
+		return writeJSON(e.out, workflowJSON{ID: wf.ID, Status: wf.Status, ContinueOnFailure: wf.ContinueOnFailure, Steps: wf.Steps})
 	}
 	policy := "cancel the rest on a failure"
 	if wf.ContinueOnFailure {

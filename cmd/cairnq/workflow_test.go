@@ -49,7 +49,15 @@ func TestCLIWorkflow(t *testing.T) {
 			t.Errorf("workflow get lacks %q:\n%s", want, r)
 		}
 	}
-	var got workflowJSON
+	var got struct {
+		ID     string        `json:"id"`
+		Status cairnq.Status `json:"status"`
+		Steps  []struct {
+			State  cairnq.StepState `json:"state"`
+			TaskID *string          `json:"task_id"`
+			After  []string         `json:"after"`
+		} `json:"steps"`
+	}
 	decode(t, run("workflow", "get", "--json", rec.ID), &got)
 	if got.ID != rec.ID || got.Status != cairnq.StatusRunning || len(got.Steps) != 2 ||
 		got.Steps[0].State != "queued" || got.Steps[0].TaskID == nil || got.Steps[1].State != cairnq.StepWaiting ||

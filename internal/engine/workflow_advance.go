@@ -208,13 +208,11 @@ func (s *Store) finishRecord(ctx context.Context, q querier, rec *Task, def *wor
 		ended = workflowspec.Failed
 	}
 	if rec.Status == StatusQueued {
-		rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
-			"ids": s.list([]string{rec.ID}), "worker_id": workerID, "lease_ms": ms(recordLease),
-		})
+		claimed, err := s.claimRecord(ctx, q, rec.ID, workerID)
 		if err != nil {
 			return nil, err
 		}
-		if len(rows) == 0 {
+		if !claimed {
 			return nil, s.revise(ctx, q, rec.ID, def)
 		}
 	} else if rec.WorkerID != workerID {
@@ -525,18 +523,34 @@ func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) 
 // own: claimed by id under the workflow's lock, snoozed.
 func (s *Store) holdRecord(ctx context.Context, id, workerID string) error {
 	return s.be.write(ctx, func(q querier) error {
-		if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
-			return err
-		}
-		rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
-			"ids": s.list([]string{id}), "worker_id": workerID, "lease_ms": ms(recordLease),
-		})
-		if err != nil || len(rows) == 0 {
+		claimed, err := s.lockAndClaimRecord(ctx, q, id, workerID)
+		if err != nil || !claimed {
 			return err
 		}
 		_, err = s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(sweepMax)})
 		return err
 	})
+}
+
+// lockAndClaimRecord takes the workflow's lock and then claims its
+// record by id, in that order, as every writer of a workflow takes them:
+// the other way round, a settlement holding the lock and waiting for the
+// record's row would deadlock with this claim. claimed is false when the
+// record is not queued (another sweep or advance took it).
+func (s *Store) lockAndClaimRecord(ctx context.Context, q querier, id, workerID string) (claimed bool, err error) {
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
+		return false, err
+	}
+	return s.claimRecord(ctx, q, id, workerID)
+}
+
+// claimRecord claims the record by id, whatever its due time, under the
+// workflow's lock the caller holds.
+func (s *Store) claimRecord(ctx context.Context, q querier, id, workerID string) (bool, error) {
+	rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
+		"ids": s.list([]string{id}), "worker_id": workerID, "lease_ms": ms(recordLease),
+	})
+	return len(rows) > 0, err
 }
 
 // sweepOne claims, advances and settles or snoozes one record in one
@@ -546,19 +560,10 @@ func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced
 	var snoozed *Task
 	err = s.be.write(ctx, func(q querier) error {
 		adv, swept, snoozed = Advanced{}, false, nil
-		// The lock first, as every writer of a workflow takes it, and then
-		// the record's row: the other way round, a settlement holding the
-		// lock and waiting for the row would deadlock with this sweep.
-		if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
+		var err error
+		if swept, err = s.lockAndClaimRecord(ctx, q, id, workerID); err != nil || !swept {
 			return err
 		}
-		rows, err := s.exec(ctx, q, stmtClaimIDs, protocol.Args{
-			"ids": s.list([]string{id}), "worker_id": workerID, "lease_ms": ms(recordLease),
-		})
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		swept = true
 		if adv, err = s.advanceIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
 			return err
 		}
@@ -572,7 +577,7 @@ func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced
 				delay = sweepDelay(s.now(), adv.changed)
 			}
 		}
-		rows, err = s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(delay)})
+		rows, err := s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(delay)})
 		if err != nil {
 			return err
 		}

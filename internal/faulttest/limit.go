@@ -128,25 +128,7 @@ func GlobalLimitProcesses(t *testing.T, b Backend, n int, tenants []string, limi
 		return s.Succeeded == n, err
 	})
 	run.Elapsed = time.Since(start)
-	if err := os.WriteFile(stopPath, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs.await("the limited workers to exit", nil, func() (bool, error) {
-		for _, p := range alive {
-			if !p.exited() {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	for _, p := range alive {
-		if p.err != nil {
-			t.Errorf("%s failed: %v\n%s", p.name, p.err, p.log.String())
-		}
-		if notes, err := os.ReadFile(p.out + ".errors"); err == nil {
-			t.Logf("%s survived:\n%s", p.name, notes)
-		}
-	}
+	procs.stopAll(stopPath, alive)
 	return run
 }
 

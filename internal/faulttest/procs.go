@@ -136,6 +136,32 @@ func (p *procs) await(what string, alive []*proc, cond func() (bool, error)) {
 	}
 }
 
+// stopAll writes the stop file the children wait for, waits for those of
+// alive to exit, and fails the test for each that failed, logging what
+// each survived.
+func (p *procs) stopAll(stopPath string, alive []*proc) {
+	p.t.Helper()
+	if err := os.WriteFile(stopPath, nil, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.await("the workers to exit", nil, func() (bool, error) {
+		for _, c := range alive {
+			if !c.exited() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for _, c := range alive {
+		if c.err != nil {
+			p.t.Errorf("%s failed: %v\n%s", c.name, c.err, c.log.String())
+		}
+		if notes, err := os.ReadFile(c.out + ".errors"); err == nil {
+			p.t.Logf("%s survived:\n%s", c.name, notes)
+		}
+	}
+}
+
 // readLines returns the complete lines of a child's output file (a line a
 // killed child was writing may be cut short; it is left out).
 func readLines(path string) ([]string, error) {
