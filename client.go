@@ -289,14 +289,15 @@ func (c *Client) QueueHeadroom(ctx context.Context, queue string, maxDepth int) 
 // queued or running task has that id. A workflow's record canceled this
 // way cancels its workflow's steps too, as CancelWorkflow does.
 func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) {
-	t, err := c.store.Cancel(ctx, id)
-	if err == nil && t != nil && t.Name == WorkflowName {
-		// A workflow's record: its steps go with it (CancelWorkflow).
-		if _, err := c.store.CancelWorkflow(ctx, id); err != nil {
-			return t, err
+	if t, err := c.store.Get(ctx, id); err == nil && t.Name == WorkflowName {
+		// A workflow's record: canceled as CancelWorkflow cancels it, so
+		// that its steps go with it and a retry of the record resumes it.
+		if t.IsTerminal() {
+			return nil, nil
 		}
+		return c.store.CancelWorkflow(ctx, id)
 	}
-	return t, err
+	return c.store.Cancel(ctx, id)
 }
 
 // CancelByKey is Cancel for the task key points at.

@@ -39,7 +39,7 @@ func TestGlobalLimitExpiredLeaseStopsCounting(t *testing.T) {
 			t.Fatal(err)
 		}
 		claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnq.DefaultQueue}, Names: []string{"limited"},
-			WorkerID: "ghost", Lease: time.Second, Limit: 1})
+			WorkerID: "ghost", Lease: 3 * time.Second, Limit: 1})
 		if err != nil || len(claimed) != 1 || claimed[0].ID != ghostTask.ID {
 			t.Fatalf("the ghost's claim: %v %v", claimed, err)
 		}

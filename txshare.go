@@ -44,28 +44,24 @@ func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Contex
 // through sess: the settlement commits or rolls back with the
 // application's own writes. For a workflow's step the advance runs in
 // that transaction too, and holds the workflow's lock until the
-// application commits: commit soon. The context counts as settled from here on; if
+// application commits: commit soon. Steps the handler added that the
+// workflow refuses are an error wrapping an *ArgumentError, with nothing
+// written: roll back, and the step fails for good once the handler
+// returns. The context counts as settled from here on; if
 // the application then rolls back, the task keeps its lease until it
 // expires and is delivered again (at least once). Postgres only.
 func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, result any) error {
-	err := tc.settle(func() error {
+	return tc.settle(func() error {
 		if step := tc.stepOf(); step != nil {
 			_, err := tc.w.st.CompleteStepTx(ctx, sess, tc.task.ID, tc.w.id, *step, result)
-			if tc.w.refusedSteps(ctx, tc, err) {
-				// Nothing was written in the application's transaction,
-				// which should roll back; the step fails on its own.
-				if ferr := tc.w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false); ferr != nil {
-					return ferr
-				}
-				return nil
-			}
+			// Refused steps: nothing was written, but the application's
+			// transaction holds the workflow's lock, so the step cannot
+			// fail from here; it fails for good when the handler returns
+			// (failureOf), after the application has rolled back.
+			tc.w.refusedSteps(ctx, tc, err)
 			return err
 		}
 		_, err := tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return tc.refusal()
 }

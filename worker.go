@@ -64,8 +64,14 @@ type HandlerOptions struct {
 //
 // The cost: a claim of the name is a transaction of four or five
 // statements instead of one, and the claims of one name serialize on its
-// lock across the fleet; other names are not slowed. A task that still
-// runs after its lease expired (a stalled process) is not counted.
+// lock across the fleet. A worker with a limited name claims its other
+// names in the same transaction, so those wait with it while another
+// worker holds the lock; workers without limited names are not slowed.
+// A task that still runs after its lease expired (a stalled process) is
+// not counted. On Postgres the count relies on READ COMMITTED, the
+// server's default: a pool whose transactions default to REPEATABLE READ
+// or SERIALIZABLE counts from a snapshot taken before the lock, and can
+// pass the limit.
 type GlobalLimit struct {
 	// Max is how many may run at once, at least 1.
 	Max int

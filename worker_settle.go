@@ -51,6 +51,11 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 	if pe, ok := callErr.(*panicError); ok {
 		return panicEnvelope(pe.value, pe.stack), true, true
 	}
+	if err := tc.refusal(); err != nil {
+		// The workflow refused the steps it added (SucceedTx told the
+		// handler so): as final as when the worker settles it.
+		return refusedEnvelope(err), false, true
+	}
 	// A write through the context was already refused: nothing more to
 	// record. errors.Is calls the handler's error's own methods, hence
 	// the recover (envelopeOf has its own).

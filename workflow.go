@@ -383,7 +383,9 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
 // steps that never ran are submitted as what they wait for succeeds, and
 // the steps that succeeded are not run again. A workflow that has not
 // ended is an *ArgumentError. Another SDK's retry of the record resumes
-// the workflow the same way, at a Go worker's next sweep.
+// the workflow the same way, at a Go worker's next sweep, when the
+// workflow ended through a Go process (a record canceled by another
+// SDK's plain cancel is failed again instead: nothing said it ended).
 func (c *Client) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 	if err := checkCtx(ctx, "retry workflow"); err != nil {
 		return nil, err

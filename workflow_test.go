@@ -75,7 +75,9 @@ func TestWorkflowDiamond(t *testing.T) {
 		var runs stepRuns
 		word := cairnq.Define[stepIn, string]("wf.word")
 		join := cairnq.Define[stepIn, string]("wf.join")
-		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4})
+		// No sweep: every step is submitted, and the record settled, in
+		// the transaction of a step's settlement.
+		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4, WorkflowSweep: cairnq.NoWorkflowSweep})
 		if err := word.Handle(w, func(ctx context.Context, tc *cairnq.TaskContext, in stepIn) (string, error) {
 			runs.add(in.Step)
 			return "<" + in.Step + ">", nil
@@ -164,7 +166,7 @@ func TestWorkflowFanOutFanIn(t *testing.T) {
 		var runs stepRuns
 		var mu sync.Mutex
 		var order []string
-		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8})
+		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8, WorkflowSweep: cairnq.NoWorkflowSweep})
 		if err := w.Handle("wf.step", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 			var in stepIn
 			if err := tc.Decode(&in); err != nil {
@@ -623,12 +625,16 @@ func TestWorkflowCancelAndRetry(t *testing.T) {
 		if st := stepStates(t, c, rec2.ID); st["later"] != cairnq.StepState(cairnq.StatusCanceled) {
 			t.Errorf("after Cancel of the record: %v, want its queued step canceled", st)
 		}
-		retried, err := c.RetryWorkflow(ctx, rec2.ID)
-		if err != nil || retried.Status != cairnq.StatusQueued {
-			t.Fatalf("RetryWorkflow after Cancel: %v %v", retried, err)
+		// A plain retry of the record, as another SDK's console does: the
+		// next sweep resumes the workflow.
+		if retried, err := c.Retry(ctx, rec2.ID, &cairnq.RetryOptions{ResetAttempt: true}); err != nil || retried == nil {
+			t.Fatalf("Retry of the record: %v %v", retried, err)
 		}
-		if st := stepStates(t, c, rec2.ID); st["later"] != cairnq.StepState(cairnq.StatusQueued) {
-			t.Errorf("after the retry: %v, want its step queued again", st)
+		if final := waitWorkflow(t, c, rec2.ID); final.Status != cairnq.StatusSucceeded {
+			t.Errorf("the workflow retried by the protocol after Cancel: %s %+v, want resumed and succeeded", final.Status, final.Error)
+		}
+		if runs.get("later") != 1 {
+			t.Errorf("the resumed step ran %d times, want once", runs.get("later"))
 		}
 
 		task, err := c.Submit(ctx, "plain", nil, nil)
@@ -764,5 +770,50 @@ func TestWorkflowUnreadableRecordLeftAlone(t *testing.T) {
 	defer mu.Unlock()
 	if len(errs) > 0 {
 		t.Errorf("the worker reported %v", errs)
+	}
+}
+
+// A step settling in the application's transaction (SucceedTx) whose
+// added steps the workflow refuses gets an error and writes nothing;
+// once its handler returns, the step fails for good and the workflow
+// with it, without waiting on the lock the application's transaction
+// held.
+func TestWorkflowSucceedTxRefusedSteps(t *testing.T) {
+	c, dsn := openPostgresDSN(t, nil)
+	ctx := context.Background()
+	ex, err := cairnqpgx.Open(ctx, dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	refused := make(chan error, 1)
+	w := newWorker(t, c, nil)
+	if err := w.Handle("wf.tx", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		if err := tc.AddSteps(cairnq.WorkflowStep{Step: "tx", Task: "wf.tx"}); err != nil { // the adder's own name
+			return nil, err
+		}
+		err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+			return tc.SucceedTx(ctx, sess, "done")
+		})
+		refused <- err
+		return nil, err
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "tx", Task: "wf.tx"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refused; !errors.As(err, new(*cairnq.ArgumentError)) {
+		t.Errorf("SucceedTx with refused steps: %v, want an error wrapping an *ArgumentError", err)
+	}
+	final := waitWorkflow(t, c, rec.ID)
+	step, err := c.GetByKey(ctx, cairnq.StepKey(rec.ID, "tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Status != cairnq.StatusFailed || step.Status != cairnq.StatusFailed || step.Error == nil || step.Error.Type != "InvalidSteps" || step.Attempt != 1 {
+		t.Errorf("workflow %s, step %s after %d attempts (%+v); want both failed at once with InvalidSteps", final.Status, step.Status, step.Attempt, step.Error)
 	}
 }

@@ -37,8 +37,8 @@ type ClaimHints struct {
 	// name: not a hint but a bound. A draw of one limited name takes the
 	// name's lock, counts its running tasks and claims no more than the
 	// limit leaves room for (claim_limit.go); the session then runs as one
-	// transaction. The caller draws limited names last, in sorted order,
-	// so that two sessions take the names' locks in one order.
+	// transaction. The caller draws limited names in name order among
+	// themselves, so that two sessions take the names' locks in one order.
 	Limits map[string]GlobalLimit
 }
 
