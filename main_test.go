@@ -44,6 +44,20 @@ func openPostgresDSN(t testing.TB, opts *cairnq.Options) (*cairnq.Client, string
 	return c, dsn
 }
 
+// openPostgresApp is openPostgres with a pool of the application's own on
+// the same database, as the transaction-sharing tests need (closed when
+// the test ends).
+func openPostgresApp(t testing.TB, opts *cairnq.Options) (*cairnq.Client, *cairnqpgx.Executor) {
+	t.Helper()
+	c, dsn := openPostgresDSN(t, opts)
+	app, err := cairnqpgx.Open(context.Background(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	return c, app
+}
+
 // onBothBackends runs test once on a fresh SQLite file and once on a fresh
 // Postgres database, open with opts.
 func onBothBackends(t *testing.T, opts *cairnq.Options, test func(t *testing.T, c *cairnq.Client)) {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -559,18 +558,13 @@ func TestTaskDefSubmitMany(t *testing.T) {
 func TestSubmitManyTx(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, dsn := openPostgresDSN(t, nil)
-	ex, err := cairnqpgx.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ex.Close() })
+	c, ex := openPostgresApp(t, nil)
 	items := []cairnq.SubmitItem{
 		{Name: "tx.a"}, {Name: "tx.b", Options: cairnq.SubmitOptions{Key: "tx-k1"}},
 		{Name: "tx.c", Options: cairnq.SubmitOptions{Key: "tx-k2"}}, {Name: "tx.d", Options: cairnq.SubmitOptions{Key: "tx-k1"}},
 	}
 	errRollback := errors.New("roll back")
-	err = ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+	err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
 		tasks, err := c.SubmitManyTx(ctx, sess, items)
 		if err != nil {
 			return err
@@ -669,13 +663,8 @@ func (s cancelAfterInsert) Query(ctx context.Context, sql string, args ...any) (
 func TestSubmitManyTxUndoneAfterCtxEnds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, dsn := openPostgresDSN(t, nil)
-	ex, err := cairnqpgx.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ex.Close() })
-	err = ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+	c, ex := openPostgresApp(t, nil)
+	err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
 		bctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		_, err := c.SubmitManyTx(bctx, cancelAfterInsert{sess, cancel}, []cairnq.SubmitItem{

@@ -75,7 +75,7 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 // or, for a lone task's call when handOver allows, by handing it to the
 // settler (Postgres), which it then reports; else on its own.
 func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, handOver bool) (handedOver bool) {
-	if tc.stepOf() == nil {
+	if _, step := engine.StepMarkOf(tc.task); !step {
 		// A step's settlement advances its workflow in the same
 		// transaction, so it rides on no claim and joins no group.
 		if w.completeByClaim(tc, result) {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go"
-	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 )
@@ -64,6 +63,21 @@ func stepStates(t *testing.T, c *cairnq.Client, id string) map[string]cairnq.Ste
 		out[s.Step] = s.State
 	}
 	return out
+}
+
+// settleAsAnotherSDK claims one task named name on queue and completes
+// it with result through the protocol alone, as a TypeScript or Python
+// worker settles a step: no advance runs.
+func settleAsAnotherSDK(t *testing.T, c *cairnq.Client, queue, name string, result any) {
+	t.Helper()
+	ctx := context.Background()
+	claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{queue}, Names: []string{name}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("the plain claim of %s: %v, %d tasks", name, err, len(claimed))
+	}
+	if _, err := c.Store().Complete(ctx, claimed[0].ID, "ts-worker", result); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A diamond: a fans out to b and c, d waits for both and reads their
@@ -362,14 +376,7 @@ func TestWorkflowPlainProtocolWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := c.Store()
-		claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"elsewhere"}, Names: []string{"wf.plain"}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
-		if err != nil || len(claimed) != 1 {
-			t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
-		}
-		if _, err := st.Complete(ctx, claimed[0].ID, "ts-worker", map[string]any{"from": "ts"}); err != nil {
-			t.Fatal(err)
-		}
+		settleAsAnotherSDK(t, c, "elsewhere", "wf.plain", map[string]any{"from": "ts"})
 		if s := stepStates(t, c, rec.ID); s["go"] != cairnq.StepWaiting {
 			t.Fatalf("the plain settlement advanced the workflow: %v", s)
 		}
@@ -396,13 +403,8 @@ func TestWorkflowPlainProtocolWorker(t *testing.T) {
 // SubmitWorkflowTx writes the whole workflow in the application's
 // transaction: nothing of it after a rollback, all of it after a commit.
 func TestWorkflowSubmitTx(t *testing.T) {
-	c, dsn := openPostgresDSN(t, nil)
+	c, ex := openPostgresApp(t, nil)
 	ctx := context.Background()
-	ex, err := cairnqpgx.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ex.Close() })
 	steps := []cairnq.WorkflowStep{{Step: "a", Task: "x"}, {Step: "b", Task: "x", After: []string{"a"}}}
 	errRollback := errors.New("roll back")
 	for _, commit := range []bool{false, true} {
@@ -726,13 +728,7 @@ func TestWorkflowUnreadableRecordLeftAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnq.DefaultQueue}, Names: []string{"wf.ts"}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
-	}
-	if _, err := c.Store().Complete(ctx, claimed[0].ID, "ts-worker", nil); err != nil {
-		t.Fatal(err)
-	}
+	settleAsAnotherSDK(t, c, cairnq.DefaultQueue, "wf.ts", nil)
 	var errs []string
 	var mu sync.Mutex
 	w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 20 * time.Millisecond,
@@ -779,13 +775,8 @@ func TestWorkflowUnreadableRecordLeftAlone(t *testing.T) {
 // with it, without waiting on the lock the application's transaction
 // held.
 func TestWorkflowSucceedTxRefusedSteps(t *testing.T) {
-	c, dsn := openPostgresDSN(t, nil)
+	c, ex := openPostgresApp(t, nil)
 	ctx := context.Background()
-	ex, err := cairnqpgx.Open(ctx, dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ex.Close() })
 	refused := make(chan error, 1)
 	w := newWorker(t, c, nil)
 	if err := w.Handle("wf.tx", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {

@@ -3,7 +3,6 @@ package console
 import (
 	"net/http"
 	"net/url"
-	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/internal/engine"
@@ -46,7 +45,6 @@ type workflowView struct {
 	Edges         []graphEdge
 	Width, Height int
 	Flash         string
-	Now           time.Time
 }
 
 // layoutWorkflow places wf's steps: a step's column is its depth, its row
@@ -59,15 +57,16 @@ func layoutWorkflow(wf *cairnq.Workflow) workflowView {
 	}
 	depth := make([]int, len(wf.Steps))
 	done := make([]bool, len(wf.Steps))
-	var depthOf func(i int, seen int) int
-	depthOf = func(i int, seen int) int {
-		if done[i] || seen > len(wf.Steps) { // a definition has no cycle; guard all the same
+	// A definition has no cycle (GetWorkflow parses it with its checks).
+	var depthOf func(i int) int
+	depthOf = func(i int) int {
+		if done[i] {
 			return depth[i]
 		}
 		d := 0
 		for _, a := range wf.Steps[i].After {
 			if j, ok := index[a]; ok {
-				d = max(d, depthOf(j, seen+1)+1)
+				d = max(d, depthOf(j)+1)
 			}
 		}
 		depth[i], done[i] = d, true
@@ -77,7 +76,7 @@ func layoutWorkflow(wf *cairnq.Workflow) workflowView {
 	maxRows, maxDepth := 0, 0
 	pos := make([][2]int, len(wf.Steps))
 	for i, s := range wf.Steps {
-		d := depthOf(i, 0)
+		d := depthOf(i)
 		r := rows[d]
 		rows[d]++
 		maxRows, maxDepth = max(maxRows, r+1), max(maxDepth, d)
@@ -112,7 +111,7 @@ func (k *console) workflowPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := layoutWorkflow(wf)
-	v.Flash, v.Now = r.URL.Query().Get("done"), now
+	v.Flash = r.URL.Query().Get("done")
 	k.render(w, r, "workflow", now, v)
 }
 

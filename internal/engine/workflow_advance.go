@@ -38,8 +38,6 @@ type Advanced struct {
 	// Record is the record as settled when the advance finished the
 	// workflow, nil otherwise.
 	Record *Task
-	// Live says the workflow goes on: steps are live or were inserted.
-	Live bool
 	// Progress says the advance changed something: it inserted, canceled
 	// or settled, or its ledger read a step's new status.
 	Progress bool
@@ -158,7 +156,6 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 		def.Changed = s.now().UnixMilli()
 	}
 	adv.changed = def.Changed
-	adv.Live = !dec.Done
 	if !dec.Done {
 		if adv.Progress {
 			err = s.revise(ctx, q, record, def)
@@ -459,10 +456,9 @@ func sweepDelay(now time.Time, changedMS int64) time.Duration {
 
 // Swept is what SweepWorkflows did.
 type Swept struct {
-	// Due counts the records found due; Records those swept (another
-	// sweep may take one first); Finished those the sweep settled;
-	// Inserted the steps it inserted.
-	Due, Records, Finished, Inserted int
+	// Records counts the records swept (another sweep may take one of
+	// those found due first).
+	Records int
 	// Unread are the records left alone, each with why.
 	Unread map[string]string
 }
@@ -481,7 +477,6 @@ func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) 
 	if err != nil {
 		return sw, err
 	}
-	sw.Due = len(rows)
 	var firstErr error
 	for _, r := range rows {
 		id, _, err := asString("id", r["id"])
@@ -505,10 +500,6 @@ func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) 
 			continue
 		}
 		sw.Records++
-		sw.Inserted += adv.Inserted
-		if adv.Record != nil {
-			sw.Finished++
-		}
 		if adv.Unread != "" {
 			if sw.Unread == nil {
 				sw.Unread = map[string]string{}
