@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -33,6 +35,7 @@ var (
 	sustainedHold      = flag.Duration("sustained-hold", 5*time.Minute, "sustained: a transaction holds the vacuum horizon this long after the steady phase (0: none)")
 	sustainedAfter     = flag.Duration("sustained-after", 5*time.Minute, "sustained: load after the hold, to watch the recovery")
 	sustainedEvery     = flag.Duration("sustained-every", time.Minute, "sustained: how often to sample sizes, dead tuples, throughput and p99")
+	sustainedSeconds   = flag.String("sustained-seconds", "", "sustained: append each second's pickups (count, p50, p99, max) to this file, to set beside the server's log")
 )
 
 // sustainedSample is what one interval of the sustained benchmark saw.
@@ -437,6 +440,11 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 			fmt.Printf("    outside the controls' stalls: p99 %s, %d pickups set aside\n", ms(s.calmP99), setAside)
 		}
 		printSlow(os.Stdout, "pickups", pb.slow)
+		if *sustainedSeconds != "" {
+			if err := appendSeconds(*sustainedSeconds, sys.name, phase, pb); err != nil {
+				return err
+			}
+		}
 		for i, c := range s.controls {
 			fmt.Printf("    %s: %s\n", c.name, c)
 			printSlow(os.Stdout, c.name+" commits", ctlSlow[i])
@@ -488,6 +496,34 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 	run.stop()
 	return samples, l.err()
 }
+
+// appendSeconds writes one line per wall-clock second of b's pickups:
+// system, phase, the second (UTC), count, p50, p99 and max in ms.
+func appendSeconds(path, system, phase string, b batch) error {
+	bySec := make(map[int64][]time.Duration)
+	for i, d := range b.ds {
+		sec := b.ends[i] / int64(time.Second)
+		bySec[sec] = append(bySec[sec], d)
+	}
+	secs := slices.Sorted(maps.Keys(bySec))
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, sec := range secs {
+		ds := bySec[sec]
+		fmt.Fprintf(w, "%s %s %s %d %.1f %.1f %.1f\n", system, phase, time.Unix(sec, 0).UTC().Format("15:04:05"), len(ds),
+			msf(pct(ds, 50)), msf(pct(ds, 99)), msf(slices.Max(ds)))
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // checkpointsSQL is a query for the server's checkpoints so far, timed
 // and requested: PostgreSQL 17 moved the counts from pg_stat_bgwriter to

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -169,5 +170,33 @@ func TestPrintSustainedSetsAsideStalls(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("verdict lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// --sustained-seconds writes one line per wall-clock second of a batch's
+// pickups, in order of the second, so slow seconds can be set beside the
+// server's log; a second sample appends rather than overwrites.
+func TestAppendSecondsOneLinePerSecond(t *testing.T) {
+	path := t.TempDir() + "/seconds"
+	at := func(sec int64, ms int64) int64 { return time.Unix(sec, ms*int64(time.Millisecond)).UnixNano() }
+	b := batch{
+		ds:   []time.Duration{40 * time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond},
+		ends: []int64{at(1_000_061, 900), at(1_000_060, 100), at(1_000_060, 200), at(1_000_060, 300)},
+	}
+	if err := appendSeconds(path, "cairnq", "steady", b); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendSeconds(path, "cairnq", "hold", batch{ds: []time.Duration{time.Second}, ends: []int64{at(1_000_062, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cairnq steady 13:47:40 3 3.0 5.0 5.0\n" +
+		"cairnq steady 13:47:41 1 40.0 40.0 40.0\n" +
+		"cairnq hold 13:47:42 1 1000.0 1000.0 1000.0\n"
+	if string(got) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", got, want)
 	}
 }
