@@ -14,6 +14,10 @@ func StoreOf(c *Client) *engine.Store { return c.store }
 // DoneWaiters counts the settlement subscriptions open in c's process.
 func DoneWaiters(c *Client) int { return c.store.DoneWaiters() }
 
+// SweepPaced runs one sweep of c's retention as its timer does: paced,
+// from where the last ended.
+func SweepPaced(c *Client) (int, error) { return c.sweeper.sweep(context.Background(), false, true) }
+
 // ClaimCall is one claim session a worker ran: the hints it passed and
 // what the session reported.
 type ClaimCall struct {

@@ -25,7 +25,11 @@ type RetentionOptions struct {
 	// Limit. Tiered retention is one rule per tier, e.g. succeeded tasks
 	// after an hour, failed ones after a week. At least one rule.
 	Rules []RetentionRule
-	// Interval between sweeps. Default one hour.
+	// Interval between sweeps. Default one hour. A sweep's batches are
+	// spaced out (each followed by a pause three times as long as it
+	// took) until the sweep has run for half its interval, then run back
+	// to back: its deletes come spread over the interval rather than in
+	// one burst that the claims and submits of that moment wait behind.
 	Interval time.Duration
 	// Limit is the rows one purge statement deletes. Default 1000.
 	Limit int
@@ -92,7 +96,7 @@ func (s *sweeper) start() {
 			case <-s.ctx.Done():
 				return
 			case <-t.C:
-				if _, err := s.sweep(s.ctx, false); err != nil && s.ctx.Err() == nil {
+				if _, err := s.sweep(s.ctx, false, true); err != nil && s.ctx.Err() == nil {
 					s.onError(err)
 				}
 			}
@@ -116,11 +120,39 @@ type sweepFloor struct {
 	fullAt time.Time // when a sweep last started from the oldest
 }
 
+// sweepIdle is how many times as long as a batch took a paced sweep
+// waits after it: its deletes then take at most a quarter of one
+// connection's time. Back to back, a sweep of 30,000 rows (ten seconds
+// at 3,000 tasks/s) held a connection and a server core for a second
+// and raised the p99 pickup of that second two- to fivefold
+// (docs/benchmarks.md, "Sustained load").
+const sweepIdle = 3
+
+// sweepPause is how long a paced sweep waits after a full batch that
+// took took, when the sweep has run for sweptFor of its interval: none
+// once the pause would take it past half the interval, so that pacing
+// never leaves work to the next sweep.
+func sweepPause(took, sweptFor, interval time.Duration) time.Duration {
+	pause := sweepIdle * took
+	if sweptFor+pause > interval/2 {
+		return 0
+	}
+	return pause
+}
+
 // sweep drains every rule once, in bounded batches, and returns how many
-// tasks it purged.
-func (s *sweeper) sweep(ctx context.Context, fromOldest bool) (int, error) {
+// tasks it purged. A paced sweep (the timer's) waits between batches as
+// sweepPause says, without holding the floors' lock, so SweepNow, which
+// is not paced, never waits for a pause.
+func (s *sweeper) sweep(ctx context.Context, fromOldest, paced bool) (int, error) {
 	s.mu.Lock() // the timer's sweeps and SweepNow share the floors
-	defer s.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
+	start := time.Now()
 	n := 0
 	for i, p := range s.rules {
 		f := &s.floors[i]
@@ -128,6 +160,7 @@ func (s *sweeper) sweep(ctx context.Context, fromOldest bool) (int, error) {
 			f.from, f.fullAt = engine.NoPurgeFloor, time.Now()
 		}
 		for {
+			began := time.Now()
 			ids, reached, err := s.st.PurgeFrom(ctx, p, f.from)
 			f.from = reached
 			n += len(ids)
@@ -136,6 +169,22 @@ func (s *sweeper) sweep(ctx context.Context, fromOldest bool) (int, error) {
 			}
 			if len(ids) < p.Limit {
 				break
+			}
+			if !paced {
+				continue
+			}
+			if pause := sweepPause(time.Since(began), time.Since(start), s.interval); pause > 0 {
+				s.mu.Unlock()
+				locked = false
+				t := time.NewTimer(pause)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return n, ctx.Err()
+				case <-t.C:
+				}
+				s.mu.Lock()
+				locked = true
 			}
 		}
 	}
@@ -148,5 +197,5 @@ func (c *Client) SweepNow(ctx context.Context) (int, error) {
 	if c.sweeper == nil {
 		return 0, nil
 	}
-	return c.sweeper.sweep(ctx, true) // from the oldest: "now" misses nothing
+	return c.sweeper.sweep(ctx, true, false) // from the oldest: "now" misses nothing
 }

@@ -83,3 +83,22 @@ func TestRetentionRunsInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The timer's sweeps pause between batches; paced, a sweep still drains
+// every batch of its rules.
+func TestRetentionPacedSweepDrainsEveryBatch(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, &cairnq.Options{Retention: &cairnq.RetentionOptions{
+		Interval: time.Hour, // the timer's sweep is started by hand below
+		Limit:    2,
+		Rules:    []cairnq.RetentionRule{{OlderThan: 0}},
+	}})
+	finish(t, c, "ok", "default", 21, true)
+	n, err := cairnq.SweepPaced(c)
+	if err != nil || n != 21 {
+		t.Fatalf("paced sweep purged %d, %v; want all 21 in 11 batches", n, err)
+	}
+	if got := countTasks(t, c); got != 0 {
+		t.Fatalf("%d tasks left after the paced sweep", got)
+	}
+}

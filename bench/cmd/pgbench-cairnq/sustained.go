@@ -45,6 +45,7 @@ type sustainedSample struct {
 	submitted   int64         // in the interval
 	ran         int64         // handler starts in the interval
 	p50, p99    time.Duration // submit-to-start of the interval's starts
+	submitP99   time.Duration // what the interval's taken submits took, p99
 	calmP99     time.Duration // p99 of the starts whose wait no control's stall overlapped
 	setAside    int64         // the starts whose wait a control's stall overlapped
 	tableBytes  int64         // heap, TOAST included
@@ -326,23 +327,46 @@ func (r *loadRun) stop() {
 	r.wg.Wait()
 }
 
-// load counts one run's submits and keeps its first failure.
+// load counts one run's submits, keeps its first failure and what each
+// taken submit took: a pickup's wait starts inside its submit's write
+// (the task's creation time is the writing transaction's), so the
+// submits' tail against the pickups' tells how much of a slow pickup
+// was the write and its commit, and how much the claim after it.
 type load struct {
 	submitted, failed atomic.Int64
 	firstErr          atomic.Value
+	timed             bool // keep what each submit took (the sustained run's samples)
+	mu                sync.Mutex
+	took              []time.Duration // since the last take
 }
 
 // submit offers one task to sys and reports whether it was taken; a
 // failure after ctx ended is the run stopping, not counted.
 func (l *load) submit(ctx context.Context, sys *sustainedSystem) bool {
+	start := time.Now()
 	if err := sys.submit(ctx); err != nil {
 		if ctx.Err() == nil && l.failed.Add(1) == 1 {
 			l.firstErr.Store(err)
 		}
 		return false
 	}
+	if l.timed {
+		d := time.Since(start)
+		l.mu.Lock()
+		l.took = append(l.took, d)
+		l.mu.Unlock()
+	}
 	l.submitted.Add(1)
 	return true
+}
+
+// takeSubmits returns what the submits taken since the last call took.
+func (l *load) takeSubmits() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	took := l.took
+	l.took = nil
+	return took
 }
 
 func (l *load) err() error {
@@ -385,7 +409,7 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 	}
 	defer ctl.stop() // before the database is dropped
 
-	var l load
+	l := load{timed: true}
 	run := startLoad(ctx, rate, func(ctx context.Context) { l.submit(ctx, sys) })
 	defer run.stop() // before the system stops: no submit meets a closed client
 
@@ -399,6 +423,9 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 		s := sustainedSample{at: time.Since(start).Round(time.Second), phase: phase, ran: int64(len(pb.ds))}
 		sub := l.submitted.Load()
 		s.submitted, lastSubmitted = sub-lastSubmitted, sub
+		if took := l.takeSubmits(); len(took) > 0 {
+			s.submitP99 = pct(took, 99)
+		}
 		err := admin.QueryRow(ctx, `SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.autovacuum_count, 0), (`+checkpoints+`)
 			FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = $1::regclass`, sys.table).
 			Scan(&s.tableBytes, &s.indexBytes, &s.live, &s.dead, &s.vacuums, &s.checkpoints)
@@ -436,6 +463,7 @@ func runSustained(ctx context.Context, cfg *config, rate int, open sustainedOpen
 		fmt.Printf("  %s %6v %-6s submitted %7d ran %7d p50 %8s p99 %8s table %6.1f MB indexes %6.1f MB live %8d dead %8d autovacuums %d checkpoints %d\n",
 			sys.name, s.at, s.phase, s.submitted, s.ran, ms(s.p50), ms(s.p99),
 			float64(s.tableBytes)/1e6, float64(s.indexBytes)/1e6, s.live, s.dead, s.vacuums, s.checkpoints)
+		fmt.Printf("    submits took p99 %s\n", ms(s.submitP99))
 		if setAside > 0 {
 			fmt.Printf("    outside the controls' stalls: p99 %s, %d pickups set aside\n", ms(s.calmP99), setAside)
 		}

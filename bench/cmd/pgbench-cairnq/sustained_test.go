@@ -200,3 +200,37 @@ func TestAppendSecondsOneLinePerSecond(t *testing.T) {
 		t.Errorf("file:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// The sustained run keeps what each taken submit took, for the sample's
+// "submits took" line; a failed submit and the capacity measurement's
+// untimed load keep nothing.
+func TestLoadKeepsWhatTakenSubmitsTook(t *testing.T) {
+	fail := false
+	sys := &sustainedSystem{submit: func(context.Context) error {
+		if fail {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}}
+	l := load{timed: true}
+	for range 3 {
+		l.submit(context.Background(), sys)
+	}
+	fail = true
+	l.submit(context.Background(), sys)
+	if got := len(l.takeSubmits()); got != 3 {
+		t.Errorf("kept %d durations, want the 3 taken submits'", got)
+	}
+	if got := len(l.takeSubmits()); got != 0 {
+		t.Errorf("a second take returned %d durations, want none", got)
+	}
+	if l.submitted.Load() != 3 || l.failed.Load() != 1 {
+		t.Errorf("submitted %d failed %d, want 3 and 1", l.submitted.Load(), l.failed.Load())
+	}
+	var untimed load
+	fail = false
+	untimed.submit(context.Background(), sys)
+	if got := len(untimed.takeSubmits()); got != 0 {
+		t.Errorf("an untimed load kept %d durations", got)
+	}
+}
