@@ -16,7 +16,13 @@ func DoneWaiters(c *Client) int { return c.store.DoneWaiters() }
 
 // SweepPaced runs one sweep of c's retention as its timer does: paced,
 // from where the last ended.
-func SweepPaced(c *Client) (int, error) { return c.sweeper.sweep(context.Background(), false, true) }
+func SweepPaced(ctx context.Context, c *Client) (int, error) {
+	return c.sweeper.sweep(ctx, false, true)
+}
+
+// SetSweepIdle sets how many times as long as a batch took c's paced
+// sweeps wait after it.
+func SetSweepIdle(c *Client, idle int) { c.sweeper.idle = idle }
 
 // ClaimCall is one claim session a worker ran: the hints it passed and
 // what the session reported.

@@ -25,11 +25,13 @@ type RetentionOptions struct {
 	// Limit. Tiered retention is one rule per tier, e.g. succeeded tasks
 	// after an hour, failed ones after a week. At least one rule.
 	Rules []RetentionRule
-	// Interval between sweeps. Default one hour. A sweep's batches are
-	// spaced out (each followed by a pause three times as long as it
-	// took) until the sweep has run for half its interval, then run back
-	// to back: its deletes come spread over the interval rather than in
-	// one burst that the claims and submits of that moment wait behind.
+	// Interval between sweeps. Default one hour. A timer's sweep waits
+	// after each full batch three times as long as the batch took, within
+	// the first half of its interval (so with the default a sweep may run
+	// for half an hour): its deletes come spread out rather than in one
+	// burst that the claims and submits of that moment wait behind. Past
+	// half its interval a sweep runs its batches back to back, so pacing
+	// leaves no work to the next one. SweepNow does not pause.
 	Interval time.Duration
 	// Limit is the rows one purge statement deletes. Default 1000.
 	Limit int
@@ -42,9 +44,10 @@ type RetentionOptions struct {
 type sweeper struct {
 	st       *engine.Store
 	rules    []engine.PurgeParams
-	mu       sync.Mutex   // held by a sweep
+	mu       sync.Mutex   // held by a sweep, let go during a paced sweep's pauses
 	floors   []sweepFloor // one per rule, under mu
 	interval time.Duration
+	idle     int // a paced sweep's pause, in multiples of the batch before it (sweepIdle)
 	onError  func(error)
 
 	cancel context.CancelFunc
@@ -62,7 +65,7 @@ func newSweeper(st *engine.Store, o RetentionOptions, log *slog.Logger) (*sweepe
 	if o.Limit < 0 {
 		return nil, &ArgumentError{Op: "retention", Arg: "Limit", Reason: fmt.Sprintf("must be >= 1, got %d", o.Limit)}
 	}
-	s := &sweeper{st: st, interval: o.Interval, onError: o.OnError}
+	s := &sweeper{st: st, interval: o.Interval, idle: sweepIdle, onError: o.OnError}
 	if s.interval == 0 {
 		s.interval = time.Hour
 	}
@@ -122,28 +125,25 @@ type sweepFloor struct {
 
 // sweepIdle is how many times as long as a batch took a paced sweep
 // waits after it: its deletes then take at most a quarter of one
-// connection's time. Back to back, a sweep of 30,000 rows (ten seconds
-// at 3,000 tasks/s) held a connection and a server core for a second
-// and raised the p99 pickup of that second two- to fivefold
-// (docs/benchmarks.md, "Sustained load").
+// connection's time. Back to back, the 31 batches of a ten-second sweep
+// at 3,080 tasks/s raised the p99 pickup of the seconds they ran in from
+// about 7.5 to 14 ms (docs/benchmarks.md, "Sustained load"); River's
+// cleaner sleeps between its batches too.
 const sweepIdle = 3
 
-// sweepPause is how long a paced sweep waits after a full batch that
-// took took, when the sweep has run for sweptFor of its interval: none
-// once the pause would take it past half the interval, so that pacing
+// sweepPause is the wait after a full batch that took the given time, in
+// a paced sweep that has run for sweptFor of its interval: idle times the
+// batch, cut to what is left of the interval's first half, so that pacing
 // never leaves work to the next sweep.
-func sweepPause(took, sweptFor, interval time.Duration) time.Duration {
-	pause := sweepIdle * took
-	if sweptFor+pause > interval/2 {
-		return 0
-	}
-	return pause
+func sweepPause(idle int, took, sweptFor, interval time.Duration) time.Duration {
+	return max(0, min(time.Duration(idle)*took, interval/2-sweptFor))
 }
 
 // sweep drains every rule once, in bounded batches, and returns how many
 // tasks it purged. A paced sweep (the timer's) waits between batches as
 // sweepPause says, without holding the floors' lock, so SweepNow, which
-// is not paced, never waits for a pause.
+// is not paced, never waits for a pause; the floor it leaves is where the
+// paced sweep carries on.
 func (s *sweeper) sweep(ctx context.Context, fromOldest, paced bool) (int, error) {
 	s.mu.Lock() // the timer's sweeps and SweepNow share the floors
 	locked := true
@@ -173,18 +173,17 @@ func (s *sweeper) sweep(ctx context.Context, fromOldest, paced bool) (int, error
 			if !paced {
 				continue
 			}
-			if pause := sweepPause(time.Since(began), time.Since(start), s.interval); pause > 0 {
+			if pause := sweepPause(s.idle, time.Since(began), time.Since(start), s.interval); pause > 0 {
 				s.mu.Unlock()
 				locked = false
-				t := time.NewTimer(pause)
-				select {
-				case <-ctx.Done():
-					t.Stop()
+				if !sleepCtx(ctx, pause) {
 					return n, ctx.Err()
-				case <-t.C:
 				}
 				s.mu.Lock()
 				locked = true
+				if err := ctx.Err(); err != nil { // closed while SweepNow held the lock
+					return n, err
+				}
 			}
 		}
 	}

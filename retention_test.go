@@ -2,6 +2,7 @@ package cairnq_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -94,11 +95,46 @@ func TestRetentionPacedSweepDrainsEveryBatch(t *testing.T) {
 		Rules:    []cairnq.RetentionRule{{OlderThan: 0}},
 	}})
 	finish(t, c, "ok", "default", 21, true)
-	n, err := cairnq.SweepPaced(c)
+	n, err := cairnq.SweepPaced(context.Background(), c)
 	if err != nil || n != 21 {
 		t.Fatalf("paced sweep purged %d, %v; want all 21 in 11 batches", n, err)
 	}
 	if got := countTasks(t, c); got != 0 {
 		t.Fatalf("%d tasks left after the paced sweep", got)
+	}
+}
+
+// A paced sweep lets go of the floors while it pauses: SweepNow, which
+// does not pause, runs then rather than after the sweep, and an ended
+// context ends the pause.
+func TestRetentionSweepNowRunsDuringAPause(t *testing.T) {
+	t.Parallel()
+	c := openTemp(t, &cairnq.Options{Retention: &cairnq.RetentionOptions{
+		Interval: time.Hour,
+		Limit:    2,
+		Rules:    []cairnq.RetentionRule{{OlderThan: 0}},
+	}})
+	finish(t, c, "ok", "default", 5, true)
+	cairnq.SetSweepIdle(c, 1<<30) // a pause of half the interval after the first batch
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		n   int
+		err error
+	}
+	paced := make(chan result, 1)
+	go func() {
+		n, err := cairnq.SweepPaced(ctx, c)
+		paced <- result{n, err}
+	}()
+	waitFor(t, "the paced sweep's first batch", func() bool { return countTasks(t, c) == 3 })
+	n, err := c.SweepNow(context.Background())
+	if err != nil || n != 3 {
+		t.Fatalf("SweepNow during the pause purged %d, %v; want the 3 left", n, err)
+	}
+	cancel()
+	r := <-paced
+	if r.n != 2 || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the paced sweep returned %d, %v; want its first batch of 2 and context.Canceled", r.n, r.err)
 	}
 }
