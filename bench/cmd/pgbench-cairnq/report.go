@@ -175,7 +175,10 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", msf(d)) }
+
+// msf is d in milliseconds, for the figures written as numbers.
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func median(xs []float64) float64 {
 	if len(xs) == 0 {

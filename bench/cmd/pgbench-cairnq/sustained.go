@@ -551,8 +551,6 @@ func appendSeconds(path, system, phase string, b batch) error {
 	return f.Close()
 }
 
-func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
 // checkpointsSQL is a query for the server's checkpoints so far, timed
 // and requested: PostgreSQL 17 moved the counts from pg_stat_bgwriter to
 // pg_stat_checkpointer.
