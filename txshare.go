@@ -28,7 +28,7 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
 	err := tc.settle(func() error {
 		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, tc.stepOf(), fn)
-		if tc.w.refusedSteps(ctx, tc, err) {
+		if refusedSteps(tc, err) {
 			// Nothing of fn's transaction committed; the step fails.
 			return tc.w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false)
 		}
@@ -58,7 +58,7 @@ func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, res
 			// transaction holds the workflow's lock, so the step cannot
 			// fail from here; it fails for good when the handler returns
 			// (failureOf), after the application has rolled back.
-			tc.w.refusedSteps(ctx, tc, err)
+			refusedSteps(tc, err)
 			return err
 		}
 		_, err := tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)

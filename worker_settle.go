@@ -112,7 +112,7 @@ func (w *Worker) completeWrite(ctx context.Context, tc *TaskContext, result any)
 		return err
 	}
 	res, err := w.st.CompleteStep(ctx, tc.task.ID, w.id, *step, result)
-	if w.refusedSteps(ctx, tc, err) {
+	if refusedSteps(tc, err) {
 		return w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false)
 	}
 	if err == nil {
@@ -125,7 +125,7 @@ func (w *Worker) completeWrite(ctx context.Context, tc *TaskContext, result any)
 // added, which nothing of the settlement wrote; it records the refusal
 // for Succeed to return. The caller then fails the step for good: the
 // refusal is as deterministic as an unencodable result.
-func (w *Worker) refusedSteps(ctx context.Context, tc *TaskContext, err error) bool {
+func refusedSteps(tc *TaskContext, err error) bool {
 	var refused *engine.AddedStepsError
 	if !errors.As(err, &refused) {
 		return false
