@@ -60,7 +60,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	}
 	defer c.Close()
 	abs, _ := filepath.Abs(*db)
-	fmt.Fprintf(out, "cairnq demo: %d tasks on %s, concurrency %d\n", *n, abs, *conc)
+	fmt.Fprintf(out, "cairnq demo: %d tasks on %s, concurrency %d\n", *n, printable(abs), *conc)
 
 	w, err := demoWorker(c, *conc)
 	if err != nil {

@@ -315,7 +315,7 @@ func checkListen(ctx context.Context, d *database) (ok bool, detail string) {
 
 // printDoctor prints the doctor's screen.
 func printDoctor(out io.Writer, r *doctorReport) {
-	fmt.Fprintf(out, "cairnq doctor: %s (%s)\n", r.Database, r.Backend)
+	fmt.Fprintf(out, "cairnq doctor: %s (%s)\n", printable(r.Database), r.Backend)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	attention := 0
 	for _, c := range r.Checks {

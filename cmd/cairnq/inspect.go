@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,11 +154,18 @@ func writeJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printJSON writes v as one indented JSON document for a person to read,
+// with nothing in it a terminal acts on (see printableJSON).
 func printJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := out.Write(printableJSON(b.Bytes()))
+	return err
 }
 
 func cmdGet(ctx context.Context, e *env, args []string) error {
@@ -226,7 +234,7 @@ func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet
 	if e.db.json {
 		return writeJSON(e.out, t)
 	}
-	fmt.Fprintf(e.out, "%s %s\n", t.ID, t.Status)
+	fmt.Fprintf(e.out, "%s %s\n", printable(t.ID), t.Status)
 	return nil
 }
 

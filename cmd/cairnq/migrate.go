@@ -85,9 +85,9 @@ func cmdMigrate(ctx context.Context, e *env, args []string) error {
 		}{applied, after})
 	}
 	if len(applied) == 0 {
-		fmt.Fprintf(e.out, "%s: nothing to apply\n", t)
+		fmt.Fprintf(e.out, "%s: nothing to apply\n", printable(t.String()))
 	} else {
-		fmt.Fprintf(e.out, "%s: applied %s: %s\n", t, count(len(applied), "migration"), printable(strings.Join(applied, ", ")))
+		fmt.Fprintf(e.out, "%s: applied %s: %s\n", printable(t.String()), count(len(applied), "migration"), printable(strings.Join(applied, ", ")))
 	}
 	fmt.Fprintf(e.out, "%s\n", stateLine(after))
 	return nil
@@ -123,9 +123,9 @@ func stateLine(st *cairnq.SchemaStatus) string {
 // printSchema prints migrate --check's report.
 func printSchema(out io.Writer, t target, st *cairnq.SchemaStatus) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "database\t%s\n", t)
+	fmt.Fprintf(w, "database\t%s\n", printable(t.String()))
 	if st.Schema != "" {
-		fmt.Fprintf(w, "schema\t%s\n", st.Schema)
+		fmt.Fprintf(w, "schema\t%s\n", printable(st.Schema))
 	}
 	fmt.Fprintf(w, "state\t%s\n", stateLine(st))
 	fmt.Fprintf(w, "protocol_version\t%d\t(this cairnq: %d)\n", st.ProtocolVersion, st.SDKProtocolVersion)

@@ -92,7 +92,7 @@ func cmdUI(ctx context.Context, e *env, args []string) error {
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		mode += ", listening on all interfaces"
 	}
-	fmt.Fprintf(e.out, "cairnq console on %s (%s, %s); interrupt to stop\n", url, d.t, mode)
+	fmt.Fprintf(e.out, "cairnq console on %s (%s, %s); interrupt to stop\n", url, printable(d.t.String()), mode)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

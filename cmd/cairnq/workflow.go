@@ -79,11 +79,13 @@ func cmdWorkflow(ctx context.Context, e *env, args []string) error {
 	if e.db.json {
 		return writeJSON(e.out, rec)
 	}
-	fmt.Fprintf(e.out, "%s %s\n", rec.ID, rec.Status)
+	fmt.Fprintf(e.out, "%s %s\n", printable(rec.ID), rec.Status)
 	return nil
 }
 
-// printWorkflow prints a workflow as a table, or as workflowJSON.
+// printWorkflow prints a workflow as a table, or as workflowJSON. Step
+// and task names are anybody's text, escaped as every table's are (see
+// printable).
 func printWorkflow(e *env, wf *cairnq.Workflow) error {
 	if e.db.json {
 		return writeJSON(e.out, workflowJSON{ID: wf.ID, Status: wf.Status, ContinueOnFailure: wf.ContinueOnFailure, Steps: wf.Steps})
@@ -92,19 +94,19 @@ func printWorkflow(e *env, wf *cairnq.Workflow) error {
 	if wf.ContinueOnFailure {
 		policy = "continue the other branches on a failure"
 	}
-	fmt.Fprintf(e.out, "workflow %s: %s (%s)\n", wf.ID, wf.Status, policy)
+	fmt.Fprintf(e.out, "workflow %s: %s (%s)\n", printable(wf.ID), wf.Status, policy)
 	tw := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tSTATE\tATTEMPT\tTASK ID\tTASK\tAFTER")
 	for _, s := range wf.Steps {
 		id, attempt := "-", "-"
 		if s.TaskID != "" {
-			id, attempt = s.TaskID, fmt.Sprint(s.Attempt)
+			id, attempt = printable(s.TaskID), fmt.Sprint(s.Attempt)
 		}
-		after := strings.Join(s.After, ",")
+		after := printable(strings.Join(s.After, ","))
 		if after == "" {
 			after = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.State, attempt, id, s.Task, after)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(s.Step), s.State, attempt, id, printable(s.Task), after)
 	}
 	return tw.Flush()
 }
