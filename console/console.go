@@ -99,7 +99,10 @@
 // cannot get past. The console is read-only unless Options.AllowWrites: every write route
 // then answers 403 and the pages show no buttons. Every state change is a
 // POST (GET never changes anything) behind http.CrossOriginProtection, so a
-// browser on another origin cannot forge one. Options.Authorize, when set,
+// browser on another origin cannot forge one. A POST whose only sign of
+// its origin is a Referer meets the same check with the Referer's origin
+// (one that is no URL is refused); one with none of Sec-Fetch-Site, Origin
+// and Referer (curl, a script) passes. Options.Authorize, when set,
 // runs before every request, pages, assets and API alike; mount the console
 // behind the application's own authentication either way. HidePayloads keeps
 // payloads, results and metadata out of every page and response. Responses
@@ -145,7 +148,8 @@ type Options struct {
 	// PollInterval is how often an open page re-reads when no notification
 	// arrives (Client.Watch). Default 2s.
 	PollInterval time.Duration
-	// CrossOrigin checks state-changing requests. Default
+	// CrossOrigin checks state-changing requests, one known only by its
+	// Referer as if that were its Origin. Default
 	// http.NewCrossOriginProtection(); pass one with trusted origins for a
 	// console served behind another origin.
 	CrossOrigin *http.CrossOriginProtection
@@ -280,10 +284,8 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 		writeJSONError(w, http.StatusNotFound, "no such endpoint")
 	})
 
-	o.CrossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "cross-origin request refused", http.StatusForbidden)
-	}))
-	return &handler{Handler: k.secure(o.CrossOrigin.Handler(mux)), k: k}
+	o.CrossOrigin.SetDenyHandler(refuseCrossOrigin)
+	return &handler{Handler: k.secure(checkReferer(o.CrossOrigin, o.CrossOrigin.Handler(mux))), k: k}
 }
 
 // Defaults of Options.

@@ -406,6 +406,66 @@ func TestCrossOriginRefused(t *testing.T) {
 	})
 }
 
+// TestCrossOriginRefererRefused: a write whose only sign of its origin
+// was a foreign Referer (no Origin, no Sec-Fetch-Site, as an old browser
+// sends a form) passed http.CrossOriginProtection: 303, and the task was
+// canceled. Such a Referer, or one that is no URL, is refused as a foreign
+// Origin is; one naming the console's host or a trusted origin passes, as
+// does a write with none of the three headers (curl, a script).
+func TestCrossOriginRefererRefused(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		cop := http.NewCrossOriginProtection()
+		if err := cop.AddTrustedOrigin("https://proxy.example"); err != nil {
+			t.Fatal(err)
+		}
+		h := mount(t, c, &console.Options{AllowWrites: true, CrossOrigin: cop})
+		// cancel posts a cancel of a new task to target (its id for ID)
+		// with referer alone, and returns the answer and the task's status.
+		cancel := func(target, referer string) (response, cairnq.Status) {
+			t.Helper()
+			task := submit(t, c, "x", nil, nil)
+			hdr := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+			if referer != "" {
+				hdr["Referer"] = referer
+			}
+			r := postForm(t, h, strings.Replace(target, "ID", task.ID, 1), nil, hdr)
+			st, err := c.GetStatus(ctx(t), task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, st.Status
+		}
+		for _, tc := range []struct {
+			referer string
+			ok      bool
+		}{
+			{"https://evil.example/attack.html", false},
+			{"http://example.com.evil.example/", false},
+			{"http://example.com:8080/cairnq/tasks", false}, // another port: another origin
+			{"not a url", false},
+			{"/cairnq/tasks", false}, // a Referer is absolute
+			{"//example.com/cairnq/tasks", false},
+			{"http://[::1/", false},
+			{"null", false},
+			{"http://example.com/cairnq/tasks/x", true}, // httptest's Host
+			{"https://proxy.example/cairnq/", true},
+			{"", true},
+		} {
+			for target, done := range map[string]int{"/cairnq/tasks/ID/cancel": http.StatusSeeOther, "/cairnq/api/tasks/ID/cancel": http.StatusOK} {
+				r, st := cancel(target, tc.referer)
+				want, wantSt := done, cairnq.StatusCanceled
+				if !tc.ok {
+					want, wantSt = http.StatusForbidden, cairnq.StatusQueued
+				}
+				if r.Status != want || st != wantSt || !tc.ok && !strings.Contains(r.Body, "cross-origin request refused") {
+					t.Errorf("POST %s with Referer %q alone: %d, task %s; want %d, task %s\n%s", target, tc.referer, r.Status, st, want, wantSt, r.Body)
+				}
+			}
+		}
+	})
+}
+
 func TestAuthorize(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		h := mount(t, open(t), &console.Options{Authorize: func(r *http.Request) error {
