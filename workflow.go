@@ -304,17 +304,24 @@ func (tc *TaskContext) StepResult(ctx context.Context, step string) (json.RawMes
 // the workflow; nothing already in the workflow can wait for it. The
 // steps are written into the workflow when tc's step succeeds, in its
 // settlement's transaction, and only then: an attempt that fails adds
-// nothing, and its retry adds again. A step that is no workflow's, or
-// steps that are bad on their own (as SubmitWorkflow checks them), are
-// an *ArgumentError now, as are steps added once tc has settled; steps
-// that do not fit the workflow as it stands at the settlement (a name
-// taken) fail tc's step for good, with the envelope type "InvalidSteps"
-// (and TaskContext.Succeed returns an error wrapping the *ArgumentError).
-// Add steps before the handler settles (returns, or calls Succeed): steps
-// added while a settlement is being written may be lost.
+// nothing, and its retry adds again.
+//
+// What can be refused without reading the workflow is an *ArgumentError
+// now, and adds nothing: a task that is no workflow's step, steps added
+// once tc has settled, and steps bad on their own or together with those
+// tc added before, as SubmitWorkflow checks them (a name, a task, a name
+// used twice, a cycle among them, more than the 10,000 steps a workflow
+// may hold). Steps that do not fit the workflow as it stands at the
+// settlement (a name the workflow has, an After naming no step of it,
+// more steps in all than it may hold) fail tc's step for good, with the
+// envelope type "InvalidSteps" (and TaskContext.Succeed returns an error
+// wrapping the *ArgumentError). Add steps before the handler settles
+// (returns, or calls Succeed): steps added while a settlement is being
+// written may be lost.
 func (tc *TaskContext) AddSteps(steps ...WorkflowStep) error {
 	const op = "add steps"
-	if _, ok := engine.StepMarkOf(tc.task); !ok {
+	mark, ok := engine.StepMarkOf(tc.task)
+	if !ok {
 		return &ArgumentError{Op: op, Arg: "task", Reason: fmt.Sprintf("task %s is not a step of a workflow", tc.task.ID)}
 	}
 	specs, err := stepSpecs(op, steps)
@@ -330,7 +337,11 @@ func (tc *TaskContext) AddSteps(steps ...WorkflowStep) error {
 	}
 	tc.addMu.Lock()
 	defer tc.addMu.Unlock()
-	tc.added = append(tc.added, add...)
+	all := append(slices.Clip(tc.added), add...)
+	if err := engine.CheckAddedSteps(op, mark.Step, all); err != nil {
+		return err
+	}
+	tc.added = all
 	return nil
 }
 

@@ -780,7 +780,7 @@ func TestWorkflowSucceedTxRefusedSteps(t *testing.T) {
 	refused := make(chan error, 1)
 	w := newWorker(t, c, nil)
 	if err := w.Handle("wf.tx", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		if err := tc.AddSteps(cairnq.WorkflowStep{Step: "tx", Task: "wf.tx"}); err != nil { // the adder's own name
+		if err := tc.AddSteps(cairnq.WorkflowStep{Step: "later", Task: "wf.tx"}); err != nil { // a name the workflow has
 			return nil, err
 		}
 		err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
@@ -792,7 +792,7 @@ func TestWorkflowSucceedTxRefusedSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, w)
-	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "tx", Task: "wf.tx"}}, nil)
+	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "tx", Task: "wf.tx"}, {Step: "later", Task: "wf.tx", After: []string{"tx"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -366,6 +366,20 @@ func (e *AddedStepsError) Error() string {
 }
 func (e *AddedStepsError) Unwrap() error { return e.Err }
 
+// CheckAddedSteps checks the steps a running step, by, has added so far
+// on their own (workflowspec.CheckAdded, and no more of them than a
+// workflow may hold): what the settlement would refuse whatever the
+// workflow holds is an *ArgumentError at the call instead.
+func CheckAddedSteps(op, by string, steps []workflowspec.Step) error {
+	if len(steps) > MaxWorkflowSteps {
+		return argError(op, "steps", "%d added, the limit of a workflow's steps is %d", len(steps), MaxWorkflowSteps)
+	}
+	if err := workflowspec.CheckAdded(by, steps); err != nil {
+		return definitionError(op, err)
+	}
+	return nil
+}
+
 // MaxWorkflowSteps bounds the steps of one workflow, those added while it
 // runs included.
 const MaxWorkflowSteps = 10_000

@@ -326,6 +326,29 @@ func (d *Definition) AddSteps(by string, steps []Step) error {
 	return nil
 }
 
+// CheckAdded checks steps that step by adds while it runs on their own,
+// before the workflow is read: what AddSteps would refuse whatever the
+// workflow holds. Each step's name and task, names unique among them and
+// none of them by, no step waiting for itself, and no cycle among them
+// (nothing already in a workflow can wait for an added step, so a cycle
+// can only run through added ones). An After naming no added step names
+// one of the workflow's, which only AddSteps can check.
+func CheckAdded(by string, steps []Step) error {
+	added := make(map[string]bool, len(steps))
+	for _, s := range steps {
+		added[s.Step] = true
+	}
+	if added[by] {
+		return stepErr(by, "is added by itself, the step that adds it")
+	}
+	own := make([]Step, len(steps))
+	for i, s := range steps {
+		own[i] = s
+		own[i].After = slices.DeleteFunc(slices.Clone(s.After), func(a string) bool { return !added[a] && a != s.Step })
+	}
+	return validateSteps(own, nil)
+}
+
 // StepKey is the key of step's task in workflow (the record task's id):
 // KeyPrefix, the id, ":" and the step's name, e.g.
 // "cairnq:workflow:task_01J...:extract". Step names hold no ':', so a key

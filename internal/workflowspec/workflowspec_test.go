@@ -289,3 +289,33 @@ func TestAdvanceRunsEachStepOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAdded(t *testing.T) {
+	leaf := func(name string, after ...string) Step { return Step{Step: name, Task: "t", After: after} }
+	for _, tc := range []struct {
+		name  string
+		steps []Step
+		bad   string // a part of the error, "" for none
+	}{
+		{"waits for the workflow's steps", []Step{leaf("a", "elsewhere"), leaf("b", "a", "by")}, ""},
+		{"a cycle among them", []Step{leaf("p", "q"), leaf("q", "p")}, "waits for itself through"},
+		{"a longer cycle", []Step{leaf("a", "c"), leaf("b", "a"), leaf("c", "b", "elsewhere")}, "waits for itself through"},
+		{"waits for itself", []Step{leaf("a", "a")}, "waits for itself"},
+		{"a name twice", []Step{leaf("a"), leaf("a")}, "named twice"},
+		{"the adder's name", []Step{leaf("by")}, "added by itself"},
+		{"no task", []Step{{Step: "a"}}, "no task name"},
+		{"a bad name", []Step{leaf("a:b")}, ""},
+	} {
+		err := CheckAdded("by", tc.steps)
+		switch {
+		case tc.name == "a bad name":
+			if err == nil {
+				t.Errorf("%s: nil, want an error", tc.name)
+			}
+		case tc.bad == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.bad)
+		}
+	}
+}
