@@ -115,6 +115,15 @@ var (
 	// installation: no SQLite file at the path, no schema of that name, or
 	// no cairnq tables in the database. Nothing was created.
 	ErrNoDatabase = cairnqtype.ErrNoDatabase
+	// ErrUnavailable: the Postgres database could not be reached: the
+	// connection was lost, the server is starting up or shutting down, or
+	// no connection could be made. The call may succeed once the server is
+	// back; the driver's error stays inside for errors.As. A write whose
+	// answer was lost may have been committed: reads, settlements, cancels
+	// and keyed submits retry safely (the retry finds what the first try
+	// did), while an unkeyed Submit or SubmitMany retried can store its
+	// tasks twice.
+	ErrUnavailable = cairnqtype.ErrUnavailable
 )
 
 // Typed errors, usable with errors.As.

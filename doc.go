@@ -409,7 +409,12 @@
 // [ErrClosed], [ErrUnsupported], [ErrStorageFull], [ErrStorageMemory],
 // [ErrStorageReadOnly], [ErrValueTooLarge],
 // [ErrSchemaMismatch], [ErrForeignDatabase], [ErrNoDatabase]
-// ([Options].OpenExisting found nothing to open). Typed errors carry the
+// ([Options].OpenExisting found nothing to open), [ErrUnavailable] (on
+// Postgres, whatever the adapter: the connection was lost, the server is
+// starting up or shutting down, or no connection could be made; an outage
+// to wait out, not a bug. A write whose answer was lost may have been
+// committed: a keyed submit retries safely, an unkeyed one may be stored
+// twice). Typed errors carry the
 // details: [*ArgumentError] (which call, which argument, why; every
 // invalid argument is one, a nil context too, never a panic),
 // [*SerializationError] (a value JSON or the limits cannot hold, such as
@@ -542,6 +547,12 @@
 //     client logs one WARN naming the pooler and polls. In session mode
 //     LISTEN works as usual, except on bun's pgdriver, which listens only on
 //     connections proven direct.
+//   - Startup parameters: pgbouncer refuses those it does not pass on,
+//     search_path among them, so an adapter's Open with Options.Schema
+//     fails there with an [*OpenError] that says what to do instead: set
+//     the schema for the role on the server (ALTER ROLE ... SET
+//     search_path), open without the option, and give the schema to
+//     PostgresOptions.Schema, which checks where the connections resolve.
 //   - cairnq doctor reports the route (direct or through a pooler, and so
 //     whether statements stay prepared) and whether LISTEN works.
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/outage"
 )
 
 // settleLeftover records one task's outcome from how its call ended. It
@@ -213,22 +214,23 @@ func (w *Worker) retrySettle(ctx context.Context, settle func() error) error {
 
 // transient reports whether a failed write may succeed if run again: not
 // a refusal that would repeat (bad input, a lost lease, a closed store,
-// the server rejecting the statement itself), but a busy database or a
-// connection that failed, whose errors carry no SQLSTATE or one of the
-// classes of connection, resource and operator faults.
+// the server rejecting the statement itself), but a busy database, the
+// database out of reach (outage.Is, which every ErrUnavailable is), or an
+// error that carries no SQLSTATE or one of the classes of transaction
+// rollback, resource, operator and system faults.
 func transient(err error) bool {
 	switch {
 	case err == nil, errIsLostLease(err), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
-	case errors.Is(err, ErrBusy):
+	case errors.Is(err, ErrBusy), outage.Is(err):
 		return true
 	}
 	var se interface{ SQLState() string }
 	if errors.As(err, &se) {
 		code := se.SQLState()
 		switch code[:min(2, len(code))] {
-		case "08", "40", "53", "57", "58":
+		case "40", "53", "57", "58":
 			return true
 		}
 		return false

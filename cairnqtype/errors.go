@@ -44,6 +44,30 @@ var (
 	ErrNoDatabase = errors.New("cairnq: no such database")
 )
 
+// ErrUnavailable: the database could not be reached. The connection was
+// lost (the server restarted or crashed, a proxy or the network cut it),
+// the server is starting up or shutting down, or no connection could be
+// made (refused, timed out, too many connections, a pooler that cannot
+// reach the server). It is an outage, not a fault of the call: the same
+// call may succeed once the server is back. Every Postgres adapter of
+// this module reports these failures with it, and so does the client
+// over an executor written elsewhere that wraps its driver's errors with
+// %w. The driver's own error stays inside, for errors.As (a
+// *pgconn.PgError, a *pq.Error, a *net.OpError). SQLite never returns it.
+//
+// Whether a retry is safe depends on the call, because a connection lost
+// after a write was sent leaves the write's outcome unknown: the server
+// may have committed it and lost only the answer. Reads are safe to
+// retry. So are the writes that hold to a task's state: a settlement
+// whose first try took effect finds its lease gone (ErrLostLease), a
+// heartbeat extends the lease again, a cancel finds nothing left to
+// cancel. A keyed submit retried under the same key finds the task the first try
+// stored while that task is live (ConflictReuse), or reports it as an
+// *AlreadyExistsError (ConflictReject); under ConflictReplace the retry
+// cancels it and stores another. An unkeyed submit (Submit, SubmitMany)
+// can be stored twice by a retry: give it a key to retry it safely.
+var ErrUnavailable = errors.New("cairnq: database unavailable")
+
 // ArgumentError is an invalid argument: which call, which argument, why.
 type ArgumentError struct {
 	Op     string // e.g. "submit"
@@ -206,6 +230,8 @@ func (e *StorageError) Unwrap() error { return e.Err }
 
 // OpenError reports a database that could not be opened or prepared.
 type OpenError struct {
+	// Path is the SQLite file, or the Postgres server and database an
+	// adapter's Open was given (host:port/dbname, no credentials).
 	Path string
 	Err  error
 }

@@ -41,6 +41,19 @@
 //     pay a new LISTEN connection. After a Listen call failed with an
 //     error other than [ErrListenUnavailable] (which stops the asking for
 //     good), the store's waiters poll for 5 seconds before they ask again.
+//
+// # Errors
+//
+// An executor returns its driver's error wrapped with %w, so that the
+// store reads what it is: a server error's SQLSTATE through a method
+// SQLState() string (pgx's *pgconn.PgError and lib/pq's *pq.Error have
+// it), and an outage (the database out of reach) by that SQLSTATE or by
+// the driver's error itself: driver.ErrBadConn, io.EOF, a *net.OpError,
+// pgx's errors raised before anything was sent. The store reports an
+// outage as cairnq.ErrUnavailable, whichever executor produced it; the
+// adapters of this repository mark their own errors so as well, so that
+// an application running statements on one tells an outage from a bug
+// the same way.
 package executor
 
 import (

@@ -32,7 +32,10 @@
 // returns *pgconn.PgError, which has a SQLState method. pgdriver's server
 // errors (pgdriver.Error) carry their code only as Field('C'), so this
 // package wraps them in an error whose SQLState method returns it;
-// errors.As still finds the pgdriver.Error.
+// errors.As still finds the pgdriver.Error. A database out of reach (the
+// connection lost, the server starting up or shutting down, no connection
+// to be made) is also cairnq.ErrUnavailable to errors.Is, on either
+// driver.
 //
 // # Sharing transactions
 //

@@ -22,7 +22,8 @@
 // statements never show in gorm's logger, and gorm's prepared-statement
 // cache (PrepareStmt) is bypassed for them. Rows cross the seam as pgx's
 // stdlib produced them; errors are wrapped with %w, so errors.As still finds
-// the *pgconn.PgError.
+// the *pgconn.PgError, and a database out of reach is also
+// cairnq.ErrUnavailable to errors.Is.
 //
 // # Sharing transactions
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
 	"github.com/cairnq/cairnq-go/internal/sqlrows"
@@ -160,11 +161,11 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	case err == nil:
 		return nil
 	case !began:
-		return wrapErr("begin", err)
+		return outage.Mark(ctx, wrapErr("begin", err))
 	case fnErr != nil:
 		return fnErr
 	default:
-		return wrapErr("commit", err)
+		return outage.Mark(ctx, wrapErr("commit", err))
 	}
 }
 

@@ -18,7 +18,12 @@
 // seam as lib/pq produced them, a transaction's session is bound to a
 // *sql.Tx ([TxOf]), and [TxSession] lets cairnq join a transaction the
 // application holds. Errors keep lib/pq's own: errors.As finds the *pq.Error
-// (whose SQLState method gives the SQLSTATE).
+// (whose SQLState method gives the SQLSTATE). A database out of reach (the
+// connection lost, which lib/pq mostly reports as driver.ErrBadConn, the
+// server starting up or shutting down, no connection to be made) is also
+// cairnq.ErrUnavailable to errors.Is. [Open] with [Options.Schema] through
+// a pooler that refuses the search_path startup parameter (pgbouncer) fails
+// with a *cairnq.OpenError saying what to do instead.
 //
 // The executor is an [executor.Listener]: LISTEN runs on a pq.Listener, a
 // connection of its own opened from the DSN (lib/pq cannot lend a pooled

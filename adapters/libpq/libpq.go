@@ -15,7 +15,9 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
+	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
 // DefaultConnectTimeout bounds making each connection cairnq opens itself
@@ -31,7 +33,10 @@ type Options struct {
 	// nothing else) on every connection of its pool, overriding any
 	// search_path in the DSN. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$
 	// and is used quoted, so case is kept. Empty, the default, leaves the
-	// DSN's (or the server's) search_path alone.
+	// DSN's (or the server's) search_path alone. Through a connection
+	// pooler that refuses the search_path startup parameter (pgbouncer
+	// does), Open fails with a *cairnq.OpenError that says how to set the
+	// schema on the server instead.
 	//
 	// [New] ignores Schema: an application's pool is never reconfigured.
 	// Give the schema to cairnq's store, which checks where that pool
@@ -174,18 +179,52 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	// The route's connection is also the check that the server answers.
 	route, err := connector.route(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cairnq: open: %w", err)
+		if o.Schema != "" {
+			if oe := searchPathRefused(ctx, cfg, o.Schema, err); oe != nil {
+				return nil, oe
+			}
+		}
+		return nil, outage.Mark(ctx, fmt.Errorf("cairnq: open: %w", err))
 	}
 	db := sql.OpenDB(connector)
 	if err := prepare(ctx, db, o.Schema); err != nil {
 		_ = db.Close()
-		return nil, err
+		return nil, outage.Mark(ctx, err)
 	}
 	// binary_parameters (set above unless the DSN says otherwise) sends a
 	// statement's arguments with it, in one round trip.
 	e := newExecutor(db, dsn, o, route.KeepsSession() && !o.NoPrepare, cfg.BinaryParameters)
 	e.owned = true
 	return e, nil
+}
+
+// searchPathRefused returns the *cairnq.OpenError that says what to do
+// when err, Open's first connection failing with Options.Schema, is the
+// search_path startup parameter refused: a connection pooler such as
+// pgbouncer refuses a parameter it does not pass on, with SQLSTATE 08P01.
+// The code alone proves nothing (08P01 is also a pooler that lost its
+// server, an outage), so a connection made without the parameter decides:
+// when it is accepted, the parameter was refused. It returns nil
+// otherwise.
+func searchPathRefused(ctx context.Context, cfg pq.Config, schema string, err error) error {
+	if !isSQLState(err, "08P01") {
+		return nil
+	}
+	without := cfg.Clone()
+	delete(without.Runtime, "search_path")
+	connector, cerr := newConnector(without)
+	if cerr != nil {
+		return nil
+	}
+	conn, _, cerr := connector.connect(ctx)
+	if cerr != nil {
+		return nil
+	}
+	_ = conn.Close()
+	return &cairnq.OpenError{
+		Path: fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database),
+		Err:  fmt.Errorf("cairnq: %s: %w", pgroute.SearchPathRefused(cfg.User, cfg.Database, schema), err),
+	}
 }
 
 // connectTimeout is the bound on making a connection: opt when set, else

@@ -49,5 +49,10 @@
 //
 // Errors are wrapped as "cairnq/pgx: <op>: ..." with %w, so errors.As still
 // finds *pgconn.PgError, or any error with a SQLState() string method, and
-// errors.Is still finds context.Canceled and context.DeadlineExceeded.
+// errors.Is still finds context.Canceled and context.DeadlineExceeded. A
+// database out of reach (the connection lost, the server starting up or
+// shutting down, no connection to be made) is also cairnq.ErrUnavailable
+// to errors.Is. [Open] with [Options.Schema] through a pooler that refuses
+// the search_path startup parameter (pgbouncer) fails with a
+// *cairnq.OpenError saying what to do instead.
 package cairnqpgx

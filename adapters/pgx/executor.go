@@ -19,6 +19,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
 	"github.com/cairnq/cairnq-go/internal/quietlog"
@@ -32,7 +33,10 @@ type Options struct {
 	// connection of its pool. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$
 	// and is always quoted, so it is case-sensitive. [New] ignores it: an
 	// application pool is never reconfigured. Default "": the server's own
-	// search_path.
+	// search_path. Through a connection pooler that refuses the
+	// search_path startup parameter (pgbouncer does), Open fails with a
+	// *cairnq.OpenError that says how to set the schema on the server
+	// instead.
 	Schema string
 
 	// ExecMode is the pgx query execution mode of every statement this
@@ -161,9 +165,41 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 	e := newExecutor(pool, true, &o)
 	if err := e.setUp(ctx, o.Schema); err != nil {
 		pool.Close()
-		return nil, err
+		if o.Schema != "" {
+			if oe := searchPathRefused(ctx, cfg, o.Schema, err); oe != nil {
+				return nil, oe
+			}
+		}
+		return nil, outage.Mark(ctx, err)
 	}
 	return e, nil
+}
+
+// searchPathRefused returns the *cairnq.OpenError that says what to do
+// when err, setUp's failure with Options.Schema, is the search_path
+// startup parameter refused: a connection pooler such as pgbouncer
+// refuses a parameter it does not pass on, with SQLSTATE 08P01, before
+// any connection exists. The code alone proves nothing (08P01 is also a
+// pooler that lost its server, an outage), so a connection made without
+// the parameter decides: when it is accepted, the parameter was refused.
+// The OpenError wraps the server's *pgconn.PgError, not err, which says
+// outage. It returns nil otherwise.
+func searchPathRefused(ctx context.Context, cfg *pgxpool.Config, schema string, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "08P01" {
+		return nil
+	}
+	cc := cfg.ConnConfig.Copy()
+	delete(cc.RuntimeParams, "search_path")
+	conn, cerr := pgx.ConnectConfig(ctx, cc)
+	if cerr != nil {
+		return nil
+	}
+	_ = conn.Close(ctx)
+	return &cairnq.OpenError{
+		Path: fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database),
+		Err:  fmt.Errorf("cairnq/pgx: %s: %w", pgroute.SearchPathRefused(cc.User, cc.Database, schema), pe),
+	}
 }
 
 // poolConfig validates o and returns the configuration of the pool Open
@@ -346,7 +382,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	mode := e.modeFor(ctx)
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("cairnq/pgx: begin: %w", err)
+		return outage.Mark(ctx, fmt.Errorf("cairnq/pgx: begin: %w", err))
 	}
 	s := &Session{tx: tx, mode: mode}
 	finished := false
@@ -362,7 +398,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 		return ferr
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("cairnq/pgx: commit: %w", err)
+		return outage.Mark(ctx, fmt.Errorf("cairnq/pgx: commit: %w", err))
 	}
 	return nil
 }
@@ -443,7 +479,7 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
+		return nil, outage.Mark(ctx, fmt.Errorf("cairnq/pgx: query: %w", err))
 	}
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
@@ -476,7 +512,7 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 		row(fields, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("cairnq/pgx: query: %w", err)
+		return nil, outage.Mark(ctx, fmt.Errorf("cairnq/pgx: query: %w", err))
 	}
 	return names, nil
 }
@@ -567,7 +603,7 @@ func jsonText(f *pgconn.FieldDescription, raw []byte) any {
 // that true whatever the pool's default mode.)
 func execScript(ctx context.Context, q querier, script string) error {
 	if _, err := q.Exec(ctx, script, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("cairnq/pgx: exec: %w", err)
+		return outage.Mark(ctx, fmt.Errorf("cairnq/pgx: exec: %w", err))
 	}
 	return nil
 }

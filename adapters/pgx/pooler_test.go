@@ -79,3 +79,18 @@ func TestStatementsPreparedOnlyWhereTheSessionIsKept(t *testing.T) {
 		}
 	}
 }
+
+// A pooler refusing the search_path startup parameter that Options.Schema
+// sets makes Open fail with a *cairnq.OpenError saying what to do, and
+// doing it works.
+func TestOpenWithASchemaThePoolerRefuses(t *testing.T) {
+	t.Parallel()
+	adaptertest.OpenWithASchemaThePoolerRefuses(t, func(t *testing.T, dsn, schema string) (executor.Executor, error) {
+		e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{Schema: schema})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { e.Close() })
+		return e, nil
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/sqlrows"
 )
 
@@ -135,7 +136,7 @@ func run[T any](ctx context.Context, c *stmtCache, db sqlrows.Runner, query stri
 		if isStale {
 			return unprepared(ctx, db, query, args, label)
 		}
-		return zero, label("query", err)
+		return zero, outage.Mark(ctx, label("query", err))
 	}
 	out, err := collect(rows)
 	if err != nil && stale(err) { // a driver that reports the refusal with the rows
@@ -143,7 +144,7 @@ func run[T any](ctx context.Context, c *stmtCache, db sqlrows.Runner, query stri
 	}
 	c.release(cs)
 	if err != nil {
-		return zero, label("query", err)
+		return zero, outage.Mark(ctx, label("query", err))
 	}
 	return out, nil
 }

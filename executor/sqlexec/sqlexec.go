@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
 	"github.com/cairnq/cairnq-go/internal/sqlrows"
 	"github.com/cairnq/cairnq-go/protocol"
@@ -144,7 +145,10 @@ func (e *Executor) Native() any { return e.db }
 
 // Query runs one statement on the pool and returns its rows; see
 // [executor.Session.Query]. Errors are wrapped with %w, so the driver's own
-// error type (a *pq.Error, a *pgconn.PgError) is reachable with errors.As.
+// error type (a *pq.Error, a *pgconn.PgError) is reachable with errors.As;
+// a database out of reach (driver.ErrBadConn, a connection refused or
+// reset, a server starting up or shutting down) is also
+// cairnq.ErrUnavailable to errors.Is, whatever the driver.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	if e.stmts != nil && len(args) > 0 {
 		return e.stmts.query(ctx, e.db, query, args)
@@ -231,7 +235,7 @@ func (e *Executor) Exec(ctx context.Context, script string) error {
 func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
 	tx, err := e.db.BeginTx(ctx, e.txOpts)
 	if err != nil {
-		return fmt.Errorf("cairnq: begin: %w", err)
+		return outage.Mark(ctx, fmt.Errorf("cairnq: begin: %w", err))
 	}
 	done := false
 	defer func() {
@@ -248,7 +252,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	}
 	done = true
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("cairnq: commit: %w", err)
+		return outage.Mark(ctx, fmt.Errorf("cairnq: commit: %w", err))
 	}
 	return nil
 }

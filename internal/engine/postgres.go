@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/quietlog"
 	"github.com/cairnq/cairnq-go/internal/wake"
 	"github.com/cairnq/cairnq-go/protocol"
@@ -185,9 +186,9 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("cairnq: creating the migration ledger: %w", err)
+		return fmt.Errorf("cairnq: creating the migration ledger: %w", outage.Mark(ctx, err))
 	}
-	return be.ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+	err = be.ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
 		if err := sess.Exec(ctx, "LOCK TABLE cairnq_migrations IN EXCLUSIVE MODE"); err != nil {
 			return err
 		}
@@ -231,6 +232,9 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 		warnNewerSchema(be.log, rows, "postgres")
 		return nil
 	})
+	// The migration runs on the executor's sessions directly; a server out
+	// of reach fails the open as it fails any call.
+	return outage.Mark(ctx, err)
 }
 
 func pgProtocolVersion(ctx context.Context, sess executor.Session, mayBeMissing bool) (int, bool, error) {
@@ -275,22 +279,27 @@ type pgBackend struct {
 	closed    atomic.Bool
 }
 
+// pgQuerier runs the store's statements on an executor's session. It marks
+// a failure that is the database out of reach (outage.Mark) whatever
+// executor produced it: this module's adapters mark their own, and one
+// written elsewhere need only pass its driver's error through with %w.
 type pgQuerier struct{ s executor.Session }
 
 func (q pgQuerier) query(ctx context.Context, sql string, args []any) ([]executor.Row, error) {
-	return q.s.Query(ctx, sql, args...)
+	rows, err := q.s.Query(ctx, sql, args...)
+	return rows, outage.Mark(ctx, err)
 }
 
 func (q pgQuerier) scan(ctx context.Context, sql string, args []any) (rowSet, error) {
 	if rq, ok := q.s.(executor.PositionalQuerier); ok {
 		rows, err := rq.QueryPositional(ctx, sql, args...)
 		if err != nil {
-			return nil, err
+			return nil, outage.Mark(ctx, err)
 		}
 		return tableOf(rows)
 	}
 	rows, err := q.s.Query(ctx, sql, args...)
-	return mapRows(rows), err
+	return mapRows(rows), outage.Mark(ctx, err)
 }
 
 func (b *pgBackend) read(ctx context.Context, fn func(q querier) error) error {
@@ -299,10 +308,26 @@ func (b *pgBackend) read(ctx context.Context, fn func(q querier) error) error {
 
 func (b *pgBackend) write(ctx context.Context, fn func(q querier) error) error {
 	return b.run(ctx, func() error {
-		return b.ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		return pgTx(ctx, b.ex, func(ctx context.Context, s executor.Session) error {
 			return fn(pgQuerier{s})
 		})
 	})
+}
+
+// pgTx is ex.Tx. A failure of the transaction itself (BEGIN, COMMIT) that
+// is the database out of reach is marked as the statements' are (see
+// pgQuerier); fn's own error comes back as fn returned it.
+func pgTx(ctx context.Context, ex executor.Executor, fn func(ctx context.Context, s executor.Session) error) error {
+	var fnErr error
+	err := ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		fnErr = fn(ctx, s)
+		return fnErr
+	})
+	// Tx returns fn's error unchanged, so any other error is its own.
+	if err != nil && err != fnErr {
+		return outage.Mark(ctx, err)
+	}
+	return err
 }
 
 // writeSingle runs one statement outside an explicit transaction: Postgres

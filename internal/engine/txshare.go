@@ -78,7 +78,7 @@ func (s *Store) CompleteWith(ctx context.Context, id, workerID string, step *Ste
 	ex := s.be.(*pgBackend).ex
 	var t *Task
 	var adv Advanced
-	err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+	err := pgTx(ctx, ex, func(ctx context.Context, sess executor.Session) error {
 		v, err := fn(ctx, sess)
 		if err != nil {
 			return err

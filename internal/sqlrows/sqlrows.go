@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
 
@@ -26,6 +27,9 @@ type Runner interface {
 
 // Label wraps the error of a failed statement with %w for the caller that
 // ran it, keeping the driver's error reachable: op is "query" or "exec".
+// What it returns is then marked when it is the database out of reach
+// (outage.Mark), so that every executor over database/sql reports an
+// outage alike.
 type Label func(op string, err error) error
 
 // Query runs query on r and reads its rows with Collect; an error is
@@ -44,11 +48,11 @@ func run[T any](ctx context.Context, r Runner, query string, args []any, label L
 	var zero T
 	rows, err := r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return zero, label("query", err)
+		return zero, outage.Mark(ctx, label("query", err))
 	}
 	out, err := collect(rows)
 	if err != nil {
-		return zero, label("query", err)
+		return zero, outage.Mark(ctx, label("query", err))
 	}
 	return out, nil
 }
@@ -59,7 +63,7 @@ func run[T any](ctx context.Context, r Runner, query string, args []any, label L
 // several statements in one text.
 func Exec(ctx context.Context, r Runner, script string, label Label) error {
 	if _, err := r.ExecContext(ctx, script); err != nil {
-		return label("exec", err)
+		return outage.Mark(ctx, label("exec", err))
 	}
 	return nil
 }

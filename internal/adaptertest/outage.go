@@ -1,0 +1,252 @@
+package adaptertest
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/syncbuf"
+)
+
+// The calls the outage test keeps making, each from goroutines of its
+// own: the client's unkeyed and keyed submits and a read, and the
+// executor's own statements, alone and in a transaction, for an
+// application that runs its statements on it.
+const (
+	outageSubmit      = "submit"
+	outageSubmitKeyed = "keyed submit"
+	outageGet         = "get"
+	outageQuery       = "executor query"
+	outageTx          = "executor tx"
+)
+
+// outageCalls is how many goroutines make each call.
+const outageCalls = 2
+
+// restartTimeout bounds the restart of the private cluster: a hang, not a
+// timing.
+const restartTimeout = 2 * time.Minute
+
+// SubmitOutage restarts a private cluster the way `pg_ctl restart -m
+// immediate` does (every connection dropped, the server refusing
+// connections, then starting up and running crash recovery) under a
+// client on the executor open returns, while goroutines keep submitting,
+// reading, and running statements on the executor itself. Every call that
+// fails must fail with an error that errors.Is finds
+// cairnq.ErrUnavailable in, whatever the adapter: that is how a program
+// tells an outage from a bug. It checks that some call did fail (the
+// restart was seen), and that every kind of call succeeds again once the
+// server is back.
+func SubmitOutage(t *testing.T, open Opener) { submitOutage(t, open, "", true) }
+
+// SubmitOutageClient is SubmitOutage with the client's calls only, for an
+// executor written elsewhere (see Foreign), which marks nothing itself:
+// the store marks what reaches it.
+func SubmitOutageClient(t *testing.T, open Opener) { submitOutage(t, open, "", false) }
+
+// SubmitOutageBehindPooler is SubmitOutage through a pgbouncer in mode in
+// front of the cluster, which says the server is gone in words of its own
+// (SQLSTATE 08P01: "server conn crashed?", "server login has been
+// failing"), and keeps answering while it is. pgbouncer waits its
+// server_login_retry (15 seconds) after a failed server login before it
+// tries again, so the test lasts that long.
+func SubmitOutageBehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener) {
+	submitOutage(t, open, mode, true)
+}
+
+// submitOutage is SubmitOutage, through a pooler in mode unless mode is
+// "", making calls on the executor itself too when executorCalls.
+func submitOutage(t *testing.T, open Opener, mode pgtest.PoolMode, executorCalls bool) {
+	cl := pgtest.NewCluster(t)
+	var logs syncbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("client log:\n%s\nserver log:\n%s", logs.String(), cl.LogTail(30))
+		}
+	})
+	dsn := cl.DSN()
+	if mode != "" {
+		dsn = pgtest.Pooler(t, dsn, mode)
+	}
+	ex := open(t, dsn)
+	ctx := Ctx(t)
+	c, err := cairnq.OpenPostgres(ctx, ex, &cairnq.PostgresOptions{Options: cairnq.Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	seed, err := c.Submit(ctx, "outage", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	calls := map[string]func(i int) error{
+		outageSubmit: func(int) error {
+			_, err := c.Submit(ctx, "outage", nil, nil)
+			return err
+		},
+		outageSubmitKeyed: func(i int) error {
+			_, err := c.Submit(ctx, "outage", nil, &cairnq.SubmitOptions{Key: fmt.Sprint("key-", i)})
+			return err
+		},
+		outageGet: func(int) error {
+			_, err := c.Get(ctx, seed.ID)
+			return err
+		},
+		outageQuery: func(int) error {
+			_, err := ex.Query(ctx, "SELECT 1 AS one")
+			return err
+		},
+		outageTx: func(int) error {
+			return ex.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+				_, err := s.Query(ctx, "SELECT 1 AS one")
+				return err
+			})
+		},
+	}
+	if !executorCalls {
+		delete(calls, outageQuery)
+		delete(calls, outageTx)
+	}
+	type failure struct {
+		call string
+		err  error
+	}
+	var (
+		mu        sync.Mutex
+		failures  []failure
+		ok        atomic.Int64
+		restarted atomic.Bool
+		okAfter   = map[string]*atomic.Int64{}
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+		next      atomic.Int64
+	)
+	for name := range calls {
+		okAfter[name] = new(atomic.Int64)
+	}
+	for name, call := range calls {
+		for range outageCalls {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					after := restarted.Load()
+					if err := call(int(next.Add(1))); err != nil {
+						mu.Lock()
+						failures = append(failures, failure{name, err})
+						mu.Unlock()
+						// Paces a goroutine while the server is down; it
+						// waits for nothing.
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					ok.Add(1)
+					if after {
+						okAfter[name].Add(1)
+					}
+				}
+			})
+		}
+	}
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+
+	Poll(t, "calls to succeed before the restart", func() bool { return ok.Load() >= 50 })
+	rctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
+	defer cancel()
+	at := time.Now()
+	if err := cl.RestartImmediate(rctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the server was back after %v", time.Since(at).Round(time.Millisecond))
+	restarted.Store(true)
+	Poll(t, "every kind of call to succeed again after the restart", func() bool {
+		for _, n := range okAfter {
+			if n.Load() < 5 {
+				return false
+			}
+		}
+		return true
+	})
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) == 0 {
+		t.Fatal("no call failed across the restart: the outage was not seen, so nothing was checked")
+	}
+	perCall := map[string]int{}
+	untyped := map[string]int{} // call, type and message of each failure not ErrUnavailable
+	for _, f := range failures {
+		perCall[f.call]++
+		if !errors.Is(f.err, cairnq.ErrUnavailable) {
+			untyped[fmt.Sprintf("%s: %T: %v", f.call, f.err, f.err)]++
+		}
+	}
+	t.Logf("%d calls succeeded; failures across the restart: %v", ok.Load(), perCall)
+	if len(untyped) > 0 {
+		lines := make([]string, 0, len(untyped))
+		for l, n := range untyped {
+			lines = append(lines, fmt.Sprintf("%5d × %s", n, l))
+		}
+		slices.Sort(lines)
+		t.Errorf("failures that errors.Is does not find cairnq.ErrUnavailable in:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// OpenOutage opens on a port where nothing listens, as a program starting
+// before its database does: a connection refused is an outage there too.
+// Open (open with no schema) may fail, as an adapter's Open that checks
+// the server answers does, or succeed, as an executor over a pool that
+// connects on first use does; then cairnq.OpenPostgres fails. Either
+// failure must be one errors.Is finds cairnq.ErrUnavailable in.
+func OpenOutage(t *testing.T, open SchemaOpener) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused from now on
+	dsn := "postgres://postgres@" + addr + "/cairnq?sslmode=disable&connect_timeout=5"
+	ctx := Ctx(t)
+	ex, err := open(t, dsn, "")
+	if err == nil {
+		var c *cairnq.Client
+		if c, err = cairnq.OpenPostgres(ctx, ex, nil); err == nil {
+			c.Close()
+			t.Fatal("OpenPostgres on a port where nothing listens succeeded")
+		}
+	}
+	if !errors.Is(err, cairnq.ErrUnavailable) {
+		t.Errorf("open on a port where nothing listens: %T %v, want ErrUnavailable", err, err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) && !errors.Is(err, driver.ErrBadConn) {
+		t.Errorf("open on a port where nothing listens: %v, want the driver's error inside", err)
+	}
+}
