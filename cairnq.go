@@ -115,6 +115,11 @@ var (
 	// installation: no SQLite file at the path, no schema of that name, or
 	// no cairnq tables in the database. Nothing was created.
 	ErrNoDatabase = cairnqtype.ErrNoDatabase
+	// ErrDatabaseReplaced: the SQLite file the client opened was deleted,
+	// moved away or replaced under it. Every call fails with it from then
+	// on, and Worker.Run returns it; restart the process to open the file
+	// now at the path.
+	ErrDatabaseReplaced = cairnqtype.ErrDatabaseReplaced
 	// ErrUnavailable: the Postgres database could not be reached: the
 	// connection was lost, the server is starting up or shutting down, or
 	// no connection could be made. The call may succeed once the server is

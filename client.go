@@ -2,6 +2,7 @@ package cairnq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -331,6 +332,13 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 		opts = &PurgeOptions{}
 	}
 	return c.store.Purge(ctx, *opts)
+}
+
+// storeGone reports whether err means the store serves nothing more:
+// closed, or its SQLite file deleted or replaced. A loop meeting it ends
+// with it rather than retry.
+func storeGone(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrDatabaseReplaced)
 }
 
 // checkCtx refuses a nil context with an *ArgumentError instead of the

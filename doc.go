@@ -414,7 +414,11 @@
 // starting up or shutting down, or no connection could be made; an outage
 // to wait out, not a bug. A write whose answer was lost may have been
 // committed: a keyed submit retries safely, an unkeyed one may be stored
-// twice). Typed errors carry the
+// twice), [ErrDatabaseReplaced] (on SQLite: the file the client opened
+// was deleted, moved away or replaced under it, so every call fails with
+// it and [Worker.Run] and [Scheduler.Run] return it, logged at ERROR: a
+// supervisor restarts the process onto the file now at the path, rather
+// than this process running a queue nobody else sees). Typed errors carry the
 // details: [*ArgumentError] (which call, which argument, why; every
 // invalid argument is one, a nil context too, never a panic),
 // [*SerializationError] (a value JSON or the limits cannot hold, such as

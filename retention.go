@@ -98,6 +98,8 @@ func (s *sweeper) start() {
 			select {
 			case <-s.ctx.Done():
 				return
+			case <-s.st.Lost(): // the store logged it; every sweep would fail
+				return
 			case <-t.C:
 				if _, err := s.sweep(s.ctx, false, true); err != nil && s.ctx.Err() == nil {
 					s.onError(err)

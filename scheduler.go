@@ -266,7 +266,8 @@ func (s *Scheduler) Add(spec, name string, payload any, opts *ScheduleOptions) (
 
 // Run keeps the entries going until ctx ends, then returns nil once every
 // goroutine it started has ended. It returns ErrClosed when the client is
-// closed under it, and ErrSchedulerRunning when another Run of s has not
+// closed under it, ErrDatabaseReplaced when its SQLite file is deleted or
+// replaced, and ErrSchedulerRunning when another Run of s has not
 // returned. Errors on the way (a busy or unreachable database) are logged
 // and retried with backoff; a slot that cannot be submitted within its
 // grace becomes a missed slot.
@@ -295,10 +296,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	clock := s.clockReader()
 	if clock != nil {
 		if err := s.measureUntilDone(ctx, clock); err != nil {
-			if errors.Is(err, ErrClosed) {
-				return ErrClosed
-			}
-			return nil // ctx ended
+			return goneCause(err) // nil when ctx ended
 		}
 	} else {
 		s.offset.Store(0)
@@ -310,8 +308,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.runEntry(ctx, e); errors.Is(err, ErrClosed) {
-				stop(ErrClosed)
+			if err := goneCause(s.runEntry(ctx, e)); err != nil {
+				stop(err)
 			}
 		}()
 	}
@@ -323,7 +321,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if clock != nil {
 		s.keepMeasuring(ctx, clock)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-s.c.store.Lost(): // an entry may sleep long before it would notice
+		stop(s.c.store.LostErr())
+	}
 	s.mu.Lock()
 	s.spawn = nil // no wg.Add after this point
 	s.mu.Unlock()
@@ -332,10 +334,20 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // endCause is Run's result once ctx has ended: ErrClosed when the client
-// was closed under it, nil otherwise.
+// was closed under it, ErrDatabaseReplaced when its file was, nil
+// otherwise.
 func (s *Scheduler) endCause(ctx context.Context) error {
-	if errors.Is(context.Cause(ctx), ErrClosed) {
+	return goneCause(context.Cause(ctx))
+}
+
+// goneCause is what a Run ends with for err: ErrClosed itself for a
+// closed store, err for a lost one, nil for anything else.
+func goneCause(err error) error {
+	switch {
+	case errors.Is(err, ErrClosed):
 		return ErrClosed
+	case errors.Is(err, ErrDatabaseReplaced):
+		return err
 	}
 	return nil
 }
@@ -385,7 +397,7 @@ func (s *Scheduler) measureUntilDone(ctx context.Context, clock schedDBClock) er
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, ErrClosed) {
+		if storeGone(err) {
 			return err
 		}
 		backoff = schedBackoff(backoff)
@@ -423,7 +435,7 @@ func (s *Scheduler) runEntry(ctx context.Context, e *schedEntry) error {
 			return ctx.Err()
 		}
 		if err != nil {
-			if errors.Is(err, ErrClosed) {
+			if storeGone(err) {
 				return err
 			}
 			backoff = schedBackoff(backoff)

@@ -239,10 +239,10 @@ func (c *Client) probe(probe func() (engine.TaskRef, error), read func() (*Task,
 }
 
 // retryableRead reports whether a failed status read may succeed at the
-// next poll: anything but bad input, a closed client, or the caller's
+// next poll: anything but bad input, a closed or lost store, or the caller's
 // context ending.
 func retryableRead(err error) bool {
-	return !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, ErrClosed) &&
+	return !errors.Is(err, ErrInvalidArgument) && !storeGone(err) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -111,6 +111,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-w.stopCh:
 			stopLoop()
+		case <-w.st.Lost(): // a busy worker may claim nothing for a while
+			stopLoop()
 		case <-loopCtx.Done():
 		}
 	}()
@@ -140,6 +142,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	runErr := w.loop(loopCtx, handlerCtx)
 	stopLoop()
+	if err := w.st.LostErr(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("cairnq: worker %s: %w", w.id, err)
+	}
 	watchWG.Wait()
 
 	w.drain(abandon)
@@ -325,7 +330,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, engine.ErrClosed) {
+			if storeGone(err) {
 				return fmt.Errorf("cairnq: worker %s: %w", w.id, err)
 			}
 			if errors.Is(err, ErrBusy) {

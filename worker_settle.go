@@ -220,7 +220,7 @@ func (w *Worker) retrySettle(ctx context.Context, settle func() error) error {
 // rollback, resource, operator and system faults.
 func transient(err error) bool {
 	switch {
-	case err == nil, errIsLostLease(err), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrClosed),
+	case err == nil, errIsLostLease(err), errors.Is(err, ErrInvalidArgument), storeGone(err),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	case errors.Is(err, ErrBusy), outage.Is(err):

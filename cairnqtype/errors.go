@@ -42,6 +42,15 @@ var (
 	// installation: no SQLite file at the path, no schema of that name, or
 	// no cairnq tables in the database. Nothing was created.
 	ErrNoDatabase = errors.New("cairnq: no such database")
+	// ErrDatabaseReplaced: the SQLite file this store opened is no longer
+	// the file at its path (deleted, moved away, or replaced by another
+	// file, as a restored backup or a remounted volume is). Every process
+	// opening the path now reaches the new file, so this store stops
+	// rather than run a queue nobody else sees: every call fails with it,
+	// and a Worker's Run returns it. A write that failed with it kept
+	// nothing. Open the path again (restart the process) to serve the
+	// file now there.
+	ErrDatabaseReplaced = errors.New("cairnq: the database file was deleted or replaced")
 )
 
 // ErrUnavailable: the database could not be reached. The connection was

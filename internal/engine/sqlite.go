@@ -99,6 +99,7 @@ type sqliteBackend struct {
 	w           *sqliteConn // the writer goroutine's, and only its; nil after a reset that could not reopen
 
 	commits atomic.Int64  // transactions committed by the writer
+	guard   *fileGuard    // whether the path still names the file; nil in memory (sqlite_identity.go)
 	ckpt    *checkpointer // nil for an in-memory database
 
 	// The cross-process watch (sqlite_notify.go): nil for an in-memory
@@ -258,6 +259,9 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		}
 	}
 	if !b.memory {
+		if p, err := sqliteFilePath(w); err == nil && p != "" {
+			b.guard = newFileGuard(p, b.log)
+		}
 		b.ckpt = newCheckpointer(b)
 		w.c.WALHook(b.ckpt.walHook)
 	}
@@ -543,6 +547,9 @@ func (b *sqliteBackend) refreshStatistics() error {
 // writer's connection, so its reads queue there.
 func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) error {
 	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if err := b.guard.checkSoon(); err != nil {
 		return err
 	}
 	if b.memory {

@@ -35,6 +35,9 @@ func (b *sqliteBackend) enqueue(ctx context.Context, req *writeReq) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
+	if err := b.guard.checkSoon(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -246,7 +249,7 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 			c.exec("RELEASE cairnq_req")
 		}
 	}
-	if err := b.commit(c); err != nil {
+	if err := b.commitGuarded(c); err != nil {
 		if !c.c.GetAutocommit() {
 			c.exec("ROLLBACK")
 		}

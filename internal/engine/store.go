@@ -58,6 +58,9 @@ type Store struct {
 	// leaseReads paces the reads for an expired lease of its workers:
 	// busy ones' recoveries, idle ones' probes (Postgres; claim_front.go).
 	leaseReads readPace
+	// guard notices the SQLite file deleted or replaced under the store
+	// (sqlite_identity.go); nil on Postgres and in memory.
+	guard *fileGuard
 }
 
 // OpenSQLite opens (creating it and its parent directories if needed) the
@@ -80,6 +83,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 		now:           time.Now,
 	}
 	be.settler = s
+	s.guard = be.guard
 	// One watch of the file for both: a commit elsewhere may mean either.
 	s.queuedListen = be.startSQLiteNotify(s.hub)
 	s.doneListen = s.queuedListen

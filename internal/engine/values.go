@@ -57,23 +57,24 @@ const (
 )
 
 var (
-	ErrAlreadyExists   = cairnqtype.ErrAlreadyExists
-	ErrBusy            = cairnqtype.ErrBusy
-	ErrClosed          = cairnqtype.ErrClosed
-	ErrForeignDatabase = cairnqtype.ErrForeignDatabase
-	ErrInvalidArgument = cairnqtype.ErrInvalidArgument
-	ErrLostLease       = cairnqtype.ErrLostLease
-	ErrNoDatabase      = cairnqtype.ErrNoDatabase
-	ErrNotADatabase    = cairnqtype.ErrNotADatabase
-	ErrNotFound        = cairnqtype.ErrNotFound
-	ErrQueueFull       = cairnqtype.ErrQueueFull
-	ErrSchemaMismatch  = cairnqtype.ErrSchemaMismatch
-	ErrStorageFull     = cairnqtype.ErrStorageFull
-	ErrStorageMemory   = cairnqtype.ErrStorageMemory
-	ErrStorageReadOnly = cairnqtype.ErrStorageReadOnly
-	ErrTaskCanceled    = cairnqtype.ErrTaskCanceled
-	ErrUnsupported     = cairnqtype.ErrUnsupported
-	ErrValueTooLarge   = cairnqtype.ErrValueTooLarge
+	ErrAlreadyExists    = cairnqtype.ErrAlreadyExists
+	ErrBusy             = cairnqtype.ErrBusy
+	ErrClosed           = cairnqtype.ErrClosed
+	ErrForeignDatabase  = cairnqtype.ErrForeignDatabase
+	ErrInvalidArgument  = cairnqtype.ErrInvalidArgument
+	ErrLostLease        = cairnqtype.ErrLostLease
+	ErrNoDatabase       = cairnqtype.ErrNoDatabase
+	ErrDatabaseReplaced = cairnqtype.ErrDatabaseReplaced
+	ErrNotADatabase     = cairnqtype.ErrNotADatabase
+	ErrNotFound         = cairnqtype.ErrNotFound
+	ErrQueueFull        = cairnqtype.ErrQueueFull
+	ErrSchemaMismatch   = cairnqtype.ErrSchemaMismatch
+	ErrStorageFull      = cairnqtype.ErrStorageFull
+	ErrStorageMemory    = cairnqtype.ErrStorageMemory
+	ErrStorageReadOnly  = cairnqtype.ErrStorageReadOnly
+	ErrTaskCanceled     = cairnqtype.ErrTaskCanceled
+	ErrUnsupported      = cairnqtype.ErrUnsupported
+	ErrValueTooLarge    = cairnqtype.ErrValueTooLarge
 )
 
 var Statuses = cairnqtype.Statuses
