@@ -406,10 +406,20 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 // rollback rolls tx back even if ctx is done, and logs a failure: the
 // caller is already returning another error or panic. Either way pgxpool
 // releases the connection (destroying it if the rollback failed).
+//
+// When ctx ended during a statement, pgx closed the connection to stop
+// it, and the server rolled the transaction back as the connection went:
+// the rollback that then fails is the expected end of a deadline, not a
+// fault to warn of.
 func (e *Executor) rollback(ctx context.Context, tx pgx.Tx) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
-	if err := tx.Rollback(rctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+	err := tx.Rollback(rctx)
+	switch {
+	case err == nil, errors.Is(err, pgx.ErrTxClosed):
+	case ctx.Err() != nil && tx.Conn().IsClosed():
+		e.log.DebugContext(ctx, "cairnq/pgx: the context ended mid-transaction; the connection went with it", "err", err)
+	default:
 		e.log.WarnContext(ctx, "cairnq/pgx: rollback failed; the connection is discarded", "err", err)
 	}
 }

@@ -44,6 +44,9 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 	b := &manyBatch{ps: ps, ins: make([]*insertRow, len(ps)), maxBytes: insertManyBytes}
 	seen := map[string]bool{}
 	for i, p := range ps {
+		if err := batchCtx(ctx, i); err != nil {
+			return nil, err
+		}
 		ins, err := submitArgs(p)
 		if err != nil {
 			return nil, &SubmitItemError{Index: i, Err: err}
@@ -70,6 +73,15 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 		stampID(b.ins[i], p, now)
 	}
 	return b, nil
+}
+
+// batchCtx is ctx's error, read every 256th item of a batch: encoding
+// ten thousand values takes long enough for a deadline to pass.
+func batchCtx(ctx context.Context, i int) error {
+	if i%256 != 0 {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // SubmitMany stores the tasks ps in one transaction, each exactly as
@@ -155,6 +167,11 @@ func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*T
 	}
 	out := make([]*Task, len(b.ps))
 	for i, p := range b.ps {
+		// The writer runs a started request to its end, so the batch ends
+		// itself at ctx's end; its savepoint then keeps nothing of it.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		t, err := s.submitIn(ctx, q, p.Key, p.Conflict, b.ins[i])
 		if err != nil {
 			return nil, &SubmitItemError{Index: i, Err: err}

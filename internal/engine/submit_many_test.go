@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
@@ -138,5 +141,51 @@ func TestSubmitManyPostgresStatements(t *testing.T) {
 	}
 	if string(tasks[1].Payload) == "1" {
 		t.Errorf("item 1 wrote a task; want it to reuse k1's")
+	}
+}
+
+// TestSubmitManyDeadlineMidWriteSQLite: a batch whose context ends after
+// the writer has started it ends there, writing nothing, rather than run
+// to its end and return nil (the writer runs a started request to its
+// end, so the batch itself must look). The context ends inside the
+// request the writer runs just before the batch, in the same transaction.
+func TestSubmitManyDeadlineMidWriteSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "q.db"), SQLiteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	be := s.be.(*sqliteBackend)
+	ps := make([]SubmitParams, 2000)
+	for i := range ps {
+		ps[i] = SubmitParams{Name: "bulk"}
+	}
+	// The writer holds a first request until the other two wait behind
+	// it, so that it takes them as one batch.
+	hold, held := make(chan struct{}), make(chan struct{})
+	go be.write(ctx, func(querier) error { close(held); <-hold; return nil })
+	<-held
+	bctx, expire := context.WithCancelCause(ctx)
+	go be.write(ctx, func(querier) error { expire(context.DeadlineExceeded); return nil })
+	for len(be.reqs) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := s.SubmitMany(bctx, ps); got <- err }()
+	for len(be.reqs) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Errorf("SubmitMany whose context ended mid-write: %v, want the context's error", err)
+	}
+	tasks, err := s.List(ctx, ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 0 {
+		t.Errorf("%d tasks written; want none", len(tasks))
 	}
 }
