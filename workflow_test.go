@@ -525,13 +525,13 @@ func TestWorkflowDynamicSteps(t *testing.T) {
 			t.Errorf("GetWorkflow lists %d steps, want split, 5 items and total", len(wf.Steps))
 		}
 		// Added steps that do not fit the workflow fail the adder for good.
-		bad, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "split", Task: "wf.dup"}}, nil)
+		bad, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "split", Task: "wf.dup"}, {Step: "later", Task: "wf.item", After: []string{"split"}}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w2 := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{cairnq.DefaultQueue}})
 		if err := w2.Handle("wf.dup", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-			return nil, tc.AddSteps(cairnq.WorkflowStep{Step: "split", Task: "wf.item"}) // taken
+			return nil, tc.AddSteps(cairnq.WorkflowStep{Step: "later", Task: "wf.item"}) // taken
 		}, nil); err != nil {
 			t.Fatal(err)
 		}
