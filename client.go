@@ -314,24 +314,32 @@ type RetryOptions struct {
 }
 
 // Retry queues a failed or canceled task again. It returns nil, nil when no
-// failed or canceled task has that id.
+// failed or canceled task has that id. A workflow's step retried this way
+// takes its workflow on with it (see RetryWorkflow): a failed workflow
+// goes on from the step, and a step of a canceled workflow is an
+// *ArgumentError.
 func (c *Client) Retry(ctx context.Context, id string, opts *RetryOptions) (*Task, error) {
-	return c.store.Retry(ctx, id, opts != nil && opts.ResetAttempt)
+	return c.store.RetryTask(ctx, id, opts != nil && opts.ResetAttempt)
 }
 
 // RetryByKey is Retry for the task key points at.
 func (c *Client) RetryByKey(ctx context.Context, key string, opts *RetryOptions) (*Task, error) {
+	if t, isStep, err := c.retryStepByKey(ctx, key, opts != nil && opts.ResetAttempt); isStep || err != nil {
+		return t, err
+	}
 	return c.store.RetryByKey(ctx, key, opts != nil && opts.ResetAttempt)
 }
 
 // Purge deletes up to Limit finished tasks (succeeded, failed, canceled)
 // older than OlderThan, with their keys, and returns their ids. Live tasks
-// are never purged.
+// are never purged, nor the tasks of a workflow that has not ended (see
+// RetentionOptions).
 func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error) {
 	if opts == nil {
 		opts = &PurgeOptions{}
 	}
-	return c.store.Purge(ctx, *opts)
+	ids, _, err := c.store.PurgeFrom(ctx, *opts, engine.NoPurgeFloor)
+	return ids, err
 }
 
 // storeGone reports whether err means the store serves nothing more:

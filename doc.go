@@ -302,14 +302,41 @@
 //     record back due again (snooze: no attempt spent), 1 s after
 //     progress, waiting longer the longer nothing changed, up to 5 min.
 //
+// Plain task operations on a workflow's tasks, from any SDK:
+//
+//   - A retry of a failed step's task ([Client.Retry], or another SDK's)
+//     resumes its failed workflow from that step, as
+//     [Client.RetryWorkflow] says: by default as RetryWorkflow does, with
+//     ContinueOnFailure only the retried step's branch. Client.Retry
+//     revives the workflow at once, in the retry's transaction; another
+//     SDK's retry is seen when a Go worker settles the step, or else at a
+//     Go worker's look over the ended workflows (each sweep reads those
+//     that ended since the last, and all of them when the worker starts
+//     and every 5 minutes). A step of a canceled workflow stays canceled:
+//     Client.Retry refuses it with an [*ArgumentError] (RetryWorkflow
+//     resumes the workflow), and one another SDK retried is canceled
+//     again by the first look that reads its record, unless it ran first.
+//   - A cancel of the record (Client.Cancel cancels as CancelWorkflow
+//     does; another SDK's plain cancel reaches only the record) stops
+//     the steps: a Go worker's next sweep cancels those still queued and
+//     asks the running ones to stop.
+//   - Retention ([RetentionOptions]) and [Client.Purge] never purge a task
+//     of a workflow that has not ended. Another SDK's purge (and
+//     Client.Store().Purge, the protocol's) knows nothing of workflows
+//     and may purge a finished step of a running workflow. The ledger
+//     keeps what it knew: the step is not submitted again (though its key
+//     is free), and GetWorkflow shows its last status. But its result is
+//     gone: a step reading it gets an error wrapping [ErrNotFound] from
+//     [StepResult] (and fails unless its handler copes), and a step
+//     purged before any advance read that it had finished counts as lost,
+//     which fails the workflow. Where other SDKs purge, keep their
+//     retention longer than a workflow lives.
+//
 // What protocol v1 cannot carry: there is no waiting status, so a step
 // not submitted yet is no row, and other SDKs' lists and stats do not
 // show it; a step settled by another SDK's worker is advanced at the next
-// sweep, not in its settlement, and cannot add steps. Keep finished steps
-// until their workflow ends (a retention rule longer than a workflow
-// lives): a step purged while the ledger last saw it queued or running
-// counts as lost, and fails the workflow. A handler registered for
-// [WorkflowName] is refused.
+// sweep, not in its settlement, and cannot add steps. A handler
+// registered for [WorkflowName] is refused.
 //
 // # Middleware and hooks
 //

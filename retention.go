@@ -11,7 +11,14 @@ import (
 )
 
 // RetentionRule keeps finished tasks matching it for OlderThan after they
-// finished, then purges them. Empty filters match everything.
+// finished, then purges them. Empty filters match everything. No rule
+// purges a task of a workflow that has not ended (whose root is a
+// workflow's record still queued or running), as Client.Purge does not:
+// a step still to run reads the results of the steps it waited for
+// (StepResult), and the workflow's ledger would count a step it last saw
+// running, and then found gone, as lost. Another SDK's purge knows
+// nothing of this (the package documentation's "Workflows" says what it
+// can still do).
 type RetentionRule struct {
 	Queue     string
 	Status    Status // a terminal status

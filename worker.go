@@ -158,7 +158,13 @@ type WorkerOptions struct {
 	// worker's settlement advances in its own transaction). Each sweep is
 	// one read of the due records, whether or not any workflow exists,
 	// then a short write transaction per record found, at most 16 (at
-	// once again while sweeps come back full). Default
+	// once again while sweeps come back full). A sweep then reads the
+	// records of the workflows that ended failed or canceled since the
+	// last (all of them when the worker starts and every 5 minutes, in
+	// reads of 256) and advances those whose steps moved since: a
+	// canceled workflow's steps still live are asked to stop (another
+	// SDK's plain cancel of the record reached none), a failed one whose
+	// step someone retried goes on (see Client.RetryWorkflow). Default
 	// DefaultWorkflowSweep; NoWorkflowSweep turns it off, which leaves
 	// such workflows to the other workers' sweeps.
 	WorkflowSweep time.Duration

@@ -3,6 +3,7 @@ package cairnq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -397,11 +398,44 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
 // the workflow the same way, at a Go worker's next sweep, when the
 // workflow ended through a Go process (a record canceled by another
 // SDK's plain cancel is failed again instead: nothing said it ended).
+//
+// A plain retry of a failed workflow's step ([Client.Retry] or
+// RetryByKey, or another SDK's retry) resumes the workflow too, from
+// that step: by default (the first failure stopped every branch) as
+// RetryWorkflow does, every step that did not succeed running again;
+// with ContinueOnFailure only the retried step's branch goes on, and a
+// step still failed keeps the workflow failed unless it is retried too.
+// Client.Retry revives the workflow at once; another SDK's retry is seen
+// when a Go worker settles the step, or else by a Go worker's look over
+// the ended workflows (when it starts and every 5 minutes). In a
+// workflow still running the retried step simply joins it again. A step
+// of a canceled workflow stays canceled: Client.Retry refuses it with an
+// *ArgumentError, and a Go worker's look cancels one another SDK
+// retried, unless it ran first.
 func (c *Client) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 	if err := checkCtx(ctx, "retry workflow"); err != nil {
 		return nil, err
 	}
 	return c.store.RetryWorkflow(ctx, id)
+}
+
+// retryStepByKey is RetryByKey for a workflow step's key (StepKey), which
+// Retry runs on the step's task: isStep is false for any other key.
+func (c *Client) retryStepByKey(ctx context.Context, key string, resetAttempt bool) (t *Task, isStep bool, err error) {
+	if _, step, ok := workflowspec.ParseKey(key); !ok || step == "" {
+		return nil, false, nil
+	}
+	// A step's key never moves to another task (steps are submitted with
+	// ConflictReject), so reading it apart from the retry races nothing.
+	found, err := c.store.GetByKey(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	t, err = c.store.RetryTask(ctx, found.ID, resetAttempt)
+	return t, true, err
 }
 
 // CallWorkflow submits a workflow and waits for it, as Call does for a

@@ -40,17 +40,23 @@
 // get_status_many (both; read-only, the status of many tasks at once for
 // waits polling together), and
 // snooze (both; a worker write, ownership-checked like fail, that puts a
-// running task back to queued with its attempt given back), three
+// running task back to queued with its attempt given back), two
 // that read past what a held snapshot keeps (Postgres only): claim_window
 // and claimable_probe_window (claim and claimable_probe from a known
-// front of the queue) and purge_from (purge from a floor of completion
-// times, returning each row's completed_at_ms), and four for a
-// workflow's advance and sweep (both; internal/engine's workflow files):
-// claim_ids (claim's lease on the queued tasks among ids, whatever their
-// due time), workflow_steps (a record's steps: id, status, attempt and
-// the step's name from metadata's cairnq_workflow member),
-// workflow_revise (a live record's payload rewritten) and workflow_due
-// (the ids of the records due for a sweep, a read), and two for a global
+// front of the queue), purge_from (both; purge for the SDK's own
+// purges, which keeps every task of a workflow whose record has not
+// ended, and on Postgres starts from a floor of completion times,
+// returning each row's completed_at_ms), six for a workflow's advance
+// and sweep (both; internal/engine's workflow files): claim_ids (claim's
+// lease on the queued tasks among ids, whatever their due time, due now
+// if they were not yet), workflow_steps (a record's steps: id, status,
+// attempt and the step's name from metadata's cairnq_workflow member),
+// workflow_revise (a live record's payload rewritten), workflow_due (the
+// ids of the records due for a sweep, a read), workflow_ended (the
+// records of ended workflows from a floor of completion times, each with
+// whether a step moved since, a read) and workflow_ended_by_status
+// (workflow_ended over every record that ended failed, or canceled, in
+// the claim index's order), and two for a global
 // limit's claim (both): limit_running (a name's tasks running under a
 // live lease, per value of a metadata member) and limit_pick (the due
 // candidates of the tenants with room, in claim order).

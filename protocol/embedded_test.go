@@ -31,6 +31,7 @@ var sqliteParams = map[string][]string{
 	"progress":         {"id", "worker_id", "now_ms", "progress", "message"},
 	"protocol_version": {},
 	"purge":            {"before_ms", "queue", "status", "name", "limit"},
+	"purge_from":       {"before_ms", "queue", "status", "name", "limit"},
 	"queue_depth":      {"queue", "max_depth"},
 	"recover_leases":   {"now_ms", "lease_expired_error"},
 	"retry":            {"id", "now_ms", "reset_attempt"},
@@ -47,6 +48,9 @@ var sqliteParams = map[string][]string{
 	"workflow_steps":  {"record_id"},
 	"workflow_revise": {"payload", "now_ms", "id"},
 	"workflow_due":    {"name", "now_ms", "limit"},
+	// The sweep's looks over the ended workflows (issue 46).
+	"workflow_ended":           {"name", "from_ms", "from_id", "limit"},
+	"workflow_ended_by_status": {"name", "status", "from_ms", "from_id", "limit"},
 	// A global limit's: the running count per tenant, the candidates.
 	"limit_running": {"tenant_key", "now_ms", "name"},
 	"limit_pick":    {"tenant_key", "queues", "name", "now_ms", "full", "limit"},
@@ -68,6 +72,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"lock_key":        {postgresOnly: []string{"key"}}, // SQLite's BEGIN IMMEDIATE already serializes
 	"progress":        {sqliteOnly: []string{"now_ms"}},
 	"purge":           {[]string{"before_ms"}, []string{"older_than_ms"}},
+	"purge_from":      {[]string{"before_ms"}, []string{"from_ms", "older_than_ms"}},
 	"recover_leases":  {sqliteOnly: []string{"now_ms"}},
 	"retry":           {sqliteOnly: []string{"now_ms"}},
 	"succeed":         {sqliteOnly: []string{"now_ms"}},
@@ -89,8 +94,8 @@ var allStatementNames = []string{
 	"list", "lock_key", "progress", "protocol_version", "purge", "queue_depth",
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
-	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due",
-	"limit_running", "limit_pick",
+	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_ended",
+	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from",
 }
 
 func sorted(s []string) []string {
@@ -108,7 +113,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window", "purge_from"))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -188,7 +193,7 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 	want := map[string][]string{
 		"list":  {"status", "queue", "name", "root_id", "correlation_id"},
 		"purge": {"queue", "status", "name"},
-		// Postgres only: purge from a floor.
+		// The SDK's own purge, which keeps live workflows' tasks.
 		"purge_from": {"queue", "status", "name"},
 		"stats":      {"queue"},
 	}
@@ -207,7 +212,7 @@ func TestEmbeddedWrite(t *testing.T) {
 		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due",
-		"limit_running", "limit_pick",
+		"workflow_ended", "workflow_ended_by_status", "limit_running", "limit_pick",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

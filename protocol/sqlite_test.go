@@ -42,6 +42,7 @@ var resultColumns = map[string][]string{
 	"progress":          taskColumns,
 	"protocol_version":  {"value"},
 	"purge":             {"id"},
+	"purge_from":        {"id"},
 	"queue_depth":       {"headroom"},
 	"recover_leases":    taskColumns,
 	"retry":             taskColumns,
@@ -58,6 +59,9 @@ var resultColumns = map[string][]string{
 	"limit_running":     {"tenant", "running"},
 	"limit_pick":        {"id", "tenant"},
 	"workflow_revise":   {"id"},
+	// The sweep's looks over the ended workflows.
+	"workflow_ended":           {"id", "at_ms", "moved"},
+	"workflow_ended_by_status": {"id", "at_ms", "moved"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -287,10 +291,26 @@ func TestSQLitePlans(t *testing.T) {
 		// A sweep finds the due records in claim order, without a sort.
 		{"workflow_due", Args{"name": "cairnq.workflow", "now_ms": 5000, "limit": 16},
 			"cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=? AND priority=? AND run_at_ms<?)"},
+		// The SDK's purge as the protocol's, each task's workflow record
+		// read by id; the ended workflows from a floor in the order they
+		// ended, each one's steps by root.
+		{"purge_from", Args{"before_ms": 5000, "queue": "q1", "status": nil, "name": nil, "limit": 10},
+			"cairnq_tasks_queue_completed_idx (queue=? AND completed_at_ms>? AND completed_at_ms<?)"},
+		{"purge_from", Args{"before_ms": 5000, "queue": "q1", "status": nil, "name": nil, "limit": 10},
+			"SEARCH wf USING INDEX sqlite_autoindex_cairnq_tasks_1 (id=?)"},
+		{"workflow_ended", Args{"name": "cairnq.workflow", "from_ms": 5000, "from_id": "", "limit": 16},
+			"SEARCH rec USING INDEX cairnq_tasks_queue_completed_idx (queue=? AND completed_at_ms>?)"},
+		{"workflow_ended", Args{"name": "cairnq.workflow", "from_ms": 5000, "from_id": "", "limit": 16},
+			"SEARCH step USING INDEX cairnq_tasks_root_idx (root_id=?)"},
+		{"workflow_ended_by_status", Args{"name": "cairnq.workflow", "status": "failed", "from_ms": 5000, "from_id": "", "limit": 16},
+			"SEARCH rec USING INDEX cairnq_tasks_claim_name_idx (queue=? AND status=? AND name=? AND priority=? AND run_at_ms>?)"},
 	} {
 		if p := explain(c.stmt, c.args, true); !strings.Contains(p, c.index) || fullScan(p) {
 			t.Errorf("%s does not use %s:\n%s", c.stmt, c.index, p)
 		}
+	}
+	if p := explain("workflow_ended_by_status", Args{"name": "cairnq.workflow", "status": "failed", "from_ms": 5000, "from_id": "", "limit": 16}, true); strings.Contains(p, "TEMP B-TREE") {
+		t.Errorf("workflow_ended_by_status sorts the records instead of reading them in the index's order:\n%s", p)
 	}
 	if p := explain("workflow_due", Args{"name": "cairnq.workflow", "now_ms": 5000, "limit": 16}, true); strings.Contains(p, "TEMP B-TREE") {
 		t.Errorf("workflow_due sorts the due records instead of reading them in the index's order:\n%s", p)
@@ -706,6 +726,9 @@ func TestSQLiteWorkflowStatements(t *testing.T) {
 	if len(claimed) != 1 || claimed[0]["id"] != "wf" || claimed[0]["status"] != "running" ||
 		fmt.Sprint(claimed[0]["attempt"]) != "1" || claimed[0]["worker_id"] != "adv" {
 		t.Fatalf("claim_ids = %v, want the record running for adv on attempt 1", claimed)
+	}
+	if at := fmt.Sprint(claimed[0]["run_at_ms"]); at != fmt.Sprint(now) {
+		t.Fatalf("claim_ids of a record due in a minute left run_at_ms %s, want now (%d): it would end before it was due", at, now)
 	}
 	if again := claim(); len(again) != 0 {
 		t.Fatalf("claim_ids of a running task = %v, want nothing", again)

@@ -32,7 +32,7 @@ const (
 	stmtProgress             = "progress"
 	stmtProtocolVersion      = "protocol_version"
 	stmtPurge                = "purge"
-	stmtPurgeFrom            = "purge_from" // Postgres only; ours, beside the protocol's
+	stmtPurgeFrom            = "purge_from" // ours: keeps live workflows' tasks; Postgres: from a floor
 	stmtQueueDepth           = "queue_depth"
 	stmtRecoverLeases        = "recover_leases"
 	stmtRetry                = "retry"
@@ -57,6 +57,13 @@ const (
 	stmtWorkflowSteps  = "workflow_steps"
 	stmtWorkflowRevise = "workflow_revise"
 	stmtWorkflowDue    = "workflow_due"
+
+	// The sweep's looks over the ended workflows (workflow_ended.go),
+	// ours, beside the protocol's: the records that ended since a floor,
+	// every record that ended failed (or canceled), each with whether a
+	// step moved since.
+	stmtWorkflowEnded   = "workflow_ended"
+	stmtWorkflowEndedBy = "workflow_ended_by_status"
 
 	// A global limit's (claim_limit.go), ours, beside the protocol's:
 	// count a name's running tasks per tenant, pick the candidates of the

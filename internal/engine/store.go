@@ -761,17 +761,18 @@ func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
 // write as a cast Postgres refuses.)
 const NoPurgeFloor = math.MinInt64 + 1
 
-// PurgeFrom is Purge of the tasks that finished at fromMS (epoch ms) or
-// later, for a sweep that carries on where its last batch ended: reached
-// is the latest completed_at_ms the batch deleted (Postgres), fromMS when
-// it deleted nothing or the dialect does not say. SQLite deletes index
-// entries with their rows, so it reads no floor.
+// PurgeFrom is the SDK's own purge (retention, Client.Purge): Purge of
+// the tasks that finished at fromMS (epoch ms) or later, for a sweep that
+// carries on where its last batch ended, keeping every task of a workflow
+// whose record has not ended. A step still running reads the results of
+// the steps it waited for (StepResult), and an advance that found a
+// finished step gone would count it lost; Purge, the protocol's, as every
+// other SDK's purge, knows nothing of workflows. reached is the latest
+// completed_at_ms the batch deleted (Postgres), fromMS when it deleted
+// nothing or the dialect does not say. SQLite deletes index entries with
+// their rows, so it reads no floor.
 func (s *Store) PurgeFrom(ctx context.Context, p PurgeParams, fromMS int64) (ids []string, reached int64, err error) {
-	stmt := stmtPurge
-	if s.dialect == protocol.Postgres {
-		stmt = stmtPurgeFrom
-	}
-	return s.purge(ctx, stmt, p, fromMS)
+	return s.purge(ctx, stmtPurgeFrom, p, fromMS)
 }
 
 // purge runs stmt, purge or purge_from, for Purge and PurgeFrom.

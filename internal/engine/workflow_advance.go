@@ -57,37 +57,29 @@ type Advanced struct {
 // steps, inserts each step now ready (once: its key and the ledger),
 // cancels the live steps when the workflow stopped, and, once nothing is
 // live or insertable, claims the record by id and settles it, as worker
-// workerID. add, when set, is written into the definition first.
+// workerID. add, when set, is written into the definition first. A
+// failed workflow one of whose steps was retried since is revived first
+// (reviveIn); the steps of a canceled one are asked to stop.
 func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID string, add *Added) (Advanced, error) {
 	var adv Advanced
-	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
+	rec, def, steps, unread, err := s.workflowIn(ctx, q, record)
+	if err != nil || unread != "" {
+		adv.Unread = unread
 		return adv, err
 	}
-	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
-	if err != nil {
-		return adv, err
-	}
-	if len(rows) == 0 {
-		adv.Unread = "the record is gone"
-		return adv, nil
-	}
-	rec, err := rowToTask(rows[0])
-	if err != nil {
-		return adv, err
-	}
-	def, err := workflowspec.Parse(rec.Payload)
-	if err != nil {
-		adv.Unread = err.Error()
-		return adv, nil
-	}
-	steps, err := s.workflowSteps(ctx, q, record)
-	if err != nil {
-		return adv, err
+	if rec.Status == StatusFailed && stepsRetried(def, steps) {
+		// A plain retry of a step (Client.Retry, another SDK's retry)
+		// since the workflow failed: the workflow goes on.
+		if rec, err = s.reviveIn(ctx, q, rec, def); err != nil {
+			return adv, err
+		}
+		adv.Progress = true
 	}
 	canceled := rec.Status == StatusCanceled || !rec.CancelRequestedAt.IsZero()
 	if !rec.Status.IsTerminal() && def.Ended != "" && !canceled {
 		// Ended, and live again: someone retried the record (RetryWorkflow,
-		// or any SDK's retry). The workflow resumes.
+		// or any SDK's retry), or a step of it under CancelRest. The
+		// workflow resumes.
 		if steps, adv.Queues, err = s.resumeIn(ctx, q, def, steps); err != nil {
 			return adv, err
 		}
@@ -113,6 +105,41 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 		}
 		adv.Progress = true
 	}
+	return s.goOnIn(ctx, q, op, rec, def, steps, workerID, adv)
+}
+
+// workflowIn takes the workflow's lock and reads its record, definition
+// and steps, in q's transaction. unread says why the advance leaves the
+// workflow alone: its record gone, a definition this SDK does not read.
+func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *Task, def *workflowspec.Definition, steps []StepRow, unread string, err error) {
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
+		return nil, nil, nil, "", err
+	}
+	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	if len(rows) == 0 {
+		return nil, nil, nil, "the record is gone", nil
+	}
+	if rec, err = rowToTask(rows[0]); err != nil {
+		return nil, nil, nil, "", err
+	}
+	if def, err = workflowspec.Parse(rec.Payload); err != nil {
+		return nil, nil, nil, err.Error(), nil
+	}
+	steps, err = s.workflowSteps(ctx, q, record)
+	return rec, def, steps, "", err
+}
+
+// goOnIn is the advance of a workflow still running, in q's transaction
+// under its lock: the ledger updated from steps, the steps now ready
+// inserted, the live ones canceled when the workflow stops, and the
+// record settled once nothing more can run, or else its ledger written
+// back. adv is what the advance did so far.
+func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *Task, def *workflowspec.Definition, steps []StepRow, workerID string, adv Advanced) (Advanced, error) {
+	var err error
+	canceled := !rec.CancelRequestedAt.IsZero()
 	statuses := make(map[string]workflowspec.Status, len(steps))
 	ids := make(map[string]string, len(steps))
 	for _, st := range steps {
@@ -123,7 +150,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 	dec := def.Advance(statuses, canceled)
 	adv.Progress = adv.Progress || !maps.Equal(before, def.Seen)
 	if len(dec.Insert) > 0 {
-		queues, err := s.insertSteps(ctx, q, op, record, def, dec.Insert, ids)
+		queues, err := s.insertSteps(ctx, q, op, rec.ID, def, dec.Insert, ids)
 		var unreadable *unreadableError
 		if errors.As(err, &unreadable) {
 			// Nothing inserted: the workflow is left as it is, but for
@@ -135,7 +162,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 			}
 			if adv.Progress {
 				def.Changed = s.now().UnixMilli()
-				if err := s.revise(ctx, q, record, def); err != nil {
+				if err := s.revise(ctx, q, rec.ID, def); err != nil {
 					return adv, err
 				}
 			}
@@ -158,7 +185,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 	adv.changed = def.Changed
 	if !dec.Done {
 		if adv.Progress {
-			err = s.revise(ctx, q, record, def)
+			err = s.revise(ctx, q, rec.ID, def)
 		}
 		return adv, err
 	}

@@ -166,6 +166,85 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 	return rec, nil
 }
 
+// RetryTask is Retry as Client.Retry runs it. A failed or canceled step
+// of a workflow is retried under its workflow's lock, and the workflow
+// advanced in the same write transaction: a failed workflow goes on from
+// the retried step (reviveIn), a running one takes the step back in. A
+// step of a canceled workflow is an *ArgumentError and is left as it is:
+// the cancel stands, and RetryWorkflow resumes the workflow. Any other
+// task is retried as Retry retries it. It returns the task as left (the
+// advance may cancel it again, in a workflow stopping after another
+// step failed), or nil when no failed or canceled task has that id.
+func (s *Store) RetryTask(ctx context.Context, id string, resetAttempt bool) (*Task, error) {
+	const op = "retry"
+	if err := checkID(op, id); err != nil {
+		return nil, err
+	}
+	var t *Task
+	var adv Advanced
+	err := s.be.write(ctx, func(q querier) error {
+		t, adv = nil, Advanced{}
+		rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		if t, err = rowToTask(rows[0]); err != nil {
+			return err
+		}
+		mark, isStep := StepMarkOf(t)
+		isStep = isStep && (t.Status == StatusFailed || t.Status == StatusCanceled)
+		if isStep {
+			if err := s.stepRetryIn(ctx, q, op, id, mark.Record); err != nil {
+				return err
+			}
+		}
+		rows, err = s.exec(ctx, q, stmtRetry, protocol.Args{"id": id, "reset_attempt": resetAttempt})
+		if err != nil {
+			return err
+		}
+		if t, err = oneTask(rows); err != nil || t == nil || !isStep {
+			return err
+		}
+		if adv, err = s.advanceIn(ctx, q, op, mark.Record, retryWorker, nil); err != nil {
+			return err
+		}
+		rows, err = s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
+		if err != nil {
+			return err
+		}
+		t, err = oneTask(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.requeued(t)
+	s.afterAdvance(adv)
+	return t, nil
+}
+
+// stepRetryIn takes the lock of the workflow whose record is record, as
+// every writer of a workflow's steps takes it before their rows, and
+// refuses the retry of step id when the workflow was canceled. A record
+// gone or no workflow's leaves the step a task like any other.
+func (s *Store) stepRetryIn(ctx context.Context, q querier, op, id, record string) error {
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
+		return err
+	}
+	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	rec, err := rowToTask(rows[0])
+	if err != nil || rec.Name != WorkflowName {
+		return err
+	}
+	if rec.Status == StatusCanceled || rec.CancelRequested() {
+		return argError(op, "id", "task %s is a step of workflow %s, which was canceled: retry the workflow (RetryWorkflow) to run its steps again", id, record)
+	}
+	return nil
+}
+
 // resumeIn puts a retried workflow's failed and canceled steps back in
 // the queue (their attempts from zero), forgets in the ledger the ones
 // whose tasks are gone so that they are submitted again when ready, and

@@ -5,7 +5,14 @@
 -- before the floor are of tasks deleted already, which vacuum cannot
 -- remove while a snapshot older than them lives, and a scan from the
 -- oldest visits every one: batch after batch, sweep after sweep
--- (docs/benchmarks.md, "Sustained load").
+-- (docs/benchmarks.md, "Sustained load"). It keeps every task of a
+-- workflow whose record has not ended (root_id is the record, queued or
+-- running under the workflows' name), so that a step still running reads
+-- the results of the steps it waited for, and the ledger never loses a
+-- step: the SDK's retention and Client.Purge run it, the protocol's
+-- purge.sql knows nothing of workflows. A scalar subquery, read by id for
+-- each row the scan meets: as NOT EXISTS the planner may read every live
+-- task instead, to build an anti-join.
 DELETE FROM cairnq_tasks
 WHERE id IN (
     SELECT id
@@ -17,6 +24,11 @@ WHERE id IN (
       AND completed_at_ms IS NOT NULL
       AND completed_at_ms >= :from_ms::bigint
       AND completed_at_ms < CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint) - :older_than_ms
+      AND NOT coalesce((
+          SELECT wf.status IN ('queued', 'running')
+          FROM cairnq_tasks AS wf
+          WHERE wf.id = cairnq_tasks.root_id
+            AND wf.name = 'cairnq.workflow'), false)
     ORDER BY completed_at_ms ASC
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
