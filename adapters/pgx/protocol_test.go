@@ -36,8 +36,9 @@ func protocolArgs() protocol.Args {
 		"floor_ms": int64(0), "floor_id": "", "from_ms": int64(0),
 		// the probes: whether to look for an expired lease.
 		"look_for_expired": true,
-		// workflow_steps: a workflow's record.
-		"record_id": "t1",
+		// workflow_steps: a workflow's record; workflow_ended and
+		// workflow_ended_by_status: where the last look stopped.
+		"record_id": "t1", "from_id": "",
 		// limit_running and limit_pick: a tenant's metadata member, the
 		// tenants at their limit.
 		"tenant_key": "tenant", "full": `{"acme"}`,
