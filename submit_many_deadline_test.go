@@ -139,3 +139,45 @@ func (c *cutInsert) endOnceSleeping(end func()) {
 		}
 	}
 }
+
+// TestSubmitManyTxDeadlineBeforeRelease ends SubmitManyTx's context as
+// it releases its savepoint, after the batch's statements: the call and
+// the application's transaction must agree. Before, the release failed
+// on the ended context and the call returned its error while the whole
+// batch stayed in the transaction, which then committed it.
+func TestSubmitManyTxDeadlineBeforeRelease(t *testing.T) {
+	c, app := openPostgresApp(t, nil)
+	ctx := context.Background()
+	bctx, expire := context.WithCancelCause(ctx)
+	var tasks []*cairnq.Task
+	var callErr error
+	err := app.Tx(ctx, func(ctx context.Context, sess executor.Session) error {
+		tasks, callErr = c.SubmitManyTx(bctx, endBeforeRelease{sess, func() { expire(context.DeadlineExceeded) }},
+			[]cairnq.SubmitItem{{Name: "bulk"}, {Name: "bulk"}, {Name: "bulk"}})
+		return nil // the application commits what else it wrote
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := countTasks(t, c)
+	switch {
+	case callErr == nil && (len(tasks) != 3 || n != 3):
+		t.Errorf("SubmitManyTx returned %d tasks and nil; %d committed", len(tasks), n)
+	case callErr != nil && n != 0:
+		t.Errorf("SubmitManyTx failed (%v), yet %d of its tasks committed with the application's transaction", callErr, n)
+	}
+}
+
+// endBeforeRelease is an application's session that ends the batch's
+// context (end) as SubmitManyTx releases its savepoint.
+type endBeforeRelease struct {
+	executor.Session
+	end func()
+}
+
+func (s endBeforeRelease) Exec(ctx context.Context, script string) error {
+	if strings.HasPrefix(script, "RELEASE SAVEPOINT") {
+		s.end()
+	}
+	return s.Session.Exec(ctx, script)
+}

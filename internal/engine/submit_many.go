@@ -142,6 +142,9 @@ func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []Su
 		return nil, fmt.Errorf("cairnq: SubmitManyTx: taking a savepoint (is the session in a transaction?): %w", err)
 	}
 	tasks, err := s.submitManyIn(ctx, pgQuerier{sess}, b)
+	if err == nil {
+		err = ctx.Err() // a deadline that passed after the last statement ends the call too
+	}
 	if err != nil {
 		// The undo runs even when ctx has ended (a deadline hit between
 		// two of the batch's statements): without it the application
@@ -152,7 +155,9 @@ func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []Su
 		}
 		return nil, err
 	}
-	if err := sess.Exec(ctx, "RELEASE SAVEPOINT "+submitManySavepoint); err != nil {
+	// Not under ctx: once the batch is in, a deadline passing now must not
+	// leave it in the application's transaction beside an error.
+	if err := sess.Exec(context.WithoutCancel(ctx), "RELEASE SAVEPOINT "+submitManySavepoint); err != nil {
 		return nil, fmt.Errorf("cairnq: SubmitManyTx: releasing the savepoint: %w", err)
 	}
 	return tasks, nil
