@@ -417,3 +417,75 @@ func holdThenClose(t *testing.T, c *cairnq.Client, out *os.File, closeNow string
 	err := c.Close()
 	fmt.Fprintf(out, "closed: %v\n", err)
 }
+
+// TestDeletedFileBusyWorkerStopsSQLite removes the file under a worker
+// whose every slot runs a handler waiting on its context: Run abandons
+// the calls at once (their outcomes can no longer be recorded) and
+// returns ErrDatabaseReplaced, rather than wait out ShutdownTimeout.
+func TestDeletedFileBusyWorkerStopsSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	c := openTemp2(t, path)
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 2, ShutdownTimeout: time.Hour})
+	started := make(chan struct{}, 2)
+	if err := w.Handle("hold", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := c.Submit(ctx, "hold", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(ctx) }()
+	<-started
+	<-started
+	removeDB(t, path)
+	select {
+	case err := <-runErr:
+		if !errors.Is(err, cairnq.ErrDatabaseReplaced) {
+			t.Errorf("Run ended with %v, want ErrDatabaseReplaced", err)
+		}
+	case <-time.After(time.Minute): // a hang guard: ShutdownTimeout is an hour
+		t.Fatal("Run did not return; it waits for ShutdownTimeout")
+	}
+}
+
+// TestDeletedFileSymlinkRetargetedSQLite opens the database through a
+// symlink, then points the symlink at another database: every process
+// opening the path now reaches that one, so this store stops.
+func TestDeletedFileSymlinkRetargetedSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	openTemp2(t, filepath.Join(dir, "a.db")).Close()
+	link := filepath.Join(dir, "q.db")
+	if err := os.Symlink("a.db", link); err != nil {
+		t.Fatal(err)
+	}
+	c := openTemp2(t, link)
+	if _, err := c.Submit(ctx, "job", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	openTemp2(t, filepath.Join(dir, "b.db")).Close()
+	tmp := filepath.Join(dir, "q.db.new")
+	if err := os.Symlink("b.db", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, link); err != nil { // atomically, as a deploy switches it
+		t.Fatal(err)
+	}
+	var err error
+	waitFor(t, "a submit to fail once the link names another file", func() bool {
+		_, err = c.Submit(ctx, "job", nil, nil)
+		return err != nil
+	})
+	if !errors.Is(err, cairnq.ErrDatabaseReplaced) {
+		t.Errorf("submit after the link moved: %v, want ErrDatabaseReplaced", err)
+	}
+}

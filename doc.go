@@ -443,7 +443,8 @@
 // committed: a keyed submit retries safely, an unkeyed one may be stored
 // twice), [ErrDatabaseReplaced] (on SQLite: the file the client opened
 // was deleted, moved away or replaced under it, so every call fails with
-// it and [Worker.Run] and [Scheduler.Run] return it, logged at ERROR: a
+// it and [Worker.Run] and [Scheduler.Run] return it (the store logs the
+// loss once at ERROR; a busy worker abandons its calls at once): a
 // supervisor restarts the process onto the file now at the path, rather
 // than this process running a queue nobody else sees). Typed errors carry the
 // details: [*ArgumentError] (which call, which argument, why; every

@@ -142,12 +142,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	runErr := w.loop(loopCtx, handlerCtx)
 	stopLoop()
-	if err := w.st.LostErr(); err != nil && runErr == nil {
-		runErr = fmt.Errorf("cairnq: worker %s: %w", w.id, err)
+	lost := w.st.LostErr()
+	if lost != nil && runErr == nil {
+		runErr = fmt.Errorf("cairnq: worker %s: %w", w.id, lost)
 	}
 	watchWG.Wait()
 
-	w.drain(abandon)
+	w.drain(abandon, lost)
 	stopBeat()
 	beatWG.Wait()
 	return runErr
@@ -156,9 +157,15 @@ func (w *Worker) Run(ctx context.Context) error {
 // drain ends a Run once its loop has: it lets the calls running finish
 // and their settlements commit, for at most ShutdownTimeout, then abandons
 // what is left (abandonCalls) and, after a grace, stops waiting for
-// handlers that ignore their contexts.
-func (w *Worker) drain(abandon context.CancelCauseFunc) {
-	timer := time.NewTimer(w.opts.ShutdownTimeout)
+// handlers that ignore their contexts. A store that lost its file (lost,
+// ErrDatabaseReplaced) can record nothing more: its calls are abandoned
+// at once, their side effects to be repeated by whoever runs the tasks.
+func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
+	wait, cause := w.opts.ShutdownTimeout, error(errShutDownLate)
+	if lost != nil {
+		wait, cause = 0, lost
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var grace *time.Timer
 	var graceC <-chan time.Time
@@ -177,7 +184,7 @@ func (w *Worker) drain(abandon context.CancelCauseFunc) {
 			return
 		case <-w.slotFreed: // a call ended, or left its handler
 		case <-timer.C:
-			w.abandonCalls(abandon, errors.New("cairnq: worker shut down past its deadline"))
+			w.abandonCalls(abandon, cause)
 			// Handlers that honour their context return now. One that
 			// ignores it would hold Run (and the deployment's stop)
 			// forever: after a grace, Run stops waiting for such handlers.
@@ -196,6 +203,10 @@ func (w *Worker) drain(abandon context.CancelCauseFunc) {
 		}
 	}
 }
+
+// errShutDownLate is why the calls still running at ShutdownTimeout are
+// abandoned.
+var errShutDownLate = errors.New("cairnq: worker shut down past its deadline")
 
 // stopSettler stops w's settler and returns a channel closed once it has
 // ended: at once on SQLite, which has none.

@@ -224,7 +224,7 @@ func reportError(w io.Writer, err error) {
 	fmt.Fprintln(w, "cairnq:", strings.Join(lines, "\n"))
 	var de *dbError
 	if errors.Is(err, cairnq.ErrNoDatabase) && errors.As(err, &de) {
-		fmt.Fprintf(w, "cairnq: the database is %s (%s); 'cairnq migrate' creates one\n", de.t, de.t.from)
+		fmt.Fprintf(w, "cairnq: the database is %s (%s); 'cairnq migrate' creates one\n", printable(de.t.String()), de.t.from)
 	}
 }
 

@@ -197,30 +197,8 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 	if nread <= 0 {
 		nread = 4
 	}
-	switch {
-	case b.existing && !b.memory:
-		uri, exists, err := existingSQLiteURI(path)
-		if err != nil {
-			return nil, &OpenError{Path: path, Err: err}
-		}
-		if !exists {
-			return nil, &OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", ErrNoDatabase)}
-		}
-		b.dsn = uri
-		// A file this process may only read is opened for reading, every
-		// connection alike (the first open finds out how).
-		c, ro, err := openExisting(ctx, uri)
-		if errors.Is(err, ErrStorageReadOnly) {
-			return nil, &OpenError{Path: path, Err: err}
-		}
-		if err == nil {
-			_ = c.Close()
-			b.dsn = ro
-		}
-	case !b.memory && !strings.HasPrefix(path, "file:"):
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return nil, &OpenError{Path: path, Err: err}
-		}
+	if err := b.locate(ctx); err != nil {
+		return nil, err
 	}
 	b.sync = "NORMAL"
 	if o.FullSync {
@@ -259,14 +237,45 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		}
 	}
 	if !b.memory {
-		if p, err := sqliteFilePath(w); err == nil && p != "" {
-			b.guard = newFileGuard(p, b.log)
-		}
+		b.guard = b.newFileGuard(w)
 		b.ckpt = newCheckpointer(b)
 		w.c.WALHook(b.ckpt.walHook)
 	}
 	go b.writer()
 	return b, nil
+}
+
+// locate makes ready what b opens: under OpenExisting, the URI of a file
+// that must be there (read-only when this process may only read it);
+// otherwise the file's directory.
+func (b *sqliteBackend) locate(ctx context.Context) error {
+	path := b.path
+	switch {
+	case b.existing && !b.memory:
+		uri, exists, err := existingSQLiteURI(path)
+		if err != nil {
+			return &OpenError{Path: path, Err: err}
+		}
+		if !exists {
+			return &OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", ErrNoDatabase)}
+		}
+		b.dsn = uri
+		// A file this process may only read is opened for reading, every
+		// connection alike (the first open finds out how).
+		c, ro, err := openExisting(ctx, uri)
+		if errors.Is(err, ErrStorageReadOnly) {
+			return &OpenError{Path: path, Err: err}
+		}
+		if err == nil {
+			_ = c.Close()
+			b.dsn = ro
+		}
+	case !b.memory && !strings.HasPrefix(path, "file:"):
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return &OpenError{Path: path, Err: err}
+		}
+	}
+	return nil
 }
 
 // openConn opens and configures one connection.

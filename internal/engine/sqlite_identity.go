@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +36,14 @@ import (
 const fileCheckEvery = 5 * time.Millisecond
 
 // fileGuard holds the identity of the database file a store opened and
-// whether its path still names it.
+// whether its paths still name it.
 type fileGuard struct {
-	path string      // the file's path, as SQLite resolved it
-	id   os.FileInfo // what os.Stat said of it when the store opened
-	log  *slog.Logger
+	// paths are the file's path as SQLite resolved it and, when it
+	// differs, the path the store was given, made absolute: a symlink
+	// retargeted to another file parts that one from the file.
+	paths []string
+	id    os.FileInfo // what os.Stat said of the file when the store opened
+	log   *slog.Logger
 
 	lastCheck atomic.Int64 // unix nanoseconds of the last stat
 	lostErr   atomic.Pointer[error]
@@ -46,18 +51,38 @@ type fileGuard struct {
 	lost      chan struct{} // closed once the path names another file, or none
 }
 
-// newFileGuard records what path names now. It returns nil for a path it
-// cannot stat: the guard is a safeguard, never a reason to refuse a store
-// that opened.
-func newFileGuard(path string, log *slog.Logger) *fileGuard {
-	fi, err := os.Stat(path)
+// newFileGuard records what resolved (SQLite's path of the file) names
+// now, and checks that given (the path the store was given, "" for a
+// URI) names the same file. It returns nil for a path it cannot stat:
+// the guard is a safeguard, never a reason to refuse a store that opened.
+func newFileGuard(resolved, given string, log *slog.Logger) *fileGuard {
+	fi, err := os.Stat(resolved)
 	if err != nil {
-		log.Warn("cairnq: cannot watch the SQLite file for deletion or replacement", "path", path, "err", err)
+		log.Warn("cairnq: cannot watch the SQLite file for deletion or replacement", "path", resolved, "err", err)
 		return nil
 	}
-	g := &fileGuard{path: path, id: fi, log: log, lost: make(chan struct{})}
+	paths := []string{resolved}
+	if abs, err := filepath.Abs(given); given != "" && err == nil && abs != resolved {
+		if gi, err := os.Stat(abs); err == nil && os.SameFile(fi, gi) {
+			paths = append(paths, abs)
+		}
+	}
+	g := &fileGuard{paths: paths, id: fi, log: log, lost: make(chan struct{})}
 	g.lastCheck.Store(time.Now().UnixNano())
 	return g
+}
+
+// newFileGuard is the guard of the file b's writer connection w opened.
+func (b *sqliteBackend) newFileGuard(w *sqliteConn) *fileGuard {
+	resolved, err := sqliteFilePath(w)
+	if err != nil || resolved == "" {
+		return nil
+	}
+	given := b.path
+	if strings.HasPrefix(given, "file:") {
+		given = "" // SQLite resolved the URI: resolved is its file
+	}
+	return newFileGuard(resolved, given, b.log)
 }
 
 // Lost returns a channel closed once the store's file was found deleted
@@ -99,7 +124,7 @@ func (g *fileGuard) checkSoon() error {
 	return g.check()
 }
 
-// check stats the path and returns ErrDatabaseReplaced, wrapped with what
+// check stats the paths and returns ErrDatabaseReplaced, wrapped with what
 // was found, when it no longer names the file the store opened. Any
 // error other than the path's absence (a permission changed, an
 // interrupted call) proves nothing and is let pass.
@@ -110,30 +135,27 @@ func (g *fileGuard) check() error {
 	if err := g.err(); err != nil {
 		return err
 	}
-	fi, err := os.Stat(g.path)
-	var what string
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		what = "no file is there any more"
-	case err != nil:
-		return nil
-	case !os.SameFile(g.id, fi):
-		what = "another file is there now"
-	default:
-		return nil
+	for _, path := range g.paths {
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return g.markLost(path, "no file is there any more")
+		case err == nil && !os.SameFile(g.id, fi):
+			return g.markLost(path, "another file is there now")
+		}
 	}
-	return g.markLost(what)
+	return nil
 }
 
 // markLost records the loss once, logging it at ERROR, and returns the
 // error every call fails with from now on.
-func (g *fileGuard) markLost(what string) error {
+func (g *fileGuard) markLost(path, what string) error {
 	g.lostOnce.Do(func() {
 		err := fmt.Errorf("%w: %s no longer names the file this process opened (%s); restart the process to open the file now at that path",
-			ErrDatabaseReplaced, g.path, what)
+			ErrDatabaseReplaced, path, what)
 		g.lostErr.Store(&err)
 		close(g.lost)
-		g.log.Error("cairnq: the SQLite database file was deleted or replaced; this store stops", "path", g.path, "found", what)
+		g.log.Error("cairnq: the SQLite database file was deleted or replaced; this store stops", "path", path, "found", what)
 	})
 	return g.err()
 }
