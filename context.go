@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
-	"github.com/cairnq/cairnq-go/internal/workflowspec"
 )
 
 // TaskContext is a handler's view of the task it runs: the task's fields,
@@ -32,7 +31,7 @@ type TaskContext struct {
 	// added holds the steps the handler added to its workflow
 	// (AddSteps), written at its settlement.
 	addMu   sync.Mutex
-	added   []workflowspec.Step
+	added   engine.AddedSteps
 	refused error // the workflow refused added; the step was failed for it
 }
 

@@ -338,12 +338,7 @@ func (tc *TaskContext) AddSteps(steps ...WorkflowStep) error {
 	}
 	tc.addMu.Lock()
 	defer tc.addMu.Unlock()
-	all := append(slices.Clip(tc.added), add...)
-	if err := engine.CheckAddedSteps(op, mark.Step, all); err != nil {
-		return err
-	}
-	tc.added = all
-	return nil
+	return tc.added.Add(op, mark.Step, add)
 }
 
 // refuse records that the workflow refused the steps tc added, for
@@ -371,8 +366,8 @@ func (tc *TaskContext) stepOf() *engine.StepOf {
 	step := &engine.StepOf{Record: mark.Record}
 	tc.addMu.Lock()
 	defer tc.addMu.Unlock()
-	if len(tc.added) > 0 {
-		step.Add = &engine.Added{By: mark.Step, Steps: slices.Clone(tc.added)}
+	if len(tc.added.Steps) > 0 {
+		step.Add = &engine.Added{By: mark.Step, Steps: slices.Clone(tc.added.Steps)}
 	}
 	return step
 }
