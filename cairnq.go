@@ -123,11 +123,18 @@ var (
 	// ErrUnavailable: the Postgres database could not be reached: the
 	// connection was lost, the server is starting up or shutting down, or
 	// no connection could be made. The call may succeed once the server is
-	// back; the driver's error stays inside for errors.As. A write whose
-	// answer was lost may have been committed: reads, settlements, cancels
-	// and keyed submits retry safely (the retry finds what the first try
-	// did), while an unkeyed Submit or SubmitMany retried can store its
-	// tasks twice.
+	// back; the driver's error stays inside for errors.As. A connection
+	// refused for good (a wrong password, an unknown database, a startup
+	// parameter a pooler refuses) is not ErrUnavailable, except that over
+	// a *sql.DB the application built, or an executor written elsewhere,
+	// a pooler's refusal at connect (pgbouncer's 08P01) cannot be told
+	// from its losing the server and is ErrUnavailable: bound the retries
+	// (cairnqtype.ErrUnavailable has the details). A write whose answer
+	// was lost may have been committed: reads, settlements, cancels and
+	// keyed submits retry safely (the retry finds what the first try did),
+	// while an unkeyed Submit, SubmitMany or Call retried can store its
+	// tasks twice, and so can SubmitWorkflow and CallWorkflow, which take
+	// no key.
 	ErrUnavailable = cairnqtype.ErrUnavailable
 )
 

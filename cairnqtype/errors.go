@@ -64,6 +64,22 @@ var (
 // %w. The driver's own error stays inside, for errors.As (a
 // *pgconn.PgError, a *pq.Error, a *net.OpError). SQLite never returns it.
 //
+// A connection refused for good is not one: a wrong password, a database
+// that does not exist, and what a connection pooler refuses while the
+// connection is being made. pgbouncer answers an unknown database, a
+// startup parameter it does not pass on and a wrong password with SQLSTATE
+// 08P01, the code it also answers mid-session when it lost its server, so
+// only knowing when the error came tells them apart. The pgx adapter
+// knows it on every pool, the lib/pq adapter on the pool its Open makes.
+// Over a *sql.DB the application built itself (the lib/pq adapter's New,
+// sqlexec.New, the gorm and bun adapters) and under an executor written
+// elsewhere it cannot be known, and a pooler's refusal at connect is
+// ErrUnavailable there: bound the retries. The other way round, an 08P01
+// at connect that is pgbouncer out of client connections
+// (max_client_conn), or before pgbouncer 1.20 a server behind it that it
+// never reached saying it is starting up, is a refusal, not
+// ErrUnavailable.
+//
 // Whether a retry is safe depends on the call, because a connection lost
 // after a write was sent leaves the write's outcome unknown: the server
 // may have committed it and lost only the answer. Reads are safe to
@@ -73,8 +89,10 @@ var (
 // cancel. A keyed submit retried under the same key finds the task the first try
 // stored while that task is live (ConflictReuse), or reports it as an
 // *AlreadyExistsError (ConflictReject); under ConflictReplace the retry
-// cancels it and stores another. An unkeyed submit (Submit, SubmitMany)
-// can be stored twice by a retry: give it a key to retry it safely.
+// cancels it and stores another. An unkeyed submit (Submit, SubmitMany,
+// Call) can be stored twice by a retry: give it a key to retry it safely.
+// A workflow (SubmitWorkflow, CallWorkflow) takes no key: a retry can
+// store the whole workflow twice.
 var ErrUnavailable = errors.New("cairnq: database unavailable")
 
 // ArgumentError is an invalid argument: which call, which argument, why.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/cairnq/cairnq-go/internal/outage"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 	"github.com/cairnq/cairnq-go/internal/pgroute"
 )
@@ -49,8 +50,19 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 // connect makes one connection within ctx and returns it with the socket
-// it went out on.
+// it went out on. Its error is marked as raised while connecting
+// (outage.AtConnect), which database/sql passes on as it is to the
+// statement that needed the connection: a server's or a pooler's SQLSTATE
+// answer then reads as final, so that pgbouncer's 08P01 refusing an
+// unknown database or a startup parameter is no outage, where the same
+// code mid-session is pgbouncer losing its server.
 func (c *connector) connect(ctx context.Context) (driver.Conn, net.Conn, error) {
+	conn, sock, err := c.connectOnce(ctx)
+	return conn, sock, outage.AtConnect(err)
+}
+
+// connectOnce is connect, its error unmarked.
+func (c *connector) connectOnce(ctx context.Context) (driver.Conn, net.Conn, error) {
 	w := &watch{}
 	stop := context.AfterFunc(ctx, w.cancel)
 	conn, err := c.pq.Connect(context.WithValue(ctx, watchKey{}, w))

@@ -21,7 +21,15 @@
 // (whose SQLState method gives the SQLSTATE). A database out of reach (the
 // connection lost, which lib/pq mostly reports as driver.ErrBadConn, the
 // server starting up or shutting down, no connection to be made) is also
-// cairnq.ErrUnavailable to errors.Is. [Open] with [Options.Schema] through
+// cairnq.ErrUnavailable to errors.Is. A connection refused while it is
+// being made is not: a wrong password, an unknown database, and a pooler's
+// refusal, which pgbouncer answers with SQLSTATE 08P01 (an unknown
+// database, a startup parameter it does not pass on), the code it also
+// answers mid-session when it lost its server, which is an outage. Only
+// the pool [Open] makes tells the two apart, through its own connector;
+// over an application's *sql.DB given to [New] lib/pq's errors do not say
+// when they came, and a pooler's 08P01 at connect is ErrUnavailable too.
+// [Open] with [Options.Schema] through
 // a pooler that refuses the search_path startup parameter (pgbouncer) fails
 // with a *cairnq.OpenError saying what to do instead.
 //

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/cairnq/cairnq-go/internal/pglisten"
 )
 
@@ -28,4 +30,23 @@ func ListenSession(ctx context.Context, dsn, notifyDSN string, l *pglisten.Liste
 		return err
 	}
 	return pqSource{dsn: dsn, notify: notify}.Session(ctx, ctx, l, subscribed)
+}
+
+// OpenPool returns an executor on a pool made from dsn as Open makes one,
+// without Open's first connection: every statement's connection is one
+// the pool makes later, through the connector Open's pools have.
+func OpenPool(dsn string) (*Executor, error) {
+	cfg, err := pq.NewConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnectTimeout = connectTimeout(0, cfg.ConnectTimeout)
+	cfg.BinaryParameters = true
+	connector, err := newConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := newExecutor(sql.OpenDB(connector), dsn, withDefaults(nil), false, true)
+	e.owned = true
+	return e, nil
 }

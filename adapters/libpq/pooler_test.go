@@ -161,3 +161,36 @@ func TestOpenPreparesOverTheServersOwnUnixSocket(t *testing.T) {
 		t.Errorf("no statement prepared over the server's own socket %s", dir)
 	}
 }
+
+// A pooler refusing a connection for good (a database it does not know, a
+// startup parameter it does not pass on, a login the server refused)
+// answers 08P01, as it does mid-session when it lost its server: at
+// connect it is no outage, from Open's first connection and from a later
+// connection of the pool Open makes. (Over an application's *sql.DB given
+// to New, nothing tells a connect from a statement: there it still reads
+// as an outage, as the package outage documents.)
+func TestConnectRefusedByAPoolerIsNoOutage(t *testing.T) {
+	t.Parallel()
+	t.Run("Open", func(t *testing.T) {
+		t.Parallel()
+		adaptertest.ConnectRefusedByAPooler(t, func(t *testing.T, dsn, schema string) (executor.Executor, error) {
+			e, err := cairnqlibpq.Open(context.Background(), dsn, &cairnqlibpq.Options{Schema: schema})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { e.Close() })
+			return e, nil
+		})
+	})
+	t.Run("Open's pool", func(t *testing.T) {
+		t.Parallel()
+		adaptertest.ConnectRefusedByAPooler(t, func(t *testing.T, dsn, _ string) (executor.Executor, error) {
+			e, err := cairnqlibpq.OpenPool(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			return e, nil
+		})
+	})
+}

@@ -52,7 +52,13 @@
 // errors.Is still finds context.Canceled and context.DeadlineExceeded. A
 // database out of reach (the connection lost, the server starting up or
 // shutting down, no connection to be made) is also cairnq.ErrUnavailable
-// to errors.Is. [Open] with [Options.Schema] through a pooler that refuses
+// to errors.Is. A connection refused while it is being made is not: a
+// wrong password, an unknown database, and a pooler's refusal, which
+// pgbouncer answers with SQLSTATE 08P01 (an unknown database, a startup
+// parameter it does not pass on), the code it also answers mid-session
+// when it lost its server, which is an outage. pgx's *pgconn.ConnectError
+// tells the two apart, on a pool [Open] makes and on one given to [New]
+// alike. [Open] with [Options.Schema] through a pooler that refuses
 // the search_path startup parameter (pgbouncer) fails with a
 // *cairnq.OpenError saying what to do instead.
 package cairnqpgx

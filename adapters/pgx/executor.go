@@ -170,7 +170,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Executor, error) {
 				return nil, oe
 			}
 		}
-		return nil, outage.Mark(ctx, err)
+		return nil, mark(ctx, err)
 	}
 	return e, nil
 }
@@ -382,7 +382,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 	mode := e.modeFor(ctx)
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
-		return outage.Mark(ctx, fmt.Errorf("cairnq/pgx: begin: %w", err))
+		return mark(ctx, fmt.Errorf("cairnq/pgx: begin: %w", err))
 	}
 	s := &Session{tx: tx, mode: mode}
 	finished := false
@@ -398,7 +398,7 @@ func (e *Executor) Tx(ctx context.Context, fn func(ctx context.Context, s execut
 		return ferr
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return outage.Mark(ctx, fmt.Errorf("cairnq/pgx: commit: %w", err))
+		return mark(ctx, fmt.Errorf("cairnq/pgx: commit: %w", err))
 	}
 	return nil
 }
@@ -489,7 +489,7 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, outage.Mark(ctx, fmt.Errorf("cairnq/pgx: query: %w", err))
+		return nil, mark(ctx, fmt.Errorf("cairnq/pgx: query: %w", err))
 	}
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
@@ -522,7 +522,7 @@ func eachRow(ctx context.Context, q querier, mode pgx.QueryExecMode, sql string,
 		row(fields, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, outage.Mark(ctx, fmt.Errorf("cairnq/pgx: query: %w", err))
+		return nil, mark(ctx, fmt.Errorf("cairnq/pgx: query: %w", err))
 	}
 	return names, nil
 }
@@ -613,9 +613,23 @@ func jsonText(f *pgconn.FieldDescription, raw []byte) any {
 // that true whatever the pool's default mode.)
 func execScript(ctx context.Context, q querier, script string) error {
 	if _, err := q.Exec(ctx, script, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return outage.Mark(ctx, fmt.Errorf("cairnq/pgx: exec: %w", err))
+		return mark(ctx, fmt.Errorf("cairnq/pgx: exec: %w", err))
 	}
 	return nil
+}
+
+// mark is outage.Mark with what pgx knows of when err happened: an error
+// that holds a *pgconn.ConnectError was raised while a connection was
+// being made, where a server's (or a pooler's) SQLSTATE answer is final
+// and no outage (outage.AtConnect). pgbouncer answers 08P01 both to what
+// it refuses at connect (an unknown database, a startup parameter it does
+// not pass on, a wrong password) and, mid-session, when it lost its
+// server: only the phase tells them apart.
+func mark(ctx context.Context, err error) error {
+	if errors.As(err, new(*pgconn.ConnectError)) {
+		err = outage.AtConnect(err)
+	}
+	return outage.Mark(ctx, err)
 }
 
 // sqlState is err's SQLSTATE, or "" when it carries none.

@@ -94,3 +94,30 @@ func TestOpenWithASchemaThePoolerRefuses(t *testing.T) {
 		return e, nil
 	})
 }
+
+// A pooler refusing a connection for good (a database it does not know, a
+// startup parameter it does not pass on, a login the server refused)
+// answers 08P01, as it does mid-session when it lost its server: at
+// connect it is no outage, from Open and from the first statements on an
+// application's pool.
+func TestConnectRefusedByAPoolerIsNoOutage(t *testing.T) {
+	t.Parallel()
+	t.Run("Open", func(t *testing.T) {
+		t.Parallel()
+		adaptertest.ConnectRefusedByAPooler(t, func(t *testing.T, dsn, schema string) (executor.Executor, error) {
+			e, err := cairnqpgx.Open(context.Background(), dsn, &cairnqpgx.Options{Schema: schema})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { e.Close() })
+			return e, nil
+		})
+	})
+	t.Run("New", func(t *testing.T) {
+		t.Parallel()
+		adaptertest.ConnectRefusedByAPooler(t, func(t *testing.T, dsn, _ string) (executor.Executor, error) {
+			e, _ := newExecutorOn(t, dsn, nil)
+			return e, nil
+		})
+	})
+}

@@ -148,7 +148,13 @@ func (e *Executor) Native() any { return e.db }
 // error type (a *pq.Error, a *pgconn.PgError) is reachable with errors.As;
 // a database out of reach (driver.ErrBadConn, a connection refused or
 // reset, a server starting up or shutting down) is also
-// cairnq.ErrUnavailable to errors.Is, whatever the driver.
+// cairnq.ErrUnavailable to errors.Is, whatever the driver. database/sql
+// does not say whether an error came while a connection was being made,
+// so a connection pooler's refusal at connect (pgbouncer's SQLSTATE 08P01
+// for an unknown database or a startup parameter it does not pass on,
+// the code it also answers when it lost its server) is ErrUnavailable
+// here too, except on the pool the lib/pq adapter's Open makes, whose
+// connector says when its errors came.
 func (e *Executor) Query(ctx context.Context, query string, args ...any) ([]executor.Row, error) {
 	if e.stmts != nil && len(args) > 0 {
 		return e.stmts.query(ctx, e.db, query, args)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/pgdsn"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/internal/syncbuf"
 )
@@ -249,4 +251,96 @@ func OpenOutage(t *testing.T, open SchemaOpener) {
 	if !errors.As(err, &op) && !errors.Is(err, driver.ErrBadConn) {
 		t.Errorf("open on a port where nothing listens: %v, want the driver's error inside", err)
 	}
+}
+
+// ConnectRefusedByAPooler opens through a pgbouncer that refuses every
+// connection for good, with the SQLSTATE it also answers mid-session when
+// it lost its server (08P01), which there is an outage:
+//   - a database the pooler does not know;
+//   - a startup parameter it does not pass on (statement_timeout in the
+//     DSN);
+//   - a database the server does not have, whose refusal of the pooler's
+//     login pgbouncer passes on to the client at connect (with 08P01
+//     before pgbouncer 1.20, with the server's 3D000 since).
+//
+// open (with no schema) may fail, as an adapter's Open that checks the
+// server answers does, or succeed, as an executor over a pool that
+// connects on first use does; then cairnq.OpenPostgres, its first
+// statements, fails. Either failure must hold the pooler's SQLSTATE and
+// be no outage: errors.Is finds no cairnq.ErrUnavailable in it, since a
+// program retrying an outage would retry this one forever.
+//
+// The last case runs on an open that fails only. An executor connecting
+// on first use probes its route first, and that probe takes the
+// refusal: pgbouncer then holds the next client's login for its
+// server_login_retry (15 seconds) before it asks the server again, and a
+// client's connect timeout may end that wait first, which is an outage.
+func ConnectRefusedByAPooler(t *testing.T, open SchemaOpener) {
+	dsn := pgtest.DSN(t)
+	pooled := pgtest.Pooler(t, dsn, pgtest.PoolTransaction)
+	unknown, err := pgdsn.WithDatabase(pooled, "cairnq_not_pooled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	param, err := withParam(pooled, "statement_timeout", "5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pgtest.Pooler names the server's database for the pooler's.
+	missing, err := pgdsn.WithDatabase(dsn, "cairnq_not_on_the_server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		dsn      string
+		codes    []string // what the pooler may answer
+		openOnly bool     // see above
+	}{
+		{"a database the pooler does not know", unknown, []string{"08P01"}, false},
+		{"a startup parameter the pooler refuses", param, []string{"08P01"}, false},
+		{"a database the server does not have", pgtest.Pooler(t, missing, pgtest.PoolTransaction), []string{"08P01", "3D000"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := Ctx(t)
+			ex, err := open(t, c.dsn, "")
+			if err == nil {
+				if c.openOnly {
+					t.Skip("the executor connects on first use, after a route probe that takes the refusal; see ConnectRefusedByAPooler")
+				}
+				var cl *cairnq.Client
+				if cl, err = cairnq.OpenPostgres(ctx, ex, nil); err == nil {
+					cl.Close()
+					t.Fatal("OpenPostgres through a pooler that refuses the connection succeeded")
+				}
+			}
+			if errors.Is(err, cairnq.ErrUnavailable) {
+				t.Errorf("refused at connect, it reads as an outage: %T %v", err, err)
+			}
+			var st interface{ SQLState() string }
+			if !errors.As(err, &st) || !slices.Contains(c.codes, st.SQLState()) {
+				t.Errorf("refused at connect: %T %v, want the pooler's SQLSTATE (%s) inside", err, err, strings.Join(c.codes, " or "))
+			}
+			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("refused at connect: %v, want an answer, not a wait", err)
+			}
+			t.Logf("refused at connect: %v", err)
+		})
+	}
+}
+
+// withParam returns dsn with key set to value, in whichever of the two
+// forms dsn is written.
+func withParam(dsn, key, value string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", err
+		}
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	return strings.TrimSpace(dsn) + " " + key + "=" + value, nil
 }

@@ -11,6 +11,38 @@
 // *net.OpError or a *net.DNSError. A driver's connect errors
 // (pgconn.ConnectError, lib/pq's and pgdriver's) wrap one of these.
 //
+// A server's answer means one thing mid-session and another while a
+// connection is being made. Mid-session, SQLSTATE class 08 is the
+// connection failing under the call: pgbouncer answers 08P01 (protocol
+// violation) when it lost its server or cannot log in to it. While a
+// connection is being made, pgbouncer answers 08P01 to what it refuses
+// for good too: a database it does not know ("bouncer config error"), a
+// startup parameter it does not pass on, a wrong password, and, before
+// pgbouncer 1.20 (which passes the server's SQLSTATE on), a login the
+// server refused it. Nothing but the words tells those apart, and the
+// words are not read here. So an error an adapter marks with AtConnect
+// reads the other way: there a SQLSTATE of class 08 is a refusal, no
+// outage, while the server's "not now" (57P01, 57P02, 57P03, 53300) and
+// a connection that cannot be made at all (refused, reset, timed out, an
+// end of stream) stay outages.
+//
+// What that costs: pgbouncer refuses a client over its max_client_conn
+// with 08P01, and before 1.20 passes a starting server's 57P03 on as
+// 08P01 to the clients waiting for a server it has not reached since it
+// started; both read as refusals. (A server it cannot reach at all keeps
+// those clients waiting, until their connect timeout, an outage.) A
+// driver's connect also covers the checks it runs on the new session
+// (target_session_attrs), where a pooler's 08P01 is its server lost, and
+// reads as a refusal too.
+//
+// Only an adapter knows the phase: the pgx adapter marks every error
+// that holds a *pgconn.ConnectError, on any pool, and the lib/pq adapter
+// marks what the connector of the pools its Open makes returns. An error
+// from a *sql.DB an application built itself (sqlexec.New, the lib/pq
+// adapter's New, the gorm and bun adapters) or from an executor written
+// elsewhere says nothing of its phase: there a pooler's 08P01 at connect
+// still reads as an outage.
+//
 // It imports only the standard library and cairnqtype, whose sentinel it
 // marks errors with.
 package outage
@@ -31,7 +63,8 @@ import (
 // starting up, shutting down or out of connections. An error already
 // marked (errors.Is finds cairnqtype.ErrUnavailable) is one. A context's
 // end is never one here: whose deadline it was only the caller knows
-// (see Mark).
+// (see Mark). An error marked with AtConnect that holds a SQLSTATE of
+// class 08 is not one.
 func Is(err error) bool {
 	switch {
 	case err == nil:
@@ -43,9 +76,15 @@ func Is(err error) bool {
 	}
 	// A server's answer decides: a connect error wrapping a refused
 	// password or a missing database is no outage, whatever else it holds.
+	// While a connection was being made (AtConnect), class 08 is a refusal
+	// too: see the package documentation.
 	var st interface{ SQLState() string }
 	if errors.As(err, &st) {
-		return unavailableState(st.SQLState())
+		code := st.SQLState()
+		if strings.HasPrefix(code, "08") && errors.Is(err, errConnecting) {
+			return false
+		}
+		return unavailableState(code)
 	}
 	// pgx marks the errors it raised before anything reached the server:
 	// a connection it found closed ("conn closed", which database/sql over
@@ -118,3 +157,34 @@ func (e *unavailable) Unwrap() error { return e.err }
 
 // Is makes errors.Is(err, cairnqtype.ErrUnavailable) hold.
 func (e *unavailable) Is(target error) bool { return target == cairnqtype.ErrUnavailable }
+
+// AtConnect returns err, an error raised while a connection was being
+// made, marked so that Is and Mark read a server's answer in it as final:
+// a SQLSTATE of class 08 in it (pgbouncer's 08P01 above all) is then a
+// refusal, no outage, while 57P03, 53300 and every failure to make the
+// connection (refused, reset, timed out) stay outages. The mark keeps
+// err's text and err, for errors.As and errors.Is, and survives any
+// wrapping with %w, so a later Mark (the store's second pass over an
+// adapter's error) reads it too. A nil err stays nil.
+//
+// It must wrap err before Mark does: an error Mark already marked stays
+// an outage.
+func AtConnect(err error) error {
+	if err == nil || errors.Is(err, errConnecting) {
+		return err
+	}
+	return &atConnect{err}
+}
+
+// errConnecting is what errors.Is finds in an error AtConnect marked.
+var errConnecting = errors.New("outage: raised while connecting")
+
+// atConnect is an error AtConnect marked. It keeps err's text.
+type atConnect struct{ err error }
+
+func (e *atConnect) Error() string { return e.err.Error() }
+
+func (e *atConnect) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, errConnecting) hold.
+func (e *atConnect) Is(target error) bool { return target == errConnecting }

@@ -115,3 +115,80 @@ func TestOutageMarkKeepsTheDriversError(t *testing.T) {
 		t.Errorf("a connect timeout under a live context: %v, want ErrUnavailable with the deadline inside", m)
 	}
 }
+
+// While a connection is being made, a server's answer is final: a pooler
+// answers 08P01 to an unknown database, a startup parameter it does not
+// pass on or a wrong password, as it does mid-session when it lost its
+// server, and only the phase tells the two apart. A server saying "not
+// now", and a connection that cannot be made at all, stay outages.
+func TestOutageAtConnect(t *testing.T) {
+	connect := func(err error) error {
+		return fmt.Errorf("cairnq/x: query: %w", outage.AtConnect(fmt.Errorf("failed to connect: %w", err)))
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"pgbouncer: unknown database (pgx)", connect(&pgconn.PgError{Severity: "FATAL", Code: "08P01"}), false},
+		{"pgbouncer: unsupported startup parameter (lib/pq)", connect(&pq.Error{Severity: "FATAL", Code: "08P01"}), false},
+		{"another connection exception", connect(&pgconn.PgError{Code: "08006"}), false},
+		{"bad password", connect(&pgconn.PgError{Severity: "FATAL", Code: "28P01"}), false},
+		{"no such database", connect(&pq.Error{Severity: "FATAL", Code: "3D000"}), false},
+		{"starting up", connect(&pgconn.PgError{Severity: "FATAL", Code: "57P03"}), true},
+		{"shutting down", connect(&pgconn.PgError{Severity: "FATAL", Code: "57P01"}), true},
+		{"too many connections", connect(&pq.Error{Severity: "FATAL", Code: "53300"}), true},
+		{"refused", connect(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), true},
+		{"cut during the startup", connect(io.ErrUnexpectedEOF), true},
+		{"no such host", connect(&net.DNSError{Err: "no such host", Name: "db"}), true},
+		{"TLS alert", connect(&net.OpError{Op: "remote error", Err: errors.New("tls: handshake failure")}), false},
+		{"marked twice", outage.AtConnect(connect(&pgconn.PgError{Code: "08P01"})), false},
+		{"nil", outage.AtConnect(nil), false},
+	} {
+		if got := outage.Is(c.err); got != c.want {
+			t.Errorf("%s: Is(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+		if got := errors.Is(outage.Mark(context.Background(), c.err), cairnqtype.ErrUnavailable); got != c.want {
+			t.Errorf("%s: Mark(%v) is ErrUnavailable: %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+
+	// The mark keeps the text and the driver's error, and a second pass
+	// of Mark over an error wrapping it (the store's, over an adapter's)
+	// leaves it as it is.
+	pe := &pgconn.PgError{Severity: "FATAL", Message: "bouncer config error", Code: "08P01"}
+	err := outage.AtConnect(fmt.Errorf("failed to connect: %w", pe))
+	if err.Error() != "failed to connect: "+pe.Error() {
+		t.Errorf("text %q, want the error's own", err)
+	}
+	var got *pgconn.PgError
+	if !errors.As(err, &got) || got != pe {
+		t.Errorf("the server's error is not reachable through the mark")
+	}
+	live := context.Background()
+	once := outage.Mark(live, fmt.Errorf("cairnq/pgx: query: %w", err))
+	if again := outage.Mark(live, fmt.Errorf("cairnq: reading installations: %w", once)); errors.Is(again, cairnqtype.ErrUnavailable) {
+		t.Errorf("a second Mark made a refusal at connect an outage: %v", again)
+	}
+	if outage.AtConnect(err) != err {
+		t.Errorf("AtConnect wrapped a marked error again")
+	}
+
+	// The connect timeout (the driver's own deadline under a live
+	// context) is an outage at connect as anywhere, and a context that
+	// ended is the caller's.
+	timeout := outage.AtConnect(fmt.Errorf("failed to connect: %w", context.DeadlineExceeded))
+	if !errors.Is(outage.Mark(live, timeout), cairnqtype.ErrUnavailable) {
+		t.Errorf("a connect timeout under a live context is not ErrUnavailable")
+	}
+	canceled, cancel := context.WithCancel(live)
+	cancel()
+	if errors.Is(outage.Mark(canceled, timeout), cairnqtype.ErrUnavailable) {
+		t.Errorf("a connect timeout under an ended context is ErrUnavailable")
+	}
+
+	// The mark goes first: an error Mark already marked stays an outage.
+	if !outage.Is(outage.AtConnect(outage.Mark(live, pe))) {
+		t.Errorf("AtConnect took the mark off an error Mark marked")
+	}
+}
