@@ -311,8 +311,9 @@
 //     revives the workflow at once, in the retry's transaction; another
 //     SDK's retry is seen when a Go worker settles the step, or else at a
 //     Go worker's look over the ended workflows (each sweep reads those
-//     that ended since the last, and all of them when the worker starts
-//     and every 5 minutes). A step of a canceled workflow stays canceled:
+//     that ended since the last; about every 5 minutes, one sweep of all
+//     a Client's workers reads all of them, the first within a minute of
+//     the first sweep). A step of a canceled workflow stays canceled:
 //     Client.Retry refuses it with an [*ArgumentError] (RetryWorkflow
 //     resumes the workflow), and one another SDK retried is canceled
 //     again by the first look that reads its record, unless it ran first.

@@ -159,14 +159,18 @@ type WorkerOptions struct {
 	// one read of the due records, whether or not any workflow exists,
 	// then a short write transaction per record found, at most 16 (at
 	// once again while sweeps come back full). A sweep then reads the
-	// records of the workflows that ended failed or canceled since the
-	// last (all of them when the worker starts and every 5 minutes, in
-	// reads of 256) and advances those whose steps moved since: a
-	// canceled workflow's steps still live are asked to stop (another
-	// SDK's plain cancel of the record reached none), a failed one whose
-	// step someone retried goes on (see Client.RetryWorkflow). Default
-	// DefaultWorkflowSweep; NoWorkflowSweep turns it off, which leaves
-	// such workflows to the other workers' sweeps.
+	// records of the workflows that ended since the worker's last read
+	// (every 5 s starting again 5 s back, for an end that committed
+	// late) and advances the failed or canceled ones whose steps moved
+	// since: a canceled workflow's steps still live are asked to stop
+	// (another SDK's plain cancel of the record reached none), a failed
+	// one whose step someone retried goes on (see Client.RetryWorkflow).
+	// About every 5 minutes one sweep of all the Client's workers reads
+	// every record of a failed or canceled workflow, in reads of 256;
+	// the first at a random point of the minute after the first sweep,
+	// so that processes started together do not all read at once.
+	// Default DefaultWorkflowSweep; NoWorkflowSweep turns it off, which
+	// leaves such workflows to the other workers' sweeps.
 	WorkflowSweep time.Duration
 }
 

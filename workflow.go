@@ -402,11 +402,11 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
 // step still failed keeps the workflow failed unless it is retried too.
 // Client.Retry revives the workflow at once; another SDK's retry is seen
 // when a Go worker settles the step, or else by a Go worker's look over
-// the ended workflows (when it starts and every 5 minutes). In a
-// workflow still running the retried step simply joins it again. A step
-// of a canceled workflow stays canceled: Client.Retry refuses it with an
-// *ArgumentError, and a Go worker's look cancels one another SDK
-// retried, unless it ran first.
+// the ended workflows (about every 5 minutes, one for all a Client's
+// workers). In a workflow still running the retried step simply joins it
+// again. A step of a canceled workflow stays canceled: Client.Retry
+// refuses it with an *ArgumentError, and a Go worker's look cancels one
+// another SDK retried, unless it ran first.
 func (c *Client) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 	if err := checkCtx(ctx, "retry workflow"); err != nil {
 		return nil, err

@@ -16,24 +16,95 @@ const sweepBatch = 16
 // over them takes at most.
 const endedPage = 256
 
-// A sweep then looks over the workflows that ended (lookEnded): it reads
-// the records that ended since its last look, from endedSlack before the
-// last one that look read (an end whose transaction began before that
-// one's may commit after it). A worker's first look starts endedFirst
-// ago, by its own clock, and reads every record of a failed or canceled
-// workflow too, as every look does each endedFullEvery: a step retried
-// long after its workflow ended (by another SDK, and run by another
-// SDK's worker) moves a record no look reads otherwise.
+// A sweep then looks over the workflows that ended (lookEnded): its
+// store's full look over every record of a failed or canceled workflow
+// when it is due (Store.LookEndedFull: one for all the store's workers,
+// about every 5 minutes), then the worker's read of the records that
+// ended since its last (recentLook). A worker's first read starts
+// endedFirst ago, by its own clock.
 const (
-	endedSlack     = 5 * time.Second
-	endedFirst     = time.Minute
-	endedFullEvery = 5 * time.Minute
+	endedSlack = 5 * time.Second
+	endedFirst = time.Minute
 )
 
-// endedLook is where a worker's looks over the ended workflows stand.
-type endedLook struct {
-	from   engine.EndedFrom // where the next look starts
-	fullAt time.Time        // when the next look reads every record; zero: first look
+// recentLook is where a worker's reads of the records that ended since
+// its last stand. A read goes on from head, after the last record read.
+// But an end's completed_at_ms is taken when its transaction began (on
+// SQLite, when its write did), so it may commit after ends taken later,
+// which a read already passed. So every endedSlack a read starts back at
+// floor, before every record that may have committed unread, and then
+// moves floor up past what has settled: a record that ended more than
+// endedSlack before the read began had committed by then (an end commits
+// within endedSlack of its transaction's start; one that commits later
+// is left to the full look). When the read began, by the clock that
+// wrote completed_at_ms, is not asked of the database: it is at least
+// an end read before plus the time since the read that read it returned
+// (low). So a record is read as it comes and then by at most two reads
+// from floor, and once nothing has ended for endedSlack, no read reads
+// an end it read before.
+type recentLook struct {
+	head, floor engine.EndedFrom
+	floorAt     time.Time // when a read next starts from floor; zero: no read yet
+	lowMS       int64     // an end read, at lowAt by the worker's clock
+	lowAt       time.Time // zero: no end read yet
+}
+
+// read reads the records that ended since the last read (walk, from
+// where it starts to where it stopped), at now and with the clock clock.
+func (l *recentLook) read(clock func() time.Time, walk func(from engine.EndedFrom) engine.EndedFrom) {
+	now := clock()
+	if l.floorAt.IsZero() {
+		l.head = engine.EndedFrom{MS: now.Add(-endedFirst).UnixMilli()}
+		l.floor, l.floorAt = l.head, now
+	}
+	if now.Before(l.floorAt) {
+		l.ended(l.head, walk(l.head), clock())
+		return
+	}
+	l.floorAt = now.Add(endedSlack)
+	low, known := l.low(now)
+	end := walk(l.floor)
+	l.ended(l.floor, end, clock())
+	if !known {
+		return
+	}
+	// Every record that ended before settle had committed when the walk
+	// began, and the walk read those after floor, up to end.
+	settle := engine.EndedFrom{MS: low - endedSlack.Milliseconds()}
+	if endedBefore(end, settle) {
+		settle = end
+	}
+	if endedBefore(l.floor, settle) {
+		l.floor = settle
+	}
+}
+
+// ended records a walk from from that stopped at end and returned at
+// at: if it read a record, the last it read is end.
+func (l *recentLook) ended(from, end engine.EndedFrom, at time.Time) {
+	if endedBefore(l.head, end) {
+		l.head = end
+	}
+	if end == from {
+		return
+	}
+	if ms, known := l.low(at); !known || end.MS > ms {
+		l.lowMS, l.lowAt = end.MS, at
+	}
+}
+
+// low is the least the clock that wrote completed_at_ms can read at now
+// (by the worker's clock, at or after lowAt), if an end was read.
+func (l *recentLook) low(now time.Time) (ms int64, known bool) {
+	if l.lowAt.IsZero() {
+		return 0, false
+	}
+	return l.lowMS + now.Sub(l.lowAt).Milliseconds(), true
+}
+
+// endedBefore reports whether a comes before b in the order records end.
+func endedBefore(a, b engine.EndedFrom) bool {
+	return a.MS < b.MS || (a.MS == b.MS && a.ID < b.ID)
 }
 
 // sweepLoop sweeps the workflows' due records every WorkflowSweep (with
@@ -41,7 +112,7 @@ type endedLook struct {
 // step) until ctx ends. A sweep that filled its batch runs again at once.
 // Each sweep then looks over the workflows that ended (lookEnded).
 func (w *Worker) sweepLoop(ctx context.Context) {
-	var look endedLook
+	var look recentLook
 	for {
 		wait := w.opts.WorkflowSweep + rand.N(w.opts.WorkflowSweep/10+1)
 		if !sleepCtx(ctx, wait) {
@@ -54,9 +125,7 @@ func (w *Worker) sweepLoop(ctx context.Context) {
 					slog.String("reason", why), slog.String("worker_id", w.id))
 			}
 			if err != nil {
-				if ctx.Err() == nil {
-					w.report(err, PhaseClaim, "")
-				}
+				w.reportSweep(ctx, err)
 				break
 			}
 			if sw.Records < sweepBatch {
@@ -73,39 +142,34 @@ func (w *Worker) sweepLoop(ctx context.Context) {
 // record reached none of them), and a failed workflow one of whose steps
 // was retried goes on (Client.Retry revives it at once; another SDK's
 // retry at the step's settlement by a Go worker, or here).
-func (w *Worker) lookEnded(ctx context.Context, look *endedLook) {
-	now := time.Now()
-	if look.fullAt.IsZero() {
-		look.from = engine.EndedFrom{MS: now.Add(-endedFirst).UnixMilli()}
+func (w *Worker) lookEnded(ctx context.Context, look *recentLook) {
+	if looked, err := w.st.LookEndedFull(ctx, w.id, endedPage); looked {
+		w.reportSweep(ctx, err)
 	}
-	if !now.Before(look.fullAt) {
-		look.fullAt = now.Add(endedFullEvery + rand.N(endedFullEvery/10))
-		for _, status := range []Status{StatusFailed, StatusCanceled} {
-			w.walkEnded(ctx, engine.OldestEnded(), func(from engine.EndedFrom) (engine.EndedSwept, error) {
-				return w.st.SweepEndedByStatus(ctx, w.id, status, from, endedPage)
-			})
-		}
-	}
-	from := w.walkEnded(ctx, look.from, func(from engine.EndedFrom) (engine.EndedSwept, error) {
-		return w.st.SweepEndedSince(ctx, w.id, from, endedPage)
+	look.read(time.Now, func(from engine.EndedFrom) engine.EndedFrom {
+		return w.walkEnded(ctx, from)
 	})
-	if from != look.from {
-		look.from = engine.EndedFrom{MS: from.MS - endedSlack.Milliseconds()}
-	}
 }
 
-// walkEnded reads page after page from from until one comes back short
-// (or fails) and returns where it stopped.
-func (w *Worker) walkEnded(ctx context.Context, from engine.EndedFrom, page func(engine.EndedFrom) (engine.EndedSwept, error)) engine.EndedFrom {
+// walkEnded reads the records that ended after from, page after page
+// until one comes back short (or fails), and returns where it stopped.
+func (w *Worker) walkEnded(ctx context.Context, from engine.EndedFrom) engine.EndedFrom {
 	for ctx.Err() == nil {
-		sw, err := page(from)
+		sw, err := w.st.SweepEndedSince(ctx, w.id, from, endedPage)
 		from = sw.Next
-		if err != nil && ctx.Err() == nil {
-			w.report(err, PhaseClaim, "")
-		}
+		w.reportSweep(ctx, err)
 		if sw.Read < endedPage {
 			break
 		}
 	}
 	return from
+}
+
+// reportSweep reports a sweep's failure, but not one of a sweep that
+// was stopping, nor a store that serves nothing more: the store said so,
+// and Run ends with it.
+func (w *Worker) reportSweep(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil && !storeGone(err) {
+		w.report(err, PhaseClaim, "")
+	}
 }

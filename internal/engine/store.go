@@ -58,6 +58,9 @@ type Store struct {
 	// leaseReads paces the reads for an expired lease of its workers:
 	// busy ones' recoveries, idle ones' probes (Postgres; claim_front.go).
 	leaseReads readPace
+	// endedFull paces its workers' full looks over the ended workflows,
+	// one for all of them (workflow_ended_look.go).
+	endedFull endedFull
 	// guard notices the SQLite file deleted or replaced under the store
 	// (sqlite_identity.go); nil on Postgres and in memory.
 	guard *fileGuard

@@ -14,8 +14,9 @@ import (
 // of the record that reached no step. The advance meets them when it runs
 // (a Go step's settlement, RetryTask); a Go worker's sweep finds the
 // others, reading the records of the workflows that ended since its last
-// (SweepEndedSince) and, every few minutes, every record of a failed or
-// canceled one (SweepEndedByStatus).
+// (SweepEndedSince) and, every few minutes, once for all the workers of
+// its store, every record of a failed or canceled one (LookEndedFull,
+// workflow_ended_look.go, over SweepEndedByStatus).
 
 // stepsRetried reports whether a step of a failed workflow was retried
 // since it failed: its task is queued, running or succeeded while the
