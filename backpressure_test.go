@@ -7,7 +7,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 func TestBackpressureWaitsThenQueueFull(t *testing.T) {
@@ -36,7 +36,7 @@ func TestBackpressureWaitsThenQueueFull(t *testing.T) {
 		t.Errorf("empty name on a full queue: %v", err)
 	}
 	// Room made by a worker lets the next submit through.
-	if _, err := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"narrow"}, WorkerID: "w"}); err != nil {
+	if _, err := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"narrow"}, WorkerID: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Submit(ctx, "x", nil, narrow); err != nil {
@@ -63,7 +63,7 @@ func TestBackpressureUnblocksWhileWaiting(t *testing.T) {
 		_, err := c.Submit(ctx, "x", nil, nil)
 		done <- err
 	}()
-	if _, err := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil {
+	if _, err := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

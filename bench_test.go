@@ -7,7 +7,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // The benchmarks run on a file database in b.TempDir() with the default
@@ -103,7 +103,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	claim := engine.ClaimParams{Queues: []string{"default"}, Names: []string{"render"}, WorkerID: "bench"}
+	claim := cairnqtype.ClaimParams{Queues: []string{"default"}, Names: []string{"render"}, WorkerID: "bench"}
 	b.ResetTimer()
 	for range b.N {
 		got, err := st.Claim(ctx, claim)

@@ -75,14 +75,14 @@ func (tc *TaskContext) LostLease() bool { return tc.lost.Load() }
 
 func (tc *TaskContext) markLost() {
 	if tc.lost.CompareAndSwap(false, true) {
-		tc.cancel(&engine.LostLeaseError{ID: tc.task.ID})
+		tc.cancel(&LostLeaseError{ID: tc.task.ID})
 		tc.w.logTask(context.Background(), slog.LevelWarn, logLeaseLost, tc.task)
 	}
 }
 
 func (tc *TaskContext) observeCancel(requested bool) {
 	if requested && tc.canceled.CompareAndSwap(false, true) {
-		tc.cancel(&engine.TaskCanceledError{ID: tc.task.ID})
+		tc.cancel(&TaskCanceledError{ID: tc.task.ID})
 	}
 }
 
@@ -117,7 +117,7 @@ func (tc *TaskContext) isSettled() bool {
 // is already known lost or the task settled.
 func (tc *TaskContext) owned(write func() (*Task, error)) error {
 	if tc.lost.Load() || tc.isSettled() {
-		return &engine.LostLeaseError{ID: tc.task.ID}
+		return &LostLeaseError{ID: tc.task.ID}
 	}
 	t, err := write()
 	if err != nil {
@@ -202,7 +202,7 @@ func (tc *TaskContext) settle(write func() error) error {
 	// (handler_timeout), and the handler, still running, must hear that
 	// its own settlement was refused, not that it was a repeat.
 	if tc.lost.Load() {
-		return &engine.LostLeaseError{ID: tc.task.ID}
+		return &LostLeaseError{ID: tc.task.ID}
 	}
 	if tc.settled {
 		return nil

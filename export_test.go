@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -49,7 +50,7 @@ type recordingClaimer struct {
 	calls []ClaimCall
 }
 
-func (r *recordingClaimer) ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
+func (r *recordingClaimer) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
 	res, err := r.claimer.ClaimSession(ctx, p, h, single, plan)
 	r.mu.Lock()
 	defer r.mu.Unlock()

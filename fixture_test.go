@@ -11,7 +11,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // fixtureManifest is the JSON beside the TypeScript SDK's database.
@@ -157,7 +157,7 @@ func TestFixtureFromTypeScriptSDK(t *testing.T) {
 	// The running task's 50ms lease expired long ago: the next claim
 	// recovers it (back to queued, attempt 1 of 3) and can take it.
 	st := cairnq.StoreOf(c)
-	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"gpu"}, WorkerID: "go-worker", Limit: 5})
+	claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"gpu"}, WorkerID: "go-worker", Limit: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestFixtureFromTypeScriptSDK(t *testing.T) {
 	}
 
 	// The queued tasks that are due (not the delayed one) run and settle.
-	due, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "go-worker", Limit: 10})
+	due, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "go-worker", Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

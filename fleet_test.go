@@ -10,8 +10,8 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 )
 
@@ -181,7 +181,7 @@ func TestIdleWorkerRecoversAnExpiredLease(t *testing.T) {
 	}
 	// A worker that claims and vanishes; its lease expires (the database's
 	// clock is this machine's).
-	got, err := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "gone", Lease: 50 * time.Millisecond})
+	got, err := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "gone", Lease: 50 * time.Millisecond})
 	if err != nil || len(got) != 1 {
 		t.Fatal(got, err)
 	}
@@ -231,7 +231,7 @@ func TestIdleWorkerLooksForExpiredLeasesWhenDue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := cairnq.StoreOf(other).Claim(ctx, engine.ClaimParams{Queues: []string{elsewhere}, WorkerID: "gone", Lease: 20 * time.Millisecond})
+		got, err := cairnq.StoreOf(other).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{elsewhere}, WorkerID: "gone", Lease: 20 * time.Millisecond})
 		if err != nil || len(got) != 1 || got[0].ID != lost.ID {
 			t.Fatalf("claim = %v, %v; want %s", got, err, lost.ID)
 		}

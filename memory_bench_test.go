@@ -8,7 +8,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // Memory that a process keeps must follow the work in flight, not what it
@@ -71,7 +71,7 @@ func TestWaitsLeaveNoSubscriptions(t *testing.T) {
 			return errors.As(err, &te)
 		})
 	}
-	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: len(ids)})
+	claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: len(ids)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type RetentionOptions struct {
 // Client and stopped by Close.
 type sweeper struct {
 	st       *engine.Store
-	rules    []engine.PurgeParams
+	rules    []PurgeOptions
 	mu       sync.Mutex   // held by a sweep, let go during a paced sweep's pauses
 	floors   []sweepFloor // one per rule, under mu
 	interval time.Duration
@@ -81,7 +81,7 @@ func newSweeper(st *engine.Store, o RetentionOptions, log *slog.Logger) (*sweepe
 		limit = engine.DefaultPurgeLimit
 	}
 	for _, r := range o.Rules {
-		p := engine.PurgeParams{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
+		p := PurgeOptions{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
 		if err := engine.ValidatePurge(p); err != nil {
 			return nil, err
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // finish submits n tasks named name and settles each: succeed or fail.
@@ -20,7 +20,7 @@ func finish(t *testing.T, c *cairnq.Client, name, queue string, n int, succeed b
 			t.Fatal(err)
 		}
 	}
-	got, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{queue}, Names: []string{name}, WorkerID: "w", Limit: n})
+	got, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{queue}, Names: []string{name}, WorkerID: "w", Limit: n})
 	if err != nil || len(got) != n {
 		t.Fatalf("claim: %d %v", len(got), err)
 	}

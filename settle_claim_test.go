@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -28,7 +29,7 @@ func (o *ridingOps) note(cs []*engine.Completion) {
 	}
 }
 
-func (o *ridingOps) ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
+func (o *ridingOps) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
 	o.note(h.Settle)
 	return o.claimer.ClaimSession(ctx, p, h, single, plan)
 }

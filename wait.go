@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // Wait polling defaults: the first re-read after 100ms, each next one 1.5x
@@ -136,7 +134,7 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task,
 		return nil, err
 	}
 	return c.poll(ctx, id, "", opts,
-		func() (engine.TaskRef, error) { return c.store.GetStatus(ctx, id) },
+		func() (TaskRef, error) { return c.store.GetStatus(ctx, id) },
 		func() (*Task, error) { return c.store.Get(ctx, id) })
 }
 
@@ -148,12 +146,12 @@ func (c *Client) WaitByKey(ctx context.Context, key string, opts *WaitOptions) (
 		return nil, err
 	}
 	return c.poll(ctx, key, key, opts,
-		func() (engine.TaskRef, error) { return c.store.GetStatusByKey(ctx, key) },
+		func() (TaskRef, error) { return c.store.GetStatusByKey(ctx, key) },
 		func() (*Task, error) { return c.store.GetByKey(ctx, key) })
 }
 
 func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOptions,
-	probe func() (engine.TaskRef, error), read func() (*Task, error)) (*Task, error) {
+	probe func() (TaskRef, error), read func() (*Task, error)) (*Task, error) {
 	timeout, interval, maxPoll, err := opts.resolved()
 	if err != nil {
 		return nil, err
@@ -221,7 +219,7 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 // probe reads the status and, when it is terminal (or the wait is over),
 // the whole row, through the same path: a purge or a repointed key in
 // between just means waiting on.
-func (c *Client) probe(probe func() (engine.TaskRef, error), read func() (*Task, error), last bool) (t *Task, ref engine.TaskRef, exists bool, err error) {
+func (c *Client) probe(probe func() (TaskRef, error), read func() (*Task, error), last bool) (t *Task, ref TaskRef, exists bool, err error) {
 	ref, err = probe()
 	if errors.Is(err, ErrNotFound) {
 		return nil, ref, false, nil

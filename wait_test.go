@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -16,7 +17,7 @@ func serveOnce(t *testing.T, st *engine.Store, settle func(*cairnq.Task) error) 
 	t.Helper()
 	ctx := context.Background()
 	for {
-		got, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
+		got, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
 		if err != nil {
 			t.Error(err)
 			return
@@ -113,7 +114,7 @@ func TestWaitWokenBySettlementInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
+	claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
@@ -173,7 +174,7 @@ func TestWaitReturnsFailedAndCanceledTasksWithoutAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil || len(claimed) != 1 {
+	if claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
 	if _, err := st.Fail(ctx, failed.ID, "w", cairnq.ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {

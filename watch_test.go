@@ -8,7 +8,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 func TestWatchSignalsQueuedDoneAndPoll(t *testing.T) {
@@ -40,7 +40,7 @@ func TestWatchSignalsQueuedDoneAndPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a queued signal", func() bool { return seen(cairnq.Signal{Reason: "queued", Queue: "watched"}) })
-	claimed, err := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
+	claimed, err := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}

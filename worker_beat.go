@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // track adds or removes contexts from the set the heartbeat renews.
@@ -90,6 +88,6 @@ func (w *Worker) renew(ctx context.Context, ids []string) (map[string]bool, erro
 	}
 }
 
-func errIsLostLease(err error) bool { return errors.Is(err, engine.ErrLostLease) }
+func errIsLostLease(err error) bool { return errors.Is(err, ErrLostLease) }
 
-func errIsNotFound(err error) bool { return errors.Is(err, engine.ErrNotFound) }
+func errIsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -111,15 +112,15 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 			order[i] = globals[k]
 		}
 	}
-	params := engine.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
+	params := cairnqtype.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
 	if len(sources) == 1 && hints.Limits == nil {
 		// One draw, which on Postgres is a single statement rather than a
 		// transaction around one.
-		err = w.plan(func(names []string, limit int) ([]*engine.Task, error) {
+		err = w.plan(func(names []string, limit int) ([]*Task, error) {
 			p := params
 			p.Names, p.Limit = names, limit
 			ran = true
-			var out []*engine.Task
+			var out []*Task
 			var err error
 			sess, err = w.claims.ClaimSession(ctx, p, hints, true, func(draw drawFunc) error {
 				out, err = draw(names, limit)

@@ -10,16 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // drawFunc claims up to limit tasks named in names inside a claim session.
-type drawFunc = func(names []string, limit int) ([]*engine.Task, error)
+type drawFunc = func(names []string, limit int) ([]*Task, error)
 
 // claimer is what a worker's claim loop writes through: its store, or in
 // tests a wrapper that watches what rides on the claims.
 type claimer interface {
-	ClaimSession(ctx context.Context, p engine.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error)
+	ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error)
 	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
 }
 

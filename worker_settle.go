@@ -87,7 +87,7 @@ func (w *Worker) complete(ctx context.Context, tc *TaskContext, result any, hand
 		}
 	}
 	err := w.settleTask(ctx, tc, func() error { return w.completeWrite(ctx, tc, result) })
-	var se *engine.SerializationError
+	var se *SerializationError
 	switch {
 	case err == nil:
 	case errors.As(err, &se):

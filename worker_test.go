@@ -17,7 +17,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/ncruces/go-sqlite3"
 )
@@ -123,7 +123,7 @@ func TestCancelWinsOverLeaseExpiry(t *testing.T) {
 	ctx := context.Background()
 	task, _ := c.Submit(ctx, "job", nil, nil)
 	// A worker claims it and dies; the task is canceled while it is dead.
-	if got, err := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "dead", Lease: 50 * time.Millisecond}); err != nil || len(got) != 1 {
+	if got, err := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "dead", Lease: 50 * time.Millisecond}); err != nil || len(got) != 1 {
 		t.Fatal(got, err)
 	}
 	c.Cancel(ctx, task.ID)
@@ -142,7 +142,7 @@ func TestSecondWorkerRecoversAbandonedClaim(t *testing.T) {
 	c := openTemp(t, nil)
 	ctx := context.Background()
 	task, _ := c.Submit(ctx, "job", map[string]int{"n": 1}, nil)
-	if got, _ := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
+	if got, _ := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
 		t.Fatal("claim failed")
 	}
 	w := newWorker(t, c, nil)
@@ -168,7 +168,7 @@ func TestBusyWorkerStillRecoversExpiredLeases(t *testing.T) {
 		}
 	}
 	task, _ := c.Submit(ctx, "job", nil, &cairnq.SubmitOptions{Priority: 10})
-	if got, _ := cairnq.StoreOf(c).Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{"job"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
+	if got, _ := cairnq.StoreOf(c).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, Names: []string{"job"}, WorkerID: "crashed", Lease: 100 * time.Millisecond}); len(got) != 1 {
 		t.Fatal("claim failed")
 	}
 	var ran atomic.Int64

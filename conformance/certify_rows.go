@@ -16,8 +16,8 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // dbNowMs reads the database clock in epoch milliseconds, the way the
@@ -205,7 +205,7 @@ func (s *suite) jsonbNormalized(r reporter) {
 		}
 		ids[task.ID] = p
 	}
-	claimed, err := storeOf(c).Claim(e.ctx, engine.ClaimParams{Queues: []string{"certify"}, WorkerID: "certify", Lease: time.Minute, Limit: len(payloads)})
+	claimed, err := storeOf(c).Claim(e.ctx, cairnqtype.ClaimParams{Queues: []string{"certify"}, WorkerID: "certify", Lease: time.Minute, Limit: len(payloads)})
 	if err != nil || len(claimed) != len(payloads) {
 		r.Fatalf("Claim through the store returned %d tasks, %v; want %d. %s", len(claimed), err, len(payloads), fix)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // ClientTarget drives a cairnq Client and its store through the scenario
@@ -23,22 +23,22 @@ var _ Target = ClientTarget{}
 func (ClientTarget) ErrorName(err error) string {
 	var timeout *cairnq.TaskTimeoutError
 	switch {
-	case errors.Is(err, engine.ErrAlreadyExists):
+	case errors.Is(err, cairnqtype.ErrAlreadyExists):
 		return "AlreadyExists"
-	case errors.Is(err, engine.ErrLostLease):
+	case errors.Is(err, cairnqtype.ErrLostLease):
 		return "LostLease"
-	case errors.Is(err, engine.ErrQueueFull):
+	case errors.Is(err, cairnqtype.ErrQueueFull):
 		return "QueueFull"
-	case errors.Is(err, engine.ErrTaskCanceled):
+	case errors.Is(err, cairnqtype.ErrTaskCanceled):
 		return "TaskCanceled"
 	case errors.As(err, &timeout):
 		return "TaskTimeout"
-	case errors.Is(err, engine.ErrInvalidArgument):
+	case errors.Is(err, cairnqtype.ErrInvalidArgument):
 		return "InvalidArgument"
 	}
-	var failed *engine.TaskFailedError
-	var ser *engine.SerializationError
-	var pv *engine.ProtocolVersionMismatchError
+	var failed *cairnqtype.TaskFailedError
+	var ser *cairnqtype.SerializationError
+	var pv *cairnqtype.ProtocolVersionMismatchError
 	switch {
 	case errors.As(err, &failed):
 		return "TaskFailed"
@@ -200,7 +200,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 	case "queue_depth":
 		return c.QueueHeadroom(ctx, a.str("queue"), a.int("max_depth"))
 	case "claim":
-		return st.Claim(ctx, engine.ClaimParams{
+		return st.Claim(ctx, cairnqtype.ClaimParams{
 			Queues: a.strings("queues"), Names: a.strings("names"), WorkerID: a.str("worker_id"),
 			Lease: a.ms("lease_ms"), Limit: a.int("limit"),
 		})
@@ -233,7 +233,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 		}
 		return st.Get(ctx, ref.ID)
 	case "fail":
-		var env engine.ErrorEnvelope
+		var env cairnqtype.ErrorEnvelope
 		if raw, ok := a.m["error"]; ok && raw != nil {
 			b, err := json.Marshal(raw)
 			if err != nil {
@@ -253,7 +253,7 @@ func (t ClientTarget) do(ctx context.Context, op string, a *args) (any, error) {
 }
 
 func orNil(t *cairnq.Task, err error) (any, error) {
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, cairnqtype.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -263,7 +263,7 @@ func orNil(t *cairnq.Task, err error) (any, error) {
 }
 
 func refOrNil(r cairnq.TaskRef, err error) (any, error) {
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, cairnqtype.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
@@ -408,7 +409,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Limit: 30})
+	claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Limit: 30})
 	if err != nil || len(claimed) != 30 {
 		t.Fatalf("claim: %d %v", len(claimed), err)
 	}
@@ -420,7 +421,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(claimed))
-	refs := make([]engine.TaskRef, len(claimed))
+	refs := make([]cairnqtype.TaskRef, len(claimed))
 	for i, task := range claimed {
 		wg.Add(1)
 		go func() {
@@ -437,7 +438,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 				t.Errorf("stolen task: %v, %s", errs[i], got.Status)
 			}
 		case canceled:
-			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (engine.TaskRef{ID: task.ID, Status: cairnq.StatusCanceled}) {
+			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (cairnqtype.TaskRef{ID: task.ID, Status: cairnq.StatusCanceled}) {
 				t.Errorf("canceled task: %v, %s, %s, answered %+v", errs[i], got.Status, got.Result, refs[i])
 			}
 		default:
@@ -446,7 +447,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 			if errs[i] != nil || got.Status != cairnq.StatusSucceeded || res.N != i || !got.LeaseUntil.IsZero() {
 				t.Errorf("task %d: %v, %s, %s", i, errs[i], got.Status, got.Result)
 			}
-			if refs[i] != (engine.TaskRef{ID: task.ID, Status: cairnq.StatusSucceeded}) {
+			if refs[i] != (cairnqtype.TaskRef{ID: task.ID, Status: cairnq.StatusSucceeded}) {
 				t.Errorf("task %d: Complete answered %+v", i, refs[i])
 			}
 		}
@@ -551,7 +552,7 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 		return v
 	}
 	st := conformance.StoreOf(c)
-	got, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{"a"}, WorkerID: "w"})
+	got, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, Names: []string{"a"}, WorkerID: "w"})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("single-statement claim: %d %v", len(got), err)
 	}
@@ -560,7 +561,7 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 	}
 	var drawn int
 	// The shared claim transaction of a worker with several names.
-	_, err = st.ClaimSession(ctx, engine.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, engine.ClaimHints{}, false, func(draw func([]string, int) ([]*engine.Task, error)) error {
+	_, err = st.ClaimSession(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, engine.ClaimHints{}, false, func(draw func([]string, int) ([]*cairnqtype.Task, error)) error {
 		for _, name := range []string{"a", "b"} {
 			ts, err := draw([]string{name}, 1)
 			if err != nil {
@@ -631,7 +632,7 @@ func TestPostgresWatchSeesAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("queued", cairnq.Signal{Reason: "queued", Queue: "watched"})
-	claimed, err := conformance.StoreOf(other).Claim(ctx, engine.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
+	claimed, err := conformance.StoreOf(other).Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"watched"}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
 	"github.com/cairnq/cairnq-go/internal/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
@@ -121,7 +121,7 @@ func TestPostgresWaitRidesOutAnOutage(t *testing.T) {
 	f.down.Store(false)
 	// The task finishes, settled through the store directly.
 	st := conformance.StoreOf(c)
-	claimed, err := st.Claim(ctx, engine.ClaimParams{Queues: []string{cairnq.DefaultQueue}, WorkerID: "w"})
+	claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnq.DefaultQueue}, WorkerID: "w"})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %d tasks, %v", len(claimed), err)
 	}

@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // taskJSON is a task as the API serves it: the protocol's wire shape, with
 // payload, result and metadata nulled and "redacted" set under
 // HidePayloads, and the key on a single task's read.
-func (k *console) taskJSON(t *engine.Task, key *string) json.RawMessage {
+func (k *console) taskJSON(t *cairnqtype.Task, key *string) json.RawMessage {
 	c := *t
 	if k.opts.HidePayloads {
 		c.Payload, c.Result, c.Metadata = nil, nil, nil
@@ -38,7 +39,7 @@ func (k *console) taskJSON(t *engine.Task, key *string) json.RawMessage {
 }
 
 // rowJSON is a list row: no payload, result or metadata were read.
-func (k *console) rowJSON(t *engine.Task) json.RawMessage {
+func (k *console) rowJSON(t *cairnqtype.Task) json.RawMessage {
 	b, err := t.MarshalJSON()
 	if err != nil {
 		return json.RawMessage("null")
@@ -54,7 +55,7 @@ func (k *console) rowJSON(t *engine.Task) json.RawMessage {
 	return out
 }
 
-func (k *console) apiList(ts []*engine.Task) []json.RawMessage {
+func (k *console) apiList(ts []*cairnqtype.Task) []json.RawMessage {
 	out := make([]json.RawMessage, len(ts))
 	for i, t := range ts {
 		out[i] = k.rowJSON(t)

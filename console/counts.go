@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -36,7 +37,7 @@ type counts struct {
 	Took    time.Duration
 	Queues  []queueRow
 	Settled []engine.ConsoleMinute
-	Failing []engine.FailureCount
+	Failing []cairnqtype.FailureCount
 
 	began time.Time // this process's clock, to tell counts apart from requests
 }

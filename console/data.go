@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -26,14 +27,14 @@ const (
 // queueRow is one queue of the overview.
 type queueRow struct {
 	Queue string `json:"-"`
-	engine.StatusCounts
+	cairnqtype.StatusCounts
 	// OldestDue is when the longest-waiting due queued task became due;
 	// zero when none waits.
 	OldestDue time.Time `json:"oldest_due"`
 }
 
 func (q queueRow) MarshalJSON() ([]byte, error) {
-	type counts engine.StatusCounts
+	type counts cairnqtype.StatusCounts
 	var due *int64
 	if !q.OldestDue.IsZero() {
 		ms := q.OldestDue.UnixMilli()
@@ -49,9 +50,9 @@ type overview struct {
 	Now     time.Time
 	Queues  []queueRow
 	Settled []engine.ConsoleMinute
-	Running []*engine.Task
+	Running []*cairnqtype.Task
 	Workers []engine.ConsoleWorker
-	Failing []engine.FailureCount
+	Failing []cairnqtype.FailureCount
 	// Counted is the background count Queues, Settled and Failing come
 	// from; nil while the first one runs. Counting: a newer one is under way.
 	Counted  *counts
@@ -111,7 +112,7 @@ func listQuery(v url.Values) (engine.ConsoleQuery, error) {
 		}
 		q.Limit = n
 	}
-	if q.Status != "" && !engine.Status(q.Status).Valid() {
+	if q.Status != "" && !cairnqtype.Status(q.Status).Valid() {
 		return q, badRequest("unknown status " + strconv.Quote(q.Status))
 	}
 	if q.Before != "" && q.After != "" {
@@ -121,7 +122,7 @@ func listQuery(v url.Values) (engine.ConsoleQuery, error) {
 }
 
 type taskPage struct {
-	Tasks []*engine.Task
+	Tasks []*cairnqtype.Task
 	// Next is the cursor of the older page, Prev of the newer one; empty
 	// when there is none.
 	Next, Prev string
@@ -215,13 +216,13 @@ func (p *taskPage) atLeastShown() {
 }
 
 type taskDetail struct {
-	Task *engine.Task
+	Task *cairnqtype.Task
 	Key  string
 	// KeySkipped: the key table holds ScanLimit keys or more and has no
 	// index on task id, so the key was not looked up (?key=1 does).
 	KeySkipped bool
-	Children   []*engine.Task
-	Correlated []*engine.Task
+	Children   []*cairnqtype.Task
+	Correlated []*cairnqtype.Task
 	// Workflow is the workflow the task is the record or a step of, ""
 	// for none.
 	Workflow string
@@ -259,7 +260,7 @@ func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*tas
 
 // Writes.
 
-func (k *console) act(ctx context.Context, id, action string) (*engine.Task, error) {
+func (k *console) act(ctx context.Context, id, action string) (*cairnqtype.Task, error) {
 	switch action {
 	case "cancel":
 		t, err := k.c.Cancel(ctx, id)

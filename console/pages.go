@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -30,12 +31,12 @@ var funcs = template.FuncMap{
 	"json":     jsonHTML,
 	"pct":      pct,
 	"frac":     frac,
-	"statuses": engine.Statuses,
+	"statuses": cairnqtype.Statuses,
 	"deref":    func(s *string) string { return deref(s) },
-	"terminal": func(s engine.Status) bool { return s.IsTerminal() },
+	"terminal": func(s cairnqtype.Status) bool { return s.IsTerminal() },
 	"itoa":     strconv.Itoa,
 	"details":  detailsJSON,
-	"rows": func(base string, now time.Time, sel bool, ts []*engine.Task) rowsView {
+	"rows": func(base string, now time.Time, sel bool, ts []*cairnqtype.Task) rowsView {
 		return rowsView{Base: base, Now: now, Select: sel, Tasks: ts}
 	},
 	"at": func(t, now time.Time) atView { return atView{T: t, Now: now} },
@@ -46,7 +47,7 @@ type rowsView struct {
 	Base   string
 	Now    time.Time
 	Select bool
-	Tasks  []*engine.Task
+	Tasks  []*cairnqtype.Task
 }
 
 // atView is what the "when" template takes: a time and the clock to say
@@ -348,7 +349,7 @@ func deref(s *string) string {
 	return *s
 }
 
-func detailsJSON(e *engine.ErrorEnvelope) template.HTML {
+func detailsJSON(e *cairnqtype.ErrorEnvelope) template.HTML {
 	if e == nil || len(e.Details) == 0 {
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -150,7 +151,7 @@ func (k *console) apiWorkflow(w http.ResponseWriter, r *http.Request) {
 
 // workflowOf is the workflow t belongs to, for a link from its page: its
 // own id for a record, its record's for a step, "" otherwise.
-func workflowOf(t *engine.Task) string {
+func workflowOf(t *cairnqtype.Task) string {
 	if t.Name == engine.WorkflowName {
 		return t.ID
 	}

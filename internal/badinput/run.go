@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // Run runs every row as its own subtest, in parallel, each on a client
@@ -115,7 +115,7 @@ func checkError(t *testing.T, tc Case, err error) {
 		} else if tc.Field != "" && se.Field != tc.Field {
 			t.Errorf("*SerializationError names field %q, want %q: %v", se.Field, tc.Field, err)
 		}
-		if tooLarge := errors.Is(err, engine.ErrValueTooLarge); tooLarge != (tc.Want == TooLarge) {
+		if tooLarge := errors.Is(err, cairnqtype.ErrValueTooLarge); tooLarge != (tc.Want == TooLarge) {
 			t.Errorf("errors.Is(err, ErrValueTooLarge) = %v, want %v: %v", tooLarge, tc.Want == TooLarge, err)
 		}
 	}

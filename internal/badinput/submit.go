@@ -11,7 +11,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // wide returns n as an int, for values past the 32-bit range (the table is
@@ -182,11 +182,11 @@ func submitCases() []Case {
 		{Name: "submit/payload/map key not UTF-8", Want: Serialization, Field: "payload",
 			Call: submit(map[string]int{"k\xff": 1}, nil)},
 		{Name: "submit/payload/nested 513 deep", Want: Serialization, Field: "payload",
-			Call: submitLazy(func() any { return nestedSlices(engine.MaxJSONDepth + 1) })},
+			Call: submitLazy(func() any { return nestedSlices(cairnqtype.MaxJSONDepth + 1) })},
 		{Name: "submit/payload/nested 512 deep accepted", Want: Accepted, Adds: 1,
-			Call: submitLazy(func() any { return nestedSlices(engine.MaxJSONDepth) })},
+			Call: submitLazy(func() any { return nestedSlices(cairnqtype.MaxJSONDepth) })},
 		{Name: "submit/payload/RawMessage nested 513 deep", Want: Serialization, Field: "payload",
-			Call: submitLazy(func() any { return nestedObjects(engine.MaxJSONDepth + 1) })},
+			Call: submitLazy(func() any { return nestedObjects(cairnqtype.MaxJSONDepth + 1) })},
 		{Name: "submit/payload/RawMessage invalid", Want: Serialization, Field: "payload",
 			Call: submit(json.RawMessage(`{"a":`), nil)},
 		// A []byte is JSON text, stored as the JSON it holds, never as
@@ -210,13 +210,13 @@ func submitCases() []Case {
 		{Name: "submit/payload/unicode accepted", Want: Accepted, Adds: 1,
 			Call: submit(map[string]any{"s": "é 😀 \uFFFD \u2028 <&>", "ключ": []any{"中文", 1.5, nil, true}}, nil)},
 		{Name: "submit/payload/16 MiB + 1 encoded", Want: TooLarge, Field: "payload",
-			Call: submitLazy(func() any { return stringEncodedAs(engine.MaxValueBytes + 1) })},
+			Call: submitLazy(func() any { return stringEncodedAs(cairnqtype.MaxValueBytes + 1) })},
 		{Name: "submit/payload/RawMessage 16 MiB + 1", Want: TooLarge, Field: "payload",
 			Call: submitLazy(func() any {
-				return json.RawMessage(`"` + stringEncodedAs(engine.MaxValueBytes+1) + `"`)
+				return json.RawMessage(`"` + stringEncodedAs(cairnqtype.MaxValueBytes+1) + `"`)
 			})},
 		{Name: "submit/payload/16 MiB encoded accepted", Want: Accepted, Adds: 1,
-			Call: submitLazy(func() any { return stringEncodedAs(engine.MaxValueBytes) })},
+			Call: submitLazy(func() any { return stringEncodedAs(cairnqtype.MaxValueBytes) })},
 
 		// ---- Submit: the metadata.
 		{Name: "submit/metadata/not an object", Want: Argument, Arg: "metadata",
@@ -225,7 +225,7 @@ func submitCases() []Case {
 			Call: submit(nil, &cairnq.SubmitOptions{Metadata: map[string]string{"k": "\x00"}})},
 		{Name: "submit/metadata/16 MiB + 1 encoded", Want: TooLarge, Field: "metadata",
 			Call: func(ctx context.Context, e *Env) (Outcome, error) {
-				m := map[string]string{"k": strings.Repeat("x", engine.MaxValueBytes-7)} // {"k":"…"} is 8 bytes more
+				m := map[string]string{"k": strings.Repeat("x", cairnqtype.MaxValueBytes-7)} // {"k":"…"} is 8 bytes more
 				t, err := e.C.Submit(ctx, taskName, nil, &cairnq.SubmitOptions{Metadata: m})
 				return Outcome{Task: t}, err
 			}},

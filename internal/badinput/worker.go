@@ -9,7 +9,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // newWorker is a row calling NewWorker with o.
@@ -105,7 +105,7 @@ func derefString(p *string) any {
 // workerCases are the rows that make a worker with bad options, and the
 // ones that write from inside a running handler.
 func workerCases() []Case {
-	msg64k := strings.Repeat("m", engine.MaxMessageBytes)
+	msg64k := strings.Repeat("m", cairnqtype.MaxMessageBytes)
 
 	return []Case{
 		// ---- Worker options.

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -179,7 +180,7 @@ func (c *claimFront) settled(now time.Time, lag time.Duration) int {
 // observe records a draw of shape key that started at start and took
 // took: full or windowed, its limit and the tasks it claimed. A draw that
 // claimed nothing leaves the front where it was.
-func (f *claimFronts) observe(key string, full bool, start time.Time, took time.Duration, limit int, tasks []*Task) {
+func (f *claimFronts) observe(key string, full bool, start time.Time, took time.Duration, limit int, tasks []*cairnqtype.Task) {
 	if key == "" {
 		return
 	}
@@ -244,7 +245,7 @@ func (f *claimFronts) observe(key string, full bool, start time.Time, took time.
 
 // earliestAt is the first position in claim order of the tasks at
 // priority, if any is.
-func earliestAt(tasks []*Task, priority int) (at frontFloor, ok bool) {
+func earliestAt(tasks []*cairnqtype.Task, priority int) (at frontFloor, ok bool) {
 	for _, t := range tasks {
 		if t.Priority != priority {
 			continue
@@ -256,7 +257,7 @@ func earliestAt(tasks []*Task, priority int) (at frontFloor, ok bool) {
 	return at, ok
 }
 
-func floorOf(t *Task) frontFloor { return frontFloor{t.RunAt.UnixMilli(), t.ID} }
+func floorOf(t *cairnqtype.Task) frontFloor { return frontFloor{t.RunAt.UnixMilli(), t.ID} }
 
 // args are the window statements' arguments for a front at priority with
 // floor f.

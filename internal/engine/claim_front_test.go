@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/pgtest"
@@ -26,7 +27,7 @@ func TestClaimFrontPlan(t *testing.T) {
 	}
 	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
 	// A full draw that took 1ms and filled its limit.
-	f.observe(key, true, now, time.Millisecond, 5, []*Task{
+	f.observe(key, true, now, time.Millisecond, 5, []*cairnqtype.Task{
 		{ID: "a", Priority: 0, RunAt: at(50)}, {ID: "b", Priority: 2, RunAt: at(90)}, {ID: "d", Priority: 2, RunAt: at(70)},
 		{ID: "c", Priority: 2, RunAt: at(70)}, {ID: "e", Priority: 1, RunAt: at(10)},
 	})
@@ -43,7 +44,7 @@ func TestClaimFrontPlan(t *testing.T) {
 		t.Fatal("no full draw fullDrawEvery after the last")
 	}
 	// A later draw's front is read once it is lag old.
-	f.observe(key, false, after(600*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "x", Priority: 2, RunAt: at(80)}})
+	f.observe(key, false, after(600*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "x", Priority: 2, RunAt: at(80)}})
 	if _, _, floor := f.plan(key, after(600*time.Millisecond+lag/2)); floor != first {
 		t.Fatalf("floor %v before the newer front is lag old, want %v", floor, first)
 	}
@@ -70,11 +71,11 @@ func TestClaimFrontPlan(t *testing.T) {
 	// A full draw that finds the front behind the window's (tasks that
 	// committed behind it) moves the window back at once; one that finds
 	// it ahead waits out the lag like any other.
-	f.observe(key, true, after(5*time.Second), time.Millisecond, 1, []*Task{{ID: "z", Priority: 2, RunAt: at(60)}})
+	f.observe(key, true, after(5*time.Second), time.Millisecond, 1, []*cairnqtype.Task{{ID: "z", Priority: 2, RunAt: at(60)}})
 	if w, _, floor := f.plan(key, after(5*time.Second+time.Millisecond)); !w || floor != (frontFloor{60, "z"}) {
 		t.Fatalf("plan after a full draw behind the window = %v, %v; want windowed from {60 z}", w, floor)
 	}
-	f.observe(key, true, after(5500*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
+	f.observe(key, true, after(5500*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "y", Priority: 2, RunAt: at(90)}})
 	if _, _, floor := f.plan(key, after(5500*time.Millisecond+lag/2)); floor != (frontFloor{60, "z"}) {
 		t.Fatalf("a full draw ahead of the window was read before the lag: floor %v", floor)
 	}
@@ -83,12 +84,12 @@ func TestClaimFrontPlan(t *testing.T) {
 	}
 	// A front at a higher priority is not behind: the window reads the
 	// higher priorities whole, and a moment-old front must wait its lag.
-	f.observe(key, true, after(5700*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "x", Priority: 3, RunAt: at(95)}})
+	f.observe(key, true, after(5700*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "x", Priority: 3, RunAt: at(95)}})
 	if _, p, floor := f.plan(key, after(5700*time.Millisecond+lag/2)); p != 2 || floor != (frontFloor{90, "y"}) {
 		t.Fatalf("a higher priority's new front was read before the lag: priority %d, floor %v", p, floor)
 	}
 	// However slow the full draws, the next comes within maxDrawGap.
-	f.observe(key, true, after(6*time.Second), time.Minute, 1, []*Task{{ID: "y", Priority: 2, RunAt: at(90)}})
+	f.observe(key, true, after(6*time.Second), time.Minute, 1, []*cairnqtype.Task{{ID: "y", Priority: 2, RunAt: at(90)}})
 	if w, _, _ := f.plan(key, after(6*time.Second+maxDrawGap)); w {
 		t.Fatal("no full draw maxDrawGap after a very slow one")
 	}
@@ -167,7 +168,7 @@ func TestClaimFromFrontKeepsClaimOrder(t *testing.T) {
 	}
 	claimOne := func() string {
 		t.Helper()
-		got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1})
+		got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,9 +210,9 @@ func TestClaimFromFrontFindsATaskBehindIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claim := func() []*Task {
+	claim := func() []*cairnqtype.Task {
 		t.Helper()
-		got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 10})
+		got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,10 +336,10 @@ func submitJobs(t *testing.T, s *Store, n int) {
 // claimJobs claims n tasks of the default queue as worker w, in draws of
 // up to 1,000 with the given lease (0: the default), handing each draw to
 // each when it is not nil.
-func claimJobs(t *testing.T, s *Store, n int, lease time.Duration, each func([]*Task)) {
+func claimJobs(t *testing.T, s *Store, n int, lease time.Duration, each func([]*cairnqtype.Task)) {
 	t.Helper()
 	for claimed := 0; claimed < n; {
-		got, err := s.Claim(t.Context(), ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: min(n-claimed, 1000), Lease: lease})
+		got, err := s.Claim(t.Context(), cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Limit: min(n-claimed, 1000), Lease: lease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,18 +369,18 @@ func TestPurgeFromStartsAtTheFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, reached, err := s.PurgeFrom(ctx, PurgeParams{Limit: 1}, NoPurgeFloor)
+	got, reached, err := s.PurgeFrom(ctx, cairnqtype.PurgeOptions{Limit: 1}, NoPurgeFloor)
 	if err != nil || len(got) != 1 || got[0] != ids[0] || reached != 1000 {
 		t.Fatalf("first batch = %v, reached %d, %v; want [%s], 1000", got, reached, err, ids[0])
 	}
-	got, reached, err = s.PurgeFrom(ctx, PurgeParams{}, 2500)
+	got, reached, err = s.PurgeFrom(ctx, cairnqtype.PurgeOptions{}, 2500)
 	if err != nil || len(got) != 1 || got[0] != ids[2] || reached != 3000 {
 		t.Fatalf("from 2500 = %v, reached %d, %v; want [%s], 3000", got, reached, err, ids[2])
 	}
-	if got, reached, err = s.PurgeFrom(ctx, PurgeParams{}, 2500); err != nil || len(got) != 0 || reached != 2500 {
+	if got, reached, err = s.PurgeFrom(ctx, cairnqtype.PurgeOptions{}, 2500); err != nil || len(got) != 0 || reached != 2500 {
 		t.Fatalf("from 2500 again = %v, reached %d, %v; want nothing, 2500", got, reached, err)
 	}
-	if got, err := s.Purge(ctx, PurgeParams{}); err != nil || len(got) != 1 || got[0] != ids[1] {
+	if got, err := s.Purge(ctx, cairnqtype.PurgeOptions{}); err != nil || len(got) != 1 || got[0] != ids[1] {
 		t.Fatalf("Purge = %v, %v; want the task behind the floor, %s", got, err, ids[1])
 	}
 }
@@ -398,9 +399,9 @@ func frontsClock(now time.Time) (f *claimFronts, key string, after func(time.Dur
 func TestClaimFrontMovesBackToABacklogBesideAHigherPriority(t *testing.T) {
 	now := time.Unix(2000, 0)
 	f, key, after, at := frontsClock(now)
-	f.observe(key, true, now, time.Millisecond, 1, []*Task{{ID: "f", Priority: 2, RunAt: at(100)}})
-	f.observe(key, false, after(150*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "g", Priority: 2, RunAt: at(110)}})
-	f.observe(key, true, after(time.Second), time.Millisecond, 2, []*Task{{ID: "x", Priority: 3, RunAt: at(900)}, {ID: "b1", Priority: 2, RunAt: at(50)}})
+	f.observe(key, true, now, time.Millisecond, 1, []*cairnqtype.Task{{ID: "f", Priority: 2, RunAt: at(100)}})
+	f.observe(key, false, after(150*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "g", Priority: 2, RunAt: at(110)}})
+	f.observe(key, true, after(time.Second), time.Millisecond, 2, []*cairnqtype.Task{{ID: "x", Priority: 3, RunAt: at(900)}, {ID: "b1", Priority: 2, RunAt: at(50)}})
 	if w, p, floor := f.plan(key, after(time.Second+10*time.Millisecond)); !w || p != 2 || floor != (frontFloor{50, "b1"}) {
 		t.Fatalf("plan after a full draw behind the window at a lower priority than its front = %v, %d, %v; want windowed from 2, {50 b1}", w, p, floor)
 	}
@@ -413,14 +414,14 @@ func TestClaimFrontMovesBackToABacklogBesideAHigherPriority(t *testing.T) {
 func TestClaimFrontMovesNewerFrontsBackWithTheSettledOne(t *testing.T) {
 	now := time.Unix(3000, 0)
 	f, key, after, at := frontsClock(now)
-	f.observe(key, true, now, time.Millisecond, 1, []*Task{{ID: "s", Priority: 0, RunAt: at(100)}})
-	f.observe(key, false, after(960*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "u", Priority: 0, RunAt: at(300)}})
-	f.observe(key, true, after(time.Second), time.Millisecond, 1, []*Task{{ID: "g", Priority: 0, RunAt: at(200)}})
+	f.observe(key, true, now, time.Millisecond, 1, []*cairnqtype.Task{{ID: "s", Priority: 0, RunAt: at(100)}})
+	f.observe(key, false, after(960*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "u", Priority: 0, RunAt: at(300)}})
+	f.observe(key, true, after(time.Second), time.Millisecond, 1, []*cairnqtype.Task{{ID: "g", Priority: 0, RunAt: at(200)}})
 	if _, _, floor := f.plan(key, after(1010*time.Millisecond)); floor != (frontFloor{100, "s"}) {
 		t.Fatalf("floor %v after a full draw between the settled front and a newer one; want the settled {100 s}", floor)
 	}
-	f.observe(key, false, after(1020*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "v", Priority: 0, RunAt: at(400)}})
-	f.observe(key, true, after(1030*time.Millisecond), time.Millisecond, 1, []*Task{{ID: "b", Priority: 0, RunAt: at(50)}})
+	f.observe(key, false, after(1020*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "v", Priority: 0, RunAt: at(400)}})
+	f.observe(key, true, after(1030*time.Millisecond), time.Millisecond, 1, []*cairnqtype.Task{{ID: "b", Priority: 0, RunAt: at(50)}})
 	// u, then v, settle before the last full draw's own front does.
 	for _, d := range []time.Duration{1070 * time.Millisecond, 1125 * time.Millisecond} {
 		if _, _, floor := f.plan(key, after(d)); floor != (frontFloor{50, "b"}) {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -54,7 +55,7 @@ const limitPickScan = 64
 // the queued tasks of tenants already at their limit (no index holds the
 // metadata member), under the name's lock.
 func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l GlobalLimit, limit int, base protocol.Args,
-	plain func(names []string, limit int) ([]*Task, error)) ([]*Task, error) {
+	plain func(names []string, limit int) ([]*cairnqtype.Task, error)) ([]*cairnqtype.Task, error) {
 	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": limitKey(name)}); err != nil {
 		return nil, err
 	}
@@ -138,6 +139,6 @@ func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l Globa
 	for i, id := range ids {
 		rank[id] = i
 	}
-	slices.SortFunc(tasks, func(a, b *Task) int { return rank[a.ID] - rank[b.ID] })
+	slices.SortFunc(tasks, func(a, b *cairnqtype.Task) int { return rank[a.ID] - rank[b.ID] })
 	return tasks, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -71,7 +72,7 @@ func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error
 			if res.Err != nil {
 				return res.Err
 			}
-			cs[i].Status, cs[i].Err = "", &LostLeaseError{ID: cs[i].ID}
+			cs[i].Status, cs[i].Err = "", &cairnqtype.LostLeaseError{ID: cs[i].ID}
 			if res.Value.rows != nil {
 				ref, err := refAt(res.Value.rows, res.Value.i)
 				if err != nil {
@@ -98,7 +99,7 @@ func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error
 func (s *Store) announce(cs []*Completion) {
 	for _, c := range cs {
 		if c.Err == nil {
-			s.settledRef(TaskRef{ID: c.ID, Status: c.Status})
+			s.settledRef(cairnqtype.TaskRef{ID: c.ID, Status: c.Status})
 		}
 	}
 }

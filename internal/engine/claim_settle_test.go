@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"errors"
 	"testing"
 )
@@ -31,7 +33,7 @@ func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
 			{ID: ids[1], WorkerID: "w"},
 			{ID: ids[2], WorkerID: "w"},
 		}
-		got, err := s.ClaimWith(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 5},
+		got, err := s.ClaimWith(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w", Limit: 5},
 			ClaimHints{Settle: cs})
 		if err != nil {
 			t.Fatal(err)
@@ -39,13 +41,13 @@ func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
 		if len(got) != 1 || got[0].ID != next.ID {
 			t.Fatalf("claimed %d tasks, want the one queued (%s)", len(got), next.ID)
 		}
-		if cs[0].Status != StatusSucceeded || cs[0].Err != nil {
+		if cs[0].Status != cairnqtype.StatusSucceeded || cs[0].Err != nil {
 			t.Errorf("completion of a running task: %q %v, want succeeded", cs[0].Status, cs[0].Err)
 		}
-		if cs[1].Status != StatusCanceled || cs[1].Err != nil {
+		if cs[1].Status != cairnqtype.StatusCanceled || cs[1].Err != nil {
 			t.Errorf("completion of a task whose cancel was requested: %q %v, want canceled", cs[1].Status, cs[1].Err)
 		}
-		var lost *LostLeaseError
+		var lost *cairnqtype.LostLeaseError
 		if !errors.As(cs[2].Err, &lost) || lost.ID != ids[2] || cs[2].Status != "" {
 			t.Errorf("completion of a settled task: %q %v, want a *LostLeaseError", cs[2].Status, cs[2].Err)
 		}
@@ -57,7 +59,7 @@ func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
 		default:
 			t.Error("a waiter on the settled task was not woken")
 		}
-		for i, want := range []Status{StatusSucceeded, StatusCanceled, StatusSucceeded} {
+		for i, want := range []cairnqtype.Status{cairnqtype.StatusSucceeded, cairnqtype.StatusCanceled, cairnqtype.StatusSucceeded} {
 			if task, err := s.Get(ctx, ids[i]); err != nil || task.Status != want {
 				t.Errorf("task %d: %v %v, want %s", i, task.Status, err, want)
 			}
@@ -72,12 +74,12 @@ func TestClaimWithoutNamesStillSettles(t *testing.T) {
 		ctx := t.Context()
 		ids := claimed(t, s, 1)
 		cs := []*Completion{{ID: ids[0], WorkerID: "w"}}
-		got, err := s.ClaimWith(ctx, ClaimParams{Queues: []string{DefaultQueue}, Names: []string{}, WorkerID: "w"},
+		got, err := s.ClaimWith(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, Names: []string{}, WorkerID: "w"},
 			ClaimHints{Settle: cs})
 		if err != nil || len(got) != 0 {
 			t.Fatalf("claim: %d tasks, %v", len(got), err)
 		}
-		if task, err := s.Get(ctx, ids[0]); err != nil || task.Status != StatusSucceeded || cs[0].Status != StatusSucceeded {
+		if task, err := s.Get(ctx, ids[0]); err != nil || task.Status != cairnqtype.StatusSucceeded || cs[0].Status != cairnqtype.StatusSucceeded {
 			t.Errorf("task %v %v, completion %q: want succeeded", task.Status, err, cs[0].Status)
 		}
 	})

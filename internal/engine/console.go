@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -82,12 +83,12 @@ const consoleColumns = `id, name, queue, status, error, progress, message, attem
 // to it, and a page continuing from it (Before or After it, in the same
 // direction) goes on where this one stopped. scannedTo is "" when the page
 // is exact.
-func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tasks []*Task, scannedTo string, err error) {
+func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tasks []*cairnqtype.Task, scannedTo string, err error) {
 	const op = "console tasks"
 	if q.Before != "" && q.After != "" {
 		return nil, "", argError(op, "cursor", "before and after are exclusive")
 	}
-	if q.Status != "" && !Status(q.Status).Valid() {
+	if q.Status != "" && !cairnqtype.Status(q.Status).Valid() {
 		return nil, "", argError(op, "status", "unknown status %q", q.Status)
 	}
 	limit := q.Limit
@@ -117,7 +118,7 @@ func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tas
 		}
 	}()
 	where := consoleWhere
-	exact := func(from string) ([]*Task, string, error) {
+	exact := func(from string) ([]*cairnqtype.Task, string, error) {
 		src := "SELECT " + consoleColumns + " FROM " + from + where(span, filters) + " ORDER BY id " + order + " LIMIT :limit"
 		tasks, err := s.consoleTasks(ctx, "console_tasks", src, a)
 		return tasks, "", err
@@ -217,7 +218,7 @@ func consoleWhere(conds ...[]string) string {
 // submitted with a ParentID but no RootID starts a chain of its own and is
 // not found here; ConsoleTasks with ParentID finds every child, without an
 // index.
-func (s *Store) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Task, error) {
+func (s *Store) ConsoleChildren(ctx context.Context, t *cairnqtype.Task, limit int) ([]*cairnqtype.Task, error) {
 	root := t.RootID
 	if root == "" {
 		root = t.ID
@@ -228,7 +229,7 @@ func (s *Store) ConsoleChildren(ctx context.Context, t *Task, limit int) ([]*Tas
 
 // ConsoleCorrelated returns up to limit tasks sharing correlationID, newest
 // first, through the correlation index.
-func (s *Store) ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*Task, error) {
+func (s *Store) ConsoleCorrelated(ctx context.Context, correlationID string, limit int) ([]*cairnqtype.Task, error) {
 	return s.consoleNewest(ctx, "console_correlated", "correlation_id = :correlation_id",
 		protocol.Args{"correlation_id": correlationID, "limit": int64(max(limit, 1))})
 }
@@ -245,7 +246,7 @@ const consoleNewestScan = 5000
 // order: a group of fewer than consoleNewestScan tasks is read through
 // the index and sorted; a larger one is looked for among the newest
 // consoleNewestScan tasks (the list, filtered, pages through all of it).
-func (s *Store) consoleNewest(ctx context.Context, name, cond string, a protocol.Args) ([]*Task, error) {
+func (s *Store) consoleNewest(ctx context.Context, name, cond string, a protocol.Args) ([]*cairnqtype.Task, error) {
 	var src string
 	if s.dialect == protocol.SQLite {
 		src = "SELECT " + consoleColumns + " FROM cairnq_tasks WHERE " + cond + " ORDER BY rowid DESC LIMIT :limit"
@@ -265,7 +266,7 @@ func (s *Store) consoleNewest(ctx context.Context, name, cond string, a protocol
 		}
 	}
 	tasks, err := s.consoleTasks(ctx, name, src, a)
-	slices.SortFunc(tasks, func(x, y *Task) int { return strings.Compare(y.ID, x.ID) })
+	slices.SortFunc(tasks, func(x, y *cairnqtype.Task) int { return strings.Compare(y.ID, x.ID) })
 	return tasks, err
 }
 
@@ -292,7 +293,7 @@ func (s *Store) ConsoleTaskKey(ctx context.Context, id string, scan int) (key st
 
 // ConsoleRunning returns up to limit running tasks, the soonest lease
 // expiry first, through the partial lease index.
-func (s *Store) ConsoleRunning(ctx context.Context, limit int) ([]*Task, error) {
+func (s *Store) ConsoleRunning(ctx context.Context, limit int) ([]*cairnqtype.Task, error) {
 	return s.consoleTasks(ctx, "console_running",
 		"SELECT "+consoleColumns+" FROM cairnq_tasks WHERE status = 'running' AND lease_until_ms IS NOT NULL ORDER BY lease_until_ms ASC, id ASC LIMIT :limit",
 		protocol.Args{"limit": int64(max(limit, 1))})
@@ -383,7 +384,7 @@ func (s *Store) ConsoleSettled(ctx context.Context, since, now time.Time) ([]Con
 		if m < first || m > last {
 			continue
 		}
-		if Status(st) == StatusSucceeded {
+		if cairnqtype.Status(st) == cairnqtype.StatusSucceeded {
 			out[m-first].Succeeded += int(n)
 		} else {
 			out[m-first].Failed += int(n)
@@ -392,7 +393,7 @@ func (s *Store) ConsoleSettled(ctx context.Context, since, now time.Time) ([]Con
 	return out, nil
 }
 
-func (s *Store) consoleTasks(ctx context.Context, name, src string, a protocol.Args) ([]*Task, error) {
+func (s *Store) consoleTasks(ctx context.Context, name, src string, a protocol.Args) ([]*cairnqtype.Task, error) {
 	rows, err := s.consoleQuery(ctx, name, src, a)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -23,7 +24,7 @@ import (
 // tasks, whatever index would find the value.
 func (s *Store) ConsoleCount(ctx context.Context, q ConsoleQuery, scan int) (n int64, exact bool, err error) {
 	const op = "console count"
-	if q.Status != "" && !Status(q.Status).Valid() {
+	if q.Status != "" && !cairnqtype.Status(q.Status).Valid() {
 		return 0, false, argError(op, "status", "unknown status %q", q.Status)
 	}
 	span, filters, a := s.consoleMatch(q)

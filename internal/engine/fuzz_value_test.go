@@ -41,7 +41,7 @@ type jsonFacts struct {
 
 // refused reports whether the limits refuse a text with these facts.
 func (f jsonFacts) refused() bool {
-	return f.depth > MaxJSONDepth || f.nul || f.replEsc || f.lone || f.longNum || f.bigExpNum
+	return f.depth > cairnqtype.MaxJSONDepth || f.nul || f.replEsc || f.lone || f.longNum || f.bigExpNum
 }
 
 // readJSON decodes text token by token (text must be valid JSON).
@@ -149,8 +149,8 @@ func hasEscape(text []byte, esc string) bool {
 func checkEncoded(t *testing.T, what, field, out string, err error) bool {
 	t.Helper()
 	if err != nil {
-		var se *SerializationError
-		if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &se) {
+		var se *cairnqtype.SerializationError
+		if !errors.Is(err, cairnqtype.ErrInvalidArgument) || !errors.As(err, &se) {
 			t.Fatalf("%s: refused with %T, want *SerializationError (ErrInvalidArgument): %v", what, err, err)
 		}
 		if se.Field != field {
@@ -167,15 +167,15 @@ func checkEncoded(t *testing.T, what, field, out string, err error) bool {
 	if !utf8.ValidString(out) {
 		t.Fatalf("%s: accepted text is not UTF-8: %.200q", what, out)
 	}
-	if len(out) > MaxValueBytes {
-		t.Fatalf("%s: accepted %d bytes, the limit is %d", what, len(out), MaxValueBytes)
+	if len(out) > cairnqtype.MaxValueBytes {
+		t.Fatalf("%s: accepted %d bytes, the limit is %d", what, len(out), cairnqtype.MaxValueBytes)
 	}
 	facts, err := readJSON([]byte(out))
 	if err != nil {
 		t.Fatalf("%s: accepted text does not decode: %v", what, err)
 	}
-	if facts.depth > MaxJSONDepth {
-		t.Fatalf("%s: accepted text nests %d deep, the limit is %d", what, facts.depth, MaxJSONDepth)
+	if facts.depth > cairnqtype.MaxJSONDepth {
+		t.Fatalf("%s: accepted text nests %d deep, the limit is %d", what, facts.depth, cairnqtype.MaxJSONDepth)
 	}
 	if facts.nul || hasEscape([]byte(out), "u0000") {
 		t.Fatalf("%s: accepted text holds a NUL: %.200q", what, out)
@@ -222,7 +222,7 @@ func FuzzEncodeJSON(f *testing.F) {
 		want := raw != nil // nil is the default {}
 		trimmed := bytes.TrimSpace(raw)
 		if want {
-			want = json.Valid(raw) && utf8.Valid(raw) && len(trimmed) <= MaxValueBytes
+			want = json.Valid(raw) && utf8.Valid(raw) && len(trimmed) <= cairnqtype.MaxValueBytes
 		}
 		if want {
 			facts, ferr := readJSON(raw)
@@ -238,8 +238,8 @@ func FuzzEncodeJSON(f *testing.F) {
 		case accepted && out != string(trimmed):
 			t.Fatalf("RawMessage %.200q stored as %.200q, want its trimmed text", raw, out)
 		}
-		if err != nil && json.Valid(raw) && errors.Is(err, ErrValueTooLarge) != (len(trimmed) > MaxValueBytes) {
-			t.Fatalf("RawMessage of %d bytes: ErrValueTooLarge=%v", len(trimmed), errors.Is(err, ErrValueTooLarge))
+		if err != nil && json.Valid(raw) && errors.Is(err, cairnqtype.ErrValueTooLarge) != (len(trimmed) > cairnqtype.MaxValueBytes) {
+			t.Fatalf("RawMessage of %d bytes: ErrValueTooLarge=%v", len(trimmed), errors.Is(err, cairnqtype.ErrValueTooLarge))
 		}
 
 		// A Go string is kept exactly or refused.
@@ -262,7 +262,7 @@ func FuzzEncodeJSON(f *testing.F) {
 		// Nesting is kept up to MaxJSONDepth. Depths past twice the limit
 		// fold to shallow ones, which keep most runs quick.
 		d := int(depth)
-		if d > 2*MaxJSONDepth+8 {
+		if d > 2*cairnqtype.MaxJSONDepth+8 {
 			d %= 8
 		}
 		var v any = s
@@ -270,7 +270,7 @@ func FuzzEncodeJSON(f *testing.F) {
 			v = []any{v}
 		}
 		out, err = encodeJSON("payload", v, "{}")
-		if accepted, ok := checkEncoded(t, "nested", "payload", out, err), d <= MaxJSONDepth && textOK(s); accepted != ok {
+		if accepted, ok := checkEncoded(t, "nested", "payload", out, err), d <= cairnqtype.MaxJSONDepth && textOK(s); accepted != ok {
 			t.Fatalf("%q nested %d deep: accepted=%v, want %v (err %v)", s, d, accepted, ok, err)
 		} else if accepted {
 			roundTrips(t, "nested", out, v)
@@ -565,9 +565,9 @@ func FuzzRowToTask(f *testing.F) {
 		} else if task.Error != nil {
 			// Another SDK's (or a hand-written) error that is no envelope is
 			// kept whole as the message.
-			var env ErrorEnvelope
+			var env cairnqtype.ErrorEnvelope
 			if json.Unmarshal(m.j, &env) != nil {
-				env = ErrorEnvelope{Type: "Error", Code: "unparsed_error", Message: string(m.j)}
+				env = cairnqtype.ErrorEnvelope{Type: "Error", Code: "unparsed_error", Message: string(m.j)}
 			}
 			if got := task.Error; got.Type != env.Type || got.Code != env.Code || got.Message != env.Message || got.Retryable != env.Retryable {
 				t.Fatalf("error %q reads as %+v, want %+v", m.j, got, env)
@@ -623,15 +623,15 @@ func FuzzSubmitSQLite(f *testing.F) {
 			p.Queue = fmt.Sprintf("q%d", n.Add(1))
 			task, err := st.Submit(ctx, p)
 			if err != nil {
-				var se *SerializationError
-				var ae *ArgumentError
-				if !errors.Is(err, ErrInvalidArgument) || !(errors.As(err, &se) || errors.As(err, &ae)) {
+				var se *cairnqtype.SerializationError
+				var ae *cairnqtype.ArgumentError
+				if !errors.Is(err, cairnqtype.ErrInvalidArgument) || !(errors.As(err, &se) || errors.As(err, &ae)) {
 					t.Fatalf("%s %.200q: refused with %T, want a typed ErrInvalidArgument: %v", what, sent, err, err)
 				}
 				if validated == nil {
 					t.Fatalf("%s %.200q: encodeJSON accepts it, Submit refuses it: %v", what, sent, err)
 				}
-				rows, lerr := st.List(ctx, ListParams{Queue: p.Queue})
+				rows, lerr := st.List(ctx, cairnqtype.ListOptions{Queue: p.Queue})
 				if lerr != nil {
 					t.Fatal(lerr)
 				}

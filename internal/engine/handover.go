@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"sync"
 )
 
@@ -14,7 +16,7 @@ type Completion struct {
 
 	// Set by the write that carried it: the status the task took, or
 	// Err, a *LostLeaseError, when its lease was gone.
-	Status Status
+	Status cairnqtype.Status
 	Err    error
 
 	// Done, when set, receives the error of the write that carried the

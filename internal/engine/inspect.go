@@ -15,6 +15,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -24,15 +25,15 @@ import (
 // (InspectSQLite, InspectPostgres), and the health reads cairnq doctor
 // shows (ExpiredLeases, QueueAges, RecentFailures). None of it writes.
 
-func newSchemaStatus(d protocol.Dialect) *SchemaStatus {
-	st := &SchemaStatus{
+func newSchemaStatus(d protocol.Dialect) *cairnqtype.SchemaStatus {
+	st := &cairnqtype.SchemaStatus{
 		SDKProtocolVersion: protocol.ProtocolVersion,
 		SDKSchemaVersion:   protocol.SchemaVersion,
-		Migrations:         []AppliedMigration{},
+		Migrations:         []cairnqtype.AppliedMigration{},
 		Unknown:            []string{},
 	}
 	st.Missing = migrationNames(d)
-	st.State = SchemaAbsent
+	st.State = cairnqtype.SchemaAbsent
 	return st
 }
 
@@ -58,7 +59,7 @@ const (
 
 // readSchemaStatus reads the installation through q with plain reads:
 // which of cairnq's tables exist, cairnq_meta's versions and the ledger.
-func readSchemaStatus(ctx context.Context, q querier, d protocol.Dialect) (*SchemaStatus, error) {
+func readSchemaStatus(ctx context.Context, q querier, d protocol.Dialect) (*cairnqtype.SchemaStatus, error) {
 	st := newSchemaStatus(d)
 	tables := map[string]bool{}
 	if d == protocol.SQLite {
@@ -125,7 +126,7 @@ func readSchemaStatus(ctx context.Context, q querier, d protocol.Dialect) (*Sche
 			if err != nil {
 				return nil, err
 			}
-			st.Migrations = append(st.Migrations, AppliedMigration{Name: name, AppliedAt: time.UnixMilli(at)})
+			st.Migrations = append(st.Migrations, cairnqtype.AppliedMigration{Name: name, AppliedAt: time.UnixMilli(at)})
 		}
 	}
 	have := map[string]bool{}
@@ -141,13 +142,13 @@ func readSchemaStatus(ctx context.Context, q querier, d protocol.Dialect) (*Sche
 	}
 	switch {
 	case !compatible:
-		st.State = SchemaIncompatible
+		st.State = cairnqtype.SchemaIncompatible
 	case len(st.Missing) > 0:
-		st.State = SchemaBehind
+		st.State = cairnqtype.SchemaBehind
 	case len(st.Unknown) > 0 || st.SchemaVersion > protocol.SchemaVersion:
-		st.State = SchemaAhead
+		st.State = cairnqtype.SchemaAhead
 	default:
-		st.State = SchemaCurrent
+		st.State = cairnqtype.SchemaCurrent
 	}
 	return st, nil
 }
@@ -156,17 +157,17 @@ func readSchemaStatus(ctx context.Context, q querier, d protocol.Dialect) (*Sche
 // installation it found: an error for every state it must not run on, nil
 // (with a warning when this SDK is the older one) otherwise. where names
 // the database in messages.
-func refuseStatus(st *SchemaStatus, where string, log *slog.Logger) error {
+func refuseStatus(st *cairnqtype.SchemaStatus, where string, log *slog.Logger) error {
 	switch st.State {
-	case SchemaAbsent:
-		return fmt.Errorf("%w: %s holds no cairnq tables; nothing was created", ErrNoDatabase, where)
-	case SchemaIncompatible:
-		return &ProtocolVersionMismatchError{Found: st.ProtocolVersion, Supported: protocol.ProtocolVersion}
-	case SchemaBehind:
+	case cairnqtype.SchemaAbsent:
+		return fmt.Errorf("%w: %s holds no cairnq tables; nothing was created", cairnqtype.ErrNoDatabase, where)
+	case cairnqtype.SchemaIncompatible:
+		return &cairnqtype.ProtocolVersionMismatchError{Found: st.ProtocolVersion, Supported: protocol.ProtocolVersion}
+	case cairnqtype.SchemaBehind:
 		return fmt.Errorf("%w: %s lacks migrations %s that this SDK relies on; nothing was changed: "+
 			"migrate it first (cairnq migrate, or a client opened without OpenExisting)",
-			ErrSchemaMismatch, where, strings.Join(st.Missing, ", "))
-	case SchemaAhead:
+			cairnqtype.ErrSchemaMismatch, where, strings.Join(st.Missing, ", "))
+	case cairnqtype.SchemaAhead:
 		log.Warn("cairnq: the database's schema is newer than this SDK's; upgrade this process's cairnq",
 			"database", where, "schema_version", st.SchemaVersion, "sdk_schema_version", protocol.SchemaVersion,
 			"unknown_migrations", st.Unknown)
@@ -179,7 +180,7 @@ func refuseStatus(st *SchemaStatus, where string, log *slog.Logger) error {
 // in-memory path) is a status with State SchemaAbsent, and no file or
 // directory is made. A file that is not a SQLite database is an
 // *OpenError wrapping ErrNotADatabase.
-func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
+func InspectSQLite(ctx context.Context, path string) (*cairnqtype.SchemaStatus, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
@@ -191,7 +192,7 @@ func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 	}
 	uri, exists, err := existingSQLiteURI(path)
 	if err != nil {
-		return nil, &OpenError{Path: path, Err: err}
+		return nil, &cairnqtype.OpenError{Path: path, Err: err}
 	}
 	if !exists {
 		return newSchemaStatus(protocol.SQLite), nil
@@ -242,7 +243,7 @@ func openExisting(ctx context.Context, uri string) (*sqlite3.Conn, string, error
 			// older database than the one there is.
 			return nil, uri, fmt.Errorf("%w: %s-wal holds commits this process could read only by sharing the "+
 				"database's -shm file, which it may not create in that directory; read a copy, or give it write "+
-				"access to the directory", ErrStorageReadOnly, u.Path)
+				"access to the directory", cairnqtype.ErrStorageReadOnly, u.Path)
 		}
 		q := u.Query()
 		q.Set(params[0], params[1])
@@ -315,7 +316,7 @@ func existingSQLiteURI(path string) (uri string, exists bool, err error) {
 // status with State SchemaAbsent, and connections resolving elsewhere are
 // ErrSchemaMismatch, as is a database whose cairnq tables live only in
 // another schema while schema is "".
-func InspectPostgres(ctx context.Context, ex executor.Executor, schema string) (*SchemaStatus, error) {
+func InspectPostgres(ctx context.Context, ex executor.Executor, schema string) (*cairnqtype.SchemaStatus, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
@@ -356,7 +357,7 @@ const DefaultExpiredLeasesLimit = 100
 // claim has recovered yet, longest expired first, at most limit (0:
 // DefaultExpiredLeasesLimit). Claims recover such tasks, so any that
 // linger mean no worker has claimed on the database since. It only reads.
-func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*Task, error) {
+func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*cairnqtype.Task, error) {
 	if limit < 0 {
 		return nil, argError("expired leases", "limit", "must be >= 0, got %d", limit)
 	}
@@ -373,12 +374,12 @@ func (s *Store) ExpiredLeases(ctx context.Context, limit int) ([]*Task, error) {
 // QueueAges returns, for every queue holding due queued tasks, how many
 // there are and how long the longest-waiting has been claimable, in queue
 // order. Delayed tasks not yet due are not counted. It only reads.
-func (s *Store) QueueAges(ctx context.Context) ([]QueueAge, error) {
+func (s *Store) QueueAges(ctx context.Context) ([]cairnqtype.QueueAge, error) {
 	rows, err := s.readOne(ctx, stmtQueueAges, protocol.Args{})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueAge, 0, len(rows))
+	out := make([]cairnqtype.QueueAge, 0, len(rows))
 	for _, r := range rows {
 		q, _, err := asString("queue", r["queue"])
 		if err != nil {
@@ -396,7 +397,7 @@ func (s *Store) QueueAges(ctx context.Context) ([]QueueAge, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, QueueAge{Queue: q, Due: int(due), OldestRunAt: time.UnixMilli(oldest), OldestAge: time.Duration(age) * time.Millisecond})
+		out = append(out, cairnqtype.QueueAge{Queue: q, Due: int(due), OldestRunAt: time.UnixMilli(oldest), OldestAge: time.Duration(age) * time.Millisecond})
 	}
 	return out, nil
 }
@@ -404,7 +405,7 @@ func (s *Store) QueueAges(ctx context.Context) ([]QueueAge, error) {
 // RecentFailures counts, per task name, the tasks that failed for good
 // (status failed) within the last window, most failures first. Failed
 // attempts that were retried are not counted. It only reads.
-func (s *Store) RecentFailures(ctx context.Context, window time.Duration) ([]FailureCount, error) {
+func (s *Store) RecentFailures(ctx context.Context, window time.Duration) ([]cairnqtype.FailureCount, error) {
 	if window <= 0 {
 		return nil, argError("recent failures", "window", "must be > 0, got %v", window)
 	}
@@ -412,7 +413,7 @@ func (s *Store) RecentFailures(ctx context.Context, window time.Duration) ([]Fai
 	if err != nil {
 		return nil, err
 	}
-	out := make([]FailureCount, 0, len(rows))
+	out := make([]cairnqtype.FailureCount, 0, len(rows))
 	for _, r := range rows {
 		name, _, err := asString("name", r["name"])
 		if err != nil {
@@ -426,7 +427,7 @@ func (s *Store) RecentFailures(ctx context.Context, window time.Duration) ([]Fai
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, FailureCount{Name: name, Count: int(n), LastFailedAt: time.UnixMilli(last)})
+		out = append(out, cairnqtype.FailureCount{Name: name, Count: int(n), LastFailedAt: time.UnixMilli(last)})
 	}
 	return out, nil
 }

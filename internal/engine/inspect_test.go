@@ -33,7 +33,7 @@ type inspectDB struct {
 	// exec runs a script through a connection of its own.
 	exec func(t *testing.T, script string)
 	// inspect is InspectSQLite or InspectPostgres on the database.
-	inspect func(t *testing.T) (*SchemaStatus, error)
+	inspect func(t *testing.T) (*cairnqtype.SchemaStatus, error)
 	// tables counts the cairnq tables (cairnq_%) the database holds.
 	tables func(t *testing.T) int
 	// now is the database clock, in epoch ms, as the statements read it.
@@ -58,7 +58,7 @@ func sqliteInspectDB(t *testing.T) inspectDB {
 				t.Fatal(err)
 			}
 		},
-		inspect: func(t *testing.T) (*SchemaStatus, error) { return InspectSQLite(t.Context(), path) },
+		inspect: func(t *testing.T) (*cairnqtype.SchemaStatus, error) { return InspectSQLite(t.Context(), path) },
 		tables: func(t *testing.T) int {
 			t.Helper()
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -107,7 +107,7 @@ func postgresInspectDB(t *testing.T) inspectDB {
 				t.Fatal(err)
 			}
 		},
-		inspect: func(t *testing.T) (*SchemaStatus, error) { return InspectPostgres(t.Context(), ex, "") },
+		inspect: func(t *testing.T) (*cairnqtype.SchemaStatus, error) { return InspectPostgres(t.Context(), ex, "") },
 		tables: func(t *testing.T) int {
 			return int(one(t, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'cairnq%'"))
 		},
@@ -138,14 +138,14 @@ func bothStores(t *testing.T, fn func(t *testing.T, s *Store)) {
 // nothing and says so; inspecting it reports it absent.
 func TestOpenExistingRefusesAnEmptyDatabase(t *testing.T) {
 	bothInspectDBs(t, func(t *testing.T, db inspectDB) {
-		if _, err := db.open(t, true); !errors.Is(err, ErrNoDatabase) {
+		if _, err := db.open(t, true); !errors.Is(err, cairnqtype.ErrNoDatabase) {
 			t.Fatalf("OpenExisting on an empty database: %v, want ErrNoDatabase", err)
 		}
 		st, err := db.inspect(t)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != SchemaAbsent || !slices.Equal(st.Missing, migrationNames(db.dialect)) || len(st.Migrations) != 0 {
+		if st.State != cairnqtype.SchemaAbsent || !slices.Equal(st.Missing, migrationNames(db.dialect)) || len(st.Migrations) != 0 {
 			t.Errorf("inspect of an empty database = %+v", st)
 		}
 		if n := db.tables(t); n != 0 {
@@ -168,7 +168,7 @@ func TestOpenExistingVersionStates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != SchemaCurrent || st.ProtocolVersion != protocol.ProtocolVersion || st.SchemaVersion != protocol.SchemaVersion ||
+		if st.State != cairnqtype.SchemaCurrent || st.ProtocolVersion != protocol.ProtocolVersion || st.SchemaVersion != protocol.SchemaVersion ||
 			len(st.Missing) != 0 || len(st.Unknown) != 0 || len(st.Migrations) != len(protocol.Migrations(db.dialect)) {
 			t.Fatalf("inspect after migrating = %+v", st)
 		}
@@ -185,17 +185,17 @@ func TestOpenExistingVersionStates(t *testing.T) {
 
 		// Behind: the ledger lacks the newest migration.
 		db.exec(t, "DELETE FROM cairnq_migrations WHERE name = '0010_drop_status_index.sql'")
-		if _, err := db.open(t, true); !errors.Is(err, ErrSchemaMismatch) {
+		if _, err := db.open(t, true); !errors.Is(err, cairnqtype.ErrSchemaMismatch) {
 			t.Errorf("OpenExisting on a database behind: %v, want ErrSchemaMismatch", err)
 		}
-		if st, err := db.inspect(t); err != nil || st.State != SchemaBehind || !slices.Equal(st.Missing, []string{"0010_drop_status_index.sql"}) {
+		if st, err := db.inspect(t); err != nil || st.State != cairnqtype.SchemaBehind || !slices.Equal(st.Missing, []string{"0010_drop_status_index.sql"}) {
 			t.Errorf("inspect behind = %+v, %v", st, err)
 		}
 		db.exec(t, "INSERT INTO cairnq_migrations (name, applied_at_ms) VALUES ('0010_drop_status_index.sql', 1)")
 
 		// Ahead: a newer SDK's migration and schema version.
 		db.exec(t, "INSERT INTO cairnq_migrations (name, applied_at_ms) VALUES ('0099_future.sql', 2); UPDATE cairnq_meta SET value = '99' WHERE key = 'schema_version'")
-		if st, err := db.inspect(t); err != nil || st.State != SchemaAhead || !slices.Equal(st.Unknown, []string{"0099_future.sql"}) || st.SchemaVersion != 99 {
+		if st, err := db.inspect(t); err != nil || st.State != cairnqtype.SchemaAhead || !slices.Equal(st.Unknown, []string{"0099_future.sql"}) || st.SchemaVersion != 99 {
 			t.Errorf("inspect ahead = %+v, %v", st, err)
 		}
 		s, err = db.open(t, true)
@@ -206,11 +206,11 @@ func TestOpenExistingVersionStates(t *testing.T) {
 
 		// Another protocol major.
 		db.exec(t, "UPDATE cairnq_meta SET value = '2' WHERE key = 'protocol_version'")
-		var pv *ProtocolVersionMismatchError
+		var pv *cairnqtype.ProtocolVersionMismatchError
 		if _, err := db.open(t, true); !errors.As(err, &pv) || pv.Found != 2 {
 			t.Errorf("OpenExisting on protocol 2: %v, want *ProtocolVersionMismatchError", err)
 		}
-		if st, err := db.inspect(t); err != nil || st.State != SchemaIncompatible || st.ProtocolVersion != 2 {
+		if st, err := db.inspect(t); err != nil || st.State != cairnqtype.SchemaIncompatible || st.ProtocolVersion != 2 {
 			t.Errorf("inspect incompatible = %+v, %v", st, err)
 		}
 	})
@@ -256,7 +256,7 @@ func TestHealthReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		submit := func(name, queue string, delay time.Duration) *Task {
+		submit := func(name, queue string, delay time.Duration) *cairnqtype.Task {
 			t.Helper()
 			task, err := s.Submit(ctx, SubmitParams{Name: name, SubmitOptions: cairnqtype.SubmitOptions{Queue: queue, Delay: delay, MaxAttempts: 1}})
 			if err != nil {
@@ -275,7 +275,7 @@ func TestHealthReads(t *testing.T) {
 		}
 
 		stuck := submit("stuck", "default", 0)
-		claimed, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Lease: time.Minute})
+		claimed, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w1", Lease: time.Minute})
 		if err != nil || len(claimed) != 1 || claimed[0].ID != stuck.ID {
 			t.Fatalf("claim = %v, %v", claimed, err)
 		}
@@ -287,11 +287,11 @@ func TestHealthReads(t *testing.T) {
 		db.exec(t, "UPDATE cairnq_tasks SET run_at_ms = "+itoa(now-2*3600_000)+" WHERE id = '"+old.ID+"'")
 		for _, name := range []string{"send", "send", "resize"} {
 			task := submit(name, "mail", 0)
-			got, err := s.Claim(ctx, ClaimParams{Queues: []string{"mail"}, WorkerID: "w2", Lease: time.Minute})
+			got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"mail"}, WorkerID: "w2", Lease: time.Minute})
 			if err != nil || len(got) != 1 || got[0].ID != task.ID {
 				t.Fatalf("claim = %v, %v", got, err)
 			}
-			if _, err := s.Fail(ctx, task.ID, "w2", ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {
+			if _, err := s.Fail(ctx, task.ID, "w2", cairnqtype.ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -323,10 +323,10 @@ func TestHealthReads(t *testing.T) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("RecentFailures = %v, %v; want %v", got, err, want)
 		}
-		if _, err := s.RecentFailures(ctx, 0); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := s.RecentFailures(ctx, 0); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 			t.Errorf("RecentFailures(0) = %v, want ErrInvalidArgument", err)
 		}
-		if _, err := s.ExpiredLeases(ctx, -1); !errors.Is(err, ErrInvalidArgument) {
+		if _, err := s.ExpiredLeases(ctx, -1); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 			t.Errorf("ExpiredLeases(-1) = %v, want ErrInvalidArgument", err)
 		}
 	})
@@ -341,16 +341,16 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "sub", "missing.db")
-	if _, err := OpenSQLite(ctx, missing, SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrNoDatabase) {
+	if _, err := OpenSQLite(ctx, missing, SQLiteOptions{OpenExisting: true}); !errors.Is(err, cairnqtype.ErrNoDatabase) {
 		t.Fatalf("OpenExisting on a missing file: %v, want ErrNoDatabase", err)
 	}
-	if st, err := InspectSQLite(ctx, missing); err != nil || st.State != SchemaAbsent {
+	if st, err := InspectSQLite(ctx, missing); err != nil || st.State != cairnqtype.SchemaAbsent {
 		t.Fatalf("InspectSQLite on a missing file = %+v, %v", st, err)
 	}
-	if _, err := OpenSQLite(ctx, "file:"+missing, SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrNoDatabase) {
+	if _, err := OpenSQLite(ctx, "file:"+missing, SQLiteOptions{OpenExisting: true}); !errors.Is(err, cairnqtype.ErrNoDatabase) {
 		t.Fatalf("OpenExisting on a missing file's URI: %v, want ErrNoDatabase", err)
 	}
-	if st, err := InspectSQLite(ctx, "file:"+missing+"?cache=private"); err != nil || st.State != SchemaAbsent {
+	if st, err := InspectSQLite(ctx, "file:"+missing+"?cache=private"); err != nil || st.State != cairnqtype.SchemaAbsent {
 		t.Fatalf("InspectSQLite on a missing file's URI = %+v, %v", st, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sub")); !errors.Is(err, os.ErrNotExist) {
@@ -368,10 +368,10 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 	}
 	c.Close()
 	before := dirsnap.Take(t, dir)
-	if _, err := OpenSQLite(ctx, foreign, SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrNoDatabase) {
+	if _, err := OpenSQLite(ctx, foreign, SQLiteOptions{OpenExisting: true}); !errors.Is(err, cairnqtype.ErrNoDatabase) {
 		t.Fatalf("OpenExisting on another application's file: %v, want ErrNoDatabase", err)
 	}
-	if st, err := InspectSQLite(ctx, foreign); err != nil || st.State != SchemaAbsent {
+	if st, err := InspectSQLite(ctx, foreign); err != nil || st.State != cairnqtype.SchemaAbsent {
 		t.Fatalf("InspectSQLite on another application's file = %+v, %v", st, err)
 	}
 	dirsnap.Same(t, dir, before)
@@ -381,10 +381,10 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 	if err := os.WriteFile(junk, bytes.Repeat([]byte("junk"), 1024), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenSQLite(ctx, junk, SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrNotADatabase) {
+	if _, err := OpenSQLite(ctx, junk, SQLiteOptions{OpenExisting: true}); !errors.Is(err, cairnqtype.ErrNotADatabase) {
 		t.Errorf("OpenExisting on junk: %v, want ErrNotADatabase", err)
 	}
-	if _, err := InspectSQLite(ctx, junk); !errors.Is(err, ErrNotADatabase) {
+	if _, err := InspectSQLite(ctx, junk); !errors.Is(err, cairnqtype.ErrNotADatabase) {
 		t.Errorf("InspectSQLite on junk: %v, want ErrNotADatabase", err)
 	}
 
@@ -409,7 +409,7 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 	if _, err := s.Stats(ctx, ""); err != nil {
 		t.Error(err)
 	}
-	if _, err := s.List(ctx, ListParams{}); err != nil {
+	if _, err := s.List(ctx, cairnqtype.ListOptions{}); err != nil {
 		t.Error(err)
 	}
 	if _, err := s.ExpiredLeases(ctx, 0); err != nil {
@@ -421,7 +421,7 @@ func TestOpenExistingSQLiteChangesNothing(t *testing.T) {
 	if _, err := s.RecentFailures(ctx, time.Hour); err != nil {
 		t.Error(err)
 	}
-	if st, err := InspectSQLite(ctx, path); err != nil || st.State != SchemaCurrent {
+	if st, err := InspectSQLite(ctx, path); err != nil || st.State != cairnqtype.SchemaCurrent {
 		t.Errorf("InspectSQLite = %+v, %v", st, err)
 	}
 	if err := s.Close(); err != nil {
@@ -441,21 +441,21 @@ func TestOpenExistingPostgresMissingSchema(t *testing.T) {
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	ex := sqlexec.New(db, nil)
-	if _, err := OpenPostgres(t.Context(), ex, PostgresOptions{Schema: "jobs", OpenExisting: true}); !errors.Is(err, ErrNoDatabase) {
+	if _, err := OpenPostgres(t.Context(), ex, PostgresOptions{Schema: "jobs", OpenExisting: true}); !errors.Is(err, cairnqtype.ErrNoDatabase) {
 		t.Fatalf("OpenExisting on a missing schema: %v, want ErrNoDatabase", err)
 	}
 	st, err := InspectPostgres(t.Context(), ex, "jobs")
-	if err != nil || st.State != SchemaAbsent || st.Schema != "jobs" {
+	if err != nil || st.State != cairnqtype.SchemaAbsent || st.Schema != "jobs" {
 		t.Fatalf("InspectPostgres on a missing schema = %+v, %v", st, err)
 	}
 	var n int
 	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM pg_namespace WHERE nspname = 'jobs'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("schema jobs: %d, %v; want it still absent", n, err)
 	}
-	if _, err := InspectPostgres(t.Context(), ex, "bad name"); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := InspectPostgres(t.Context(), ex, "bad name"); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 		t.Errorf("InspectPostgres with a bad schema name: %v", err)
 	}
-	if _, err := InspectPostgres(t.Context(), nil, ""); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := InspectPostgres(t.Context(), nil, ""); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 		t.Errorf("InspectPostgres with no executor: %v", err)
 	}
 }

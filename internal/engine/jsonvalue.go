@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -45,25 +47,25 @@ func marshalJSON(field string, v any, def string) (string, error) {
 	case string:
 		b, err := json.Marshal(x)
 		if err != nil {
-			return "", &SerializationError{Field: field, Err: err}
+			return "", &cairnqtype.SerializationError{Field: field, Err: err}
 		}
 		return string(b), nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return "", &SerializationError{Field: field, Err: err}
+		return "", &cairnqtype.SerializationError{Field: field, Err: err}
 	}
 	return string(b), nil
 }
 
 // validJSON checks JSON text a caller passed as bytes (kind names how).
 func validJSON(field string, b []byte, kind string) (string, error) {
-	if len(b) > MaxValueBytes { // refused before json.Valid reads it all
-		return "", &SerializationError{Field: field,
-			Err: fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(b), MaxValueBytes)}
+	if len(b) > cairnqtype.MaxValueBytes { // refused before json.Valid reads it all
+		return "", &cairnqtype.SerializationError{Field: field,
+			Err: fmt.Errorf("%w: %d bytes, the limit is %d", cairnqtype.ErrValueTooLarge, len(b), cairnqtype.MaxValueBytes)}
 	}
 	if !json.Valid(b) {
-		return "", &SerializationError{Field: field, Err: fmt.Errorf(
+		return "", &cairnqtype.SerializationError{Field: field, Err: fmt.Errorf(
 			"a %s value is taken as JSON text, and this is not valid JSON (encode binary data yourself, e.g. as a base64 string)", kind)}
 	}
 	return string(bytes.TrimSpace(b)), nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -59,7 +60,7 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 			}
 			// A task whose worker vanished: its lease runs out (the
 			// database's clock is this machine's).
-			lose := func(queue string) *Task {
+			lose := func(queue string) *cairnqtype.Task {
 				t.Helper()
 				p := SubmitParams{Name: "job"}
 				p.Queue = queue
@@ -67,14 +68,14 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := s.Claim(ctx, ClaimParams{Queues: []string{queue}, WorkerID: "gone", Lease: 20 * time.Millisecond})
+				got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{queue}, WorkerID: "gone", Lease: 20 * time.Millisecond})
 				if err != nil || len(got) != 1 || got[0].ID != task.ID {
 					t.Fatalf("claim = %v, %v; want %s", got, err, task.ID)
 				}
 				waitFor(t, "the lease to run out", func() bool { return time.Now().After(got[0].LeaseUntil.Add(time.Millisecond)) })
 				return task
 			}
-			status := func(task *Task) Status {
+			status := func(task *cairnqtype.Task) cairnqtype.Status {
 				t.Helper()
 				got, err := s.Get(ctx, task.ID)
 				if err != nil {
@@ -86,7 +87,7 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 			// probe paced or not), or busy (no probe; a recovery).
 			pollWith := func(h ClaimHints) SessionResult {
 				t.Helper()
-				res, err := s.ClaimSession(ctx, ClaimParams{Queues: []string{"idle"}, WorkerID: "w"}, h, true, func(draw drawFunc) error {
+				res, err := s.ClaimSession(ctx, cairnqtype.ClaimParams{Queues: []string{"idle"}, WorkerID: "w"}, h, true, func(draw drawFunc) error {
 					_, err := draw(nil, 1)
 					return err
 				})
@@ -105,7 +106,7 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 			s.leaseReads.ran(looked, time.Hour)
 			res := poll(true)
 			if backend == "sqlite" {
-				if !res.Ran || !res.LookDue.IsZero() || status(lost) != StatusQueued {
+				if !res.Ran || !res.LookDue.IsZero() || status(lost) != cairnqtype.StatusQueued {
 					t.Fatalf("paced poll on SQLite = %+v, task %s; want it to look and recover the task", res, status(lost))
 				}
 				return
@@ -113,18 +114,18 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 			if want := looked.Add(maxDrawGap); res.Ran || !res.LookDue.Equal(want) {
 				t.Fatalf("paced poll right after a look = %+v; want no claim and a look due at %v", res, want)
 			}
-			if got := status(lost); got != StatusRunning {
+			if got := status(lost); got != cairnqtype.StatusRunning {
 				t.Fatalf("a poll that did not look recovered the task: %s", got)
 			}
 			// The look that was due: a poll without PaceLook.
-			if res := poll(false); !res.Ran || !res.LookDue.IsZero() || status(lost) != StatusQueued {
+			if res := poll(false); !res.Ran || !res.LookDue.IsZero() || status(lost) != cairnqtype.StatusQueued {
 				t.Fatalf("unpaced poll = %+v, task %s; want it to look and recover the task", res, status(lost))
 			}
 
 			// Once the pace allows, a paced poll looks too.
 			lost = lose("lost again")
 			s.leaseReads.ran(time.Now().Add(-time.Minute), 100*time.Millisecond)
-			if res := poll(true); !res.Ran || !res.LookDue.IsZero() || status(lost) != StatusQueued {
+			if res := poll(true); !res.Ran || !res.LookDue.IsZero() || status(lost) != cairnqtype.StatusQueued {
 				t.Fatalf("paced poll a minute after the last look = %+v, task %s; want it to look and recover the task", res, status(lost))
 			}
 
@@ -132,11 +133,11 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 			lost = lose("lost while busy")
 			looked = time.Now()
 			s.leaseReads.ran(looked, time.Hour)
-			if res, want := busy(), looked.Add(maxDrawGap); !res.LookDue.Equal(want) || status(lost) != StatusRunning {
+			if res, want := busy(), looked.Add(maxDrawGap); !res.LookDue.Equal(want) || status(lost) != cairnqtype.StatusRunning {
 				t.Fatalf("busy poll right after a look = %+v, task %s; want the recovery left out, due at %v", res, status(lost), want)
 			}
 			s.leaseReads.ran(time.Now().Add(-time.Minute), 0)
-			if res := busy(); !res.Ran || !res.LookDue.IsZero() || status(lost) != StatusQueued {
+			if res := busy(); !res.Ran || !res.LookDue.IsZero() || status(lost) != cairnqtype.StatusQueued {
 				t.Fatalf("busy poll a minute after the last look = %+v, task %s; want it to recover the task", res, status(lost))
 			}
 		})
@@ -158,7 +159,7 @@ func TestProbeWithoutTheLookSkipsLeasesAHeldSnapshotKeeps(t *testing.T) {
 	submitJobs(t, s, settled)
 	// Settled within their leases, which then run out.
 	var last time.Time
-	claimJobs(t, s, settled, lease, func(got []*Task) {
+	claimJobs(t, s, settled, lease, func(got []*cairnqtype.Task) {
 		cs := make([]*Completion, len(got))
 		for i, task := range got {
 			cs[i] = &Completion{ID: task.ID, WorkerID: "w"}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -19,7 +20,7 @@ func ValidateName(op, arg, s string) error {
 	if s == "" {
 		return argError(op, arg, "must not be empty")
 	}
-	return checkText(op, arg, s, MaxNameBytes)
+	return checkText(op, arg, s, cairnqtype.MaxNameBytes)
 }
 
 // checkText checks a text argument that may be empty: valid UTF-8, no NUL
@@ -42,7 +43,7 @@ func checkOptionalName(op, arg, s string) error {
 	if s == "" {
 		return nil
 	}
-	return checkText(op, arg, s, MaxNameBytes)
+	return checkText(op, arg, s, cairnqtype.MaxNameBytes)
 }
 
 // checkJSONText checks the encoded text of a JSON value against the limits
@@ -58,11 +59,11 @@ func checkOptionalName(op, arg, s string) error {
 // pass over it suffices.
 func checkJSONText(field, text string) error {
 	fail := func(format string, a ...any) error {
-		return &SerializationError{Field: field, Err: fmt.Errorf(format, a...)}
+		return &cairnqtype.SerializationError{Field: field, Err: fmt.Errorf(format, a...)}
 	}
-	if len(text) > MaxValueBytes {
-		return &SerializationError{Field: field,
-			Err: fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrValueTooLarge, len(text), MaxValueBytes)}
+	if len(text) > cairnqtype.MaxValueBytes {
+		return &cairnqtype.SerializationError{Field: field,
+			Err: fmt.Errorf("%w: %d bytes encoded, the limit is %d", cairnqtype.ErrValueTooLarge, len(text), cairnqtype.MaxValueBytes)}
 	}
 	if !utf8.ValidString(text) {
 		return fail("not valid UTF-8")
@@ -73,20 +74,20 @@ func checkJSONText(field, text string) error {
 		case c == '"':
 			end, err := checkJSONString(text, i+1)
 			if err != nil {
-				return &SerializationError{Field: field, Err: err}
+				return &cairnqtype.SerializationError{Field: field, Err: err}
 			}
 			i = end
 		case c == '[' || c == '{':
 			depth++
-			if depth > MaxJSONDepth {
-				return fail("nested more than %d levels deep", MaxJSONDepth)
+			if depth > cairnqtype.MaxJSONDepth {
+				return fail("nested more than %d levels deep", cairnqtype.MaxJSONDepth)
 			}
 		case c == ']' || c == '}':
 			depth--
 		case c == '-' || (c >= '0' && c <= '9'):
 			end, err := checkJSONNumber(text, i)
 			if err != nil {
-				return &SerializationError{Field: field, Err: err}
+				return &cairnqtype.SerializationError{Field: field, Err: err}
 			}
 			i = end - 1
 		}
@@ -202,7 +203,7 @@ func checkKey(op, key string) error {
 	if key == "" {
 		return argError(op, "key", "must not be empty")
 	}
-	return checkText(op, "key", key, MaxKeyBytes)
+	return checkText(op, "key", key, cairnqtype.MaxKeyBytes)
 }
 
 // checkCtx refuses a nil context, which would otherwise panic deep in a
@@ -236,5 +237,5 @@ func warnNewerSchema(log *slog.Logger, rows []executor.Row, where string) {
 
 // argError is an *ArgumentError with a formatted reason.
 func argError(op, arg, format string, a ...any) error {
-	return &ArgumentError{Op: op, Arg: arg, Reason: fmt.Sprintf(format, a...)}
+	return &cairnqtype.ArgumentError{Op: op, Arg: arg, Reason: fmt.Sprintf(format, a...)}
 }

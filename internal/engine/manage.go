@@ -11,7 +11,7 @@ import (
 // Cancel cancels a queued task at once and asks a running one to stop (the
 // worker settles it canceled). It returns nil, nil when no queued or running
 // task has that id.
-func (s *Store) Cancel(ctx context.Context, id string) (*Task, error) {
+func (s *Store) Cancel(ctx context.Context, id string) (*cairnqtype.Task, error) {
 	if err := checkID("cancel", id); err != nil {
 		return nil, err
 	}
@@ -25,7 +25,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (*Task, error) {
 }
 
 // CancelByKey is Cancel for the task key points at, under the key's lock.
-func (s *Store) CancelByKey(ctx context.Context, key string) (*Task, error) {
+func (s *Store) CancelByKey(ctx context.Context, key string) (*cairnqtype.Task, error) {
 	t, err := s.byKey(ctx, key, stmtCancel, protocol.Args{})
 	s.settled(t)
 	return t, err
@@ -34,7 +34,7 @@ func (s *Store) CancelByKey(ctx context.Context, key string) (*Task, error) {
 // Retry puts a failed or canceled task back in the queue, clearing its
 // error, progress and lease; resetAttempt also restarts its attempt count.
 // It returns nil, nil when no failed or canceled task has that id.
-func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*Task, error) {
+func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*cairnqtype.Task, error) {
 	if err := checkID("retry", id); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*Task,
 }
 
 // RetryByKey is Retry for the task key points at, under the key's lock.
-func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (*Task, error) {
+func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (*cairnqtype.Task, error) {
 	t, err := s.byKey(ctx, key, stmtRetry, protocol.Args{"reset_attempt": resetAttempt})
 	s.requeued(t)
 	return t, err
@@ -56,7 +56,7 @@ func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (
 
 // byKey resolves key and runs statement on its task, under the key's lock
 // so a concurrent replace cannot repoint the key in between.
-func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Args) (t *Task, err error) {
+func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Args) (t *cairnqtype.Task, err error) {
 	if err := checkKey(statement, key); err != nil {
 		return nil, err
 	}
@@ -81,15 +81,12 @@ func (s *Store) byKey(ctx context.Context, key, statement string, a protocol.Arg
 	return t, err
 }
 
-// PurgeParams bounds one purge. Empty filters do not filter.
-type PurgeParams = cairnqtype.PurgeOptions
-
 // DefaultPurgeLimit is how many rows one Purge deletes at most by default.
 const DefaultPurgeLimit = 1000
 
 // ValidatePurge checks p the way Purge does, for callers that want to fail
 // at configuration time.
-func ValidatePurge(p PurgeParams) error {
+func ValidatePurge(p cairnqtype.PurgeOptions) error {
 	if p.OlderThan < 0 {
 		return argError("purge", "older than", "must be >= 0, got %v", p.OlderThan)
 	}
@@ -109,7 +106,7 @@ func ValidatePurge(p PurgeParams) error {
 // OlderThan ago and returns their ids; their keys go with them. Call it
 // again until it returns fewer than Limit to drain a backlog in short
 // writes.
-func (s *Store) Purge(ctx context.Context, p PurgeParams) ([]string, error) {
+func (s *Store) Purge(ctx context.Context, p cairnqtype.PurgeOptions) ([]string, error) {
 	ids, _, err := s.purge(ctx, stmtPurge, p, NoPurgeFloor)
 	return ids, err
 }
@@ -129,12 +126,12 @@ const NoPurgeFloor = math.MinInt64 + 1
 // completed_at_ms the batch deleted (Postgres), fromMS when it deleted
 // nothing or the dialect does not say. SQLite deletes index entries with
 // their rows, so it reads no floor.
-func (s *Store) PurgeFrom(ctx context.Context, p PurgeParams, fromMS int64) (ids []string, reached int64, err error) {
+func (s *Store) PurgeFrom(ctx context.Context, p cairnqtype.PurgeOptions, fromMS int64) (ids []string, reached int64, err error) {
 	return s.purge(ctx, stmtPurgeFrom, p, fromMS)
 }
 
 // purge runs stmt, purge or purge_from, for Purge and PurgeFrom.
-func (s *Store) purge(ctx context.Context, stmt string, p PurgeParams, fromMS int64) (ids []string, reached int64, err error) {
+func (s *Store) purge(ctx context.Context, stmt string, p cairnqtype.PurgeOptions, fromMS int64) (ids []string, reached int64, err error) {
 	if err := ValidatePurge(p); err != nil {
 		return nil, fromMS, err
 	}
@@ -174,22 +171,22 @@ func (s *Store) purge(ctx context.Context, stmt string, p PurgeParams, fromMS in
 
 // settled tells this process's waiters that t may have reached a terminal
 // status, so they re-read now instead of at their next poll.
-func (s *Store) settled(t *Task) {
+func (s *Store) settled(t *cairnqtype.Task) {
 	if t != nil {
-		s.settledRef(TaskRef{ID: t.ID, Status: t.Status})
+		s.settledRef(cairnqtype.TaskRef{ID: t.ID, Status: t.Status})
 	}
 }
 
 // settledRef is settled for a task known by its id and status.
-func (s *Store) settledRef(r TaskRef) {
+func (s *Store) settledRef(r cairnqtype.TaskRef) {
 	if r.Status.IsTerminal() {
 		s.hub.Done(r.ID)
 	}
 }
 
 // requeued tells this process's idle workers that t is claimable again.
-func (s *Store) requeued(t *Task) {
-	if t != nil && t.Status == StatusQueued {
+func (s *Store) requeued(t *cairnqtype.Task) {
+	if t != nil && t.Status == cairnqtype.StatusQueued {
 		s.hub.Queued(t.Queue)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -91,7 +92,7 @@ func TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps(t *testing.T) {
 	submitJobs(t, s, settled)
 	// Each task claimed and settled leaves a running version, its lease
 	// an hour off, that vacuum may not remove.
-	claimJobs(t, s, settled, time.Hour, func(got []*Task) {
+	claimJobs(t, s, settled, time.Hour, func(got []*cairnqtype.Task) {
 		cs := make([]*Completion, len(got))
 		for i, task := range got {
 			cs[i] = &Completion{ID: task.ID, WorkerID: "w"}
@@ -101,7 +102,7 @@ func TestCompleteManySkipsLeaseEntriesAHeldSnapshotKeeps(t *testing.T) {
 		}
 	})
 	submitJobs(t, s, settling)
-	got, err := s.Claim(ctx, ClaimParams{Queues: []string{"default"}, WorkerID: "w2", Limit: settling, Lease: time.Hour})
+	got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w2", Limit: settling, Lease: time.Hour})
 	if err != nil || len(got) != settling {
 		t.Fatalf("claimed %d of %d: %v", len(got), settling, err)
 	}

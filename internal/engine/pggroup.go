@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/protocol"
@@ -26,7 +27,7 @@ type groupResult = group.Result[rowAt]
 // newGrouper starts a Grouper whose requests each get a row; Close on
 // the store's backend (or the store, for status reads) stops it.
 func newGrouper[In any](flush func(ctx context.Context, ins []In) []groupResult, weigh func(In) int) *group.Grouper[In, rowAt] {
-	return group.New(flush, weigh, ErrClosed)
+	return group.New(flush, weigh, cairnqtype.ErrClosed)
 }
 
 // grouped runs in through g after the nil-context check every store call
@@ -88,13 +89,13 @@ func (s *Store) completeManyPG(ctx context.Context, q querier, cs []*Completion)
 
 // completeGrouped settles one task through the backend's completion
 // groups. A row the statement did not return is a lease that was gone.
-func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
+func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, result any) (cairnqtype.TaskRef, error) {
 	res, err := grouped(ctx, b.completer, &Completion{ID: id, WorkerID: workerID, Result: result})
 	if err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	if res.Value.rows == nil {
-		return TaskRef{}, &LostLeaseError{ID: id}
+		return cairnqtype.TaskRef{}, &cairnqtype.LostLeaseError{ID: id}
 	}
 	return refAt(res.Value.rows, res.Value.i)
 }
@@ -103,7 +104,7 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 
 // insertGrouped stores one unkeyed submit (its row, ins) through the
 // backend's insert groups.
-func (b *pgBackend) insertGrouped(ctx context.Context, ins *insertRow) (*Task, error) {
+func (b *pgBackend) insertGrouped(ctx context.Context, ins *insertRow) (*cairnqtype.Task, error) {
 	res, err := grouped(ctx, b.inserter, ins)
 	if err != nil {
 		return nil, err
@@ -118,11 +119,11 @@ func (b *pgBackend) insertGrouped(ctx context.Context, ins *insertRow) (*Task, e
 // the due time delayMS after it) or rewrote (the JSON, as jsonb prints
 // it), and every other column is what ins sent or the column's default
 // (attempt 0, the rest NULL), as the whole row would read.
-func insertedTask(rs rowSet, i int, ins *insertRow) (*Task, error) {
+func insertedTask(rs rowSet, i int, ins *insertRow) (*cairnqtype.Task, error) {
 	if rs.value(i, "name") != nil { // NOT NULL: the whole row
 		return taskAt(rs, i)
 	}
-	t := &Task{ID: ins.id, Name: ins.name, Queue: ins.queue, Status: StatusQueued,
+	t := &cairnqtype.Task{ID: ins.id, Name: ins.name, Queue: ins.queue, Status: cairnqtype.StatusQueued,
 		ParentID: ins.parentID, RootID: ins.rootID, CorrelationID: ins.correlationID,
 		MaxAttempts: int(ins.maxAttempts), Priority: int(ins.priority)}
 	created, ok, err := asInt64("created_at_ms", rs.value(i, "created_at_ms"))

@@ -91,7 +91,7 @@ func openGatedPGOn(t *testing.T, single, many string) (*Store, *gatedExecutor) {
 
 type submitOutcome struct {
 	p   SubmitParams
-	t   *Task
+	t   *cairnqtype.Task
 	err error
 }
 
@@ -107,7 +107,7 @@ func lineUp(t *testing.T, ctx context.Context, s *Store, g *gatedExecutor, first
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var task *Task
+			var task *cairnqtype.Task
 			var err error
 			if p.Name == serverRefusedRow {
 				task, err = submitServerRefused(ctx, be)
@@ -174,11 +174,11 @@ func TestInsertGroupsConcurrentSubmits(t *testing.T) {
 }
 
 // checkSubmitted compares a task just submitted with what was asked.
-func checkSubmitted(t *testing.T, p SubmitParams, got *Task) {
+func checkSubmitted(t *testing.T, p SubmitParams, got *cairnqtype.Task) {
 	t.Helper()
 	queue, maxAttempts, root := p.Queue, p.MaxAttempts, p.RootID
 	if queue == "" {
-		queue = DefaultQueue
+		queue = cairnqtype.DefaultQueue
 	}
 	if maxAttempts == 0 {
 		maxAttempts = DefaultMaxAttempts
@@ -194,7 +194,7 @@ func checkSubmitted(t *testing.T, p SubmitParams, got *Task) {
 	if p.Metadata == nil {
 		metadata = []byte("{}")
 	}
-	if got.Name != p.Name || got.Queue != queue || got.Status != StatusQueued || got.Priority != p.Priority ||
+	if got.Name != p.Name || got.Queue != queue || got.Status != cairnqtype.StatusQueued || got.Priority != p.Priority ||
 		got.MaxAttempts != maxAttempts || got.Attempt != 0 || got.ParentID != p.ParentID || got.RootID != root ||
 		got.CorrelationID != p.CorrelationID || !jsonEqual(got.Payload, payload) || !jsonEqual(got.Metadata, metadata) {
 		t.Errorf("%s: got %+v\nwant name %s queue %s priority %d max_attempts %d parent %q root %q correlation %q payload %s metadata %s",
@@ -226,7 +226,7 @@ const serverRefusedRow = "server-refused"
 // payload jsonb cannot hold (a NUL character). Submit refuses it before
 // any write; the groups must still cope with a row the server refuses,
 // as an executor mangling values would produce.
-func submitServerRefused(ctx context.Context, be *pgBackend) (*Task, error) {
+func submitServerRefused(ctx context.Context, be *pgBackend) (*cairnqtype.Task, error) {
 	ins, err := insertArgs(SubmitParams{Name: serverRefusedRow}, time.Now())
 	if err != nil {
 		return nil, err
@@ -260,11 +260,11 @@ func TestInsertGroupRejectedRowFailsOnlyItsOwnSubmit(t *testing.T) {
 		}
 		checkSubmitted(t, o.p, o.t)
 	}
-	stats, err := s.Stats(ctx, DefaultQueue)
+	stats, err := s.Stats(ctx, cairnqtype.DefaultQueue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := stats[DefaultQueue].Queued; q != 3 {
+	if q := stats[cairnqtype.DefaultQueue].Queued; q != 3 {
 		t.Fatalf("%d tasks queued, want 3 (first, good-1, good-2)", q)
 	}
 }
@@ -301,7 +301,7 @@ func TestInsertGroupAbandonedSubmitNeverLands(t *testing.T) {
 	if _, err := s.Submit(ctx, SubmitParams{Name: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := s.List(ctx, ListParams{Name: "abandoned"})
+	tasks, err := s.List(ctx, cairnqtype.ListOptions{Name: "abandoned"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestInsertGroupStartedSubmitEndsWithItsCaller(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	tasks, err := s.List(ctx, ListParams{Name: "started"})
+	tasks, err := s.List(ctx, cairnqtype.ListOptions{Name: "started"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestInsertGroupCloseEndsWaitingSubmits(t *testing.T) {
 		t.Fatalf("the submit in flight when Close began: %v, want its task", err)
 	}
 	for range 2 {
-		if err := <-errs; !errors.Is(err, ErrClosed) {
+		if err := <-errs; !errors.Is(err, cairnqtype.ErrClosed) {
 			t.Fatalf("a queued submit on a closing store: %v, want ErrClosed", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/internal/outage"
@@ -127,7 +128,7 @@ func (s *Store) checkSchema(ctx context.Context, want string, existing bool) (st
 		return "", err
 	}
 	if existing && want != "" && current == "" {
-		return "", fmt.Errorf("%w: schema %q does not exist; nothing was created", ErrNoDatabase, want)
+		return "", fmt.Errorf("%w: schema %q does not exist; nothing was created", cairnqtype.ErrNoDatabase, want)
 	}
 	return current, schemaCheck(current, found, want)
 }
@@ -156,13 +157,13 @@ func installations(ctx context.Context, q querier) (current string, found []stri
 func schemaCheck(current string, found []string, want string) error {
 	if want != "" && current != want {
 		return fmt.Errorf("%w: the connection resolves to schema %q, not %q: set search_path (or open cairnq from a DSN with the schema option)",
-			ErrSchemaMismatch, current, want)
+			cairnqtype.ErrSchemaMismatch, current, want)
 	}
 	if want == "" && len(found) > 0 && !slices.Contains(found, current) {
 		return fmt.Errorf("%w: cairnq tables exist in schema %s of this database, but this connection resolves to %q, where there are none; "+
 			"connecting would create a second installation that the first never sees. Point this process at the same schema "+
 			"(the schema option, or search_path), or name the schema explicitly to confirm a separate installation",
-			ErrSchemaMismatch, strings.Join(found, ", "), current)
+			cairnqtype.ErrSchemaMismatch, strings.Join(found, ", "), current)
 	}
 	return nil
 }
@@ -195,7 +196,7 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 		if v, ok, err := pgProtocolVersion(ctx, sess, true); err != nil {
 			return err
 		} else if ok && v != protocol.ProtocolVersion {
-			return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+			return &cairnqtype.ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 		}
 		rows, err := sess.Query(ctx, "SELECT name FROM cairnq_migrations")
 		if err != nil {
@@ -223,7 +224,7 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 			return err
 		}
 		if !ok || v != protocol.ProtocolVersion {
-			return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+			return &cairnqtype.ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 		}
 		rows, err = sess.Query(ctx, schemaVersionSQL)
 		if err != nil {
@@ -345,16 +346,16 @@ func (b *pgBackend) run(ctx context.Context, op func() error) error {
 		return err
 	}
 	if b.closed.Load() {
-		return ErrClosed
+		return cairnqtype.ErrClosed
 	}
 	err := op()
 	switch {
 	case err == nil:
 		return nil
 	case b.closed.Load() && ctx.Err() == nil:
-		return fmt.Errorf("%w (%v)", ErrClosed, err)
+		return fmt.Errorf("%w (%v)", cairnqtype.ErrClosed, err)
 	case isSQLState(err, "53100"): // disk_full
-		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
+		return &cairnqtype.StorageError{Op: "write", Kind: cairnqtype.ErrStorageFull, Err: err}
 	}
 	return err
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Get returns the task with id, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+func (s *Store) Get(ctx context.Context, id string) (*cairnqtype.Task, error) {
 	if err := checkID("get", id); err != nil {
 		return nil, err
 	}
@@ -19,7 +19,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 }
 
 // GetByKey returns the task key points at, or ErrNotFound.
-func (s *Store) GetByKey(ctx context.Context, key string) (*Task, error) {
+func (s *Store) GetByKey(ctx context.Context, key string) (*cairnqtype.Task, error) {
 	if err := checkKey("get", key); err != nil {
 		return nil, err
 	}
@@ -27,12 +27,12 @@ func (s *Store) GetByKey(ctx context.Context, key string) (*Task, error) {
 	return found(rows, err)
 }
 
-func found(rows []executor.Row, err error) (*Task, error) {
+func found(rows []executor.Row, err error) (*cairnqtype.Task, error) {
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, ErrNotFound
+		return nil, cairnqtype.ErrNotFound
 	}
 	return rowToTask(rows[0])
 }
@@ -41,9 +41,9 @@ func found(rows []executor.Row, err error) (*Task, error) {
 // reads neither payload nor result, which is why waiting loops poll it.
 // A call with no other in flight reads at once; calls arriving while one
 // runs share one read (statusReads).
-func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
+func (s *Store) GetStatus(ctx context.Context, id string) (cairnqtype.TaskRef, error) {
 	if err := checkID("get status", id); err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	if s.statusReading.CompareAndSwap(false, true) {
 		defer s.statusReading.Store(false)
@@ -52,10 +52,10 @@ func (s *Store) GetStatus(ctx context.Context, id string) (TaskRef, error) {
 	}
 	res, err := grouped(ctx, s.statusReads, id)
 	if err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	if res.Value.rows == nil {
-		return TaskRef{}, ErrNotFound
+		return cairnqtype.TaskRef{}, cairnqtype.ErrNotFound
 	}
 	return refAt(res.Value.rows, res.Value.i)
 }
@@ -74,29 +74,26 @@ func newStatusReader(s *Store) *group.Grouper[string, rowAt] {
 }
 
 // GetStatusByKey is GetStatus following a key, resolved on every call.
-func (s *Store) GetStatusByKey(ctx context.Context, key string) (TaskRef, error) {
+func (s *Store) GetStatusByKey(ctx context.Context, key string) (cairnqtype.TaskRef, error) {
 	if err := checkKey("get status", key); err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	rows, err := s.readOne(ctx, stmtGetStatusByKey, protocol.Args{"key": key})
 	return foundRef(rows, err)
 }
 
-func foundRef(rows []executor.Row, err error) (TaskRef, error) {
+func foundRef(rows []executor.Row, err error) (cairnqtype.TaskRef, error) {
 	if err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	if len(rows) == 0 {
-		return TaskRef{}, ErrNotFound
+		return cairnqtype.TaskRef{}, cairnqtype.ErrNotFound
 	}
 	return rowToRef(rows[0])
 }
 
-// ListParams filters List. Empty fields do not filter.
-type ListParams = cairnqtype.ListOptions
-
 // List returns tasks matching every given filter, newest first.
-func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
+func (s *Store) List(ctx context.Context, p cairnqtype.ListOptions) ([]*cairnqtype.Task, error) {
 	if p.Status != "" && !p.Status.Valid() {
 		return nil, argError("list", "status", "unknown status %q", p.Status)
 	}
@@ -135,7 +132,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]*Task, error) {
 // Stats counts tasks per queue and status, zero-filled. A queue without rows
 // is absent, except the queue asked for, which is always present. An empty
 // queue counts every queue.
-func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
+func (s *Store) Stats(ctx context.Context, queue string) (map[string]cairnqtype.StatusCounts, error) {
 	if err := checkOptionalName("stats", "queue", queue); err != nil {
 		return nil, err
 	}
@@ -143,9 +140,9 @@ func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCount
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]StatusCounts{}
+	out := map[string]cairnqtype.StatusCounts{}
 	if queue != "" {
-		out[queue] = StatusCounts{}
+		out[queue] = cairnqtype.StatusCounts{}
 	}
 	for _, r := range rows {
 		q, _, err := asString("queue", r["queue"])
@@ -161,7 +158,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (map[string]StatusCount
 			return nil, err
 		}
 		c := out[q]
-		addCount(&c, Status(st), int(n))
+		addCount(&c, cairnqtype.Status(st), int(n))
 		out[q] = c
 	}
 	return out, nil

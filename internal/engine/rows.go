@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -78,11 +79,11 @@ func columnIndex(cols []string) map[string]int {
 }
 
 // rowToTask turns a row of cairnq_tasks into a Task.
-func rowToTask(r executor.Row) (*Task, error) { return taskAt(mapRow(r), 0) }
+func rowToTask(r executor.Row) (*cairnqtype.Task, error) { return taskAt(mapRow(r), 0) }
 
 // taskAt turns row i of rs, a row of cairnq_tasks, into a Task.
-func taskAt(rs rowSet, i int) (*Task, error) {
-	var t Task
+func taskAt(rs rowSet, i int) (*cairnqtype.Task, error) {
+	var t cairnqtype.Task
 	var err error
 	get := func(col string) any { return rs.value(i, col) }
 	str := func(col string) string {
@@ -113,7 +114,7 @@ func taskAt(rs rowSet, i int) (*Task, error) {
 	t.ID = str("id")
 	t.Name = str("name")
 	t.Queue = str("queue")
-	t.Status = Status(str("status"))
+	t.Status = cairnqtype.Status(str("status"))
 	t.Payload = raw("payload")
 	t.Metadata = raw("metadata")
 	t.Result = raw("result")
@@ -162,12 +163,12 @@ func taskAt(rs rowSet, i int) (*Task, error) {
 	return &t, nil
 }
 
-func rowsToTasks(rows []executor.Row) ([]*Task, error) { return tasksOf(mapRows(rows)) }
+func rowsToTasks(rows []executor.Row) ([]*cairnqtype.Task, error) { return tasksOf(mapRows(rows)) }
 
 // tasksOf turns every row of rs, rows of cairnq_tasks, into a Task.
-func tasksOf(rs rowSet) ([]*Task, error) {
+func tasksOf(rs rowSet) ([]*cairnqtype.Task, error) {
 	n := rs.len()
-	out := make([]*Task, 0, n)
+	out := make([]*cairnqtype.Task, 0, n)
 	for i := range n {
 		t, err := taskAt(rs, i)
 		if err != nil {
@@ -178,25 +179,25 @@ func tasksOf(rs rowSet) ([]*Task, error) {
 	return out, nil
 }
 
-func rowToRef(r executor.Row) (TaskRef, error) { return refAt(mapRow(r), 0) }
+func rowToRef(r executor.Row) (cairnqtype.TaskRef, error) { return refAt(mapRow(r), 0) }
 
 // refAt reads row i of rs, an id and a status, as a TaskRef.
-func refAt(rs rowSet, i int) (TaskRef, error) {
+func refAt(rs rowSet, i int) (cairnqtype.TaskRef, error) {
 	id, _, err := asString("id", rs.value(i, "id"))
 	if err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	st, _, err := asString("status", rs.value(i, "status"))
-	return TaskRef{ID: id, Status: Status(st)}, err
+	return cairnqtype.TaskRef{ID: id, Status: cairnqtype.Status(st)}, err
 }
 
 // parseEnvelope reads a stored error. Another SDK (or a hand-written row)
 // may have stored something that is not an envelope; it is kept as the
 // message rather than failing the whole read.
-func parseEnvelope(b json.RawMessage) (*ErrorEnvelope, error) {
-	var env ErrorEnvelope
+func parseEnvelope(b json.RawMessage) (*cairnqtype.ErrorEnvelope, error) {
+	var env cairnqtype.ErrorEnvelope
 	if err := json.Unmarshal(b, &env); err != nil {
-		return &ErrorEnvelope{Type: "Error", Code: "unparsed_error", Message: string(b)}, nil
+		return &cairnqtype.ErrorEnvelope{Type: "Error", Code: "unparsed_error", Message: string(b)}, nil
 	}
 	if env.Details == nil {
 		env.Details = map[string]any{}
@@ -250,17 +251,17 @@ func msTime(ms int64, ok bool) time.Time {
 	return time.UnixMilli(ms)
 }
 
-func addCount(c *StatusCounts, s Status, n int) {
+func addCount(c *cairnqtype.StatusCounts, s cairnqtype.Status, n int) {
 	switch s {
-	case StatusQueued:
+	case cairnqtype.StatusQueued:
 		c.Queued += n
-	case StatusRunning:
+	case cairnqtype.StatusRunning:
 		c.Running += n
-	case StatusSucceeded:
+	case cairnqtype.StatusSucceeded:
 		c.Succeeded += n
-	case StatusFailed:
+	case cairnqtype.StatusFailed:
 		c.Failed += n
-	case StatusCanceled:
+	case cairnqtype.StatusCanceled:
 		c.Canceled += n
 	}
 }

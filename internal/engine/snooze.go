@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -22,7 +23,7 @@ import (
 // A lost lease is an *LostLeaseError (errors.Is ErrLostLease) and nothing
 // is written; a negative delay is an *ArgumentError. A zero delay requeues
 // the task due now. Nothing limits how often a task may be snoozed.
-func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Duration) (*Task, error) {
+func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Duration) (*cairnqtype.Task, error) {
 	if delay < 0 {
 		return nil, argError("snooze", "delay", "must be >= 0, got %v", delay)
 	}

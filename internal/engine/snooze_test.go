@@ -13,7 +13,7 @@ import (
 
 // wireRow is a task as the protocol's columns hold it (MarshalJSON's wire
 // shape), less the named columns.
-func wireRow(t *testing.T, task *Task, drop ...string) map[string]any {
+func wireRow(t *testing.T, task *cairnqtype.Task, drop ...string) map[string]any {
 	t.Helper()
 	b, err := json.Marshal(task)
 	if err != nil {
@@ -29,9 +29,9 @@ func wireRow(t *testing.T, task *Task, drop ...string) map[string]any {
 	return m
 }
 
-func claimOne(t *testing.T, s *Store, worker string, lease time.Duration) *Task {
+func claimOne(t *testing.T, s *Store, worker string, lease time.Duration) *cairnqtype.Task {
 	t.Helper()
-	got, err := s.Claim(t.Context(), ClaimParams{Queues: []string{"default"}, WorkerID: worker, Lease: lease})
+	got, err := s.Claim(t.Context(), cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: worker, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +45,11 @@ func claimOne(t *testing.T, s *Store, worker string, lease time.Duration) *Task 
 // behind what the store claimed since: a Postgres store draws from the
 // front it last claimed at (claim_front.go), and finds the task at its
 // next full draw, within fullDrawEvery.
-func claimMovedBack(t *testing.T, s *Store, worker string, lease time.Duration) *Task {
+func claimMovedBack(t *testing.T, s *Store, worker string, lease time.Duration) *cairnqtype.Task {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, err := s.Claim(t.Context(), ClaimParams{Queues: []string{"default"}, WorkerID: worker, Lease: lease})
+		got, err := s.Claim(t.Context(), cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: worker, Lease: lease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func claimMovedBack(t *testing.T, s *Store, worker string, lease time.Duration) 
 
 func claimNone(t *testing.T, s *Store, when string) {
 	t.Helper()
-	got, err := s.Claim(t.Context(), ClaimParams{Queues: []string{"default"}, WorkerID: "idle"})
+	got, err := s.Claim(t.Context(), cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "idle"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestSnoozeUndoesTheClaim(t *testing.T) {
 		before := wireRow(t, sub, "run_at_ms", "updated_at_ms")
 
 		for round := range 3 {
-			var c *Task
+			var c *cairnqtype.Task
 			if round == 0 {
 				c = claimOne(t, s, "w1", time.Minute)
 			} else {
@@ -136,7 +136,7 @@ func TestSnoozeUndoesTheClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if done.Status != StatusSucceeded || done.Attempt != 1 || done.MaxAttempts != 1 {
+		if done.Status != cairnqtype.StatusSucceeded || done.Attempt != 1 || done.MaxAttempts != 1 {
 			t.Fatalf("after three snoozes: %s at attempt %d/%d, want succeeded at 1/1", done.Status, done.Attempt, done.MaxAttempts)
 		}
 	})
@@ -163,19 +163,19 @@ func TestSnoozeRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Status != StatusRunning || got.Attempt != 1 || got.WorkerID != "w1" {
+			if got.Status != cairnqtype.StatusRunning || got.Attempt != 1 || got.WorkerID != "w1" {
 				t.Fatalf("%s: %s at attempt %d by %q, want still running at 1 by w1", when, got.Status, got.Attempt, got.WorkerID)
 			}
 		}
 		_, err = s.Snooze(ctx, c.ID, "w1", -time.Second)
-		var ae *ArgumentError
-		if !errors.As(err, &ae) || !errors.Is(err, ErrInvalidArgument) || ae.Op != "snooze" || ae.Arg != "delay" {
+		var ae *cairnqtype.ArgumentError
+		if !errors.As(err, &ae) || !errors.Is(err, cairnqtype.ErrInvalidArgument) || ae.Op != "snooze" || ae.Arg != "delay" {
 			t.Fatalf("negative delay: %v, want an *ArgumentError for snooze's delay", err)
 		}
 		unchanged("negative delay")
 		_, err = s.Snooze(ctx, c.ID, "w2", 0)
-		var lost *LostLeaseError
-		if !errors.As(err, &lost) || lost.ID != c.ID || !errors.Is(err, ErrLostLease) {
+		var lost *cairnqtype.LostLeaseError
+		if !errors.As(err, &lost) || lost.ID != c.ID || !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Fatalf("snooze by another worker: %v, want a *LostLeaseError for %s", err, c.ID)
 		}
 		unchanged("another worker")
@@ -183,7 +183,7 @@ func TestSnoozeRefusals(t *testing.T) {
 		if _, err := s.Snooze(ctx, c.ID, "w1", 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Snooze(ctx, c.ID, "w1", 0); !errors.Is(err, ErrLostLease) {
+		if _, err := s.Snooze(ctx, c.ID, "w1", 0); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Fatalf("snoozing a task already back in the queue: %v, want LostLease", err)
 		}
 
@@ -200,14 +200,14 @@ func TestSnoozeRefusals(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond) // polling the database clock
 		}
-		if _, err := s.Snooze(ctx, c.ID, "w3", 0); !errors.Is(err, ErrLostLease) {
+		if _, err := s.Snooze(ctx, c.ID, "w3", 0); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Fatalf("snooze on an expired lease: %v, want LostLease", err)
 		}
 		got, err := s.Get(ctx, c.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != StatusRunning || got.Attempt != 1 {
+		if got.Status != cairnqtype.StatusRunning || got.Attempt != 1 {
 			t.Fatalf("refused snooze wrote: %s at attempt %d", got.Status, got.Attempt)
 		}
 	})
@@ -233,7 +233,7 @@ func TestSnoozeCancelWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != StatusCanceled || got.Attempt != 1 || got.WorkerID != "w1" || got.Message == nil || *got.Message != msg ||
+		if got.Status != cairnqtype.StatusCanceled || got.Attempt != 1 || got.WorkerID != "w1" || got.Message == nil || *got.Message != msg ||
 			got.CompletedAt.IsZero() || !got.LeaseUntil.IsZero() || !got.RunAt.Equal(c.RunAt) {
 			t.Fatalf("snooze after a cancel request: %+v, want canceled at attempt 1 by w1, message kept, completed, no lease, run_at unchanged", got)
 		}

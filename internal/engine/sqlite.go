@@ -16,6 +16,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/internal/quietlog"
@@ -221,7 +222,7 @@ func openSQLiteBackend(ctx context.Context, path string, o SQLiteOptions) (*sqli
 		}
 		if err := b.refreshStatistics(); err != nil && !errors.Is(err, sqlite3.BUSY) {
 			w.close()
-			return nil, &OpenError{Path: path, Err: err}
+			return nil, &cairnqtype.OpenError{Path: path, Err: err}
 		}
 	}
 	if !b.memory {
@@ -254,17 +255,17 @@ func (b *sqliteBackend) locate(ctx context.Context) error {
 	case b.existing && !b.memory:
 		uri, exists, err := existingSQLiteURI(path)
 		if err != nil {
-			return &OpenError{Path: path, Err: err}
+			return &cairnqtype.OpenError{Path: path, Err: err}
 		}
 		if !exists {
-			return &OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", ErrNoDatabase)}
+			return &cairnqtype.OpenError{Path: path, Err: fmt.Errorf("%w: the file does not exist; nothing was created", cairnqtype.ErrNoDatabase)}
 		}
 		b.dsn = uri
 		// A file this process may only read is opened for reading, every
 		// connection alike (the first open finds out how).
 		c, ro, err := openExisting(ctx, uri)
-		if errors.Is(err, ErrStorageReadOnly) {
-			return &OpenError{Path: path, Err: err}
+		if errors.Is(err, cairnqtype.ErrStorageReadOnly) {
+			return &cairnqtype.OpenError{Path: path, Err: err}
 		}
 		if err == nil {
 			_ = c.Close()
@@ -272,7 +273,7 @@ func (b *sqliteBackend) locate(ctx context.Context) error {
 		}
 	case !b.memory && !strings.HasPrefix(path, "file:"):
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return &OpenError{Path: path, Err: err}
+			return &cairnqtype.OpenError{Path: path, Err: err}
 		}
 	}
 	return nil
@@ -283,7 +284,7 @@ func (b *sqliteBackend) openConn(ctx context.Context) (*sqliteConn, error) {
 	c, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(ctx, b.memoryLimit), b.dsn)
 	if err != nil {
 		if b.existing && errors.Is(err, sqlite3.CANTOPEN) && !errors.Is(err, os.ErrPermission) && !errors.Is(err, syscall.EROFS) { // mode=rw on a file that is not there
-			return nil, &OpenError{Path: b.path, Err: fmt.Errorf("%w: %v; nothing was created", ErrNoDatabase, err)}
+			return nil, &cairnqtype.OpenError{Path: b.path, Err: fmt.Errorf("%w: %v; nothing was created", cairnqtype.ErrNoDatabase, err)}
 		}
 		return nil, b.openError(err)
 	}
@@ -322,11 +323,11 @@ func (b *sqliteBackend) openError(err error) error { return sqliteOpenError(b.pa
 func sqliteOpenError(path string, busy time.Duration, err error) error {
 	switch {
 	case errors.Is(err, sqlite3.NOTADB):
-		return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotADatabase, err)}
+		return &cairnqtype.OpenError{Path: path, Err: fmt.Errorf("%w: %v", cairnqtype.ErrNotADatabase, err)}
 	case errors.Is(err, sqlite3.BUSY):
-		return &OpenError{Path: path, Err: &BusyError{Timeout: busy, Err: err}}
+		return &cairnqtype.OpenError{Path: path, Err: &cairnqtype.BusyError{Timeout: busy, Err: err}}
 	}
-	return &OpenError{Path: path, Err: err}
+	return &cairnqtype.OpenError{Path: path, Err: err}
 }
 
 // verifyExisting is migrate for a store opened with OpenExisting: it reads
@@ -344,8 +345,8 @@ func (b *sqliteBackend) verifyExisting(ctx context.Context) error {
 	if err != nil {
 		return b.openError(err)
 	}
-	if st.State == SchemaAbsent {
-		return &OpenError{Path: b.path, Err: fmt.Errorf("%w: the file holds no cairnq tables; nothing was created", ErrNoDatabase)}
+	if st.State == cairnqtype.SchemaAbsent {
+		return &cairnqtype.OpenError{Path: b.path, Err: fmt.Errorf("%w: the file holds no cairnq tables; nothing was created", cairnqtype.ErrNoDatabase)}
 	}
 	return refuseStatus(st, b.path, b.log)
 }
@@ -437,7 +438,7 @@ func (b *sqliteBackend) migrateLocked() error {
 	if v, ok, err := readProtocolVersion(c, true); err != nil {
 		return b.openError(err)
 	} else if ok && v != protocol.ProtocolVersion {
-		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+		return &cairnqtype.ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 	}
 	if err := b.refuseForeign(); err != nil {
 		return err
@@ -472,7 +473,7 @@ func (b *sqliteBackend) migrateLocked() error {
 		return b.openError(err)
 	}
 	if !ok || v != protocol.ProtocolVersion {
-		return &ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
+		return &cairnqtype.ProtocolVersionMismatchError{Found: v, Supported: protocol.ProtocolVersion}
 	}
 	rows, err := c.query(schemaVersionSQL, nil)
 	if err != nil {
@@ -505,8 +506,8 @@ func (b *sqliteBackend) refuseForeign() error {
 		n, _, _ := asString("name", r["name"])
 		names = append(names, n)
 	}
-	return &OpenError{Path: b.path, Err: fmt.Errorf("%w: it holds other tables (%s) and no cairnq tables; "+
-		"set AllowOtherTables to add cairnq's tables beside them", ErrForeignDatabase, strings.Join(names, ", "))}
+	return &cairnqtype.OpenError{Path: b.path, Err: fmt.Errorf("%w: it holds other tables (%s) and no cairnq tables; "+
+		"set AllowOtherTables to add cairnq's tables beside them", cairnqtype.ErrForeignDatabase, strings.Join(names, ", "))}
 }
 
 // The ledger every SDK shares: a migration's file name and when it ran.
@@ -568,7 +569,7 @@ func (b *sqliteBackend) read(ctx context.Context, fn func(q querier) error) erro
 	case c := <-b.readers:
 		return b.readOn(ctx, c, fn)
 	case <-b.quit:
-		return ErrClosed
+		return cairnqtype.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -610,7 +611,7 @@ func panicError(op string, p any) error {
 		return fmt.Errorf("cairnq: panic in %s: %v", op, p)
 	}
 	if errors.Is(err, sqlite3.NOMEM) || strings.Contains(err.Error(), "out of memory") {
-		return &StorageError{Op: op, Err: err, Kind: ErrStorageMemory}
+		return &cairnqtype.StorageError{Op: op, Err: err, Kind: cairnqtype.ErrStorageMemory}
 	}
 	return fmt.Errorf("cairnq: panic in %s: %w", op, err)
 }
@@ -626,13 +627,13 @@ func (b *sqliteBackend) writeError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, sqlite3.BUSY):
-		return &BusyError{Timeout: b.busy, Err: err}
+		return &cairnqtype.BusyError{Timeout: b.busy, Err: err}
 	case errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC):
-		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: err}
+		return &cairnqtype.StorageError{Op: "write", Kind: cairnqtype.ErrStorageFull, Err: err}
 	case errors.Is(err, sqlite3.READONLY):
-		return &StorageError{Op: "write", Kind: ErrStorageReadOnly, Err: err}
+		return &cairnqtype.StorageError{Op: "write", Kind: cairnqtype.ErrStorageReadOnly, Err: err}
 	case errors.Is(err, sqlite3.IOERR_WRITE) && b.nearlyFull():
-		return &StorageError{Op: "write", Kind: ErrStorageFull, Err: fmt.Errorf("%w (the file system holds under %d KiB free)", err, fullBelow>>10)}
+		return &cairnqtype.StorageError{Op: "write", Kind: cairnqtype.ErrStorageFull, Err: fmt.Errorf("%w (the file system holds under %d KiB free)", err, fullBelow>>10)}
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -14,7 +15,7 @@ import (
 // a statement each was the writer's largest cost (docs/benchmarks.md).
 
 // completeSQLite settles one finished attempt through the SQLite writer.
-func (s *Store) completeSQLite(ctx context.Context, be *sqliteBackend, id, workerID string, res any) (TaskRef, error) {
+func (s *Store) completeSQLite(ctx context.Context, be *sqliteBackend, id, workerID string, res any) (cairnqtype.TaskRef, error) {
 	c := &Completion{ID: id, WorkerID: workerID, Result: res}
 	err := be.complete(ctx, c, func(q querier) error {
 		if err := s.completeOne(q, c); err != nil {
@@ -23,9 +24,9 @@ func (s *Store) completeSQLite(ctx context.Context, be *sqliteBackend, id, worke
 		return c.Err
 	})
 	if err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
-	return TaskRef{ID: id, Status: c.Status}, nil
+	return cairnqtype.TaskRef{ID: id, Status: c.Status}, nil
 }
 
 // completeOne settles c with complete.sql, the protocol's statement. An
@@ -54,7 +55,7 @@ func (s *Store) completeMany(q querier, cs []*Completion) error {
 	if err != nil {
 		return err
 	}
-	status := make(map[string]Status, rows.len())
+	status := make(map[string]cairnqtype.Status, rows.len())
 	for i := range rows.len() {
 		ref, err := refAt(rows, i)
 		if err != nil {
@@ -66,7 +67,7 @@ func (s *Store) completeMany(q querier, cs []*Completion) error {
 		if st, ok := status[c.ID]; ok {
 			c.Status, c.Err = st, nil
 		} else {
-			c.Status, c.Err = "", &LostLeaseError{ID: c.ID}
+			c.Status, c.Err = "", &cairnqtype.LostLeaseError{ID: c.ID}
 		}
 	}
 	return nil
@@ -75,7 +76,7 @@ func (s *Store) completeMany(q querier, cs []*Completion) error {
 // take reads complete.sql's rows into c.
 func takeOutcome(c *Completion, rows []executor.Row) error {
 	if len(rows) == 0 {
-		c.Status, c.Err = "", &LostLeaseError{ID: c.ID}
+		c.Status, c.Err = "", &cairnqtype.LostLeaseError{ID: c.ID}
 		return nil
 	}
 	ref, err := rowToRef(rows[0])

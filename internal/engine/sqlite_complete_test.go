@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,11 +15,11 @@ import (
 // completeQueued issues one Complete per entry of cs while the writer is
 // blocked, so that all of them reach the writer's queue and run in one
 // batch, and returns each one's outcome.
-func completeQueued(t *testing.T, s *Store, cs []*Completion) ([]TaskRef, []error) {
+func completeQueued(t *testing.T, s *Store, cs []*Completion) ([]cairnqtype.TaskRef, []error) {
 	t.Helper()
 	be := s.be.(*sqliteBackend)
 	release := blockWriter(t, s)
-	refs := make([]TaskRef, len(cs))
+	refs := make([]cairnqtype.TaskRef, len(cs))
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
@@ -51,7 +53,7 @@ func claimed(t *testing.T, s *Store, n int) []string {
 		}
 		ids[i] = task.ID
 	}
-	got, err := s.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: n})
+	got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w", Limit: n})
 	if err != nil || len(got) != n {
 		t.Fatalf("claim: %d %v", len(got), err)
 	}
@@ -115,16 +117,16 @@ func TestSQLiteCompletionsSettleTogetherAndApart(t *testing.T) {
 	if errs[4] != nil {
 		first = 5
 	}
-	want := []Status{StatusSucceeded, StatusSucceeded, StatusCanceled, "", "", "", StatusSucceeded}
-	want[first] = StatusSucceeded
+	want := []cairnqtype.Status{cairnqtype.StatusSucceeded, cairnqtype.StatusSucceeded, cairnqtype.StatusCanceled, "", "", "", cairnqtype.StatusSucceeded}
+	want[first] = cairnqtype.StatusSucceeded
 	for i, st := range want {
 		if st == "" {
-			if !errors.Is(errs[i], ErrLostLease) {
+			if !errors.Is(errs[i], cairnqtype.ErrLostLease) {
 				t.Errorf("completion %d: %+v, %v; want a lost lease", i, refs[i], errs[i])
 			}
 			continue
 		}
-		if errs[i] != nil || refs[i] != (TaskRef{ID: cs[i].ID, Status: st}) {
+		if errs[i] != nil || refs[i] != (cairnqtype.TaskRef{ID: cs[i].ID, Status: st}) {
 			t.Errorf("completion %d: %+v, %v; want %s", i, refs[i], errs[i], st)
 		}
 	}
@@ -146,15 +148,15 @@ func TestSQLiteCompletionsSettleTogetherAndApart(t *testing.T) {
 		}
 		switch i {
 		case 3:
-			if task.Status != StatusRunning || task.LeaseUntil.IsZero() {
+			if task.Status != cairnqtype.StatusRunning || task.LeaseUntil.IsZero() {
 				t.Errorf("task 3 (another's completion) is %s, lease %v; want running, leased", task.Status, task.LeaseUntil)
 			}
 		case 2:
-			if task.Status != StatusCanceled || task.Progress != nil || task.CompletedAt.IsZero() || !task.LeaseUntil.IsZero() {
+			if task.Status != cairnqtype.StatusCanceled || task.Progress != nil || task.CompletedAt.IsZero() || !task.LeaseUntil.IsZero() {
 				t.Errorf("task 2: %+v", task)
 			}
 		default:
-			if task.Status != StatusSucceeded || task.Progress == nil || *task.Progress != 1 ||
+			if task.Status != cairnqtype.StatusSucceeded || task.Progress == nil || *task.Progress != 1 ||
 				task.CompletedAt.IsZero() || !task.LeaseUntil.IsZero() || task.WorkerID != "w" {
 				t.Errorf("task %d: %+v", i, task)
 			}
@@ -184,7 +186,7 @@ func TestSQLiteCompletionRefusedAloneInItsGroup(t *testing.T) {
 	be.settler = refusingSettler{s} // before any completion: the writer reads it only for them
 	release := blockWriter(t, s)
 	before := be.commits.Load()
-	refs := make([]TaskRef, 3)
+	refs := make([]cairnqtype.TaskRef, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -205,17 +207,17 @@ func TestSQLiteCompletionRefusedAloneInItsGroup(t *testing.T) {
 	release()
 	wg.Wait()
 	for _, i := range []int{0, 2} {
-		if errs[i] != nil || refs[i].Status != StatusSucceeded {
+		if errs[i] != nil || refs[i].Status != cairnqtype.StatusSucceeded {
 			t.Errorf("completion %d failed with its neighbour: %+v, %v", i, refs[i], errs[i])
 		}
 	}
-	if errs[1] == nil || errors.Is(errs[1], ErrLostLease) {
+	if errs[1] == nil || errors.Is(errs[1], cairnqtype.ErrLostLease) {
 		t.Errorf("the refused completion: %v, want its own refusal", errs[1])
 	}
 	if got := be.commits.Load() - before; got != 2 {
 		t.Errorf("%d commits, want 2 (the blocker, and one for the group)", got)
 	}
-	if task, err := s.Get(ctx, ids[1]); err != nil || task.Status != StatusRunning {
+	if task, err := s.Get(ctx, ids[1]); err != nil || task.Status != cairnqtype.StatusRunning {
 		t.Errorf("the refused task: %v %v, want still running", task, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/readonly"
 )
 
@@ -40,20 +41,20 @@ func TestSQLiteOutOfMemoryDoesNotPoisonTheStore(t *testing.T) {
 		}
 	}
 	// One claim returning eight 8 MB rows does not fit in 128 MB.
-	_, err = st.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 8})
-	if !errors.Is(err, ErrStorageMemory) {
+	_, err = st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w", Limit: 8})
+	if !errors.Is(err, cairnqtype.ErrStorageMemory) {
 		t.Fatalf("claim past the memory: err = %v, want ErrStorageMemory", err)
 	}
-	var se *StorageError
+	var se *cairnqtype.StorageError
 	if !errors.As(err, &se) {
 		t.Fatalf("claim past the memory: %T, want *StorageError", err)
 	}
 	// Nothing of the failed claim was kept.
-	stats, err := st.Stats(ctx, DefaultQueue)
+	stats, err := st.Stats(ctx, cairnqtype.DefaultQueue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := stats[DefaultQueue]; c.Queued != 8 || c.Running != 0 {
+	if c := stats[cairnqtype.DefaultQueue]; c.Queued != 8 || c.Running != 0 {
 		t.Fatalf("after the failed claim: %+v, want 8 queued and none running", c)
 	}
 	// Writes and reads go on.
@@ -62,14 +63,14 @@ func TestSQLiteOutOfMemoryDoesNotPoisonTheStore(t *testing.T) {
 			t.Fatalf("submit %d after the fault: %v", i, err)
 		}
 	}
-	got, err := st.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Names: []string{"big"}, Limit: 1})
+	got, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w", Names: []string{"big"}, Limit: 1})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claiming one big task after the fault: %d tasks, %v", len(got), err)
 	}
 	if _, err := st.Complete(ctx, got[0].ID, "w", map[string]int{"ok": 1}); err != nil {
 		t.Fatalf("settling after the fault: %v", err)
 	}
-	if n, err := st.List(ctx, ListParams{Name: "small"}); err != nil || len(n) != 20 {
+	if n, err := st.List(ctx, cairnqtype.ListOptions{Name: "small"}); err != nil || len(n) != 20 {
 		t.Fatalf("listing after the fault: %d tasks, %v", len(n), err)
 	}
 }
@@ -93,7 +94,7 @@ func TestSQLiteReadOutOfMemoryReplacesTheConnection(t *testing.T) {
 		_, err := q.query(ctx, "SELECT payload FROM cairnq_tasks ORDER BY payload, id", nil)
 		return err
 	})
-	if !errors.Is(err, ErrStorageMemory) {
+	if !errors.Is(err, cairnqtype.ErrStorageMemory) {
 		t.Fatalf("read past the memory: err = %v, want ErrStorageMemory", err)
 	}
 	for range 3 { // the one read connection was replaced, not lost
@@ -131,14 +132,14 @@ func TestSQLiteFullDiskIsAStorageError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = st.Submit(ctx, SubmitParams{Name: "big", Payload: bigValue(1 << 20)})
-	var se *StorageError
-	if !errors.Is(err, ErrStorageFull) || !errors.As(err, &se) {
+	var se *cairnqtype.StorageError
+	if !errors.Is(err, cairnqtype.ErrStorageFull) || !errors.As(err, &se) {
 		t.Fatalf("a write past the space left: %v, want a *StorageError with ErrStorageFull", err)
 	}
 	if _, err := st.Submit(ctx, SubmitParams{Name: "small"}); err != nil {
 		t.Fatalf("a small write after: %v", err)
 	}
-	if tasks, err := st.List(ctx, ListParams{}); err != nil || len(tasks) != 1 || tasks[0].Name != "small" {
+	if tasks, err := st.List(ctx, cairnqtype.ListOptions{}); err != nil || len(tasks) != 1 || tasks[0].Name != "small" {
 		t.Fatalf("after the full write: %d tasks, %v; want only the small one", len(tasks), err)
 	}
 }
@@ -176,8 +177,8 @@ func TestSQLiteFullFileSystemIsAStorageError(t *testing.T) {
 	for range 1000 {
 		task, err := st.Submit(ctx, SubmitParams{Name: "big", Payload: bigValue(16 << 10)})
 		if err != nil {
-			var se *StorageError
-			if !errors.Is(err, ErrStorageFull) || !errors.As(err, &se) {
+			var se *cairnqtype.StorageError
+			if !errors.Is(err, cairnqtype.ErrStorageFull) || !errors.As(err, &se) {
 				t.Fatalf("a write past the room left: %v (%T), want a *StorageError with ErrStorageFull", err, err)
 			}
 			break
@@ -226,7 +227,7 @@ func readOnlyCopy(t *testing.T) (path, how string) {
 func TestSQLiteReadOnlyFileOpensForReading(t *testing.T) {
 	path, how := readOnlyCopy(t)
 	ctx := context.Background()
-	if st, err := InspectSQLite(ctx, path); err != nil || st.State != SchemaCurrent {
+	if st, err := InspectSQLite(ctx, path); err != nil || st.State != cairnqtype.SchemaCurrent {
 		t.Fatalf("inspect on %s: %+v, %v", how, st, err)
 	}
 	st, err := OpenSQLite(ctx, path, SQLiteOptions{OpenExisting: true})
@@ -234,16 +235,16 @@ func TestSQLiteReadOnlyFileOpensForReading(t *testing.T) {
 		t.Fatalf("OpenExisting on %s: %v", how, err)
 	}
 	defer st.Close()
-	tasks, err := st.List(ctx, ListParams{})
+	tasks, err := st.List(ctx, cairnqtype.ListOptions{})
 	if err != nil || len(tasks) != 1 || tasks[0].Name != "kept" {
 		t.Fatalf("list on %s: %d tasks, %v", how, len(tasks), err)
 	}
 	_, err = st.Submit(ctx, SubmitParams{Name: "refused"})
-	var se *StorageError
-	if !errors.Is(err, ErrStorageReadOnly) || !errors.As(err, &se) || !strings.Contains(err.Error(), "permission denied") {
+	var se *cairnqtype.StorageError
+	if !errors.Is(err, cairnqtype.ErrStorageReadOnly) || !errors.As(err, &se) || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("a write on %s: %v, want a *StorageError with ErrStorageReadOnly", how, err)
 	}
-	if tasks, err := st.List(ctx, ListParams{}); err != nil || len(tasks) != 1 {
+	if tasks, err := st.List(ctx, cairnqtype.ListOptions{}); err != nil || len(tasks) != 1 {
 		t.Fatalf("after the refused write: %d tasks, %v", len(tasks), err)
 	}
 }
@@ -268,7 +269,7 @@ func TestSQLiteReadOnlyLiveDatabaseIsNotReadStale(t *testing.T) {
 		t.Skipf("no write-ahead log to test with (%v)", err)
 	}
 	ro, how := readonly.Dir(t, dir)
-	if _, err := OpenSQLite(ctx, filepath.Join(ro, "tasks.db"), SQLiteOptions{OpenExisting: true}); !errors.Is(err, ErrStorageReadOnly) {
+	if _, err := OpenSQLite(ctx, filepath.Join(ro, "tasks.db"), SQLiteOptions{OpenExisting: true}); !errors.Is(err, cairnqtype.ErrStorageReadOnly) {
 		t.Fatalf("OpenExisting on a live database behind %s: %v, want ErrStorageReadOnly", how, err)
 	}
 }

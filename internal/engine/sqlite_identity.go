@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"errors"
 	"fmt"
 	"io/fs"
@@ -152,7 +154,7 @@ func (g *fileGuard) check() error {
 func (g *fileGuard) markLost(path, what string) error {
 	g.lostOnce.Do(func() {
 		err := fmt.Errorf("%w: %s no longer names the file this process opened (%s); restart the process to open the file now at that path",
-			ErrDatabaseReplaced, path, what)
+			cairnqtype.ErrDatabaseReplaced, path, what)
 		g.lostErr.Store(&err)
 		close(g.lost)
 		g.log.Error("cairnq: the SQLite database file was deleted or replaced; this store stops", "path", path, "found", what)

@@ -45,7 +45,7 @@ func TestSQLiteNotifyChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	case "complete":
-		ts, err := s.Claim(ctx, ClaimParams{Queues: []string{"q1"}, WorkerID: "child", Lease: time.Minute})
+		ts, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"q1"}, WorkerID: "child", Lease: time.Minute})
 		if err != nil || len(ts) != 1 || ts[0].ID != os.Getenv(notifyEnvID) {
 			t.Fatalf("claim: %v %v", ts, err)
 		}
@@ -122,7 +122,7 @@ func TestSQLiteNotifyCrossProcess(t *testing.T) {
 	}
 	runNotifyChild(t, path, "submit")
 	awaitWake(t, wake, "another process's submit")
-	ts, err := s.List(ctx, ListParams{Queue: "q1"})
+	ts, err := s.List(ctx, cairnqtype.ListOptions{Queue: "q1"})
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("list: %v %v", ts, err)
 	}
@@ -132,7 +132,7 @@ func TestSQLiteNotifyCrossProcess(t *testing.T) {
 	runNotifyChild(t, path, "complete", notifyEnvID+"="+ts[0].ID)
 	awaitWake(t, done, "another process's completion")
 	got, err := s.Get(ctx, ts[0].ID)
-	if err != nil || got.Status != StatusSucceeded {
+	if err != nil || got.Status != cairnqtype.StatusSucceeded {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 }
@@ -158,7 +158,7 @@ func TestSQLiteNotifyOwnCommitsWakeNobody(t *testing.T) {
 			}
 		}
 		// An empty commit (nothing to claim) writes no frames.
-		if _, err := s.Claim(ctx, ClaimParams{Queues: []string{"nothing"}, WorkerID: "w", Lease: time.Minute}); err != nil {
+		if _, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"nothing"}, WorkerID: "w", Lease: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := other.Submit(ctx, SubmitParams{Name: "foreign"}); err != nil {

@@ -61,7 +61,7 @@ func TestGroupCommitSharesOneTransactionAndIsolatesFailures(t *testing.T) {
 			defer wg.Done()
 			p := SubmitParams{Name: "job", Payload: map[string]int{"i": i}}
 			if i == 7 {
-				p.Key, p.Conflict = "taken", ConflictReject // fails inside the batch
+				p.Key, p.Conflict = "taken", cairnqtype.ConflictReject // fails inside the batch
 			}
 			if i == 8 {
 				// Two statements, the second failing: its first must roll back too.
@@ -79,7 +79,7 @@ func TestGroupCommitSharesOneTransactionAndIsolatesFailures(t *testing.T) {
 
 	for i, err := range errs {
 		switch {
-		case i == 7 && !errors.Is(err, ErrAlreadyExists):
+		case i == 7 && !errors.Is(err, cairnqtype.ErrAlreadyExists):
 			t.Errorf("submit %d: %v, want ErrAlreadyExists", i, err)
 		case i != 7 && err != nil:
 			t.Errorf("submit %d failed with its neighbour: %v", i, err)
@@ -158,8 +158,8 @@ func TestBusyWaitsThenFailsClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Submit(ctx, SubmitParams{Name: "x"})
-	var be *BusyError
-	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) || be.Timeout != 150*time.Millisecond {
+	var be *cairnqtype.BusyError
+	if !errors.Is(err, cairnqtype.ErrBusy) || !errors.As(err, &be) || be.Timeout != 150*time.Millisecond {
 		t.Fatalf("submit while another process writes: %v, want BusyError", err)
 	}
 
@@ -280,19 +280,19 @@ func TestCompleteAnswersTheStatus(t *testing.T) {
 		}
 		ids = append(ids, task.ID)
 	}
-	if got, err := s.Claim(ctx, ClaimParams{Queues: []string{DefaultQueue}, WorkerID: "w", Limit: 2}); err != nil || len(got) != 2 {
+	if got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w", Limit: 2}); err != nil || len(got) != 2 {
 		t.Fatalf("claim: %d %v", len(got), err)
 	}
 	if _, err := s.Cancel(ctx, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []Status{StatusSucceeded, StatusCanceled} {
+	for i, want := range []cairnqtype.Status{cairnqtype.StatusSucceeded, cairnqtype.StatusCanceled} {
 		ref, err := s.Complete(ctx, ids[i], "w", "done")
-		if err != nil || ref != (TaskRef{ID: ids[i], Status: want}) {
+		if err != nil || ref != (cairnqtype.TaskRef{ID: ids[i], Status: want}) {
 			t.Errorf("Complete: %+v, %v; want status %s", ref, err, want)
 		}
 	}
-	if _, err := s.Complete(ctx, ids[0], "w", nil); !errors.Is(err, ErrLostLease) {
+	if _, err := s.Complete(ctx, ids[0], "w", nil); !errors.Is(err, cairnqtype.ErrLostLease) {
 		t.Errorf("second Complete: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/group"
 )
 
@@ -44,7 +45,7 @@ func (b *sqliteBackend) enqueue(ctx context.Context, req *writeReq) error {
 	select {
 	case b.reqs <- req:
 	case <-b.quit:
-		return ErrClosed
+		return cairnqtype.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -57,7 +58,7 @@ func (b *sqliteBackend) enqueue(ctx context.Context, req *writeReq) error {
 		case err := <-req.done:
 			return err
 		default:
-			return ErrClosed
+			return cairnqtype.ErrClosed
 		}
 	case <-ctx.Done():
 		if req.state.Abandon() {
@@ -154,7 +155,7 @@ func (b *sqliteBackend) drainClosed() {
 	for {
 		select {
 		case req := <-b.reqs:
-			req.done <- ErrClosed
+			req.done <- cairnqtype.ErrClosed
 		default:
 			return
 		}

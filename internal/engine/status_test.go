@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +13,7 @@ import (
 // statusCase is one GetStatus and what it must return.
 type statusCase struct {
 	id   string
-	want Status // "" for ErrNotFound
+	want cairnqtype.Status // "" for ErrNotFound
 }
 
 // statusCases submits three tasks, cancels one, and returns reads of
@@ -33,21 +35,21 @@ func statusCases(t *testing.T, s *Store) []statusCase {
 	var cases []statusCase
 	for i := range 3 { // each task three times, and three ids of none
 		cases = append(cases,
-			statusCase{ids[0], StatusQueued},
-			statusCase{ids[1], StatusCanceled},
-			statusCase{ids[2], StatusQueued},
+			statusCase{ids[0], cairnqtype.StatusQueued},
+			statusCase{ids[1], cairnqtype.StatusCanceled},
+			statusCase{ids[2], cairnqtype.StatusQueued},
 			statusCase{fmt.Sprintf("task_nope%d", i), ""})
 	}
 	return cases
 }
 
 // checkStatus fails unless ref and err are what c wants.
-func checkStatus(t *testing.T, c statusCase, ref TaskRef, err error) {
+func checkStatus(t *testing.T, c statusCase, ref cairnqtype.TaskRef, err error) {
 	t.Helper()
 	switch {
-	case c.want == "" && !errors.Is(err, ErrNotFound):
+	case c.want == "" && !errors.Is(err, cairnqtype.ErrNotFound):
 		t.Errorf("GetStatus(%s) = %+v, %v; want ErrNotFound", c.id, ref, err)
-	case c.want != "" && (err != nil || ref != TaskRef{ID: c.id, Status: c.want}):
+	case c.want != "" && (err != nil || ref != cairnqtype.TaskRef{ID: c.id, Status: c.want}):
 		t.Errorf("GetStatus(%s) = %+v, %v; want %s", c.id, ref, err, c.want)
 	}
 }
@@ -59,7 +61,7 @@ func TestGetStatusGroupsConcurrentReads(t *testing.T) {
 	s, g := openGatedPGOn(t, stmtGetStatus, stmtGetStatusMany)
 	cases := statusCases(t, s)
 	ctx := t.Context()
-	refs := make([]TaskRef, len(cases))
+	refs := make([]cairnqtype.TaskRef, len(cases))
 	errs := make([]error, len(cases))
 	var wg sync.WaitGroup
 	read := func(i int) {
@@ -127,7 +129,7 @@ func TestGetStatusAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetStatus(context.Background(), task.ID); !errors.Is(err, ErrClosed) {
+	if _, err := s.GetStatus(context.Background(), task.ID); !errors.Is(err, cairnqtype.ErrClosed) {
 		t.Errorf("GetStatus after Close: %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
 	"github.com/cairnq/cairnq-go/internal/wake"
@@ -219,7 +220,7 @@ func (s *Store) list(v []string) any {
 	return string(b)
 }
 
-func oneTask(rows []executor.Row) (*Task, error) {
+func oneTask(rows []executor.Row) (*cairnqtype.Task, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}

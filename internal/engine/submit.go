@@ -43,7 +43,7 @@ func submitArgs(p SubmitParams) (*insertRow, error) {
 	if err := checkOptionalName(op, "queue", p.Queue); err != nil {
 		return nil, err
 	}
-	if err := checkText(op, "key", p.Key, MaxKeyBytes); err != nil {
+	if err := checkText(op, "key", p.Key, cairnqtype.MaxKeyBytes); err != nil {
 		return nil, err
 	}
 	for _, f := range [...]struct{ arg, v string }{
@@ -56,11 +56,11 @@ func submitArgs(p SubmitParams) (*insertRow, error) {
 	if p.Conflict != "" && !p.Conflict.Valid() {
 		return nil, argError(op, "conflict", "unknown strategy %q (want reuse, reuse-succeeded, reject or replace)", p.Conflict)
 	}
-	if p.MaxAttempts < 0 || p.MaxAttempts > MaxAttemptsLimit {
-		return nil, argError(op, "max attempts", "must be between 1 and %d, got %d", MaxAttemptsLimit, p.MaxAttempts)
+	if p.MaxAttempts < 0 || p.MaxAttempts > cairnqtype.MaxAttemptsLimit {
+		return nil, argError(op, "max attempts", "must be between 1 and %d, got %d", cairnqtype.MaxAttemptsLimit, p.MaxAttempts)
 	}
-	if p.Priority < MinPriority || p.Priority > MaxPriority {
-		return nil, argError(op, "priority", "must be between %d and %d, got %d", MinPriority, MaxPriority, p.Priority)
+	if p.Priority < cairnqtype.MinPriority || p.Priority > cairnqtype.MaxPriority {
+		return nil, argError(op, "priority", "must be between %d and %d, got %d", cairnqtype.MinPriority, cairnqtype.MaxPriority, p.Priority)
 	}
 	if p.Delay < 0 {
 		return nil, argError(op, "delay", "must be >= 0, got %v", p.Delay)
@@ -78,7 +78,7 @@ func submitArgs(p SubmitParams) (*insertRow, error) {
 	}
 	queue := p.Queue
 	if queue == "" {
-		queue = DefaultQueue
+		queue = cairnqtype.DefaultQueue
 	}
 	maxAttempts := p.MaxAttempts
 	if maxAttempts == 0 {
@@ -128,7 +128,7 @@ func nullable(s string) any {
 // Submit stores a new task, or, for a keyed submit, applies the conflict
 // strategy under the key's lock. It returns the task the caller should
 // follow: the new one, or the existing one a reuse strategy accepted.
-func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
+func (s *Store) Submit(ctx context.Context, p SubmitParams) (*cairnqtype.Task, error) {
 	ins, err := submitArgs(p)
 	if err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 		}
 	}
 	stampID(ins, p, s.now()) // after the wait: the id carries the write's time
-	var t *Task
+	var t *cairnqtype.Task
 	if be, ok := s.be.(*pgBackend); ok && p.Key == "" {
 		t, err = be.insertGrouped(ctx, ins)
 	} else {
@@ -155,14 +155,14 @@ func (s *Store) Submit(ctx context.Context, p SubmitParams) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Status == StatusQueued {
+	if t.Status == cairnqtype.StatusQueued {
 		s.hub.Queued(t.Queue)
 	}
 	return t, nil
 }
 
 // submitIn is the body of Submit, run inside the transaction q belongs to.
-func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Conflict, ins *insertRow) (*Task, error) {
+func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict cairnqtype.Conflict, ins *insertRow) (*cairnqtype.Task, error) {
 	if key == "" {
 		return s.insertTask(ctx, q, ins)
 	}
@@ -174,7 +174,7 @@ func (s *Store) submitIn(ctx context.Context, q querier, key string, conflict Co
 
 // submitKeyedIn is a keyed submitIn once the key's lock is held, or a lock
 // that covers it (a workflow's, for its steps' keys).
-func (s *Store) submitKeyedIn(ctx context.Context, q querier, key string, conflict Conflict, ins *insertRow) (*Task, error) {
+func (s *Store) submitKeyedIn(ctx context.Context, q querier, key string, conflict cairnqtype.Conflict, ins *insertRow) (*cairnqtype.Task, error) {
 	keyArgs := protocol.Args{"key": key}
 	rows, err := s.exec(ctx, q, stmtGetKey, keyArgs)
 	if err != nil {
@@ -223,12 +223,12 @@ func (s *Store) submitKeyedIn(ctx context.Context, q querier, key string, confli
 // existing, which is canceled first when it is live (cancel). A finished
 // task has nothing to stop, and canceling it again would rewrite a
 // settled row. Submit and SubmitMany both decide here.
-func keyConflict(key string, conflict Conflict, existing *Task) (reused *Task, cancel bool, err error) {
+func keyConflict(key string, conflict cairnqtype.Conflict, existing *cairnqtype.Task) (reused *cairnqtype.Task, cancel bool, err error) {
 	if conflict == "" {
-		conflict = ConflictReuse
+		conflict = cairnqtype.ConflictReuse
 	}
-	if conflict == ConflictReject {
-		return nil, false, &AlreadyExistsError{Key: key, TaskID: existing.ID}
+	if conflict == cairnqtype.ConflictReject {
+		return nil, false, &cairnqtype.AlreadyExistsError{Key: key, TaskID: existing.ID}
 	}
 	if conflict.Accepts(existing.Status) {
 		return existing, false, nil
@@ -238,7 +238,7 @@ func keyConflict(key string, conflict Conflict, existing *Task) (reused *Task, c
 
 // insertTask runs insert_task, reading its row by position where q
 // allows it (it runs once per task).
-func (s *Store) insertTask(ctx context.Context, q querier, ins *insertRow) (*Task, error) {
+func (s *Store) insertTask(ctx context.Context, q querier, ins *insertRow) (*cairnqtype.Task, error) {
 	rows, err := s.execRows(ctx, q, stmtInsertTask, ins.args())
 	if err != nil {
 		return nil, err

@@ -10,9 +10,6 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// SubmitItemError names the item of a batch that failed it.
-type SubmitItemError = cairnqtype.SubmitItemError
-
 // MaxSubmitMany bounds how many tasks one SubmitMany call takes.
 const MaxSubmitMany = cairnqtype.MaxSubmitMany
 
@@ -49,7 +46,7 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 		}
 		ins, err := submitArgs(p)
 		if err != nil {
-			return nil, &SubmitItemError{Index: i, Err: err}
+			return nil, &cairnqtype.SubmitItemError{Index: i, Err: err}
 		}
 		b.ins[i] = ins
 		if p.Key != "" && !seen[p.Key] {
@@ -65,7 +62,7 @@ func (s *Store) prepareMany(ctx context.Context, ps []SubmitParams) (*manyBatch,
 		}
 		admitted[queue] = true
 		if err := p.Admit(ctx, queue); err != nil {
-			return nil, &SubmitItemError{Index: i, Err: err}
+			return nil, &cairnqtype.SubmitItemError{Index: i, Err: err}
 		}
 	}
 	now := s.now() // after the waits: the ids carry the write's time
@@ -97,15 +94,15 @@ func batchCtx(ctx context.Context, i int) error {
 // handful of statements whatever its size (submitManyPG): the keys' locks
 // are taken first, in one statement and a fixed order, so that two
 // batches naming the same keys in different orders cannot deadlock.
-func (s *Store) SubmitMany(ctx context.Context, ps []SubmitParams) ([]*Task, error) {
+func (s *Store) SubmitMany(ctx context.Context, ps []SubmitParams) ([]*cairnqtype.Task, error) {
 	if err := checkCtx(ctx); err != nil {
 		return nil, err
 	}
 	b, err := s.prepareMany(ctx, ps)
 	if err != nil || len(ps) == 0 {
-		return []*Task{}, err
+		return []*cairnqtype.Task{}, err
 	}
-	var tasks []*Task
+	var tasks []*cairnqtype.Task
 	err = s.be.write(ctx, func(q querier) error {
 		tasks, err = s.submitManyIn(ctx, q, b)
 		return err
@@ -127,13 +124,13 @@ const submitManySavepoint = "cairnq_submit_many"
 // fails leaves nothing of itself in it, and (on Postgres, where an error
 // aborts a transaction) leaves the transaction usable. sess must be in a
 // transaction: a savepoint cannot be taken otherwise. Postgres only.
-func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []SubmitParams) ([]*Task, error) {
+func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []SubmitParams) ([]*cairnqtype.Task, error) {
 	if err := s.needsPostgres(ctx, "SubmitManyTx", sess); err != nil {
 		return nil, err
 	}
 	b, err := s.prepareMany(ctx, ps)
 	if err != nil || len(ps) == 0 {
-		return []*Task{}, err
+		return []*cairnqtype.Task{}, err
 	}
 	if err := sess.Exec(ctx, "SAVEPOINT "+submitManySavepoint); err != nil {
 		if ctx.Err() != nil {
@@ -166,11 +163,11 @@ func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []Su
 // submitManyIn writes b inside the transaction q belongs to. On SQLite
 // each item runs Submit's own statements (in process, they cost little);
 // on Postgres the batch is planned (submitManyPG).
-func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*Task, error) {
+func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*cairnqtype.Task, error) {
 	if s.dialect == protocol.Postgres {
 		return s.submitManyPG(ctx, q, b)
 	}
-	out := make([]*Task, len(b.ps))
+	out := make([]*cairnqtype.Task, len(b.ps))
 	for i, p := range b.ps {
 		// The writer runs a started request to its end, so the batch ends
 		// itself at ctx's end; its savepoint then keeps nothing of it.
@@ -179,7 +176,7 @@ func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*T
 		}
 		t, err := s.submitIn(ctx, q, p.Key, p.Conflict, b.ins[i])
 		if err != nil {
-			return nil, &SubmitItemError{Index: i, Err: err}
+			return nil, &cairnqtype.SubmitItemError{Index: i, Err: err}
 		}
 		out[i] = t
 	}
@@ -194,8 +191,8 @@ func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*T
 // Submit's own rule (submitIn) applied item after item to what the keys
 // point at as the batch goes, so the batch does what the same Submits
 // one after another would.
-func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*Task, error) {
-	current := map[string]*Task{} // the task each key points at, as the batch goes
+func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*cairnqtype.Task, error) {
+	current := map[string]*cairnqtype.Task{} // the task each key points at, as the batch goes
 	if len(b.keys) > 0 {
 		keys := protocol.Args{"keys": pgArray(b.keys)}
 		if _, err := s.exec(ctx, q, stmtLockKeys, keys); err != nil {
@@ -215,9 +212,9 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*T
 			}
 		}
 	}
-	out := make([]*Task, len(b.ps))
+	out := make([]*cairnqtype.Task, len(b.ps))
 	writes := make([]int, 0, len(b.ps)) // the items that write a task, in order
-	var superseded []*Task              // live tasks a replace cancels
+	var superseded []*cairnqtype.Task   // live tasks a replace cancels
 	var reused []int                    // items that met a task of the batch
 	pending := map[string]bool{}        // the ids a key points at that the batch writes
 	for i, p := range b.ps {
@@ -226,7 +223,7 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*T
 			continue
 		}
 		if t, done, err := conflictOutcome(p, current[p.Key], &superseded); err != nil {
-			return nil, &SubmitItemError{Index: i, Err: err}
+			return nil, &cairnqtype.SubmitItemError{Index: i, Err: err}
 		} else if done {
 			out[i] = t
 			if pending[t.ID] {
@@ -238,15 +235,15 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*T
 		// Until insert_many returns it, the task is what insert_task
 		// writes: queued, under its minted id.
 		id := b.ins[i].id
-		current[p.Key] = &Task{ID: id, Status: StatusQueued}
+		current[p.Key] = &cairnqtype.Task{ID: id, Status: cairnqtype.StatusQueued}
 		pending[id] = true
 	}
 	if err := s.insertManyPG(ctx, q, b, writes, out); err != nil {
 		return nil, err
 	}
-	var written map[string]*Task // by id, where keys need it
+	var written map[string]*cairnqtype.Task // by id, where keys need it
 	if len(b.keys) > 0 {
-		written = make(map[string]*Task, len(pending))
+		written = make(map[string]*cairnqtype.Task, len(pending))
 		for _, i := range writes {
 			if b.ps[i].Key != "" {
 				written[out[i].ID] = out[i]
@@ -279,7 +276,7 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*T
 // points at existing (nil: the key is free): done with the task to
 // return (a reuse), an error (a reject), or neither, when p writes a new
 // task; a live task that new one supersedes is added to superseded.
-func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Task, done bool, err error) {
+func conflictOutcome(p SubmitParams, existing *cairnqtype.Task, superseded *[]*cairnqtype.Task) (t *cairnqtype.Task, done bool, err error) {
 	if existing == nil {
 		return nil, false, nil
 	}
@@ -296,7 +293,7 @@ func conflictOutcome(p SubmitParams, existing *Task, superseded *[]*Task) (t *Ta
 // insertManyPG writes the tasks of b's items at with insert_many, in as
 // few statements as b.maxBytes allows, each task into out at its item's
 // index.
-func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int, out []*Task) error {
+func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []int, out []*cairnqtype.Task) error {
 	for len(at) > 0 {
 		n, weight := 0, 0
 		for n < len(at) && (n == 0 || weight+b.ins[at[n]].weight() <= b.maxBytes) {
@@ -329,10 +326,10 @@ func (s *Store) insertManyPG(ctx context.Context, q querier, b *manyBatch, at []
 
 // queuedMany wakes this process's idle workers for each queue that got a
 // queued task.
-func (s *Store) queuedMany(tasks []*Task) {
+func (s *Store) queuedMany(tasks []*cairnqtype.Task) {
 	woken := map[string]bool{}
 	for _, t := range tasks {
-		if t != nil && t.Status == StatusQueued && !woken[t.Queue] {
+		if t != nil && t.Status == cairnqtype.StatusQueued && !woken[t.Queue] {
 			woken[t.Queue] = true
 			s.hub.Queued(t.Queue)
 		}

@@ -95,7 +95,7 @@ func TestSubmitManyPostgresStatements(t *testing.T) {
 		case 1:
 			p.Key = fmt.Sprintf("k%d", i%40) // ten keys, each five times: one write, four reuses
 		case 2:
-			p.Key, p.Conflict = fmt.Sprintf("k%d", i%3), ConflictReplace
+			p.Key, p.Conflict = fmt.Sprintf("k%d", i%3), cairnqtype.ConflictReplace
 		}
 		ps = append(ps, p)
 	}
@@ -181,7 +181,7 @@ func TestSubmitManyDeadlineMidWriteSQLite(t *testing.T) {
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Errorf("SubmitMany whose context ended mid-write: %v, want the context's error", err)
 	}
-	tasks, err := s.List(ctx, ListParams{})
+	tasks, err := s.List(ctx, cairnqtype.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

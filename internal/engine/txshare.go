@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -16,7 +17,7 @@ func (s *Store) needsPostgres(ctx context.Context, op string, sess ...executor.S
 	}
 	if s.dialect != protocol.Postgres {
 		return fmt.Errorf("%w: %s shares a transaction with the application, which needs a Postgres store (SQLite's single writer cannot hand its transaction out)",
-			ErrUnsupported, op)
+			cairnqtype.ErrUnsupported, op)
 	}
 	for _, ss := range sess {
 		if ss == nil {
@@ -30,7 +31,7 @@ func (s *Store) needsPostgres(ctx context.Context, op string, sess ...executor.S
 // sess (an adapter's session over the app's own transaction). The task
 // exists for workers only once the application commits, and not at all if
 // it rolls back. Postgres only; SQLite returns ErrUnsupported.
-func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, p SubmitParams) (*Task, error) {
+func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, p SubmitParams) (*cairnqtype.Task, error) {
 	if err := s.needsPostgres(ctx, "SubmitTx", sess); err != nil {
 		return nil, err
 	}
@@ -45,7 +46,7 @@ func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, p SubmitPar
 // holds: the settlement commits or rolls back with the application's own
 // writes. ErrLostLease if the lease is gone (the application should roll
 // back). Postgres only.
-func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, workerID string, result any) (*Task, error) {
+func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, workerID string, result any) (*cairnqtype.Task, error) {
 	if err := s.needsPostgres(ctx, "CompleteTx", sess); err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, &LostLeaseError{ID: id}
+		return nil, &cairnqtype.LostLeaseError{ID: id}
 	}
 	return rowToTask(rows[0])
 }
@@ -71,12 +72,12 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 // settlement and returns ErrLostLease; an error from fn rolls back and
 // returns it. fn may run again if the caller retries, so it must not keep
 // state of its own. Postgres only.
-func (s *Store) CompleteWith(ctx context.Context, id, workerID string, step *StepOf, fn func(ctx context.Context, sess executor.Session) (any, error)) (*Task, error) {
+func (s *Store) CompleteWith(ctx context.Context, id, workerID string, step *StepOf, fn func(ctx context.Context, sess executor.Session) (any, error)) (*cairnqtype.Task, error) {
 	if err := s.needsPostgres(ctx, "SucceedIn"); err != nil {
 		return nil, err
 	}
 	ex := s.be.(*pgBackend).ex
-	var t *Task
+	var t *cairnqtype.Task
 	var adv Advanced
 	err := pgTx(ctx, ex, func(ctx context.Context, sess executor.Session) error {
 		v, err := fn(ctx, sess)

@@ -13,9 +13,6 @@ const (
 	channelDone   = "cairnq_done"   // payload: the task id
 )
 
-// Signal says why a Subscribe channel fired.
-type Signal = cairnqtype.Signal
-
 // SubscribeDone returns a channel closed when the task with id may have
 // reached a terminal status (settled by this process, or on Postgres by
 // any, through LISTEN), and a func that unsubscribes. It is a wakeup, not
@@ -52,7 +49,7 @@ func (s *Store) DoneWaiters() int { return s.hub.DoneWaiters() }
 // Subscribe returns a channel receiving every queued and done signal of
 // this process (from its own writes, and on Postgres from LISTEN), and a
 // func that unsubscribes.
-func (s *Store) Subscribe(ctx context.Context) (<-chan Signal, func()) {
+func (s *Store) Subscribe(ctx context.Context) (<-chan cairnqtype.Signal, func()) {
 	ch, unsubscribe := s.hub.Watch()
 	s.queuedListen.Acquire(ctx)
 	s.doneListen.Acquire(ctx)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -15,13 +16,13 @@ const DefaultLease = 30 * time.Second
 
 // leaseExpiredError is the envelope lease recovery records on a task whose
 // worker vanished on its last attempt.
-var leaseExpiredError = mustEnvelopeJSON(ErrorEnvelope{
+var leaseExpiredError = mustEnvelopeJSON(cairnqtype.ErrorEnvelope{
 	Type:    "LeaseExpired",
 	Code:    "lease_expired",
 	Message: "the worker's lease ran out on the task's last attempt",
 })
 
-func mustEnvelopeJSON(e ErrorEnvelope) string {
+func mustEnvelopeJSON(e cairnqtype.ErrorEnvelope) string {
 	s, err := envelopeJSON(e)
 	if err != nil {
 		panic(err)
@@ -30,7 +31,7 @@ func mustEnvelopeJSON(e ErrorEnvelope) string {
 }
 
 // envelopeJSON encodes e with details defaulting to {} as every SDK writes it.
-func envelopeJSON(e ErrorEnvelope) (string, error) {
+func envelopeJSON(e cairnqtype.ErrorEnvelope) (string, error) {
 	if e.Details == nil {
 		e.Details = map[string]any{}
 	}
@@ -43,7 +44,7 @@ func envelopeJSON(e ErrorEnvelope) (string, error) {
 // too large) are replaced by {"details_error": why}; NUL characters and
 // invalid UTF-8 in the text fields become U+FFFD, and a message past
 // MaxMessageBytes is cut there.
-func storableEnvelope(env ErrorEnvelope) (string, error) {
+func storableEnvelope(env cairnqtype.ErrorEnvelope) (string, error) {
 	text, err := envelopeJSON(env)
 	if err == nil {
 		return text, nil
@@ -63,9 +64,9 @@ func storableEnvelope(env ErrorEnvelope) (string, error) {
 		}
 		return s
 	}
-	env.Type = clean(env.Type, MaxNameBytes)
-	env.Code = clean(env.Code, MaxNameBytes)
-	env.Message = clean(env.Message, MaxMessageBytes)
+	env.Type = clean(env.Type, cairnqtype.MaxNameBytes)
+	env.Code = clean(env.Code, cairnqtype.MaxNameBytes)
+	env.Message = clean(env.Message, cairnqtype.MaxMessageBytes)
 	if text, err = envelopeJSON(env); err == nil {
 		return text, nil
 	}
@@ -76,9 +77,9 @@ func storableEnvelope(env ErrorEnvelope) (string, error) {
 // drawFunc claims up to limit tasks named in names (nil: any of the
 // session's names) inside an open claim session. An alias, so that the
 // worker's plan, which cannot name it, has the same type.
-type drawFunc = func(names []string, limit int) ([]*Task, error)
+type drawFunc = func(names []string, limit int) ([]*cairnqtype.Task, error)
 
-func validateClaim(p ClaimParams) error {
+func validateClaim(p cairnqtype.ClaimParams) error {
 	if len(p.Queues) == 0 {
 		return argError("claim", "queues", "must name at least one queue")
 	}
@@ -108,24 +109,24 @@ func validateClaim(p ClaimParams) error {
 // WorkerID, in claim order (priority, then due time, then id). On Postgres
 // it opens no transaction: recovery and the claim are one statement each,
 // so a busy worker's claim is a single round trip.
-func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]*Task, error) {
+func (s *Store) Claim(ctx context.Context, p cairnqtype.ClaimParams) ([]*cairnqtype.Task, error) {
 	return s.ClaimWith(ctx, p, ClaimHints{})
 }
 
 // ClaimWith is Claim with a worker's hints.
-func (s *Store) ClaimWith(ctx context.Context, p ClaimParams, h ClaimHints) ([]*Task, error) {
+func (s *Store) ClaimWith(ctx context.Context, p cairnqtype.ClaimParams, h ClaimHints) ([]*cairnqtype.Task, error) {
 	limit := p.Limit
 	if limit == 0 {
 		limit = 1
 	}
-	var out []*Task
+	var out []*cairnqtype.Task
 	_, err := s.ClaimSession(ctx, p, h, true, func(draw drawFunc) error {
 		var err error
 		out, err = draw(p.Names, limit)
 		return err
 	})
 	if out == nil {
-		out = []*Task{}
+		out = []*cairnqtype.Task{}
 	}
 	return out, err
 }
@@ -141,7 +142,7 @@ func (s *Store) ClaimWith(ctx context.Context, p ClaimParams, h ClaimHints) ([]*
 // SQLite it may run more than once if the transaction is retried, so it
 // must not keep state from a failed run. single says plan draws once
 // (Claim), which on Postgres needs no shared transaction.
-func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, single bool, plan func(draw drawFunc) error) (res SessionResult, err error) {
+func (s *Store) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h ClaimHints, single bool, plan func(draw drawFunc) error) (res SessionResult, err error) {
 	if err := validateClaim(p); err != nil {
 		return res, err
 	}
@@ -215,7 +216,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		}
 	}
 	settle := len(h.Settle) > 0
-	var recovered []*Task
+	var recovered []*cairnqtype.Task
 	recoverLeases := func(q querier) error {
 		recovered = nil
 		if h.SkipRecover {
@@ -233,7 +234,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 		return err
 	}
 	draws := func(q querier) error {
-		drawPlain := func(names []string, limit int) ([]*Task, error) {
+		drawPlain := func(names []string, limit int) ([]*cairnqtype.Task, error) {
 			a := withArgs(base, protocol.Args{"names": s.list(names), "limit": int64(limit)})
 			// A single queue or name as an equality (protocol.One) is what
 			// lets the draw seek cairnq_tasks_claim_idx or claim_name_idx.
@@ -262,7 +263,7 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 			}
 			return tasks, err
 		}
-		return plan(func(names []string, limit int) ([]*Task, error) {
+		return plan(func(names []string, limit int) ([]*cairnqtype.Task, error) {
 			if names == nil {
 				names = p.Names
 			}
@@ -323,20 +324,20 @@ func (s *Store) ClaimSession(ctx context.Context, p ClaimParams, h ClaimHints, s
 
 // owned runs an ownership-checked worker write: no row back means the lease
 // is gone.
-func (s *Store) owned(ctx context.Context, name, id string, a protocol.Args) (*Task, error) {
+func (s *Store) owned(ctx context.Context, name, id string, a protocol.Args) (*cairnqtype.Task, error) {
 	rows, err := s.writeOne(ctx, name, a)
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, &LostLeaseError{ID: id}
+		return nil, &cairnqtype.LostLeaseError{ID: id}
 	}
 	return rowToTask(rows[0])
 }
 
 // Heartbeat extends the lease on a task workerID holds. The returned task
 // shows whether a cancel was requested.
-func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.Duration) (*Task, error) {
+func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.Duration) (*cairnqtype.Task, error) {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
@@ -372,12 +373,12 @@ func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID strin
 
 // Progress records how far a running attempt got. A nil progress or message
 // keeps the stored one: neither can be cleared once set.
-func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*Task, error) {
+func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*cairnqtype.Task, error) {
 	if progress != nil && (math.IsNaN(*progress) || math.IsInf(*progress, 0)) {
 		return nil, argError("progress", "fraction", "must be a finite number, got %v", *progress)
 	}
 	if message != nil {
-		if err := checkText("progress", "message", *message, MaxMessageBytes); err != nil {
+		if err := checkText("progress", "message", *message, cairnqtype.MaxMessageBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -404,7 +405,7 @@ func EncodeResult(v any) (any, error) {
 
 // Succeed marks a running task succeeded with result, whatever cancel was
 // requested. Workers settle with Complete instead.
-func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*Task, error) {
+func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*cairnqtype.Task, error) {
 	res, err := EncodeResult(result)
 	if err != nil {
 		return nil, err
@@ -420,23 +421,23 @@ func (s *Store) Succeed(ctx context.Context, id, workerID string, result any) (*
 // while it ran (the result is discarded: cancel wins), else succeeded. It
 // returns the status the task took, not the whole row: this is every
 // task's settlement, and the worker needs nothing more (Get reads the row).
-func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (TaskRef, error) {
+func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (cairnqtype.TaskRef, error) {
 	res, err := EncodeResult(result)
 	if err != nil {
-		return TaskRef{}, err
+		return cairnqtype.TaskRef{}, err
 	}
 	return s.complete(ctx, id, workerID, res)
 }
 
-func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref TaskRef, err error) {
+func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref cairnqtype.TaskRef, err error) {
 	if be, ok := s.be.(*pgBackend); ok {
 		ref, err = be.completeGrouped(ctx, id, workerID, res)
 	} else if be, ok := s.be.(*sqliteBackend); ok {
 		ref, err = s.completeSQLite(ctx, be, id, workerID, res)
 	} else {
-		var t *Task
+		var t *cairnqtype.Task
 		if t, err = s.owned(ctx, stmtComplete, id, protocol.Args{"id": id, "worker_id": workerID, "result": res}); t != nil {
-			ref = TaskRef{ID: t.ID, Status: t.Status}
+			ref = cairnqtype.TaskRef{ID: t.ID, Status: t.Status}
 		}
 	}
 	if err == nil {
@@ -450,7 +451,7 @@ func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref
 // The envelope is stored on every branch, and a failure record never
 // strands the task: an envelope past the value limits is stored in a form
 // that fits (see storableEnvelope), saying what was changed.
-func (s *Store) Fail(ctx context.Context, id, workerID string, env ErrorEnvelope, retryable bool, delay time.Duration) (*Task, error) {
+func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
 	if delay < 0 {
 		delay = 0
 	}

@@ -132,7 +132,7 @@ func specStep(op string, sp StepSpec) (workflowspec.Step, error) {
 	}
 	opts, err := json.Marshal(so)
 	if err != nil {
-		return workflowspec.Step{}, &SerializationError{Field: "options", Err: err}
+		return workflowspec.Step{}, &cairnqtype.SerializationError{Field: "options", Err: err}
 	}
 	s := workflowspec.Step{Step: sp.Step, Task: sp.Task, Payload: json.RawMessage(payload), Options: opts, After: sp.After}
 	if bytes.Equal(opts, []byte("{}")) {
@@ -190,13 +190,13 @@ func stepParams(op, record string, s workflowspec.Step, after map[string]string)
 		Queue: so.Queue, MaxAttempts: so.MaxAttempts, Priority: so.Priority,
 		Delay: time.Duration(so.DelayMS) * time.Millisecond, Metadata: md,
 		CorrelationID: so.CorrelationID, ParentID: record, RootID: record,
-		Key: workflowspec.StepKey(record, s.Step), Conflict: ConflictReject,
+		Key: workflowspec.StepKey(record, s.Step), Conflict: cairnqtype.ConflictReject,
 	}}
 	if s.Payload == nil {
 		p.Payload = nil
 	}
 	if _, err := submitArgs(p); err != nil {
-		var ae *ArgumentError
+		var ae *cairnqtype.ArgumentError
 		if errors.As(err, &ae) {
 			return SubmitParams{}, argError(op, fmt.Sprintf("step %q", s.Step), "%s %s", ae.Arg, ae.Reason)
 		}
@@ -207,7 +207,7 @@ func stepParams(op, record string, s workflowspec.Step, after map[string]string)
 
 // StepMarkOf reads t's step mark; ok is false for a task that is no
 // workflow's step (its parent is not the record its mark names).
-func StepMarkOf(t *Task) (m StepMark, ok bool) {
+func StepMarkOf(t *cairnqtype.Task) (m StepMark, ok bool) {
 	if !bytes.Contains(t.Metadata, []byte(`"`+workflowMember+`"`)) {
 		return StepMark{}, false // most tasks: no decoding
 	}
@@ -232,8 +232,8 @@ type WorkflowParams struct {
 // SubmitWorkflow writes a workflow's record and the steps that wait for
 // nothing, in one transaction, and returns the record: all of it or
 // nothing.
-func (s *Store) SubmitWorkflow(ctx context.Context, p WorkflowParams) (*Task, error) {
-	var rec *Task
+func (s *Store) SubmitWorkflow(ctx context.Context, p WorkflowParams) (*cairnqtype.Task, error) {
+	var rec *cairnqtype.Task
 	var queues []string
 	err := s.be.write(ctx, func(q querier) error {
 		var err error
@@ -251,7 +251,7 @@ func (s *Store) SubmitWorkflow(ctx context.Context, p WorkflowParams) (*Task, er
 
 // SubmitWorkflowTx is SubmitWorkflow inside a transaction the application
 // holds, through sess. Postgres only.
-func (s *Store) SubmitWorkflowTx(ctx context.Context, sess executor.Session, p WorkflowParams) (*Task, error) {
+func (s *Store) SubmitWorkflowTx(ctx context.Context, sess executor.Session, p WorkflowParams) (*cairnqtype.Task, error) {
 	if err := s.needsPostgres(ctx, "SubmitWorkflowTx", sess); err != nil {
 		return nil, err
 	}
@@ -261,7 +261,7 @@ func (s *Store) SubmitWorkflowTx(ctx context.Context, sess executor.Session, p W
 
 // submitWorkflowIn is SubmitWorkflow's body in q's transaction; it
 // returns the record and the queues its first steps went to.
-func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParams) (*Task, []string, error) {
+func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParams) (*cairnqtype.Task, []string, error) {
 	const op = "submit workflow"
 	if p.Def == nil {
 		return nil, nil, argError(op, "definition", "is nil")
@@ -272,7 +272,7 @@ func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParam
 		return nil, nil, definitionError(op, err)
 	}
 	recP := SubmitParams{Name: WorkflowName, SubmitOptions: cairnqtype.SubmitOptions{
-		Queue: WorkflowName, MaxAttempts: MaxAttemptsLimit, Delay: firstCheck,
+		Queue: WorkflowName, MaxAttempts: cairnqtype.MaxAttemptsLimit, Delay: firstCheck,
 		Metadata: p.Metadata, CorrelationID: p.CorrelationID,
 	}}
 	ins, err := submitArgs(recP)
@@ -287,7 +287,7 @@ func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParam
 		return nil, nil, err
 	}
 	ins.payload = payload
-	rec, err := s.submitIn(ctx, q, workflowspec.WorkflowKey(ins.id), ConflictReject, ins)
+	rec, err := s.submitIn(ctx, q, workflowspec.WorkflowKey(ins.id), cairnqtype.ConflictReject, ins)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,8 +334,8 @@ func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, d
 	}
 	var queues []string
 	for i, ins := range rows {
-		t, err := s.submitKeyedIn(ctx, q, keys[i], ConflictReject, ins)
-		var exists *AlreadyExistsError
+		t, err := s.submitKeyedIn(ctx, q, keys[i], cairnqtype.ConflictReject, ins)
+		var exists *cairnqtype.AlreadyExistsError
 		if errors.As(err, &exists) {
 			continue // inserted by an advance before the ledger knew of it
 		}
@@ -455,7 +455,7 @@ func mustJSON(d *workflowspec.Definition) []byte {
 type StepRow struct {
 	ID      string
 	Step    string
-	Status  Status
+	Status  cairnqtype.Status
 	Attempt int
 }
 
@@ -463,7 +463,7 @@ type StepRow struct {
 // definition (nil when the payload is not one this SDK reads), and its
 // steps' tasks.
 type WorkflowState struct {
-	Record *Task
+	Record *cairnqtype.Task
 	Def    *workflowspec.Definition
 	DefErr error
 	Steps  []StepRow
@@ -484,7 +484,7 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 			return err
 		}
 		if len(rows) == 0 {
-			return ErrNotFound
+			return cairnqtype.ErrNotFound
 		}
 		if st.Record, err = rowToTask(rows[0]); err != nil {
 			return err
@@ -527,7 +527,7 @@ func (s *Store) workflowSteps(ctx context.Context, q querier, record string) ([]
 		if att, _, err = asInt64("attempt", r["attempt"]); err != nil {
 			return nil, err
 		}
-		sr.Status, sr.Attempt = Status(st), int(att)
+		sr.Status, sr.Attempt = cairnqtype.Status(st), int(att)
 		out = append(out, sr)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -37,7 +38,7 @@ type Advanced struct {
 	Inserted, Canceled int
 	// Record is the record as settled when the advance finished the
 	// workflow, nil otherwise.
-	Record *Task
+	Record *cairnqtype.Task
 	// Progress says the advance changed something: it inserted, canceled
 	// or settled, or its ledger read a step's new status.
 	Progress bool
@@ -67,7 +68,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 		adv.Unread = unread
 		return adv, err
 	}
-	if rec.Status == StatusFailed && stepsRetried(def, steps) {
+	if rec.Status == cairnqtype.StatusFailed && stepsRetried(def, steps) {
 		// A plain retry of a step (Client.Retry, another SDK's retry)
 		// since the workflow failed: the workflow goes on.
 		if rec, err = s.reviveIn(ctx, q, rec, def); err != nil {
@@ -75,7 +76,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 		}
 		adv.Progress = true
 	}
-	canceled := rec.Status == StatusCanceled || !rec.CancelRequestedAt.IsZero()
+	canceled := rec.Status == cairnqtype.StatusCanceled || !rec.CancelRequestedAt.IsZero()
 	if !rec.Status.IsTerminal() && def.Ended != "" && !canceled {
 		// Ended, and live again: someone retried the record (RetryWorkflow,
 		// or any SDK's retry), or a step of it under CancelRest. The
@@ -111,7 +112,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 // workflowIn takes the workflow's lock and reads its record, definition
 // and steps, in q's transaction. unread says why the advance leaves the
 // workflow alone: its record gone, a definition this SDK does not read.
-func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *Task, def *workflowspec.Definition, steps []StepRow, unread string, err error) {
+func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *cairnqtype.Task, def *workflowspec.Definition, steps []StepRow, unread string, err error) {
 	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
 		return nil, nil, nil, "", err
 	}
@@ -137,7 +138,7 @@ func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *
 // inserted, the live ones canceled when the workflow stops, and the
 // record settled once nothing more can run, or else its ledger written
 // back. adv is what the advance did so far.
-func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *Task, def *workflowspec.Definition, steps []StepRow, workerID string, adv Advanced) (Advanced, error) {
+func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtype.Task, def *workflowspec.Definition, steps []StepRow, workerID string, adv Advanced) (Advanced, error) {
 	var err error
 	canceled := !rec.CancelRequestedAt.IsZero()
 	statuses := make(map[string]workflowspec.Status, len(steps))
@@ -199,7 +200,7 @@ func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *Task, def
 func (s *Store) cancelLive(ctx context.Context, q querier, steps []StepRow) (int, error) {
 	n := 0
 	for _, st := range steps {
-		if st.Status != StatusQueued && st.Status != StatusRunning {
+		if st.Status != cairnqtype.StatusQueued && st.Status != cairnqtype.StatusRunning {
 			continue
 		}
 		rows, err := s.exec(ctx, q, stmtCancel, protocol.Args{"id": st.ID})
@@ -226,12 +227,12 @@ func (s *Store) revise(ctx context.Context, q querier, record string, def *workf
 // with the ledger and ended written first. A record another advance holds
 // (a sweeper claimed it) is left to that advance, with the ledger
 // written; it returns nil then.
-func (s *Store) finishRecord(ctx context.Context, q querier, rec *Task, def *workflowspec.Definition, dec workflowspec.Decision, steps []StepRow, workerID string) (*Task, error) {
+func (s *Store) finishRecord(ctx context.Context, q querier, rec *cairnqtype.Task, def *workflowspec.Definition, dec workflowspec.Decision, steps []StepRow, workerID string) (*cairnqtype.Task, error) {
 	ended := workflowspec.Succeeded
 	if dec.Failed {
 		ended = workflowspec.Failed
 	}
-	if rec.Status == StatusQueued {
+	if rec.Status == cairnqtype.StatusQueued {
 		claimed, err := s.claimRecord(ctx, q, rec.ID, workerID)
 		if err != nil {
 			return nil, err
@@ -272,8 +273,8 @@ func (s *Store) finishRecord(ctx context.Context, q querier, rec *Task, def *wor
 
 // stepOutcome is one step in a succeeded workflow's result.
 type stepOutcome struct {
-	ID     string `json:"id"`
-	Status Status `json:"status"`
+	ID     string            `json:"id"`
+	Status cairnqtype.Status `json:"status"`
 }
 
 // workflowResult is a succeeded workflow's result: each step's task id
@@ -291,7 +292,7 @@ func workflowResult(def *workflowspec.Definition, steps []StepRow) map[string]ma
 const WorkflowFailedType = "WorkflowFailed"
 
 // workflowFailure is the envelope a failed workflow's record keeps.
-func workflowFailure(def *workflowspec.Definition, dec workflowspec.Decision) ErrorEnvelope {
+func workflowFailure(def *workflowspec.Definition, dec workflowspec.Decision) cairnqtype.ErrorEnvelope {
 	failed := []string{}
 	for name, st := range def.Seen {
 		if st == workflowspec.Failed || st == workflowspec.Canceled {
@@ -309,7 +310,7 @@ func workflowFailure(def *workflowspec.Definition, dec workflowspec.Decision) Er
 		}
 		return v
 	}
-	return ErrorEnvelope{
+	return cairnqtype.ErrorEnvelope{
 		Type: WorkflowFailedType, Code: "workflow_failed", Message: msg, Retryable: false,
 		Details: map[string]any{"failed": failed, "skipped": nonNil(dec.Skipped), "lost": nonNil(dec.Lost)},
 	}
@@ -317,7 +318,7 @@ func workflowFailure(def *workflowspec.Definition, dec workflowspec.Decision) Er
 
 // StepSettled is a step's settlement and what it advanced.
 type StepSettled struct {
-	Task     *Task
+	Task     *cairnqtype.Task
 	Advanced Advanced
 }
 
@@ -346,7 +347,7 @@ func (s *Store) CompleteStep(ctx context.Context, id, workerID string, step Step
 
 // FailStep is Fail for a workflow's step: the failure and, when it ends
 // the step for good, the workflow's advance in one write transaction.
-func (s *Store) FailStep(ctx context.Context, id, workerID string, step StepOf, env ErrorEnvelope, retryable bool, delay time.Duration) (StepSettled, error) {
+func (s *Store) FailStep(ctx context.Context, id, workerID string, step StepOf, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (StepSettled, error) {
 	text, err := storableEnvelope(env)
 	if err != nil {
 		return StepSettled{}, err
@@ -397,7 +398,7 @@ func (s *Store) settleStepIn(ctx context.Context, q querier, id, workerID string
 		return out, err
 	}
 	if len(rows) == 0 {
-		return out, &LostLeaseError{ID: id}
+		return out, &cairnqtype.LostLeaseError{ID: id}
 	}
 	if out.Task, err = rowToTask(rows[0]); err != nil {
 		return out, err
@@ -406,7 +407,7 @@ func (s *Store) settleStepIn(ctx context.Context, q querier, id, workerID string
 		return out, nil
 	}
 	add := step.Add
-	if out.Task.Status != StatusSucceeded {
+	if out.Task.Status != cairnqtype.StatusSucceeded {
 		add = nil // a step adds only when it succeeds
 	}
 	out.Advanced, err = s.advanceIn(ctx, q, "settle step", step.Record, workerID, add)
@@ -511,7 +512,7 @@ func (s *Store) SweepWorkflows(ctx context.Context, workerID string, limit int) 
 			return sw, err
 		}
 		adv, swept, err := s.sweepOne(ctx, id, workerID)
-		if err != nil && errors.Is(err, ErrInvalidArgument) {
+		if err != nil && errors.Is(err, cairnqtype.ErrInvalidArgument) {
 			// A record the advance refuses whatever it tries (a payload
 			// broken by hand): handed back for sweepMax, so that it does
 			// not stay the oldest due record every sweep meets first.
@@ -575,7 +576,7 @@ func (s *Store) claimRecord(ctx context.Context, q querier, id, workerID string)
 // write transaction; swept is false when the record was no longer queued
 // (another sweep or advance took it).
 func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced, swept bool, err error) {
-	var snoozed *Task
+	var snoozed *cairnqtype.Task
 	err = s.be.write(ctx, func(q querier) error {
 		adv, swept, snoozed = Advanced{}, false, nil
 		var err error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -28,7 +29,7 @@ func stepsRetried(def *workflowspec.Definition, steps []StepRow) bool {
 		if seen := def.Seen[st.Step]; seen != workflowspec.Failed && seen != workflowspec.Canceled {
 			continue
 		}
-		if st.Status == StatusQueued || st.Status == StatusRunning || st.Status == StatusSucceeded {
+		if st.Status == cairnqtype.StatusQueued || st.Status == cairnqtype.StatusRunning || st.Status == cairnqtype.StatusSucceeded {
 			return true
 		}
 	}
@@ -48,7 +49,7 @@ func stepsRetried(def *workflowspec.Definition, steps []StepRow) bool {
 //     cleared and only the retried step's branch goes on; another step
 //     still failed stays failed, and the workflow fails again once
 //     nothing more can run, unless that step is retried too.
-func (s *Store) reviveIn(ctx context.Context, q querier, rec *Task, def *workflowspec.Definition) (*Task, error) {
+func (s *Store) reviveIn(ctx context.Context, q querier, rec *cairnqtype.Task, def *workflowspec.Definition) (*cairnqtype.Task, error) {
 	rows, err := s.exec(ctx, q, stmtRetry, protocol.Args{"id": rec.ID, "reset_attempt": true})
 	if err != nil {
 		return nil, err
@@ -111,7 +112,7 @@ func (s *Store) SweepEndedSince(ctx context.Context, workerID string, from Ended
 // that ended status (failed or canceled), after from in the claim index's
 // order (run_at_ms, id): for a step retried long after its workflow
 // ended, without reading the succeeded records, the most of them.
-func (s *Store) SweepEndedByStatus(ctx context.Context, workerID string, status Status, from EndedFrom, limit int) (EndedSwept, error) {
+func (s *Store) SweepEndedByStatus(ctx context.Context, workerID string, status cairnqtype.Status, from EndedFrom, limit int) (EndedSwept, error) {
 	return s.sweepEnded(ctx, workerID, stmtWorkflowEndedBy, protocol.Args{
 		"name": WorkflowName, "status": string(status), "from_ms": from.MS, "from_id": from.ID, "limit": int64(limit),
 	}, from)

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/cairnq/cairnq-go/cairnqtype"
+
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -96,7 +98,7 @@ func (s *Store) LookEndedFull(ctx context.Context, workerID string, page int) (l
 		return false, nil
 	}
 	var errs []error
-	for _, status := range []Status{StatusFailed, StatusCanceled} {
+	for _, status := range []cairnqtype.Status{cairnqtype.StatusFailed, cairnqtype.StatusCanceled} {
 		from := OldestEnded()
 		for ctx.Err() == nil {
 			sw, err := s.SweepEndedByStatus(ctx, workerID, status, from, page)

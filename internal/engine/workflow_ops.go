@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -10,7 +11,7 @@ import (
 // recordIn reads the workflow's record under its lock, in q's write
 // transaction: ErrNotFound when there is none, an *ArgumentError when
 // the task is no workflow's record.
-func (s *Store) recordIn(ctx context.Context, q querier, op, id string) (*Task, error) {
+func (s *Store) recordIn(ctx context.Context, q querier, op, id string) (*cairnqtype.Task, error) {
 	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(id)}); err != nil {
 		return nil, err
 	}
@@ -19,7 +20,7 @@ func (s *Store) recordIn(ctx context.Context, q querier, op, id string) (*Task, 
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, ErrNotFound
+		return nil, cairnqtype.ErrNotFound
 	}
 	rec, err := rowToTask(rows[0])
 	if err != nil {
@@ -36,19 +37,19 @@ func (s *Store) recordIn(ctx context.Context, q querier, op, id string) (*Task, 
 // when the check ends), every queued step, and asks every running step
 // to stop. A workflow that has ended is left as it is. It returns the
 // record as left.
-func (s *Store) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
+func (s *Store) CancelWorkflow(ctx context.Context, id string) (*cairnqtype.Task, error) {
 	const op = "cancel workflow"
 	if err := checkID(op, id); err != nil {
 		return nil, err
 	}
-	var rec *Task
+	var rec *cairnqtype.Task
 	err := s.be.write(ctx, func(q querier) error {
 		var err error
 		if rec, err = s.recordIn(ctx, q, op, id); err != nil {
 			return err
 		}
 		if rec.IsTerminal() {
-			if rec.Status != StatusCanceled {
+			if rec.Status != cairnqtype.StatusCanceled {
 				return nil
 			}
 			// Canceled as a task (Client.Cancel, a console): its steps go
@@ -103,19 +104,19 @@ const retryWorker = "cairnq.workflow.retry"
 // workflow that has not ended, or has a step still stopping after a
 // cancel, is an *ArgumentError. It returns the record as left: queued
 // again, or succeeded when every step already had.
-func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
+func (s *Store) RetryWorkflow(ctx context.Context, id string) (*cairnqtype.Task, error) {
 	const op = "retry workflow"
 	if err := checkID(op, id); err != nil {
 		return nil, err
 	}
-	var rec *Task
+	var rec *cairnqtype.Task
 	var adv Advanced
 	err := s.be.write(ctx, func(q querier) error {
 		var err error
 		if rec, err = s.recordIn(ctx, q, op, id); err != nil {
 			return err
 		}
-		if rec.Status != StatusFailed && rec.Status != StatusCanceled {
+		if rec.Status != cairnqtype.StatusFailed && rec.Status != cairnqtype.StatusCanceled {
 			return argError(op, "id", "workflow %s is %s; only a failed or canceled one is retried", id, rec.Status)
 		}
 		steps, err := s.workflowSteps(ctx, q, id)
@@ -123,7 +124,7 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 			return err
 		}
 		for _, st := range steps {
-			if st.Status == StatusRunning {
+			if st.Status == cairnqtype.StatusRunning {
 				// Asked to stop, it would end canceled after the retry and
 				// fail the workflow again.
 				return argError(op, "id", "workflow %s: step %q is still stopping; retry once it has ended", id, st.Step)
@@ -143,7 +144,7 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 		if def.Ended == "" {
 			// Ended as a task (canceled by Client.Cancel or another SDK):
 			// said here, so that the advance resumes it.
-			def.Ended = workflowspec.Status(StatusCanceled)
+			def.Ended = workflowspec.Status(cairnqtype.StatusCanceled)
 			if err := s.revise(ctx, q, id, def); err != nil {
 				return err
 			}
@@ -175,12 +176,12 @@ func (s *Store) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 // task is retried as Retry retries it. It returns the task as left (the
 // advance may cancel it again, in a workflow stopping after another
 // step failed), or nil when no failed or canceled task has that id.
-func (s *Store) RetryTask(ctx context.Context, id string, resetAttempt bool) (*Task, error) {
+func (s *Store) RetryTask(ctx context.Context, id string, resetAttempt bool) (*cairnqtype.Task, error) {
 	const op = "retry"
 	if err := checkID(op, id); err != nil {
 		return nil, err
 	}
-	var t *Task
+	var t *cairnqtype.Task
 	var adv Advanced
 	err := s.be.write(ctx, func(q querier) error {
 		t, adv = nil, Advanced{}
@@ -192,7 +193,7 @@ func (s *Store) RetryTask(ctx context.Context, id string, resetAttempt bool) (*T
 			return err
 		}
 		mark, isStep := StepMarkOf(t)
-		isStep = isStep && (t.Status == StatusFailed || t.Status == StatusCanceled)
+		isStep = isStep && (t.Status == cairnqtype.StatusFailed || t.Status == cairnqtype.StatusCanceled)
 		if isStep {
 			if err := s.stepRetryIn(ctx, q, op, id, mark.Record); err != nil {
 				return err
@@ -239,7 +240,7 @@ func (s *Store) stepRetryIn(ctx context.Context, q querier, op, id, record strin
 	if err != nil || rec.Name != WorkflowName {
 		return err
 	}
-	if rec.Status == StatusCanceled || rec.CancelRequested() {
+	if rec.Status == cairnqtype.StatusCanceled || rec.CancelRequested() {
 		return argError(op, "id", "task %s is a step of workflow %s, which was canceled: retry the workflow (RetryWorkflow) to run its steps again", id, record)
 	}
 	return nil
@@ -258,7 +259,7 @@ func (s *Store) resumeIn(ctx context.Context, q querier, def *workflowspec.Defin
 	rowOf := make(map[string]bool, len(steps))
 	for i, st := range steps {
 		rowOf[st.Step] = true
-		if st.Status != StatusFailed && st.Status != StatusCanceled {
+		if st.Status != cairnqtype.StatusFailed && st.Status != cairnqtype.StatusCanceled {
 			continue
 		}
 		rows, err := s.exec(ctx, q, stmtRetry, protocol.Args{"id": st.ID, "reset_attempt": true})
@@ -270,7 +271,7 @@ func (s *Store) resumeIn(ctx context.Context, q querier, def *workflowspec.Defin
 			return nil, nil, err
 		}
 		if t != nil {
-			steps[i].Status, steps[i].Attempt = StatusQueued, 0
+			steps[i].Status, steps[i].Attempt = cairnqtype.StatusQueued, 0
 			def.Seen[st.Step] = workflowspec.Queued
 			queues = append(queues, t.Queue)
 		}

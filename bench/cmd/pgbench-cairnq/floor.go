@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -356,7 +357,7 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 	// A busy worker's claims: no probe first, leases recovered elsewhere.
 	hints := engine.ClaimHints{SkipProbe: true, SkipRecover: true}
 	claim := func(ctx context.Context, limit int, _ bool) ([]string, error) {
-		tasks, err := st.ClaimWith(ctx, engine.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
+		tasks, err := st.ClaimWith(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
 			WorkerID: worker, Lease: 30 * time.Second, Limit: limit}, hints)
 		ids := make([]string, len(tasks))
 		for i, t := range tasks {
