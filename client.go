@@ -201,7 +201,11 @@ func (c *Client) Close() error {
 // Store returns the protocol-level API over c's database: one call per
 // protocol operation, for tools and certification (package store). It
 // lives as long as c.
-func (c *Client) Store() *store.Store { return store.New(engine.OpenDoor(), c.store) }
+func (c *Client) Store() *store.Store {
+	st := new(store.Store)
+	engine.Bind(st, c.store)
+	return st
+}
 
 // submitParams is what the engine submits for name, payload and o.
 func submitParams(name string, payload any, o SubmitOptions) engine.SubmitParams {

@@ -252,7 +252,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	}
 	o.BasePath = strings.TrimSuffix(o.BasePath, "/")
 	static := mustStatic()
-	k := &console{c: c, st: c.Store().Engine(engine.OpenDoor()), opts: o, pages: newPages(static)}
+	k := &console{c: c, st: engine.Of(c.Store()), opts: o, pages: newPages(static)}
 	k.counter = newCounter(k)
 
 	mux := http.NewServeMux()

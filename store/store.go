@@ -11,40 +11,27 @@ import (
 )
 
 // Store runs the protocol's operations on one database. It is safe for
-// concurrent use.
-type Store struct{ e *engine.Store }
+// concurrent use. A Store comes from cairnq.Client.Store; the zero value
+// is not usable.
+type Store struct{ held }
 
-// New returns the Store over e. Programs take a Store from Client.Store:
-// only this module's packages can make the engine.Door New asks for, and
-// New panics without one.
-func New(d engine.Door, e *engine.Store) *Store {
-	mustOpen(d)
-	return &Store{e: e}
-}
+// held is the engine under a Store (engine.Of reaches it, for this
+// module's own tools): unexported, so that no program outside the module
+// can name or set it.
+type held = engine.Held
 
-// Engine returns the engine under s, for this module's own tools (the
-// console and conformance). Only they can make the engine.Door it asks
-// for; Engine panics without one.
-func (s *Store) Engine(d engine.Door) *engine.Store {
-	mustOpen(d)
-	return s.e
-}
-
-func mustOpen(d engine.Door) {
-	if !d.Opened() {
-		panic("cairnq/store: the engine is internal to the cairnq-go module")
-	}
-}
+// e is the engine under s.
+func (s *Store) e() *engine.Store { return engine.Of(s) }
 
 // Dialect reports which SQL dialect the database speaks.
-func (s *Store) Dialect() protocol.Dialect { return s.e.Dialect() }
+func (s *Store) Dialect() protocol.Dialect { return s.e().Dialect() }
 
 // Submit stores a new task named name with payload (any JSON-encodable
 // value; nil is {}), or, for a keyed submit, applies opts.Conflict under
 // the key's lock. It returns the task to follow: the new one, or the one
 // a reuse strategy accepted. opts may be nil.
 func (s *Store) Submit(ctx context.Context, name string, payload any, opts *cairnqtype.SubmitOptions) (*cairnqtype.Task, error) {
-	return s.e.Submit(ctx, params(name, payload, opts))
+	return s.e().Submit(ctx, params(name, payload, opts))
 }
 
 // SubmitTx is Submit inside a transaction the caller holds, through sess
@@ -52,7 +39,7 @@ func (s *Store) Submit(ctx context.Context, name string, payload any, opts *cair
 // caller commits, and not at all if it rolls back. Postgres only; SQLite
 // returns an error satisfying errors.Is(err, cairnqtype.ErrUnsupported).
 func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, name string, payload any, opts *cairnqtype.SubmitOptions) (*cairnqtype.Task, error) {
-	return s.e.SubmitTx(ctx, sess, params(name, payload, opts))
+	return s.e().SubmitTx(ctx, sess, params(name, payload, opts))
 }
 
 // SubmitMany stores items in one transaction, each as Submit would, and
@@ -61,13 +48,13 @@ func (s *Store) SubmitTx(ctx context.Context, sess executor.Session, name string
 // It runs no hooks (those are the Client's). See cairnq.Client.SubmitMany
 // for the rules of keys repeated within a batch.
 func (s *Store) SubmitMany(ctx context.Context, items []cairnqtype.SubmitItem) ([]*cairnqtype.Task, error) {
-	return s.e.SubmitMany(ctx, itemParams(items))
+	return s.e().SubmitMany(ctx, itemParams(items))
 }
 
 // SubmitManyTx is SubmitMany inside a transaction the caller holds,
 // through sess, under a savepoint of it. Postgres only.
 func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, items []cairnqtype.SubmitItem) ([]*cairnqtype.Task, error) {
-	return s.e.SubmitManyTx(ctx, sess, itemParams(items))
+	return s.e().SubmitManyTx(ctx, sess, itemParams(items))
 }
 
 func itemParams(items []cairnqtype.SubmitItem) []engine.SubmitParams {
@@ -89,23 +76,23 @@ func params(name string, payload any, opts *cairnqtype.SubmitOptions) engine.Sub
 // Get returns the task with id, or an error satisfying
 // errors.Is(err, cairnqtype.ErrNotFound).
 func (s *Store) Get(ctx context.Context, id string) (*cairnqtype.Task, error) {
-	return s.e.Get(ctx, id)
+	return s.e().Get(ctx, id)
 }
 
 // GetByKey returns the task key points at.
 func (s *Store) GetByKey(ctx context.Context, key string) (*cairnqtype.Task, error) {
-	return s.e.GetByKey(ctx, key)
+	return s.e().GetByKey(ctx, key)
 }
 
 // GetStatus returns the id and status of the task with id, reading no
 // payload or result.
 func (s *Store) GetStatus(ctx context.Context, id string) (cairnqtype.TaskRef, error) {
-	return s.e.GetStatus(ctx, id)
+	return s.e().GetStatus(ctx, id)
 }
 
 // GetStatusByKey is GetStatus for the task key points at.
 func (s *Store) GetStatusByKey(ctx context.Context, key string) (cairnqtype.TaskRef, error) {
-	return s.e.GetStatusByKey(ctx, key)
+	return s.e().GetStatusByKey(ctx, key)
 }
 
 // List returns the tasks matching every filter of opts, newest first.
@@ -114,37 +101,37 @@ func (s *Store) List(ctx context.Context, opts *cairnqtype.ListOptions) ([]*cair
 	if opts == nil {
 		opts = &cairnqtype.ListOptions{}
 	}
-	return s.e.List(ctx, *opts)
+	return s.e().List(ctx, *opts)
 }
 
 // Stats counts tasks per queue and status, zero-filled: every queue with
 // rows when queue is empty, else queue alone (present even without rows).
 func (s *Store) Stats(ctx context.Context, queue string) (map[string]cairnqtype.StatusCounts, error) {
-	return s.e.Stats(ctx, queue)
+	return s.e().Stats(ctx, queue)
 }
 
 // Cancel cancels a queued task at once and asks a running one to stop
 // (its worker settles it canceled). It returns nil, nil when no queued or
 // running task has that id: a finished task is left as it is.
 func (s *Store) Cancel(ctx context.Context, id string) (*cairnqtype.Task, error) {
-	return s.e.Cancel(ctx, id)
+	return s.e().Cancel(ctx, id)
 }
 
 // CancelByKey is Cancel for the task key points at, under the key's lock.
 func (s *Store) CancelByKey(ctx context.Context, key string) (*cairnqtype.Task, error) {
-	return s.e.CancelByKey(ctx, key)
+	return s.e().CancelByKey(ctx, key)
 }
 
 // Retry puts a failed or canceled task back in the queue, clearing its
 // error, progress and lease; resetAttempt also restarts its attempt count.
 // It returns nil, nil when no failed or canceled task has that id.
 func (s *Store) Retry(ctx context.Context, id string, resetAttempt bool) (*cairnqtype.Task, error) {
-	return s.e.Retry(ctx, id, resetAttempt)
+	return s.e().Retry(ctx, id, resetAttempt)
 }
 
 // RetryByKey is Retry for the task key points at, under the key's lock.
 func (s *Store) RetryByKey(ctx context.Context, key string, resetAttempt bool) (*cairnqtype.Task, error) {
-	return s.e.RetryByKey(ctx, key, resetAttempt)
+	return s.e().RetryByKey(ctx, key, resetAttempt)
 }
 
 // Purge deletes up to opts.Limit (default 1000) finished tasks that
@@ -156,7 +143,7 @@ func (s *Store) Purge(ctx context.Context, opts *cairnqtype.PurgeOptions) ([]str
 	if opts == nil {
 		opts = &cairnqtype.PurgeOptions{}
 	}
-	return s.e.Purge(ctx, *opts)
+	return s.e().Purge(ctx, *opts)
 }
 
 // Claim recovers expired leases, then leases up to p.Limit (default 1)
@@ -164,7 +151,7 @@ func (s *Store) Purge(ctx context.Context, opts *cairnqtype.PurgeOptions) ([]str
 // p.Lease (30 s when zero), in claim order: priority, then due time, then
 // id.
 func (s *Store) Claim(ctx context.Context, p cairnqtype.ClaimParams) ([]*cairnqtype.Task, error) {
-	return s.e.Claim(ctx, p)
+	return s.e().Claim(ctx, p)
 }
 
 // Heartbeat extends the lease workerID holds on task id to lease from now
@@ -173,21 +160,21 @@ func (s *Store) Claim(ctx context.Context, p cairnqtype.ClaimParams) ([]*cairnqt
 // satisfying errors.Is(err, cairnqtype.ErrLostLease) says the lease is
 // gone.
 func (s *Store) Heartbeat(ctx context.Context, id, workerID string, lease time.Duration) (*cairnqtype.Task, error) {
-	return s.e.Heartbeat(ctx, id, workerID, lease)
+	return s.e().Heartbeat(ctx, id, workerID, lease)
 }
 
 // HeartbeatBatch extends, in one statement, the leases workerID still
 // holds among ids as Heartbeat does, and reports for each of those whether a cancel was
 // requested. An id absent from the result lost its lease.
 func (s *Store) HeartbeatBatch(ctx context.Context, ids []string, workerID string, lease time.Duration) (map[string]bool, error) {
-	return s.e.HeartbeatBatch(ctx, ids, workerID, lease)
+	return s.e().HeartbeatBatch(ctx, ids, workerID, lease)
 }
 
 // Progress records how far a running attempt got: a fraction from 0 to 1
 // and a message. nil keeps the stored one: neither can be cleared once
 // set.
 func (s *Store) Progress(ctx context.Context, id, workerID string, progress *float64, message *string) (*cairnqtype.Task, error) {
-	return s.e.Progress(ctx, id, workerID, progress, message)
+	return s.e().Progress(ctx, id, workerID, progress, message)
 }
 
 // Complete settles workerID's attempt at task id: succeeded with result
@@ -195,7 +182,7 @@ func (s *Store) Progress(ctx context.Context, id, workerID string, progress *flo
 // discarded, if a cancel was requested while it ran. It returns the status
 // the task took; Get reads the row.
 func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (cairnqtype.TaskRef, error) {
-	return s.e.Complete(ctx, id, workerID, result)
+	return s.e().Complete(ctx, id, workerID, result)
 }
 
 // CompleteTx is Complete inside a transaction the caller holds, through
@@ -204,7 +191,7 @@ func (s *Store) Complete(ctx context.Context, id, workerID string, result any) (
 // cairnqtype.ErrLostLease), and the caller should roll back. Postgres
 // only.
 func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, workerID string, result any) (*cairnqtype.Task, error) {
-	return s.e.CompleteTx(ctx, sess, id, workerID, result)
+	return s.e().CompleteTx(ctx, sess, id, workerID, result)
 }
 
 // Fail records workerID's failed attempt at task id with env: canceled if
@@ -212,7 +199,7 @@ func (s *Store) CompleteTx(ctx context.Context, sess executor.Session, id, worke
 // as zero) if retryable and attempts remain, else failed for good. env is stored on every branch,
 // cut to fit the value limits if it must be.
 func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
-	return s.e.Fail(ctx, id, workerID, env, retryable, delay)
+	return s.e().Fail(ctx, id, workerID, env, retryable, delay)
 }
 
 // Snooze gives workerID's running task back to its queue, due delay from
@@ -221,5 +208,5 @@ func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.Er
 // satisfying errors.Is(err, cairnqtype.ErrLostLease); a negative delay an
 // *cairnqtype.ArgumentError.
 func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Duration) (*cairnqtype.Task, error) {
-	return s.e.Snooze(ctx, id, workerID, delay)
+	return s.e().Snooze(ctx, id, workerID, delay)
 }

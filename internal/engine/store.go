@@ -92,24 +92,25 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	return s, nil
 }
 
-// Door is the first argument of package store's New and Store.Engine,
-// which refuse a zero one. Only OpenDoor makes another, and only this
-// module's packages can call it, so the engine, which makes no
-// compatibility promise, stays out of reach of programs outside the
-// module even through the public store package. (A zero Door can be had
-// without naming the type, as a generic function's zero value, hence a
-// key rather than the type alone.)
-type Door struct{ key *doorKey }
+// Held is the engine under a public store.Store, which embeds it. Only
+// this module's packages can reach it, through Of, or set it, through
+// Bind: both take a value with Held's unexported method, which no type
+// outside this module can have but by embedding Held, and no program
+// outside the module can name Held to embed it. So the engine, which
+// makes no compatibility promise, stays out of reach of other programs
+// even through the public store package, and nothing there needs a key.
+type Held struct{ s *Store }
 
-type doorKey struct{}
+func (h *Held) held() *Held { return h }
 
-var theDoor = Door{key: &doorKey{}}
+// holder is a value that embeds Held: a *store.Store.
+type holder interface{ held() *Held }
 
-// OpenDoor returns the Door package store asks for.
-func OpenDoor() Door { return theDoor }
+// Of returns the engine under h, nil if none was bound.
+func Of(h holder) *Store { return h.held().s }
 
-// Opened reports whether d came from OpenDoor.
-func (d Door) Opened() bool { return d.key != nil && d == theDoor }
+// Bind puts s under h.
+func Bind(h holder, s *Store) { h.held().s = s }
 
 // SettleOnClaim reports whether a busy worker's completions ride on its
 // next claim (ClaimHints.Settle), as on SQLite, where one writer commits
