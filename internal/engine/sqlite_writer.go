@@ -206,49 +206,8 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 			live[0].done <- b.writeError(results[0])
 			return
 		}
-	} else {
-		grouped := false
-		if b.settler != nil && countCompletions(live) > 1 {
-			if !b.runCompletions(c, live, results) {
-				return // the batch was failed as a whole
-			}
-			grouped = true
-		}
-		for i, r := range live {
-			var panicked bool
-			if grouped && r.completion != nil {
-				continue
-			}
-			if r.single {
-				results[i], panicked = runReq(r, q)
-				if panicked {
-					b.resetWriter(live, results[i])
-					return
-				}
-				if c.c.GetAutocommit() {
-					b.abortBatch(live, results[i])
-					return
-				}
-				continue
-			}
-			if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
-				results[i] = b.writeError(err)
-				continue
-			}
-			results[i], panicked = runReq(r, q)
-			if panicked {
-				b.resetWriter(live, results[i])
-				return
-			}
-			if c.c.GetAutocommit() {
-				b.abortBatch(live, results[i])
-				return
-			}
-			if results[i] != nil {
-				c.exec("ROLLBACK TO cairnq_req")
-			}
-			c.exec("RELEASE cairnq_req")
-		}
+	} else if !b.runShared(c, live, results) {
+		return // the batch was failed as a whole
 	}
 	if err := b.commitGuarded(c); err != nil {
 		if !c.c.GetAutocommit() {
@@ -266,6 +225,57 @@ func (b *sqliteBackend) runBatch(batch []*writeReq) {
 	for i, r := range live {
 		r.done <- b.writeError(results[i])
 	}
+}
+
+// runShared runs the requests of a batch of several in the writer's
+// transaction on c, each in a savepoint of its own unless it is one
+// statement, setting each one's result. It reports false when it failed
+// the batch as a whole (every caller answered).
+func (b *sqliteBackend) runShared(c *sqliteConn, live []*writeReq, results []error) bool {
+	q := sqliteQuerier{c}
+	grouped := false
+	if b.settler != nil && countCompletions(live) > 1 {
+		if !b.runCompletions(c, live, results) {
+			return false // the batch was failed as a whole
+		}
+		grouped = true
+	}
+	for i, r := range live {
+		var panicked bool
+		if grouped && r.completion != nil {
+			continue
+		}
+		if r.single {
+			results[i], panicked = runReq(r, q)
+			if panicked {
+				b.resetWriter(live, results[i])
+				return false
+			}
+			if c.c.GetAutocommit() {
+				b.abortBatch(live, results[i])
+				return false
+			}
+			continue
+		}
+		if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
+			results[i] = b.writeError(err)
+			continue
+		}
+		results[i], panicked = runReq(r, q)
+		if panicked {
+			b.resetWriter(live, results[i])
+			return false
+		}
+		if c.c.GetAutocommit() {
+			b.abortBatch(live, results[i])
+			return false
+		}
+		if results[i] != nil {
+			c.exec("ROLLBACK TO cairnq_req")
+		}
+		c.exec("RELEASE cairnq_req")
+	}
+	return true
 }
 
 func countCompletions(live []*writeReq) int {
