@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -368,53 +367,20 @@ func (e *AddedStepsError) Error() string {
 func (e *AddedStepsError) Unwrap() error { return e.Err }
 
 // AddedSteps are the steps a running step has added so far (AddSteps),
-// checked as they come: what the settlement would refuse whatever the
+// checked as they come (workflowspec.Added) and bounded by
+// MaxWorkflowSteps: what the settlement would refuse whatever the
 // workflow holds is an *ArgumentError at the call instead, and the steps
-// of a refused call are not added. A call costs what it adds, so a
-// fan-out added one step per call stays linear. The zero value is empty.
-type AddedSteps struct {
-	Steps []workflowspec.Step
-	names map[string]bool
-	// waits are the After names of Steps that name no added step: steps
-	// of the workflow, or steps a later call may add. Only a step of one
-	// of those names can close a cycle through the steps added before.
-	waits map[string]bool
-}
+// of a refused call are not added. The zero value is empty.
+type AddedSteps struct{ workflowspec.Added }
 
-// Add checks steps, added by the step named by, on their own and with
-// those added before (workflowspec.CheckAdded, no name twice, at most
-// MaxWorkflowSteps in all), and adds them.
+// Add checks steps, added by the step named by, and adds them.
 func (a *AddedSteps) Add(op, by string, steps []workflowspec.Step) error {
 	if n := len(a.Steps) + len(steps); n > MaxWorkflowSteps {
 		return argError(op, "steps", "%d added, the limit of a workflow's steps is %d", n, MaxWorkflowSteps)
 	}
-	check := steps
-	for _, s := range steps {
-		if a.names[s.Step] {
-			return argError(op, fmt.Sprintf("step %q", s.Step), "is added twice")
-		}
-		if a.waits[s.Step] { // an earlier step waits for it: check them all
-			check = append(slices.Clip(a.Steps), steps...)
-		}
-	}
-	if err := workflowspec.CheckAdded(by, check); err != nil {
+	if err := a.Added.Add(by, steps); err != nil {
 		return definitionError(op, err)
 	}
-	if a.names == nil {
-		a.names, a.waits = map[string]bool{}, map[string]bool{}
-	}
-	for _, s := range steps {
-		a.names[s.Step] = true
-		delete(a.waits, s.Step)
-	}
-	for _, s := range steps {
-		for _, w := range s.After {
-			if !a.names[w] {
-				a.waits[w] = true
-			}
-		}
-	}
-	a.Steps = append(a.Steps, steps...)
 	return nil
 }
 

@@ -50,3 +50,53 @@ func TestAddedStepsCycleThroughEarlierStep(t *testing.T) {
 		t.Errorf("q alone after the refused call: %v", err)
 	}
 }
+
+// The orders the reviewers found quadratic stay fast: the step waiting
+// for every item added first, then the items one per call, or all in
+// one call; a chain added from its end.
+func TestAddedStepsOrders(t *testing.T) {
+	const n = MaxWorkflowSteps - 1
+	names := make([]string, n)
+	items := make([]workflowspec.Step, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("item%d", i)
+		items[i] = workflowspec.Step{Step: names[i], Task: "t"}
+	}
+	joinFirst := func() *AddedSteps {
+		var a AddedSteps
+		if err := a.Add("add steps", "split", []workflowspec.Step{{Step: "total", Task: "t", After: names}}); err != nil {
+			t.Fatal(err)
+		}
+		return &a
+	}
+	a := joinFirst()
+	for _, it := range items {
+		if err := a.Add("add steps", "split", []workflowspec.Step{it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := joinFirst().Add("add steps", "split", items); err != nil {
+		t.Fatal(err)
+	}
+	var chain AddedSteps
+	for i := n - 1; i >= 0; i-- {
+		s := workflowspec.Step{Step: names[i], Task: "t"}
+		if i > 0 {
+			s.After = []string{names[i-1]} // added by a later call
+		}
+		if err := chain.Add("add steps", "split", []workflowspec.Step{s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The chain's start closing it into a cycle is still caught.
+	var ring AddedSteps
+	if err := ring.Add("add steps", "split", []workflowspec.Step{{Step: "a", Task: "t", After: []string{"c"}}, {Step: "b", Task: "t", After: []string{"a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ring.Add("add steps", "split", []workflowspec.Step{{Step: "c", Task: "t", After: []string{"b"}}}); err == nil || !strings.Contains(err.Error(), "waits for itself") {
+		t.Errorf("c closing a -> c -> b -> a: %v, want a cycle", err)
+	}
+	if len(ring.Steps) != 2 {
+		t.Errorf("%d steps after the refused call, want 2", len(ring.Steps))
+	}
+}

@@ -225,10 +225,7 @@ func validateSteps(steps []Step, seen map[string]Status) error {
 		}
 	}
 	if cycle := findCycle(steps, index); cycle != nil {
-		if len(cycle) > 10 {
-			cycle = append(cycle[:9:9], fmt.Sprintf("... (%d more)", len(cycle)-9))
-		}
-		return stepErr(cycle[0], "waits for itself through %s", strings.Join(cycle, " -> "))
+		return cycleErr(cycle)
 	}
 	for name, st := range seen {
 		if _, ok := index[name]; !ok {
@@ -256,6 +253,15 @@ func ValidateStepName(name string) error {
 		return stepErr(name, "name holds ':' or NUL, which the step's key cannot carry")
 	}
 	return nil
+}
+
+// cycleErr is the error for cycle, a path whose first step repeats at
+// its end.
+func cycleErr(cycle []string) error {
+	if len(cycle) > 10 {
+		cycle = append(cycle[:9:9], fmt.Sprintf("... (%d more)", len(cycle)-9))
+	}
+	return stepErr(cycle[0], "waits for itself through %s", strings.Join(cycle, " -> "))
 }
 
 // findCycle returns the steps of a cycle of After edges, the first
@@ -347,6 +353,100 @@ func CheckAdded(by string, steps []Step) error {
 		own[i].After = slices.DeleteFunc(slices.Clone(s.After), func(a string) bool { return !added[a] && a != s.Step })
 	}
 	return validateSteps(own, nil)
+}
+
+// Added is what a running step has added so far, checked as it comes
+// (Add): each call costs what it adds and what its steps reach, so a
+// fan-out added one step per call stays linear whatever its order. The
+// zero value is empty.
+type Added struct {
+	Steps []Step
+	index map[string]int // each added step's position in Steps
+	// waits are the After names of Steps that name no added step: steps
+	// of the workflow, or steps a later call may add. Only a step of one
+	// of those names can close a cycle through the steps added before.
+	waits map[string]bool
+}
+
+// Add checks steps, added by step by, as CheckAdded does and against the
+// steps added before (no name twice, no cycle through them), and adds
+// them; a refused call adds nothing.
+func (a *Added) Add(by string, steps []Step) error {
+	if err := CheckAdded(by, steps); err != nil {
+		return err
+	}
+	if a.index == nil {
+		a.index, a.waits = map[string]int{}, map[string]bool{}
+	}
+	var starts []int
+	for i, s := range steps {
+		if _, dup := a.index[s.Step]; dup {
+			return stepErr(s.Step, "is added twice")
+		}
+		if a.waits[s.Step] {
+			starts = append(starts, len(a.Steps)+i)
+		}
+	}
+	all := append(a.Steps, steps...)
+	for i, s := range steps {
+		a.index[s.Step] = len(a.Steps) + i
+	}
+	if cycle := cycleFrom(all, a.index, starts); cycle != nil {
+		for _, s := range steps {
+			delete(a.index, s.Step)
+		}
+		return cycleErr(cycle)
+	}
+	a.Steps = all
+	for _, s := range steps {
+		delete(a.waits, s.Step)
+		for _, w := range s.After {
+			if _, ok := a.index[w]; !ok {
+				a.waits[w] = true
+			}
+		}
+	}
+	return nil
+}
+
+// cycleFrom returns a cycle of After edges among steps through one of
+// the steps at starts (the first repeated at the end), or nil. Edges to
+// names index lacks are not followed. It visits only what starts reach.
+func cycleFrom(steps []Step, index map[string]int, starts []int) []string {
+	const onPath, done = 1, 2
+	state := map[int]int{}
+	var path []string
+	var visit func(i int) []string
+	visit = func(i int) []string {
+		state[i] = onPath
+		path = append(path, steps[i].Step)
+		for _, a := range steps[i].After {
+			j, ok := index[a]
+			if !ok {
+				continue
+			}
+			switch state[j] {
+			case onPath:
+				from := slices.Index(path, a)
+				return append(slices.Clone(path[from:]), a)
+			case 0:
+				if c := visit(j); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[i] = done
+		return nil
+	}
+	for _, i := range starts {
+		if state[i] == 0 {
+			if c := visit(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
 }
 
 // StepKey is the key of step's task in workflow (the record task's id):

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -316,6 +317,40 @@ func TestCheckAdded(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.bad)
+		}
+	}
+}
+
+// Added.Add accepts and refuses exactly what CheckAdded over every step
+// added so far would, on random calls over a few names, and a refused
+// call leaves it as it was.
+func TestAddedAgreesWithCheckAdded(t *testing.T) {
+	names := []string{"by", "a", "b", "c", "d", "e", "f"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func() string { return names[rng.IntN(len(names))] }
+	for round := range 20000 {
+		var a Added
+		var kept []Step
+		for range 1 + rng.IntN(4) {
+			var call []Step
+			for range 1 + rng.IntN(3) {
+				s := Step{Step: pick(), Task: "t"}
+				for range rng.IntN(3) {
+					s.After = append(s.After, pick())
+				}
+				call = append(call, s)
+			}
+			want := CheckAdded("by", append(slices.Clip(kept), call...))
+			got := a.Add("by", call)
+			if (got == nil) != (want == nil) {
+				t.Fatalf("round %d: adding %+v after %+v: Add %v, CheckAdded %v", round, call, kept, got, want)
+			}
+			if got == nil {
+				kept = append(kept, call...)
+			}
+			if len(a.Steps) != len(kept) {
+				t.Fatalf("round %d: %d steps kept, want %d", round, len(a.Steps), len(kept))
+			}
 		}
 	}
 }
