@@ -21,7 +21,12 @@ type Store struct{ held }
 type held = engine.Held
 
 // e is the engine under s.
-func (s *Store) e() *engine.Store { return engine.Of(s) }
+func (s *Store) e() *engine.Store {
+	if s == nil || engine.Of(s) == nil {
+		panic("cairnq/store: a Store comes from cairnq.Client.Store; this one is nil or its zero value")
+	}
+	return engine.Of(s)
+}
 
 // Dialect reports which SQL dialect the database speaks.
 func (s *Store) Dialect() protocol.Dialect { return s.e().Dialect() }

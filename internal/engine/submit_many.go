@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
@@ -118,6 +119,11 @@ func (s *Store) SubmitMany(ctx context.Context, ps []SubmitParams) ([]*cairnqtyp
 // its batch in the application's transaction.
 const submitManySavepoint = "cairnq_submit_many"
 
+// savepointTimeout bounds the undo and the release of SubmitManyTx's
+// savepoint, which run past the caller's context: a hung connection must
+// not hold the call forever.
+const savepointTimeout = 10 * time.Second
+
 // SubmitManyTx is SubmitMany inside a transaction the application holds,
 // through sess: the tasks exist for workers once the application commits.
 // The batch runs under a savepoint of that transaction, so a batch that
@@ -146,15 +152,21 @@ func (s *Store) SubmitManyTx(ctx context.Context, sess executor.Session, ps []Su
 		// The undo runs even when ctx has ended (a deadline hit between
 		// two of the batch's statements): without it the application
 		// could commit half the batch.
-		undo := sess.Exec(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+submitManySavepoint+"; RELEASE SAVEPOINT "+submitManySavepoint)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), savepointTimeout)
+		undo := sess.Exec(uctx, "ROLLBACK TO SAVEPOINT "+submitManySavepoint+"; RELEASE SAVEPOINT "+submitManySavepoint)
+		cancel()
 		if undo != nil {
 			return nil, errors.Join(err, fmt.Errorf("cairnq: SubmitManyTx: rolling back to the savepoint: %w", undo))
 		}
 		return nil, err
 	}
 	// Not under ctx: once the batch is in, a deadline passing now must not
-	// leave it in the application's transaction beside an error.
-	if err := sess.Exec(context.WithoutCancel(ctx), "RELEASE SAVEPOINT "+submitManySavepoint); err != nil {
+	// leave it in the application's transaction beside an error. A release
+	// cut short by savepointTimeout breaks the transaction, which then
+	// commits nothing: the call and the transaction still agree.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), savepointTimeout)
+	defer cancel()
+	if err := sess.Exec(rctx, "RELEASE SAVEPOINT "+submitManySavepoint); err != nil {
 		return nil, fmt.Errorf("cairnq: SubmitManyTx: releasing the savepoint: %w", err)
 	}
 	return tasks, nil

@@ -29,8 +29,11 @@
 // What that costs: pgbouncer refuses a client over its max_client_conn
 // with 08P01, and before 1.20 passes a starting server's 57P03 on as
 // 08P01 to the clients waiting for a server it has not reached since it
-// started; both read as refusals. (A server it cannot reach at all keeps
-// those clients waiting, until their connect timeout, an outage.) A
+// started; both read as refusals. A server it cannot reach at all keeps
+// those clients waiting: until their connect timeout, an outage, or,
+// when pgbouncer's query_wait_timeout (120 s by default) ends first, its
+// 08P01 at connect, a refusal. Bound the connect (connect_timeout) below
+// query_wait_timeout to have that outage read as one. A
 // driver's connect also covers the checks it runs on the new session
 // (target_session_attrs), where a pooler's 08P01 is its server lost, and
 // reads as a refusal too.
