@@ -21,9 +21,10 @@ import (
 // process), this process's connections go on reading and writing the old
 // file, now unlinked or hidden, while every process that opens the path
 // gets the new one: the queue splits in two without a word. So the store
-// compares what the path names with the file it opened: before every
-// commit (a write acknowledged into a file nobody else can see would be
-// lost) and, at most every fileCheckEvery, when a call starts. Once they
+// compares what the path names with the file it opened, when a call
+// starts and before a commit, at most every fileCheckEvery: a stat costs
+// a few microseconds, a commit of one task a few hundred, and what the
+// old file held is gone with it whenever the loss is seen. Once they
 // differ the store is lost for good: every call fails with
 // ErrDatabaseReplaced, logged once at ERROR, and a Worker's Run ends with
 // it, so a supervisor restarts the process onto the file now at the path.
@@ -32,9 +33,8 @@ import (
 // noticed here; SQLite then reads whatever the copy wrote, as any program
 // would.
 
-// fileCheckEvery spaces the checks of calls that start (a stat costs a
-// few microseconds; a worker polls, so one idle stops within its poll
-// interval anyway). Commits are always checked.
+// fileCheckEvery spaces the checks (a worker polls, so one idle stops
+// within its poll interval anyway).
 const fileCheckEvery = 5 * time.Millisecond
 
 // fileGuard holds the identity of the database file a store opened and
@@ -163,10 +163,11 @@ func (g *fileGuard) markLost(path, what string) error {
 }
 
 // commitGuarded commits the writer's transaction unless the path no
-// longer names the file it would commit to: the callers of a batch that
-// the check stops get ErrDatabaseReplaced, and the rollback keeps nothing.
+// longer names the file it would commit to (checked at most every
+// fileCheckEvery): the callers of a batch that the check stops get
+// ErrDatabaseReplaced, and the rollback keeps nothing.
 func (b *sqliteBackend) commitGuarded(c *sqliteConn) error {
-	if err := b.guard.check(); err != nil {
+	if err := b.guard.checkSoon(); err != nil {
 		return err
 	}
 	return b.commit(c)
