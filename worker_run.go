@@ -262,31 +262,12 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	defer w.rideEnd()
 	busy := false  // the last poll claimed something
 	burst := false // it claimed several tasks
-	// When leases were last recovered. A busy worker claims many times a
-	// second; recovering once a poll interval is as often as an idle one.
-	var recoveredAt time.Time
-	notified := false // this poll follows a submit's notification
-	// Set when the pace left out a probe's look for an expired lease
-	// (engine.ClaimHints.PaceLook) or a recovery: the idle sleep ends by
-	// then, and that poll looks unless another worker of the store did.
-	var lookDue time.Time
+	var leases leaseLook
+	notified := false       // this poll follows a submit's notification
 	var quiet time.Duration // how long idle defers notifications (nextQuiet)
 	for ctx.Err() == nil {
-		w.mu.Lock()
-		free := w.conc - w.running
-		over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
-		// At most Concurrency calls run, and at most settlingCap times as
-		// many more wait for their settlement to commit.
-		full := (w.running > 0 && (free <= 0 || over)) || w.settling >= settlingCap*w.conc
-		w.mu.Unlock()
-		if full {
-			if w.settlePending(ctx) { // no claim to carry them soon
-				continue
-			}
-			select {
-			case <-w.slotFreed:
-			case <-ctx.Done():
-			}
+		free, room := w.waitForRoom(ctx)
+		if !room {
 			continue
 		}
 		if busy && free < w.conc {
@@ -300,12 +281,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		queues := w.activeQueues()
 		if len(queues) == 0 {
 			w.claimMu.Unlock()
-			w.settlePending(ctx)
-			select {
-			case <-w.resumed:
-			case <-w.slotFreed: // a call finished: its completion waits
-			case <-ctx.Done():
-			}
+			w.waitResumed(ctx)
 			continue
 		}
 		// Subscribe before the probe, so a submit landing between an empty
@@ -321,11 +297,9 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		if subscribed {
 			wake, unsubscribe = w.st.SubscribeQueued(ctx, w.queues)
 		}
-		skipRecover := busy && time.Since(recoveredAt) < w.poll
+		skipRecover := leases.skipRecover(busy, w.poll)
 		taken := w.ride.Take()
-		// A look for an expired lease that the pace left out of an
-		// earlier poll, due now.
-		owed := !lookDue.IsZero() && !time.Now().Before(lookDue)
+		owed := leases.owed()
 		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken, PaceLook: true}
 		drawn, ran, sess, drained, err := w.claim(ctx, sources, names, queues, free, hints)
 		engine.Answer(taken, err)
@@ -333,42 +307,15 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !hints.SkipProbe, sess.Ran)
 		}
 		notified = false
-		// Leases were recovered, or the probe looked and saw none expired
-		// (the pace may have left either out: LookDue).
-		recovered := ran && !skipRecover && sess.LookDue.IsZero()
 		if err != nil {
 			w.claimMu.Unlock()
 			unsubscribe()
-			if ctx.Err() != nil {
-				return nil
+			if done, runErr := w.claimFailed(ctx, err); done {
+				return runErr
 			}
-			if storeGone(err) {
-				return fmt.Errorf("cairnq: worker %s: %w", w.id, err)
-			}
-			if errors.Is(err, ErrBusy) {
-				w.log.LogAttrs(ctx, slog.LevelDebug, logBusyBackoff, slog.String("worker_id", w.id),
-					slog.String("phase", string(PhaseClaim)), slog.Duration("backoff", claimErrorBackoff))
-			} else {
-				w.report(err, PhaseClaim, "")
-			}
-			sleepCtx(ctx, claimErrorBackoff)
 			continue
 		}
-		if recovered {
-			recoveredAt = time.Now()
-		}
-		switch {
-		case owed && (!ran || !sess.LookDue.IsZero()):
-			// Paid: the pace refused this poll's look once it was due,
-			// so another worker of the store read for expired leases
-			// since. Or no claim session ran (the limits skipped every
-			// draw), and the next that does looks, or owes anew.
-			lookDue = time.Time{}
-		case !sess.LookDue.IsZero():
-			lookDue = sess.LookDue
-		case recovered:
-			lookDue = time.Time{}
-		}
+		leases.after(owed, ran, skipRecover, sess.LookDue)
 		busy, burst = len(drawn) > 0, len(drawn) > 1
 		w.rideAfterClaim(burst)
 		if !busy && !subscribed {
@@ -388,13 +335,13 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			w.claimMu.Unlock()
 			busy, burst = false, false
-			notified = w.idle(ctx, sources, wake, quiet, lookDue)
+			notified = w.idle(ctx, sources, wake, quiet, leases.due)
 			unsubscribe()
 			continue
 		}
 		if !busy {
 			w.claimMu.Unlock()
-			notified = w.idle(ctx, sources, wake, quiet, lookDue)
+			notified = w.idle(ctx, sources, wake, quiet, leases.due)
 			unsubscribe()
 			continue
 		}
@@ -405,6 +352,105 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		w.claimMu.Unlock()
 	}
 	return nil
+}
+
+// waitForRoom returns the free slots when the worker has room for another
+// call. When it has none (at most Concurrency calls run, and at most
+// settlingCap times as many more wait for their settlement to commit) it
+// settles what waits or waits for a slot, and reports no room: the loop
+// looks again.
+func (w *Worker) waitForRoom(ctx context.Context) (free int, room bool) {
+	w.mu.Lock()
+	free = w.conc - w.running
+	over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
+	full := (w.running > 0 && (free <= 0 || over)) || w.settling >= settlingCap*w.conc
+	w.mu.Unlock()
+	if !full {
+		return free, true
+	}
+	if w.settlePending(ctx) { // no claim to carry them soon
+		return 0, false
+	}
+	select {
+	case <-w.slotFreed:
+	case <-ctx.Done():
+	}
+	return 0, false
+}
+
+// waitResumed waits, every queue paused, for a queue to resume or a call
+// to finish (its completion waits to be settled).
+func (w *Worker) waitResumed(ctx context.Context) {
+	w.settlePending(ctx)
+	select {
+	case <-w.resumed:
+	case <-w.slotFreed:
+	case <-ctx.Done():
+	}
+}
+
+// claimFailed handles a failed claim. done reports whether the loop ends,
+// with runErr as Run's result; otherwise it has reported the error (a busy
+// database only at debug) and backed off.
+func (w *Worker) claimFailed(ctx context.Context, err error) (done bool, runErr error) {
+	if ctx.Err() != nil {
+		return true, nil
+	}
+	if storeGone(err) {
+		return true, fmt.Errorf("cairnq: worker %s: %w", w.id, err)
+	}
+	if errors.Is(err, ErrBusy) {
+		w.log.LogAttrs(ctx, slog.LevelDebug, logBusyBackoff, slog.String("worker_id", w.id),
+			slog.String("phase", string(PhaseClaim)), slog.Duration("backoff", claimErrorBackoff))
+	} else {
+		w.report(err, PhaseClaim, "")
+	}
+	sleepCtx(ctx, claimErrorBackoff)
+	return false, nil
+}
+
+// leaseLook is what the loop remembers of its looks for expired leases.
+type leaseLook struct {
+	// recoveredAt is when leases were last recovered. A busy worker
+	// claims many times a second; recovering once a poll interval is as
+	// often as an idle one.
+	recoveredAt time.Time
+	// due is set when the pace left out a probe's look for an expired
+	// lease (engine.ClaimHints.PaceLook) or a recovery: the idle sleep
+	// ends by then, and that poll looks unless another worker of the
+	// store did.
+	due time.Time
+}
+
+// skipRecover reports whether this poll's claim leaves recovery out.
+func (l *leaseLook) skipRecover(busy bool, poll time.Duration) bool {
+	return busy && time.Since(l.recoveredAt) < poll
+}
+
+// owed reports whether a look the pace left out of an earlier poll is due.
+func (l *leaseLook) owed() bool { return !l.due.IsZero() && !time.Now().Before(l.due) }
+
+// after records what a claim that succeeded did: whether a session ran,
+// whether it was to recover leases, and the look its pace left due.
+func (l *leaseLook) after(owed, ran, skipRecover bool, lookDue time.Time) {
+	// Leases were recovered, or the probe looked and saw none expired
+	// (the pace may have left either out: lookDue).
+	recovered := ran && !skipRecover && lookDue.IsZero()
+	if recovered {
+		l.recoveredAt = time.Now()
+	}
+	switch {
+	case owed && (!ran || !lookDue.IsZero()):
+		// Paid: the pace refused this poll's look once it was due,
+		// so another worker of the store read for expired leases
+		// since. Or no claim session ran (the limits skipped every
+		// draw), and the next that does looks, or owes anew.
+		l.due = time.Time{}
+	case !lookDue.IsZero():
+		l.due = lookDue
+	case recovered:
+		l.due = time.Time{}
+	}
 }
 
 // idle sleeps until something may be claimable: a submit (wake), a

@@ -146,64 +146,15 @@ func (s *Store) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h Cl
 	if err := validateClaim(p); err != nil {
 		return res, err
 	}
-	lease := p.Lease
-	if lease == 0 {
-		lease = DefaultLease
-	}
-	base := protocol.Args{
-		"queues":              s.list(p.Queues),
-		"names":               s.list(p.Names),
-		"worker_id":           p.WorkerID,
-		"lease_ms":            ms(lease),
-		"lease_expired_error": leaseExpiredError,
-	}
+	base := s.claimArgs(p)
 	if p.Names != nil && len(p.Names) == 0 {
 		// Nothing can be claimed; only lease recovery could be owed, and
 		// every other poll of a worker with names does that.
 		return res, s.SettleCompletions(ctx, h.Settle) // no claim ran, and no recovery
 	}
-	// The probe spares an idle worker's poll its write; one with
-	// settlements to write writes anyway. When it saw no expired lease,
-	// the claim skips lease recovery: in a fleet every idle process probes
-	// on every submit, and a recovery per process per submit grew with
-	// the fleet (docs/benchmarks.md, "Fleet"). A lease expiring between
-	// the probe and the claim is recovered by the next probe that looks.
-	// On Postgres an idle worker's probe may leave that look out
-	// (h.PaceLook; claim_front.go says why), and the claim then skips
-	// recovery as well.
-	if !h.SkipProbe && len(h.Settle) == 0 {
-		look, start := true, time.Now()
-		if s.dialect == protocol.Postgres {
-			if h.PaceLook {
-				look, res.LookDue = s.leaseReads.take(start)
-			}
-			base["look_for_expired"] = look // this session's map; other statements bind what they name
-		}
-		probe, pa := stmtClaimableProbe, base
-		if windowed, priority, floor := s.frontPlan(p.Queues, p.Names); windowed {
-			// As the draw's: a single queue and name as equalities, or the
-			// floor bounds no index scan.
-			probe, pa = stmtClaimableProbeWindow, withArgs(pa, floor.args(priority))
-			pa["queues"] = protocol.One(p.Queues[0])
-			if len(p.Names) == 1 {
-				pa["names"] = protocol.One(p.Names[0])
-			}
-		}
-		rows, err := s.readOne(ctx, probe, pa)
-		if look && s.dialect == protocol.Postgres {
-			s.leaseReads.ran(start, time.Since(start))
-		}
-		if err != nil {
-			return res, err
-		}
-		if len(rows) == 0 {
-			return res, nil
-		}
-		if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
-			return res, err
-		}
-		expired, err := asBool("has_expired", rows[0]["has_expired"])
-		if err != nil {
+	if !h.SkipProbe && len(h.Settle) == 0 { // one with settlements writes anyway
+		work, expired, err := s.probeClaim(ctx, p, base, h.PaceLook, &res)
+		if err != nil || !work {
 			return res, err
 		}
 		h.SkipRecover = h.SkipRecover || !expired
@@ -217,51 +168,16 @@ func (s *Store) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h Cl
 	}
 	settle := len(h.Settle) > 0
 	var recovered []*cairnqtype.Task
-	recoverLeases := func(q querier) error {
+	recoverLeases := func(q querier) (err error) {
 		recovered = nil
-		if h.SkipRecover {
-			return nil
+		if !h.SkipRecover {
+			recovered, err = s.recoverLeases(ctx, q, base)
 		}
-		start := time.Now()
-		rows, err := s.exec(ctx, q, stmtRecoverLeases, base)
-		if s.dialect == protocol.Postgres {
-			s.leaseReads.ran(start, time.Since(start))
-		}
-		if err != nil {
-			return err
-		}
-		recovered, err = rowsToTasks(rows)
 		return err
 	}
 	draws := func(q querier) error {
 		drawPlain := func(names []string, limit int) ([]*cairnqtype.Task, error) {
-			a := withArgs(base, protocol.Args{"names": s.list(names), "limit": int64(limit)})
-			// A single queue or name as an equality (protocol.One) is what
-			// lets the draw seek cairnq_tasks_claim_idx or claim_name_idx.
-			if len(p.Queues) == 1 {
-				a["queues"] = protocol.One(p.Queues[0])
-			}
-			if len(names) == 1 {
-				a["names"] = protocol.One(names[0])
-			}
-			stmt, key := stmtClaim, s.frontKey(p.Queues, names)
-			start := time.Now()
-			windowed, priority, floor := s.fronts.plan(key, start)
-			if windowed {
-				stmt = stmtClaimWindow
-				for k, v := range floor.args(priority) {
-					a[k] = v // a is this draw's own copy
-				}
-			}
-			rows, err := s.execRows(ctx, q, stmt, a)
-			if err != nil {
-				return nil, err
-			}
-			tasks, err := tasksOf(rows)
-			if err == nil {
-				s.fronts.observe(key, !windowed, start, time.Since(start), limit, tasks)
-			}
-			return tasks, err
+			return s.drawPlain(ctx, q, p.Queues, names, limit, base)
 		}
 		return plan(func(names []string, limit int) ([]*cairnqtype.Task, error) {
 			if names == nil {
@@ -320,6 +236,110 @@ func (s *Store) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h Cl
 		s.requeued(t)
 	}
 	return res, nil
+}
+
+// probeClaim reads whether p's queues hold a task to claim (work) and
+// whether a lease has expired, before a claim: it spares an idle worker's
+// poll its write. When it saw no expired lease, the claim skips lease
+// recovery: in a fleet every idle process probes on every submit, and a
+// recovery per process per submit grew with the fleet
+// (docs/benchmarks.md, "Fleet"). A lease expiring between the probe and
+// the claim is recovered by the next probe that looks. On Postgres with
+// pace, the pace may leave that look out (res.LookDue says until when;
+// claim_front.go says why), and expired is then false: the claim skips
+// recovery as well.
+func (s *Store) probeClaim(ctx context.Context, p cairnqtype.ClaimParams, base protocol.Args, pace bool, res *SessionResult) (work, expired bool, err error) {
+	look, start := true, time.Now()
+	if s.dialect == protocol.Postgres {
+		if pace {
+			look, res.LookDue = s.leaseReads.take(start)
+		}
+		base["look_for_expired"] = look // this session's map; other statements bind what they name
+	}
+	probe, pa := stmtClaimableProbe, base
+	if windowed, priority, floor := s.frontPlan(p.Queues, p.Names); windowed {
+		// As the draw's: a single queue and name as equalities, or the
+		// floor bounds no index scan.
+		probe, pa = stmtClaimableProbeWindow, withArgs(pa, floor.args(priority))
+		pa["queues"] = protocol.One(p.Queues[0])
+		if len(p.Names) == 1 {
+			pa["names"] = protocol.One(p.Names[0])
+		}
+	}
+	rows, err := s.readOne(ctx, probe, pa)
+	if look && s.dialect == protocol.Postgres {
+		s.leaseReads.ran(start, time.Since(start))
+	}
+	if err != nil || len(rows) == 0 {
+		return false, false, err
+	}
+	if has, err := asBool("has_work", rows[0]["has_work"]); err != nil || !has {
+		return false, false, err
+	}
+	expired, err = asBool("has_expired", rows[0]["has_expired"])
+	return err == nil, expired, err
+}
+
+// claimArgs are the arguments every statement of p's claim session
+// shares.
+func (s *Store) claimArgs(p cairnqtype.ClaimParams) protocol.Args {
+	lease := p.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	return protocol.Args{
+		"queues":              s.list(p.Queues),
+		"names":               s.list(p.Names),
+		"worker_id":           p.WorkerID,
+		"lease_ms":            ms(lease),
+		"lease_expired_error": leaseExpiredError,
+	}
+}
+
+// recoverLeases requeues (or fails) the tasks whose lease expired, and
+// returns them.
+func (s *Store) recoverLeases(ctx context.Context, q querier, base protocol.Args) ([]*cairnqtype.Task, error) {
+	start := time.Now()
+	rows, err := s.exec(ctx, q, stmtRecoverLeases, base)
+	if s.dialect == protocol.Postgres {
+		s.leaseReads.ran(start, time.Since(start))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rowsToTasks(rows)
+}
+
+// drawPlain claims up to limit tasks of names (nil: any) from queues,
+// from the queue's front where the claims found it (claim_front.go).
+func (s *Store) drawPlain(ctx context.Context, q querier, queues, names []string, limit int, base protocol.Args) ([]*cairnqtype.Task, error) {
+	a := withArgs(base, protocol.Args{"names": s.list(names), "limit": int64(limit)})
+	// A single queue or name as an equality (protocol.One) is what
+	// lets the draw seek cairnq_tasks_claim_idx or claim_name_idx.
+	if len(queues) == 1 {
+		a["queues"] = protocol.One(queues[0])
+	}
+	if len(names) == 1 {
+		a["names"] = protocol.One(names[0])
+	}
+	stmt, key := stmtClaim, s.frontKey(queues, names)
+	start := time.Now()
+	windowed, priority, floor := s.fronts.plan(key, start)
+	if windowed {
+		stmt = stmtClaimWindow
+		for k, v := range floor.args(priority) {
+			a[k] = v // a is this draw's own copy
+		}
+	}
+	rows, err := s.execRows(ctx, q, stmt, a)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := tasksOf(rows)
+	if err == nil {
+		s.fronts.observe(key, !windowed, start, time.Since(start), limit, tasks)
+	}
+	return tasks, err
 }
 
 // owned runs an ownership-checked worker write: no row back means the lease
