@@ -241,26 +241,17 @@ func (b *sqliteBackend) runShared(c *sqliteConn, live []*writeReq, results []err
 		grouped = true
 	}
 	for i, r := range live {
-		var panicked bool
 		if grouped && r.completion != nil {
 			continue
 		}
-		if r.single {
-			results[i], panicked = runReq(r, q)
-			if panicked {
-				b.resetWriter(live, results[i])
-				return false
+		savepoint := !r.single
+		if savepoint {
+			if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
+				results[i] = b.writeError(err)
+				continue
 			}
-			if c.c.GetAutocommit() {
-				b.abortBatch(live, results[i])
-				return false
-			}
-			continue
 		}
-		if err := c.exec("SAVEPOINT cairnq_req"); err != nil {
-			results[i] = b.writeError(err)
-			continue
-		}
+		var panicked bool
 		results[i], panicked = runReq(r, q)
 		if panicked {
 			b.resetWriter(live, results[i])
@@ -270,10 +261,12 @@ func (b *sqliteBackend) runShared(c *sqliteConn, live []*writeReq, results []err
 			b.abortBatch(live, results[i])
 			return false
 		}
-		if results[i] != nil {
-			c.exec("ROLLBACK TO cairnq_req")
+		if savepoint {
+			if results[i] != nil {
+				c.exec("ROLLBACK TO cairnq_req")
+			}
+			c.exec("RELEASE cairnq_req")
 		}
-		c.exec("RELEASE cairnq_req")
 	}
 	return true
 }
