@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -33,6 +34,8 @@ type TaskContext struct {
 	addMu   sync.Mutex
 	added   engine.AddedSteps
 	refused error // the workflow refused added; the step was failed for it
+
+	comp completer.Completer // what the worker settles the task through
 }
 
 // ID is the task's id.
@@ -181,7 +184,9 @@ func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
 // Succeed settles the task now with result (canceled instead, if a cancel
 // was requested). Settling twice is a no-op.
 func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
-	if err := tc.settle(func() error { return tc.w.completeWrite(ctx, tc, result) }); err != nil {
+	st := tc.settlement(engine.Succeeded)
+	st.Result = result
+	if err := tc.settleNow(ctx, st); err != nil {
 		return err
 	}
 	return tc.refusal()
@@ -192,7 +197,7 @@ func (tc *TaskContext) Succeed(ctx context.Context, result any) error {
 // is retryable), failed for good otherwise. Settling twice is a no-op.
 func (tc *TaskContext) Fail(ctx context.Context, err error) error {
 	env, retryable := envelopeOf(err)
-	return tc.settle(func() error { return tc.w.recordFailure(ctx, tc, env, retryable) })
+	return tc.settleNow(ctx, tc.failure(env, retryable))
 }
 
 func (tc *TaskContext) settle(write func() error) error {

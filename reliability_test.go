@@ -288,7 +288,7 @@ func TestNewerSchemaVersionIsWarnedAbout(t *testing.T) {
 
 // A result whose MarshalJSON panics is the handler's value running
 // outside the handler's recover, when the worker encodes it to settle the
-// task (on Postgres, as it hands the completion to the settler): the
+// task (on Postgres, as it hands the completion to the completer): the
 // panic is reported and the task left to its lease, and the worker goes
 // on with the next task.
 func TestResultsThatPanicWhenEncodedAreReported(t *testing.T) {

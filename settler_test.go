@@ -77,7 +77,7 @@ func TestHandedOverCompletionsKeepTheirOwnOutcomes(t *testing.T) {
 		}
 		waitTask(t, c, id)
 	}
-	stop() // Run returns once the settler has written everything
+	stop() // Run returns once the completer has written everything
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range ids {

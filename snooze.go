@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // SnoozeError is what Snooze returns: a handler's way of saying "not yet".
@@ -85,40 +86,6 @@ func snoozeOf(err error) (d time.Duration, ok bool) {
 	return 0, false
 }
 
-// snooze settles tc's attempt as a snooze of d, on the worker's
-// authority, the way complete and fail settle theirs.
-func (w *Worker) snooze(ctx context.Context, tc *TaskContext, d time.Duration) {
-	if d < 0 {
-		w.fail(ctx, tc, negativeSnooze(d).Envelope(), false)
-		return
-	}
-	if err := w.settleTask(ctx, tc, func() error { return w.recordSnooze(ctx, tc, d) }); err != nil {
-		w.report(err, PhaseExecute, tc.task.ID)
-	}
-}
-
-// recordSnooze writes one snooze and logs what the store made of it.
-func (w *Worker) recordSnooze(ctx context.Context, tc *TaskContext, d time.Duration) error {
-	settled, err := w.st.Snooze(ctx, tc.task.ID, w.id, d)
-	if err == nil && settled.Status == StatusQueued {
-		w.logTask(ctx, slog.LevelDebug, logTaskSnoozed, tc.task,
-			slog.Duration("snooze", d), slog.Int64("run_at_ms", settled.RunAt.UnixMilli()))
-	}
-	if err == nil && settled.IsTerminal() {
-		if step := tc.stepOf(); step != nil {
-			// A cancel won the snooze: the step ended, and its workflow
-			// moves on now rather than at the next sweep. The snooze
-			// stands whatever this advance meets.
-			if adv, aerr := w.st.AdvanceWorkflow(ctx, step.Record, w.id); aerr != nil {
-				w.report(aerr, PhaseExecute, tc.task.ID)
-			} else {
-				w.logAdvance(ctx, tc, adv)
-			}
-		}
-	}
-	return err
-}
-
 // Snooze settles the task now as snoozed for d: queued again, due d from
 // now, with this attempt given back (see the package function Snooze).
 // The handler then returns whatever it likes; the worker records nothing
@@ -129,5 +96,7 @@ func (tc *TaskContext) Snooze(ctx context.Context, d time.Duration) error {
 	if d < 0 {
 		return &ArgumentError{Op: "snooze", Arg: "delay", Reason: fmt.Sprintf("must be >= 0, got %v", d)}
 	}
-	return tc.settle(func() error { return tc.w.recordSnooze(ctx, tc, d) })
+	st := tc.settlement(engine.Snoozed)
+	st.Delay = d
+	return tc.settleNow(ctx, st)
 }

@@ -2,8 +2,10 @@ package cairnq
 
 import (
 	"context"
+	"errors"
 
 	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // SubmitTx submits a task inside a transaction the application holds: sess
@@ -26,11 +28,13 @@ func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name strin
 // back and is returned, leaving the task for the worker to settle by how
 // the handler ends. Settling twice is a no-op. Postgres only.
 func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Context, sess executor.Session) (any, error)) error {
+	st := tc.settlement(engine.Succeeded)
 	err := tc.settle(func() error {
-		_, err := tc.w.st.CompleteWith(ctx, tc.task.ID, tc.w.id, tc.stepOf(), fn)
-		if refusedSteps(tc, err) {
-			// Nothing of fn's transaction committed; the step fails.
-			return tc.w.recordFailure(ctx, tc, refusedEnvelope(tc.refusal()), false)
+		out, err := tc.w.st.SettleWith(ctx, st, fn)
+		if err == nil {
+			// Refused steps: nothing of fn's transaction committed, and
+			// the step failed for good.
+			tc.w.logSettled(ctx, tc, st, out)
 		}
 		return err
 	})
@@ -51,17 +55,18 @@ func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Contex
 // the application then rolls back, the task keeps its lease until it
 // expires and is delivered again (at least once). Postgres only.
 func (tc *TaskContext) SucceedTx(ctx context.Context, sess executor.Session, result any) error {
+	st := tc.settlement(engine.Succeeded)
+	st.Result = result
 	return tc.settle(func() error {
-		if step := tc.stepOf(); step != nil {
-			_, err := tc.w.st.CompleteStepTx(ctx, sess, tc.task.ID, tc.w.id, *step, result)
-			// Refused steps: nothing was written, but the application's
-			// transaction holds the workflow's lock, so the step cannot
-			// fail from here; it fails for good when the handler returns
+		_, err := tc.w.st.SettleTx(ctx, sess, st)
+		var refused *engine.AddedStepsError
+		if errors.As(err, &refused) {
+			// Nothing was written, but the application's transaction
+			// holds the workflow's lock, so the step cannot fail from
+			// here; it fails for good when the handler returns
 			// (failureOf), after the application has rolled back.
-			refusedSteps(tc, err)
-			return err
+			tc.refuse(refused)
 		}
-		_, err := tc.w.st.CompleteTx(ctx, sess, tc.task.ID, tc.w.id, result)
 		return err
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -234,19 +235,10 @@ type Worker struct {
 	perResource  map[string]int
 	inFlightSize int64
 	live         map[string]*TaskContext
-	// ride holds the completions waiting for the loop's next claim
-	// (settle_claim.go), accepted while riding (during Run's loop, where
-	// the store settles on claims). rideOpen adds
-	// that the loop's last claim drew several tasks or left other calls
-	// running or settling (rideAfterClaim), read without the lock: completions on
-	// Postgres never take it.
-	riding   bool
-	rideOpen atomic.Bool
-	ride     engine.Pending
-	// settler writes the calls' completions where the store does not
-	// settle on claims (settler.go); set by Run before its loop starts any
-	// call, nil otherwise.
-	settler *settler
+	// comp writes the settlements of Run's calls, in the store's form
+	// (internal/completer), set by Run before its loop starts any call;
+	// inline writes WorkOne's, set when the worker is made.
+	comp, inline completer.Completer
 }
 
 type registration struct {
@@ -292,6 +284,7 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if w.beat == 0 {
 		w.beat = w.lease / 3
 	}
+	w.inline = completer.Inline(w.completerConfig())
 	if w.poll == 0 {
 		w.poll = 500 * time.Millisecond
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/completer"
 )
 
 // track adds or removes contexts from the set the heartbeat renews.
@@ -69,7 +71,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 // lock the rows they share in whatever order their plans visit them (heap
 // order for a bitmap scan or a hash join), so under load they can
 // deadlock, and the server rolls one back; a settlement is retried the
-// same way (retrySettle). Within a worker they no longer overlap
+// same way (internal/completer). Within a worker they no longer overlap
 // (rowsMu); the retries stay for beats and settlements that meet other
 // writers. The next beat would renew the leases anyway; what is reported
 // is only what outlasts the interval.
@@ -80,7 +82,7 @@ func (w *Worker) renew(ctx context.Context, ids []string) (map[string]bool, erro
 		w.rowsMu.Lock() // see Worker.rowsMu
 		renewed, err := w.st.HeartbeatBatch(ctx, ids, w.id, w.lease)
 		w.rowsMu.Unlock()
-		if err == nil || !transient(err) || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+		if err == nil || !completer.Transient(err) || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
 			return renewed, err
 		}
 		sleepCtx(ctx, backoff)

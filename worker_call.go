@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // start charges a call to the budgets and runs it in its own goroutine.
@@ -56,7 +58,7 @@ func (w *Worker) start(handlerCtx context.Context, d dispatch) {
 			release()
 			w.mu.Lock()
 			w.calls--
-			if !handedOver { // else the settler ends its settling
+			if !handedOver { // else the completer ends its settling (settle)
 				w.settling--
 			}
 			w.mu.Unlock()
@@ -101,14 +103,16 @@ func (w *Worker) signalSlot() {
 var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
 
 // runCall runs one handler call and settles whatever it left unsettled,
-// or hands a lone task's success to the settler, reporting handedOver:
-// its context then stays live until the settler has written it. own says
+// or hands a lone task's success over to its completer, reporting
+// handedOver: its context then stays live until the completer has
+// written it. own says
 // the call is Run's (see attempt).
 func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(), own bool) (handedOver bool) {
 	if d.reg == nil { // unreachable while claims are filtered by name
 		for _, t := range d.tasks {
-			env := ErrorEnvelope{Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}
-			if _, err := w.st.Fail(handlerCtx, t.ID, w.id, env, false, 0); err != nil && !errIsLostLease(err) {
+			st := engine.Settlement{Task: t, WorkerID: w.id, Outcome: engine.Failed, Error: ErrorEnvelope{
+				Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}}
+			if _, err := w.st.Settle(handlerCtx, st); err != nil && !errIsLostLease(err) {
 				w.report(err, PhaseExecute, t.ID)
 			}
 		}
@@ -121,7 +125,10 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 	defer cancelCall(nil)
 	tcs := make([]*TaskContext, len(d.tasks))
 	for i, t := range d.tasks {
-		tc := &TaskContext{task: t, w: w, cancel: func(error) {}, endCall: cancelCall}
+		tc := &TaskContext{task: t, w: w, cancel: func(error) {}, endCall: cancelCall, comp: w.inline}
+		if own {
+			tc.comp = w.comp
+		}
 		if d.reg.batch == 0 {
 			// A single task owns the call's context: losing its lease or a
 			// cancel request ends the handler's work.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -131,9 +132,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		w.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, logWorkerStopped, slog.String("worker_id", w.id))
 	}()
-	if !w.st.SettleOnClaim() {
-		w.settler = w.startSettler(handlerCtx)
-	}
+	w.comp = completer.New(w.completerConfig())
+	w.comp.Start(handlerCtx)
 	if w.opts.WorkflowSweep > 0 {
 		watchWG.Add(1)
 		go func() {
@@ -171,11 +171,11 @@ func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
 	var grace *time.Timer
 	var graceC <-chan time.Time
 	gaveUp := false
-	var settled <-chan struct{} // closed once the settler has stopped
+	var settled <-chan struct{} // closed once the completer has stopped
 	for {
 		if settled == nil && w.callsOver(gaveUp) {
-			// The settler goes last, when no call can hand it anything.
-			settled = w.stopSettler()
+			// The completer goes last, when no call can hand it anything.
+			settled = w.comp.Stop()
 		}
 		select {
 		case <-settled:
@@ -208,17 +208,6 @@ func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
 // errShutDownLate is why the calls still running at ShutdownTimeout are
 // abandoned.
 var errShutDownLate = errors.New("cairnq: worker shut down past its deadline")
-
-// stopSettler stops w's settler and returns a channel closed once it has
-// ended: at once on SQLite, which has none.
-func (w *Worker) stopSettler() <-chan struct{} {
-	if w.settler != nil {
-		return w.settler.stop()
-	}
-	done := make(chan struct{})
-	close(done)
-	return done
-}
 
 // callsOver reports whether drain has no call left to wait for: none
 // has not ended or, once it gave up on the handlers and they run on their
@@ -258,8 +247,7 @@ const settlingCap = 4
 // the store is closed under it, which no retry can mend.
 func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	sources, names := w.schedule()
-	w.rideStart()
-	defer w.rideEnd()
+	defer w.comp.EndClaims()
 	busy := false  // the last poll claimed something
 	burst := false // it claimed several tasks
 	var leases leaseLook
@@ -298,11 +286,11 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			wake, unsubscribe = w.st.SubscribeQueued(ctx, w.queues)
 		}
 		skipRecover := leases.skipRecover(busy, w.poll)
-		taken := w.ride.Take()
+		taken := w.comp.Take()
 		owed := leases.owed()
 		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken, PaceLook: true}
 		drawn, ran, sess, drained, err := w.claim(ctx, sources, names, queues, free, hints)
-		engine.Answer(taken, err)
+		w.comp.Answer(taken, err)
 		if err == nil {
 			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !hints.SkipProbe, sess.Ran)
 		}
@@ -317,12 +305,14 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		}
 		leases.after(owed, ran, skipRecover, sess.LookDue)
 		busy, burst = len(drawn) > 0, len(drawn) > 1
-		w.rideAfterClaim(burst)
+		w.mu.Lock()
+		w.comp.OpenRide(burst || w.running > 0 || w.settling > 0)
+		w.mu.Unlock()
 		if !busy && !subscribed {
 			w.claimMu.Unlock()
 			continue // not subscribed: subscribe and probe, then sleep
 		}
-		if busy && drained && subscribed && !w.st.SettleOnClaim() {
+		if busy && drained && subscribed && !w.comp.RidesClaims() {
 			// The draw took all there was, under the subscription taken
 			// before it: what is submitted after it wakes this loop. So the
 			// loop sleeps now, as after an empty probe, rather than claim
@@ -368,7 +358,7 @@ func (w *Worker) waitForRoom(ctx context.Context) (free int, room bool) {
 	if !full {
 		return free, true
 	}
-	if w.settlePending(ctx) { // no claim to carry them soon
+	if w.comp.SettleWaiting(ctx) { // no claim to carry them soon
 		return 0, false
 	}
 	select {
@@ -381,7 +371,7 @@ func (w *Worker) waitForRoom(ctx context.Context) (free int, room bool) {
 // waitResumed waits, every queue paused, for a queue to resume or a call
 // to finish (its completion waits to be settled).
 func (w *Worker) waitResumed(ctx context.Context) {
-	w.settlePending(ctx)
+	w.comp.SettleWaiting(ctx)
 	select {
 	case <-w.resumed:
 	case <-w.slotFreed:
@@ -466,7 +456,7 @@ func (l *leaseLook) after(owed, ran, skipRecover bool, lookDue time.Time) {
 // quiet has passed (see nextQuiet). It reports whether a submit ended it.
 func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}, quiet time.Duration, lookDue time.Time) (notified bool) {
 	var slotFreed <-chan struct{}
-	if w.st.SettleOnClaim() || limited(sources) {
+	if w.comp.RidesClaims() || limited(sources) {
 		slotFreed = w.slotFreed
 	}
 	timer := time.NewTimer(w.idleWait(sources, lookDue))

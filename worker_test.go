@@ -421,7 +421,7 @@ func TestDisjointWorkersOnOneQueue(t *testing.T) {
 	}
 }
 
-// On Postgres the drained calls' completions go through the settler,
+// On Postgres the drained calls' completions go through the completer,
 // whose writes Run waits for too.
 func TestGracefulDrainAndNoGoroutineOutlivesRun(t *testing.T) {
 	t.Parallel()

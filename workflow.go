@@ -356,20 +356,12 @@ func (tc *TaskContext) refusal() error {
 	return tc.refused
 }
 
-// stepOf is the workflow step tc settles, with what it added, or nil
-// when tc's task is no workflow's step.
-func (tc *TaskContext) stepOf() *engine.StepOf {
-	mark, ok := engine.StepMarkOf(tc.task)
-	if !ok {
-		return nil
-	}
-	step := &engine.StepOf{Record: mark.Record}
+// addedSteps are the steps tc's handler added to its workflow, nil for
+// none.
+func (tc *TaskContext) addedSteps() []workflowspec.Step {
 	tc.addMu.Lock()
 	defer tc.addMu.Unlock()
-	if len(tc.added.Steps) > 0 {
-		step.Add = &engine.Added{By: mark.Step, Steps: slices.Clone(tc.added.Steps)}
-	}
-	return step
+	return slices.Clone(tc.added.Steps)
 }
 
 // CancelWorkflow cancels the workflow whose record is id: the record, its

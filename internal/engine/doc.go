@@ -11,12 +11,16 @@
 // must do differently on each (SettleOnClaim, DatabaseClock) is asked of
 // the Store, never of the dialect.
 //
-// Settlements are grouped here, with the machinery of package
-// internal/group, and nowhere else: the SQLite writer's group commit
-// (sqlite_writer.go, sqlite_complete.go), the Postgres grouper
+// A worker settles every attempt, of any task, with one Settlement
+// through Store.Settle (settle.go), which reads from the claimed row
+// whether the task is a workflow's step and then advances the workflow in
+// the settlement's own transaction. Settlements are grouped here, with
+// the machinery of package internal/group: the SQLite writer's group
+// commit (sqlite_writer.go, sqlite_complete.go), the Postgres grouper
 // (pggroup.go), and a worker's hand-over (handover.go, Completion and
-// Pending), which rides on the worker's next claim (claim_settle.go) or
-// goes to its settler.
+// Pending), which package internal/completer fills and which rides on the
+// worker's next claim (claim_settle.go) or is written in one statement of
+// its own (SettleCompletions).
 //
 // A SubmitMany batch (submit_many.go) is one transaction that does what
 // the same Submits would do one after another. On SQLite it is one
