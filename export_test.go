@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -25,14 +24,14 @@ func SweepPaced(ctx context.Context, c *Client) (int, error) {
 // sweeps wait after it.
 func SetSweepIdle(c *Client, idle int) { c.sweeper.idle = idle }
 
-// ClaimCall is one claim session a worker ran: the hints it passed and
-// what the session reported.
+// ClaimCall is one claim a worker made: what it asked and what the
+// claim reported.
 type ClaimCall struct {
-	Hints  engine.ClaimHints
-	Result engine.SessionResult
+	Request engine.ClaimRequest
+	Result  engine.Claimed
 }
 
-// RecordClaims makes w keep every claim session it runs from now on (call
+// RecordClaims makes w keep every claim it makes from now on (call
 // it before Run); calls returns those so far, oldest first.
 func RecordClaims(w *Worker) (calls func() []ClaimCall) {
 	r := &recordingClaimer{claimer: w.claims}
@@ -50,10 +49,10 @@ type recordingClaimer struct {
 	calls []ClaimCall
 }
 
-func (r *recordingClaimer) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
-	res, err := r.claimer.ClaimSession(ctx, p, h, single, plan)
+func (r *recordingClaimer) Claims(ctx context.Context, req engine.ClaimRequest) (engine.Claimed, error) {
+	res, err := r.claimer.Claims(ctx, req)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.calls = append(r.calls, ClaimCall{Hints: h, Result: res})
+	r.calls = append(r.calls, ClaimCall{Request: req, Result: res})
 	return res, err
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -29,9 +28,9 @@ func (o *ridingOps) note(cs []*engine.Completion) {
 	}
 }
 
-func (o *ridingOps) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error) {
-	o.note(h.Settle)
-	return o.claimer.ClaimSession(ctx, p, h, single, plan)
+func (o *ridingOps) Claims(ctx context.Context, r engine.ClaimRequest) (engine.Claimed, error) {
+	o.note(r.Settle)
+	return o.claimer.Claims(ctx, r)
 }
 
 func (o *ridingOps) SettleCompletions(ctx context.Context, cs []*engine.Completion) error {

@@ -3,8 +3,6 @@ package cairnq
 import (
 	"context"
 	"runtime"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -80,75 +78,32 @@ const (
 
 // claim makes one poll's claim on queues, spending at most free call
 // slots: the draws in schedule order, rotated at every poll so one name's
-// backlog cannot starve the rest. ran reports whether a claim statement
-// ran (a draw every limit skipped runs none); drained, that every draw
-// ran and came back short of its limit, so nothing this worker may claim
-// was left at the claim's snapshot; sess, what the claim session reported
-// (Ran: the probe, when one ran, found work, so the claim went on to
-// draw). The rate limits are charged for what it returns.
-func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, hints engine.ClaimHints) (drawn []dispatch, ran bool, sess engine.SessionResult, drained bool, err error) {
+// backlog cannot starve the rest, each bounded by its own limits
+// (drawOf). req carries the loop's part (Busy, Settle, Leases). The rate
+// limits are charged for what it returns.
+func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, req engine.ClaimRequest) (drawn []dispatch, got engine.Claimed, err error) {
 	start := w.cursor % len(sources)
 	w.cursor = start + 1
 	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
-	// Names under a global limit keep their places in the rotation, but
-	// among themselves go in name order, every poll: each draw takes its
-	// name's lock until the claim commits, and two claims taking two such
-	// locks in opposite orders would deadlock. (The other draws take no
-	// lock they wait for: SKIP LOCKED.)
-	var at []int
-	var globals []source
-	for i, src := range order {
-		if src.global != nil {
-			if hints.Limits == nil {
-				hints.Limits = map[string]engine.GlobalLimit{}
-			}
-			hints.Limits[src.names[0]] = *src.global
-			at, globals = append(at, i), append(globals, src)
-		}
-	}
-	if len(globals) > 1 {
-		slices.SortFunc(globals, func(a, b source) int { return strings.Compare(a.names[0], b.names[0]) })
-		for k, i := range at {
-			order[i] = globals[k]
-		}
-	}
-	params := cairnqtype.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
-	if len(sources) == 1 && hints.Limits == nil {
-		// One draw, which on Postgres is a single statement rather than a
-		// transaction around one.
-		err = w.plan(func(names []string, limit int) ([]*Task, error) {
-			p := params
-			p.Names, p.Limit = names, limit
-			ran = true
-			var out []*Task
-			var err error
-			sess, err = w.claims.ClaimSession(ctx, p, hints, true, func(draw drawFunc) error {
-				out, err = draw(names, limit)
-				return err
-			})
-			return out, err
-		}, order, free, &drawn, &drained)
-		if err == nil && !ran && len(hints.Settle) > 0 {
-			// Every limit skipped the draw: the settlements go alone.
-			err = w.claims.SettleCompletions(ctx, hints.Settle)
-		}
-	} else {
-		ran = true
-		sess, err = w.claims.ClaimSession(ctx, params, hints, false, func(draw drawFunc) error {
-			drawn = drawn[:0] // a retried transaction starts over
-			return w.plan(draw, order, free, &drawn, &drained)
-		})
-	}
-	if err != nil {
-		return nil, ran, sess, false, err
-	}
 	now := time.Now()
-	for _, d := range drawn {
-		if d.src.limiter != nil {
-			d.src.limiter.take(now, len(d.tasks))
-		}
+	req.ClaimParams = cairnqtype.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
+	req.Calls, req.Draws = free, make([]engine.Draw, len(order))
+	for i := range order {
+		req.Draws[i] = w.drawOf(&order[i], now)
 	}
-	return drawn, ran, sess, drained, nil
+	req.Resources = w.resourceRoom()
+	if got, err = w.claims.Claims(ctx, req); err != nil {
+		return nil, got, err
+	}
+	now = time.Now()
+	for i, rows := range got.Tasks {
+		src := &order[i]
+		if src.limiter != nil {
+			src.limiter.take(now, len(rows))
+		}
+		drawn = append(drawn, w.deliveries(src, rows)...)
+	}
+	return drawn, got, nil
 }
 
 // idleWait is how long an idle loop sleeps: the poll interval, or less
@@ -177,69 +132,39 @@ type dispatch struct {
 	tasks []*Task
 }
 
-// plan spends the free call slots across the draws, each draw sized by
-// what its own limits and the slots still free allow, inside the claim
-// transaction: a budget divided up front would leave slots idle for names
-// with nothing queued. drained is set when every source drew and came
-// back short of its limit.
-func (w *Worker) plan(draw drawFunc, order []source, free int, out *[]dispatch, drained *bool) error {
-	taken := map[string]int{} // resource units drawn in this poll
-	left := free
-	*drained = true
-	for i := range order {
-		src := &order[i]
-		if left <= 0 {
-			*drained = false
-			break
-		}
-		quota := min(w.sourceCalls(src, taken), left)
-		if quota <= 0 {
-			*drained = false
-			continue
-		}
-		limit := src.batch * quota
-		if src.limiter != nil {
-			// Spent after the claim commits (loop): a transaction retried
-			// from the start must not pay twice.
-			if limit = min(limit, src.limiter.available(time.Now())); limit <= 0 {
-				*drained = false
-				continue
-			}
-		}
-		rows, err := draw(src.names, limit)
-		if err != nil {
-			return err
-		}
-		if len(rows) >= limit {
-			*drained = false
-		}
-		calls := w.deliveries(src, rows)
-		*out = append(*out, calls...)
-		left -= len(calls)
-		if src.resource != "" {
-			taken[src.resource] += len(calls)
-		}
+// drawOf is src's draw in this poll: at most the tightest of its name's
+// own cap and ClaimBatch converted to calls (never below one) and, with
+// a rate limit, the starts it allows now (spent after the claim commits:
+// a transaction retried from the start must not pay twice).
+func (w *Worker) drawOf(src *source, now time.Time) engine.Draw {
+	calls := w.conc
+	if w.opts.ClaimBatch > 0 {
+		calls = min(calls, max(1, w.opts.ClaimBatch/src.batch))
 	}
-	return nil
+	if src.ownConc > 0 {
+		w.mu.Lock()
+		calls = min(calls, src.ownConc-w.perName[src.names[0]])
+		w.mu.Unlock()
+	}
+	d := engine.Draw{Names: src.names, Batch: src.batch, Calls: calls, Tasks: -1, Resource: src.resource, Limit: src.global}
+	if src.limiter != nil {
+		d.Tasks = src.limiter.available(now)
+	}
+	return d
 }
 
-// sourceCalls is the most calls a draw may start this poll: the tightest
-// of its name's own cap, its resource's remaining capacity, and ClaimBatch
-// converted to calls (never below one).
-func (w *Worker) sourceCalls(src *source, taken map[string]int) int {
-	limit := w.conc
-	if w.opts.ClaimBatch > 0 {
-		limit = min(limit, max(1, w.opts.ClaimBatch/src.batch))
+// resourceRoom is how many more calls each resource has room for.
+func (w *Worker) resourceRoom() map[string]int {
+	if len(w.opts.Resources) == 0 {
+		return nil
 	}
+	room := make(map[string]int, len(w.opts.Resources))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if src.ownConc > 0 {
-		limit = min(limit, src.ownConc-w.perName[src.names[0]])
+	for name, capacity := range w.opts.Resources {
+		room[name] = capacity - w.perResource[name]
 	}
-	if src.resource != "" {
-		limit = min(limit, w.opts.Resources[src.resource]-w.perResource[src.resource]-taken[src.resource])
-	}
-	return limit
+	return room
 }
 
 // deliveries groups a draw's rows into calls: one task per call, or up to

@@ -134,7 +134,7 @@ func (w *Worker) claimOne(ctx context.Context) (dispatch, bool, error) {
 	if len(queues) == 0 {
 		return dispatch{}, false, nil
 	}
-	drawn, _, _, _, err := w.claim(ctx, sources, names, queues, 1, engine.ClaimHints{})
+	drawn, _, err := w.claim(ctx, sources, names, queues, 1, engine.ClaimRequest{})
 	if err != nil || len(drawn) == 0 {
 		return dispatch{}, false, err
 	}

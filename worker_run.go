@@ -10,18 +10,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
-// drawFunc claims up to limit tasks named in names inside a claim session.
-type drawFunc = func(names []string, limit int) ([]*Task, error)
-
-// claimer is what a worker's claim loop writes through: its store, or in
-// tests a wrapper that watches what rides on the claims.
+// claimer is what the worker claims through: the store, and in tests a
+// wrapper that watches what rides on the claims.
 type claimer interface {
-	ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h engine.ClaimHints, single bool, plan func(draw drawFunc) error) (engine.SessionResult, error)
+	Claims(ctx context.Context, r engine.ClaimRequest) (engine.Claimed, error)
 	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
 }
 
@@ -248,11 +244,11 @@ const settlingCap = 4
 func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 	sources, names := w.schedule()
 	defer w.comp.EndClaims()
-	busy := false  // the last poll claimed something
-	burst := false // it claimed several tasks
-	var leases leaseLook
-	notified := false       // this poll follows a submit's notification
-	var quiet time.Duration // how long idle defers notifications (nextQuiet)
+	busy := false                             // the last poll claimed something
+	burst := false                            // it claimed several tasks
+	leases := engine.LeaseLook{Every: w.poll} // a busy worker recovers as often as an idle one
+	notified := false                         // this poll follows a submit's notification
+	var quiet time.Duration                   // how long idle defers notifications (nextQuiet)
 	for ctx.Err() == nil {
 		free, room := w.waitForRoom(ctx)
 		if !room {
@@ -285,14 +281,12 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 		if subscribed {
 			wake, unsubscribe = w.st.SubscribeQueued(ctx, w.queues)
 		}
-		skipRecover := leases.skipRecover(busy, w.poll)
 		taken := w.comp.Take()
-		owed := leases.owed()
-		hints := engine.ClaimHints{SkipProbe: busy, SkipRecover: skipRecover, Settle: taken, PaceLook: true}
-		drawn, ran, sess, drained, err := w.claim(ctx, sources, names, queues, free, hints)
+		drawn, got, err := w.claim(ctx, sources, names, queues, free,
+			engine.ClaimRequest{Busy: busy, Settle: taken, Leases: &leases})
 		w.comp.Answer(taken, err)
 		if err == nil {
-			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !hints.SkipProbe, sess.Ran)
+			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !busy, got.Ran)
 		}
 		notified = false
 		if err != nil {
@@ -303,7 +297,6 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			continue
 		}
-		leases.after(owed, ran, skipRecover, sess.LookDue)
 		busy, burst = len(drawn) > 0, len(drawn) > 1
 		w.mu.Lock()
 		w.comp.OpenRide(burst || w.running > 0 || w.settling > 0)
@@ -312,7 +305,7 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			w.claimMu.Unlock()
 			continue // not subscribed: subscribe and probe, then sleep
 		}
-		if busy && drained && subscribed && !w.comp.RidesClaims() {
+		if busy && got.Drained && subscribed && !w.comp.RidesClaims() {
 			// The draw took all there was, under the subscription taken
 			// before it: what is submitted after it wakes this loop. So the
 			// loop sleeps now, as after an empty probe, rather than claim
@@ -325,13 +318,13 @@ func (w *Worker) loop(ctx, handlerCtx context.Context) error {
 			}
 			w.claimMu.Unlock()
 			busy, burst = false, false
-			notified = w.idle(ctx, sources, wake, quiet, leases.due)
+			notified = w.idle(ctx, sources, wake, quiet, leases.Due())
 			unsubscribe()
 			continue
 		}
 		if !busy {
 			w.claimMu.Unlock()
-			notified = w.idle(ctx, sources, wake, quiet, leases.due)
+			notified = w.idle(ctx, sources, wake, quiet, leases.Due())
 			unsubscribe()
 			continue
 		}
@@ -397,50 +390,6 @@ func (w *Worker) claimFailed(ctx context.Context, err error) (done bool, runErr 
 	}
 	sleepCtx(ctx, claimErrorBackoff)
 	return false, nil
-}
-
-// leaseLook is what the loop remembers of its looks for expired leases.
-type leaseLook struct {
-	// recoveredAt is when leases were last recovered. A busy worker
-	// claims many times a second; recovering once a poll interval is as
-	// often as an idle one.
-	recoveredAt time.Time
-	// due is set when the pace left out a probe's look for an expired
-	// lease (engine.ClaimHints.PaceLook) or a recovery: the idle sleep
-	// ends by then, and that poll looks unless another worker of the
-	// store did.
-	due time.Time
-}
-
-// skipRecover reports whether this poll's claim leaves recovery out.
-func (l *leaseLook) skipRecover(busy bool, poll time.Duration) bool {
-	return busy && time.Since(l.recoveredAt) < poll
-}
-
-// owed reports whether a look the pace left out of an earlier poll is due.
-func (l *leaseLook) owed() bool { return !l.due.IsZero() && !time.Now().Before(l.due) }
-
-// after records what a claim that succeeded did: whether a session ran,
-// whether it was to recover leases, and the look its pace left due.
-func (l *leaseLook) after(owed, ran, skipRecover bool, lookDue time.Time) {
-	// Leases were recovered, or the probe looked and saw none expired
-	// (the pace may have left either out: lookDue).
-	recovered := ran && !skipRecover && lookDue.IsZero()
-	if recovered {
-		l.recoveredAt = time.Now()
-	}
-	switch {
-	case owed && (!ran || !lookDue.IsZero()):
-		// Paid: the pace refused this poll's look once it was due,
-		// so another worker of the store read for expired leases
-		// since. Or no claim session ran (the limits skipped every
-		// draw), and the next that does looks, or owes anew.
-		l.due = time.Time{}
-	case !lookDue.IsZero():
-		l.due = lookDue
-	case recovered:
-		l.due = time.Time{}
-	}
 }
 
 // idle sleeps until something may be claimable: a submit (wake), a

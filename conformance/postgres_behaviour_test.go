@@ -559,18 +559,13 @@ func TestPostgresClaimsLeaveSessionSettingsAlone(t *testing.T) {
 	if v := setting(); v != "remote_apply" {
 		t.Errorf("after a single-statement claim the connection's synchronous_commit is %q", v)
 	}
-	var drawn int
 	// The shared claim transaction of a worker with several names.
-	_, err = st.ClaimSession(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, engine.ClaimHints{}, false, func(draw func([]string, int) ([]*cairnqtype.Task, error)) error {
-		for _, name := range []string{"a", "b"} {
-			ts, err := draw([]string{name}, 1)
-			if err != nil {
-				return err
-			}
-			drawn += len(ts)
-		}
-		return nil
-	})
+	claimed, err := st.Claims(ctx, engine.ClaimRequest{ClaimParams: cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}, Calls: 2,
+		Draws: []engine.Draw{{Names: []string{"a"}, Batch: 1, Calls: 1, Tasks: -1}, {Names: []string{"b"}, Batch: 1, Calls: 1, Tasks: -1}}})
+	drawn := 0
+	for _, ts := range claimed.Tasks {
+		drawn += len(ts)
+	}
 	if err != nil || drawn != 2 {
 		t.Fatalf("claim transaction: drew %d, %v", drawn, err)
 	}

@@ -62,10 +62,10 @@ func spacing(cost time.Duration) time.Duration { return min(fullDrawShare*cost, 
 // lookEvery between them and are spaced like full draws (spacing), so
 // they take at most a twentieth of the time and come at least every
 // maxDrawGap. A poll whose look or recovery the pace left out owes one
-// by when it allows (SessionResult.LookDue), and the worker polls then;
+// by when it allows (LeaseLook.Due), and the worker polls then;
 // if the pace refuses that poll too, another worker of the store has
 // read since, which pays the debt. A probe or claim without the worker's
-// hints (Store.Claim) is never paced.
+// LeaseLook (Store.Claim) is never paced.
 const lookEvery = time.Second
 
 // readPace paces a store's reads for an expired lease.

@@ -8,8 +8,8 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// ClaimHints are what a worker tells its claims.
-type ClaimHints struct {
+// claimHints are what a worker's claim (Claims) tells its session.
+type claimHints struct {
 	// SkipProbe opens the claim transaction without the read-only probe
 	// first. A worker whose last poll found work sets it: the probe exists
 	// to keep idle workers off the write lock, and a busy one would pay
@@ -43,20 +43,20 @@ type ClaimHints struct {
 	Limits map[string]GlobalLimit
 }
 
-// SessionResult is what ClaimSession reports besides its error.
-type SessionResult struct {
+// sessionResult is what claimSession reports besides its error.
+type sessionResult struct {
 	// Ran reports that the claim transaction ran: the probe found work,
 	// or there was none.
 	Ran bool
 	// LookDue is set when the pace left out the probe's look for an
-	// expired lease (ClaimHints.PaceLook) or a busy worker's recovery: a
+	// expired lease (claimHints.PaceLook) or a busy worker's recovery: a
 	// worker polls again by then, so that an expired lease waits no
 	// longer than that unless another worker of the store read for one.
 	LookDue time.Time
 }
 
 // A busy worker's settlements can ride on its next claim
-// (ClaimHints.Settle): complete_many runs ahead of the claim in the
+// (claimHints.Settle): complete_many runs ahead of the claim in the
 // claim's transaction. On SQLite, where every write goes through one
 // writer, that makes a worker's cycle one request and one commit where
 // it was one per finished call plus the claim's.

@@ -33,11 +33,12 @@ func TestClaimSettlesAheadOfItsDraw(t *testing.T) {
 			{ID: ids[1], WorkerID: "w"},
 			{ID: ids[2], WorkerID: "w"},
 		}
-		got, err := s.ClaimWith(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w", Limit: 5},
-			ClaimHints{Settle: cs})
+		claim, err := s.Claims(ctx, ClaimRequest{ClaimParams: cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, WorkerID: "w"},
+			Draws: []Draw{{Batch: 1, Calls: 5, Tasks: -1}}, Calls: 5, Settle: cs})
 		if err != nil {
 			t.Fatal(err)
 		}
+		got := claim.Tasks[0]
 		if len(got) != 1 || got[0].ID != next.ID {
 			t.Fatalf("claimed %d tasks, want the one queued (%s)", len(got), next.ID)
 		}
@@ -74,10 +75,10 @@ func TestClaimWithoutNamesStillSettles(t *testing.T) {
 		ctx := t.Context()
 		ids := claimed(t, s, 1)
 		cs := []*Completion{{ID: ids[0], WorkerID: "w"}}
-		got, err := s.ClaimWith(ctx, cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, Names: []string{}, WorkerID: "w"},
-			ClaimHints{Settle: cs})
-		if err != nil || len(got) != 0 {
-			t.Fatalf("claim: %d tasks, %v", len(got), err)
+		got, err := s.Claims(ctx, ClaimRequest{ClaimParams: cairnqtype.ClaimParams{Queues: []string{cairnqtype.DefaultQueue}, Names: []string{}, WorkerID: "w"},
+			Draws: []Draw{{Batch: 1, Calls: 1, Tasks: -1}}, Calls: 1, Settle: cs})
+		if err != nil || len(got.Tasks[0]) != 0 {
+			t.Fatalf("claim: %v, %v", got.Tasks, err)
 		}
 		if task, err := s.Get(ctx, ids[0]); err != nil || task.Status != cairnqtype.StatusSucceeded || cs[0].Status != cairnqtype.StatusSucceeded {
 			t.Errorf("task %v %v, completion %q: want succeeded", task.Status, err, cs[0].Status)

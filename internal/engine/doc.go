@@ -33,7 +33,7 @@
 // Go, by Submit's own rule applied item after item.
 //
 // Beside the protocol's operations it holds what a worker's claim loop
-// needs (ClaimWith, ClaimSession, and the subscriptions of wakeups.go over
+// needs (Claims, with its LeaseLook, and the subscriptions of wakeups.go over
 // package internal/wake), the console's read-only queries (console.go) and
 // the health reads cairnq doctor shows (inspect.go). It is internal: users
 // reach it through package cairnq, and tools through package store.

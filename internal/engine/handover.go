@@ -9,7 +9,8 @@ import (
 // Completion is one task's success on its way to the database: written
 // alone (Store.Complete), grouped with others by the SQLite writer or the
 // Postgres grouper, or handed over by a worker (Pending) to ride on its
-// next claim (ClaimHints.Settle) or to its settler.
+// next claim (ClaimRequest.Settle) or to be written with others in one
+// statement (SettleCompletions).
 type Completion struct {
 	ID, WorkerID string
 	Result       any // the result's JSON text, or nil to store none

@@ -42,7 +42,7 @@ func TestReadPace(t *testing.T) {
 	}
 }
 
-// An idle worker's probe (ClaimHints.PaceLook) leaves out its look for an
+// An idle worker's probe (claimHints.PaceLook) leaves out its look for an
 // expired lease while the store read for one too recently, and says when
 // one is due; a probe without PaceLook (Store.Claim's, or the worker's
 // once that look is due) always looks, and so does a paced one once the
@@ -85,9 +85,9 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 			}
 			// A worker's poll of a queue with nothing in it: idle (its
 			// probe paced or not), or busy (no probe; a recovery).
-			pollWith := func(h ClaimHints) SessionResult {
+			pollWith := func(h claimHints) sessionResult {
 				t.Helper()
-				res, err := s.ClaimSession(ctx, cairnqtype.ClaimParams{Queues: []string{"idle"}, WorkerID: "w"}, h, true, func(draw drawFunc) error {
+				res, err := s.claimSession(ctx, cairnqtype.ClaimParams{Queues: []string{"idle"}, WorkerID: "w"}, h, true, func(draw drawFunc) error {
 					_, err := draw(nil, 1)
 					return err
 				})
@@ -96,8 +96,8 @@ func TestProbePacesItsLookForExpiredLeases(t *testing.T) {
 				}
 				return res
 			}
-			poll := func(pace bool) SessionResult { t.Helper(); return pollWith(ClaimHints{PaceLook: pace}) }
-			busy := func() SessionResult { t.Helper(); return pollWith(ClaimHints{SkipProbe: true}) }
+			poll := func(pace bool) sessionResult { t.Helper(); return pollWith(claimHints{PaceLook: pace}) }
+			busy := func() sessionResult { t.Helper(); return pollWith(claimHints{SkipProbe: true}) }
 
 			lost := lose("lost")
 			// The store read for an expired lease just now, and that read

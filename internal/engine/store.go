@@ -113,7 +113,7 @@ func Of(h holder) *Store { return h.held().s }
 func Bind(h holder, s *Store) { h.held().s = s }
 
 // SettleOnClaim reports whether a busy worker's completions ride on its
-// next claim (ClaimHints.Settle), as on SQLite, where one writer commits
+// next claim (ClaimRequest.Settle), as on SQLite, where one writer commits
 // everything. Otherwise (Postgres) a worker hands them to a settler that
 // writes them beside its claims, on a connection of their own.
 func (s *Store) SettleOnClaim() bool { return s.settleOnClaim }

@@ -75,9 +75,8 @@ func storableEnvelope(env cairnqtype.ErrorEnvelope) (string, error) {
 }
 
 // drawFunc claims up to limit tasks named in names (nil: any of the
-// session's names) inside an open claim session. An alias, so that the
-// worker's plan, which cannot name it, has the same type.
-type drawFunc = func(names []string, limit int) ([]*cairnqtype.Task, error)
+// session's names) inside an open claim session.
+type drawFunc func(names []string, limit int) ([]*cairnqtype.Task, error)
 
 func validateClaim(p cairnqtype.ClaimParams) error {
 	if len(p.Queues) == 0 {
@@ -110,28 +109,16 @@ func validateClaim(p cairnqtype.ClaimParams) error {
 // it opens no transaction: recovery and the claim are one statement each,
 // so a busy worker's claim is a single round trip.
 func (s *Store) Claim(ctx context.Context, p cairnqtype.ClaimParams) ([]*cairnqtype.Task, error) {
-	return s.ClaimWith(ctx, p, ClaimHints{})
+	limit := max(p.Limit, 1)
+	got, err := s.Claims(ctx, ClaimRequest{ClaimParams: p, Calls: limit,
+		Draws: []Draw{{Names: p.Names, Batch: 1, Calls: limit, Tasks: -1}}})
+	if err != nil || got.Tasks[0] == nil {
+		return []*cairnqtype.Task{}, err
+	}
+	return got.Tasks[0], nil
 }
 
-// ClaimWith is Claim with a worker's hints.
-func (s *Store) ClaimWith(ctx context.Context, p cairnqtype.ClaimParams, h ClaimHints) ([]*cairnqtype.Task, error) {
-	limit := p.Limit
-	if limit == 0 {
-		limit = 1
-	}
-	var out []*cairnqtype.Task
-	_, err := s.ClaimSession(ctx, p, h, true, func(draw drawFunc) error {
-		var err error
-		out, err = draw(p.Names, limit)
-		return err
-	})
-	if out == nil {
-		out = []*cairnqtype.Task{}
-	}
-	return out, err
-}
-
-// ClaimSession opens one claim transaction and lets plan draw from it any
+// claimSession opens one claim transaction and lets plan draw from it any
 // number of times, each draw with its own names and limit, after a single
 // lease recovery (unless h.SkipRecover, or the probe saw no lease
 // expired or did not look, or the pace left a busy worker's recovery
@@ -142,7 +129,7 @@ func (s *Store) ClaimWith(ctx context.Context, p cairnqtype.ClaimParams, h Claim
 // SQLite it may run more than once if the transaction is retried, so it
 // must not keep state from a failed run. single says plan draws once
 // (Claim), which on Postgres needs no shared transaction.
-func (s *Store) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h ClaimHints, single bool, plan func(draw drawFunc) error) (res SessionResult, err error) {
+func (s *Store) claimSession(ctx context.Context, p cairnqtype.ClaimParams, h claimHints, single bool, plan func(draw drawFunc) error) (res sessionResult, err error) {
 	if err := validateClaim(p); err != nil {
 		return res, err
 	}
@@ -248,7 +235,7 @@ func (s *Store) ClaimSession(ctx context.Context, p cairnqtype.ClaimParams, h Cl
 // pace, the pace may leave that look out (res.LookDue says until when;
 // claim_front.go says why), and expired is then false: the claim skips
 // recovery as well.
-func (s *Store) probeClaim(ctx context.Context, p cairnqtype.ClaimParams, base protocol.Args, pace bool, res *SessionResult) (work, expired bool, err error) {
+func (s *Store) probeClaim(ctx context.Context, p cairnqtype.ClaimParams, base protocol.Args, pace bool, res *sessionResult) (work, expired bool, err error) {
 	look, start := true, time.Now()
 	if s.dialect == protocol.Postgres {
 		if pace {

@@ -354,11 +354,28 @@ func storeFloor(ctx context.Context, cfg *config, dsn, worker string) (floorClai
 		ex.Close()
 		return nil, nil, nil, err
 	}
-	// A busy worker's claims: no probe first, leases recovered elsewhere.
-	hints := engine.ClaimHints{SkipProbe: true, SkipRecover: true}
+	// A busy worker's claims: no probe first, leases recovered once a
+	// minute, as a busy worker's are once a poll. A LeaseLook is one
+	// loop's; the streams claim at once, so each claim borrows one.
+	looks := make(chan *engine.LeaseLook, 256)
 	claim := func(ctx context.Context, limit int, _ bool) ([]string, error) {
-		tasks, err := st.ClaimWith(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, Names: []string{noopName},
-			WorkerID: worker, Lease: 30 * time.Second, Limit: limit}, hints)
+		var leases *engine.LeaseLook
+		select {
+		case leases = <-looks:
+		default:
+			leases = &engine.LeaseLook{Every: time.Minute}
+		}
+		got, err := st.Claims(ctx, engine.ClaimRequest{ClaimParams: cairnqtype.ClaimParams{Queues: []string{"default"},
+			Names: []string{noopName}, WorkerID: worker, Lease: 30 * time.Second}, Busy: true, Leases: leases, Calls: limit,
+			Draws: []engine.Draw{{Batch: 1, Calls: limit, Tasks: -1}}})
+		select {
+		case looks <- leases:
+		default:
+		}
+		var tasks []*cairnqtype.Task
+		if err == nil {
+			tasks = got.Tasks[0]
+		}
 		ids := make([]string, len(tasks))
 		for i, t := range tasks {
 			ids[i] = t.ID
