@@ -2,7 +2,6 @@ package cairnq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/maintenance"
 	"github.com/cairnq/cairnq-go/internal/quietlog"
 	"github.com/cairnq/cairnq-go/store"
 )
@@ -101,7 +101,7 @@ type Client struct {
 	ownsSt  bool
 	log     *slog.Logger
 	gate    *depthGate
-	sweeper *sweeper
+	sweeper *maintenance.Retention
 	hooks   []SubmitHook
 
 	closeOnce sync.Once
@@ -174,12 +174,12 @@ func newClient(st *engine.Store, opts *Options) (*Client, error) {
 	}
 	c.gate = gate
 	if opts.Retention != nil {
-		sw, err := newSweeper(st, *opts.Retention, c.log)
+		sw, err := newRetention(st, *opts.Retention, c.log)
 		if err != nil {
 			return nil, err
 		}
 		c.sweeper = sw
-		sw.start()
+		sw.Start()
 	}
 	return c, nil
 }
@@ -189,7 +189,7 @@ func newClient(st *engine.Store, opts *Options) (*Client, error) {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		if c.sweeper != nil {
-			c.sweeper.stop()
+			c.sweeper.Stop()
 		}
 		if c.ownsSt {
 			c.closeErr = c.store.Close()
@@ -349,9 +349,7 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 // storeGone reports whether err means the store serves nothing more:
 // closed, or its SQLite file deleted or replaced. A loop meeting it ends
 // with it rather than retry.
-func storeGone(err error) bool {
-	return errors.Is(err, ErrClosed) || errors.Is(err, ErrDatabaseReplaced)
-}
+func storeGone(err error) bool { return engine.Gone(err) }
 
 // checkCtx refuses a nil context with an *ArgumentError instead of the
 // panic it would cause further down.

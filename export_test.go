@@ -17,12 +17,12 @@ func DoneWaiters(c *Client) int { return c.store.DoneWaiters() }
 // SweepPaced runs one sweep of c's retention as its timer does: paced,
 // from where the last ended.
 func SweepPaced(ctx context.Context, c *Client) (int, error) {
-	return c.sweeper.sweep(ctx, false, true)
+	return c.sweeper.Sweep(ctx, false, true)
 }
 
 // SetSweepIdle sets how many times as long as a batch took c's paced
 // sweeps wait after it.
-func SetSweepIdle(c *Client, idle int) { c.sweeper.idle = idle }
+func SetSweepIdle(c *Client, idle int) { c.sweeper.Idle = idle }
 
 // ClaimCall is one claim a worker made: what it asked and what the
 // claim reported.

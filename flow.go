@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // RateLimit bounds how fast a worker starts tasks of one name: Rate tasks
@@ -39,48 +38,6 @@ func (r *RateLimit) validate(name string) error {
 		return bad("RateLimit.Burst", "must be >= 0 (0 for 1), got %d", r.Burst)
 	}
 	return nil
-}
-
-// tokenBucket is a RateLimit's state. Only the claim loop's goroutine
-// uses it, so it has no lock.
-type tokenBucket struct {
-	rate   float64 // tokens per second
-	burst  float64
-	tokens float64
-	at     time.Time // when tokens was last brought up to date
-}
-
-func newTokenBucket(r RateLimit) *tokenBucket {
-	burst := float64(max(r.Burst, 1))
-	return &tokenBucket{rate: r.Rate, burst: burst, tokens: burst}
-}
-
-// available returns how many tasks may start at now.
-func (b *tokenBucket) available(now time.Time) int {
-	b.refill(now)
-	return int(b.tokens)
-}
-
-// take spends n tokens, for tasks claimed at now.
-func (b *tokenBucket) take(now time.Time, n int) {
-	b.refill(now)
-	b.tokens -= float64(n)
-}
-
-// next returns how long until one more task may start; 0 if one may now.
-func (b *tokenBucket) next(now time.Time) time.Duration {
-	b.refill(now)
-	if b.tokens >= 1 {
-		return 0
-	}
-	return time.Duration(math.Ceil((1 - b.tokens) / b.rate * float64(time.Second)))
-}
-
-func (b *tokenBucket) refill(now time.Time) {
-	if !b.at.IsZero() && now.After(b.at) {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.at).Seconds()*b.rate)
-	}
-	b.at = now
 }
 
 // Pause stops the worker claiming tasks from queues (every queue it

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/wake"
 )
 
 // Wait polling defaults: the first re-read after 100ms, each next one 1.5x
@@ -245,19 +247,7 @@ func retryableRead(err error) bool {
 }
 
 // sleepCtx waits d, or until ctx ends (then it reports false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) bool { return wake.Sleep(ctx, d) }
 
 // CallOptions are a Call's submit and wait options.
 type CallOptions struct {

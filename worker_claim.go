@@ -99,7 +99,7 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 	for i, rows := range got.Tasks {
 		src := &order[i]
 		if src.limiter != nil {
-			src.limiter.take(now, len(rows))
+			src.limiter.Take(now, len(rows))
 		}
 		drawn = append(drawn, w.deliveries(src, rows)...)
 	}
@@ -117,7 +117,7 @@ func (w *Worker) idleWait(sources []source, lookDue time.Time) time.Duration {
 	}
 	for _, src := range sources {
 		if src.limiter != nil {
-			if d := src.limiter.next(now); d > 0 {
+			if d := src.limiter.Next(now); d > 0 {
 				wait = min(wait, d)
 			}
 		}
@@ -148,7 +148,7 @@ func (w *Worker) drawOf(src *source, now time.Time) engine.Draw {
 	}
 	d := engine.Draw{Names: src.names, Batch: src.batch, Calls: calls, Tasks: -1, Resource: src.resource, Limit: src.global}
 	if src.limiter != nil {
-		d.Tasks = src.limiter.available(now)
+		d.Tasks = src.limiter.Available(now)
 	}
 	return d
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/maintenance"
+	"github.com/cairnq/cairnq-go/internal/ratelimit"
 )
 
 // claimer is what the worker claims through: the store, and in tests a
@@ -28,7 +30,7 @@ type source struct {
 	batch    int // tasks per call
 	ownConc  int // this name's own cap on calls (0: none)
 	resource string
-	limiter  *tokenBucket        // the name's RateLimit, nil when it has none
+	limiter  *ratelimit.Bucket   // the name's RateLimit, nil when it has none
 	global   *engine.GlobalLimit // the name's GlobalLimit, nil when it has none
 }
 
@@ -47,7 +49,7 @@ func (w *Worker) schedule() (sources []source, names []string) {
 		if r.ownDraw {
 			src := source{names: []string{name}, batch: max(r.batch, 1), ownConc: r.opts.Concurrency, resource: r.resource}
 			if r.opts.RateLimit != nil {
-				src.limiter = newTokenBucket(*r.opts.RateLimit)
+				src.limiter = ratelimit.New(r.opts.RateLimit.Rate, r.opts.RateLimit.Burst)
 			}
 			if g := r.opts.GlobalLimit; g != nil {
 				src.global = &engine.GlobalLimit{Max: g.Max, PerKey: g.PerMetadataKey}
@@ -131,10 +133,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.comp = completer.New(w.completerConfig())
 	w.comp.Start(handlerCtx)
 	if w.opts.WorkflowSweep > 0 {
+		sweep := &maintenance.WorkflowSweep{Store: w.st, WorkerID: w.id, Every: w.opts.WorkflowSweep,
+			Unread: func(ctx context.Context, record, reason string) {
+				w.log.LogAttrs(ctx, slog.LevelWarn, logWorkflowUnread, slog.String("workflow", record),
+					slog.String("reason", reason), slog.String("worker_id", w.id))
+			},
+			Report: func(err error) { w.report(err, PhaseClaim, "") }}
 		watchWG.Add(1)
 		go func() {
 			defer watchWG.Done()
-			w.sweepLoop(loopCtx)
+			sweep.Run(loopCtx)
 		}()
 	}
 	runErr := w.loop(loopCtx, handlerCtx)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/wake"
 )
 
 // Store is what a completer writes through: an *engine.Store, or in tests
@@ -158,12 +159,7 @@ func (w *writer) retry(ctx context.Context, write func() error) error {
 		if errors.Is(err, cairnqtype.ErrBusy) && w.cfg.Busy != nil {
 			w.cfg.Busy(ctx, backoff)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+		wake.Sleep(ctx, backoff)
 		backoff = min(backoff*2, time.Second)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/outage"
 )
 
@@ -17,8 +18,7 @@ import (
 // The worker's heartbeat retries its renewals by the same test.
 func Transient(err error) bool {
 	switch {
-	case err == nil, errors.Is(err, cairnqtype.ErrLostLease), errors.Is(err, cairnqtype.ErrInvalidArgument),
-		errors.Is(err, cairnqtype.ErrClosed), errors.Is(err, cairnqtype.ErrDatabaseReplaced),
+	case err == nil, errors.Is(err, cairnqtype.ErrLostLease), errors.Is(err, cairnqtype.ErrInvalidArgument), engine.Gone(err),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	case errors.Is(err, cairnqtype.ErrBusy), outage.Is(err):

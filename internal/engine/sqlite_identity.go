@@ -182,3 +182,9 @@ func (s *Store) Lost() <-chan struct{} { return s.guard.Lost() }
 // LostErr returns the ErrDatabaseReplaced every call fails with once
 // Lost is closed, and nil before.
 func (s *Store) LostErr() error { return s.guard.err() }
+
+// Gone reports whether err says a store serves nothing more: closed, or
+// its SQLite file deleted or replaced. No retry mends either.
+func Gone(err error) bool {
+	return errors.Is(err, cairnqtype.ErrClosed) || errors.Is(err, cairnqtype.ErrDatabaseReplaced)
+}

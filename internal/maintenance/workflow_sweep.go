@@ -1,12 +1,12 @@
-package cairnq
+package maintenance
 
 import (
 	"context"
-	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/wake"
 )
 
 // sweepBatch is how many due records one sweep claims at most.
@@ -107,32 +107,45 @@ func endedBefore(a, b engine.EndedFrom) bool {
 	return a.MS < b.MS || (a.MS == b.MS && a.ID < b.ID)
 }
 
-// sweepLoop sweeps the workflows' due records every WorkflowSweep (with
-// a tenth of jitter, so that a fleet started together does not sweep in
-// step) until ctx ends. A sweep that filled its batch runs again at once.
-// Each sweep then looks over the workflows that ended (lookEnded).
-func (w *Worker) sweepLoop(ctx context.Context) {
+// WorkflowSweep is a worker's sweep of its store's workflows: every
+// Every (with a tenth of jitter, so that a fleet started together does
+// not sweep in step) it advances the records that are due, then looks
+// over the workflows that ended (lookEnded). Its goroutine is the one
+// that calls Run.
+type WorkflowSweep struct {
+	Store    *engine.Store
+	WorkerID string
+	Every    time.Duration
+	// Unread is told of each record the sweep left alone, with why.
+	Unread func(ctx context.Context, record, reason string)
+	// Report is told of a sweep that failed, but not of one that was
+	// stopping, nor of a store that serves nothing more (the store said
+	// so, and the worker ends with it).
+	Report func(error)
+}
+
+// Run sweeps until ctx ends. A sweep that filled its batch runs again at
+// once.
+func (s *WorkflowSweep) Run(ctx context.Context) {
 	var look recentLook
 	for {
-		wait := w.opts.WorkflowSweep + rand.N(w.opts.WorkflowSweep/10+1)
-		if !sleepCtx(ctx, wait) {
+		if !wake.Sleep(ctx, s.Every+rand.N(s.Every/10+1)) {
 			return
 		}
 		for ctx.Err() == nil {
-			sw, err := w.st.SweepWorkflows(ctx, w.id, sweepBatch)
+			sw, err := s.Store.SweepWorkflows(ctx, s.WorkerID, sweepBatch)
 			for id, why := range sw.Unread {
-				w.log.LogAttrs(ctx, slog.LevelWarn, logWorkflowUnread, slog.String("workflow", id),
-					slog.String("reason", why), slog.String("worker_id", w.id))
+				s.Unread(ctx, id, why)
 			}
 			if err != nil {
-				w.reportSweep(ctx, err)
+				s.report(ctx, err)
 				break
 			}
 			if sw.Records < sweepBatch {
 				break
 			}
 		}
-		w.lookEnded(ctx, &look)
+		s.lookEnded(ctx, &look)
 	}
 }
 
@@ -142,22 +155,22 @@ func (w *Worker) sweepLoop(ctx context.Context) {
 // record reached none of them), and a failed workflow one of whose steps
 // was retried goes on (Client.Retry revives it at once; another SDK's
 // retry at the step's settlement by a Go worker, or here).
-func (w *Worker) lookEnded(ctx context.Context, look *recentLook) {
-	if looked, err := w.st.LookEndedFull(ctx, w.id, endedPage); looked {
-		w.reportSweep(ctx, err)
+func (s *WorkflowSweep) lookEnded(ctx context.Context, look *recentLook) {
+	if looked, err := s.Store.LookEndedFull(ctx, s.WorkerID, endedPage); looked {
+		s.report(ctx, err)
 	}
 	look.read(time.Now, func(from engine.EndedFrom) engine.EndedFrom {
-		return w.walkEnded(ctx, from)
+		return s.walkEnded(ctx, from)
 	})
 }
 
 // walkEnded reads the records that ended after from, page after page
 // until one comes back short (or fails), and returns where it stopped.
-func (w *Worker) walkEnded(ctx context.Context, from engine.EndedFrom) engine.EndedFrom {
+func (s *WorkflowSweep) walkEnded(ctx context.Context, from engine.EndedFrom) engine.EndedFrom {
 	for ctx.Err() == nil {
-		sw, err := w.st.SweepEndedSince(ctx, w.id, from, endedPage)
+		sw, err := s.Store.SweepEndedSince(ctx, s.WorkerID, from, endedPage)
 		from = sw.Next
-		w.reportSweep(ctx, err)
+		s.report(ctx, err)
 		if sw.Read < endedPage {
 			break
 		}
@@ -165,11 +178,8 @@ func (w *Worker) walkEnded(ctx context.Context, from engine.EndedFrom) engine.En
 	return from
 }
 
-// reportSweep reports a sweep's failure, but not one of a sweep that
-// was stopping, nor a store that serves nothing more: the store said so,
-// and Run ends with it.
-func (w *Worker) reportSweep(ctx context.Context, err error) {
-	if err != nil && ctx.Err() == nil && !storeGone(err) {
-		w.report(err, PhaseClaim, "")
+func (s *WorkflowSweep) report(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil && !engine.Gone(err) {
+		s.Report(err)
 	}
 }

@@ -1,4 +1,4 @@
-package cairnq
+package maintenance
 
 import (
 	"fmt"
