@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/badinput"
+	"github.com/cairnq/cairnq-go/internal/testkit/badinput"
 )
 
 // Every row of the bad-input table, on SQLite: each refusal is typed and

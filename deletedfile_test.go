@@ -20,7 +20,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // removeDB removes a database file and its WAL and shared-memory files, as

@@ -1,7 +1,7 @@
 package cairnq_test
 
 // Fault tests on the embedded SQLite default: the suite of
-// internal/faulttest (a worker process and a submitting process killed
+// internal/testkit/faulttest (a worker process and a submitting process killed
 // with SIGKILL in the middle of their work, poisoned values among good
 // ones) run on a database file, and a handler that never returns. The
 // Postgres versions, and a server crash, are in conformance/fault_test.go.
@@ -24,7 +24,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/faulttest"
+	"github.com/cairnq/cairnq-go/internal/testkit/faulttest"
 )
 
 // sqliteFault runs the fault suite on a database file that every process

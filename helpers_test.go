@@ -15,7 +15,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/faulttest"
+	"github.com/cairnq/cairnq-go/internal/testkit/faulttest"
 	"github.com/ncruces/go-sqlite3"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // TestMain stops the Postgres server pgtest started, if a test asked for one.

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/faulttest"
+	"github.com/cairnq/cairnq-go/internal/testkit/faulttest"
 )
 
 type ctxKey struct{}

@@ -7,7 +7,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
 )
 
 // Over an executor written elsewhere, which passes its driver's errors

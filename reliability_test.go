@@ -12,7 +12,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // A handler returning a typed nil *TaskError, or an error whose methods

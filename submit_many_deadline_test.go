@@ -14,8 +14,8 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

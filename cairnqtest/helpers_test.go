@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

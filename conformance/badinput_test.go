@@ -7,11 +7,11 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
-	"github.com/cairnq/cairnq-go/internal/badinput"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/badinput"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
-// Every row of the bad-input table (internal/badinput), on Postgres through
+// Every row of the bad-input table (internal/testkit/badinput), on Postgres through
 // the pgx adapter: the same refusals as on SQLite (badinput_test.go in the
 // root package), the same positive controls. One database, one schema per
 // row, so each row starts from an empty installation.

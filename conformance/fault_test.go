@@ -1,7 +1,7 @@
 package conformance_test
 
 // Fault tests on Postgres, through the pgx adapter: the suite of
-// internal/faulttest (a worker process and a submitting process killed
+// internal/testkit/faulttest (a worker process and a submitting process killed
 // with SIGKILL in the middle of their work, poisoned values among good
 // ones), the same checks the root package's fault_test.go runs on SQLite,
 // and a server crash and restart (on a private cluster) in the middle of
@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/faulttest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/faulttest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // faultSubmitterApp is the application_name of the killed submitter's

@@ -5,7 +5,7 @@ import (
 
 	"github.com/cairnq/cairnq-go/conformance/pgserver"
 
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // Every Postgres test here shares one throwaway server, stopped when the

@@ -16,8 +16,8 @@ import (
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/conformance"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

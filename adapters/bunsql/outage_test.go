@@ -5,7 +5,7 @@ import (
 
 	cairnqbunsql "github.com/cairnq/cairnq-go/adapters/bunsql"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
 )
 
 // A restart of the server under a client on bun fails calls only with

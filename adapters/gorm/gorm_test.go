@@ -19,8 +19,8 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqgorm "github.com/cairnq/cairnq-go/adapters/gorm"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

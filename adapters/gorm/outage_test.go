@@ -5,7 +5,7 @@ import (
 
 	cairnqgorm "github.com/cairnq/cairnq-go/adapters/gorm"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
 )
 
 // A restart of the server under a client on gorm's pool fails calls only

@@ -14,8 +14,8 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // TestOpenGivesUpOnASilentServer: a server that accepts the connection and

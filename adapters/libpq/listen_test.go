@@ -18,9 +18,9 @@ import (
 
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
 	"github.com/cairnq/cairnq-go/internal/pglisten"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // The tests of this file look at one session of the listener's source: one

@@ -6,7 +6,7 @@ import (
 
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
 )
 
 // A restart of the server under a client on a pool Open made, and on an

@@ -14,8 +14,8 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqlibpq "github.com/cairnq/cairnq-go/adapters/libpq"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // Behind a transaction-mode pooler lib/pq binds statements by name on

@@ -6,8 +6,8 @@ import (
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // A restart of the server under a client on a pool Open made, and on an

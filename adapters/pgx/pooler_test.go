@@ -8,8 +8,8 @@ import (
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // Behind a transaction-mode pooler a pool on pgx's defaults (named

@@ -9,7 +9,7 @@ import (
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

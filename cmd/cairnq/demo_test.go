@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // screen renders what a terminal shows for b: a carriage return goes back

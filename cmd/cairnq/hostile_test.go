@@ -17,7 +17,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // hostile is what anybody may name a task, queue, step, key or worker,

@@ -22,7 +22,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/dirsnap"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
-	"github.com/cairnq/cairnq-go/internal/readonly"
+	"github.com/cairnq/cairnq-go/internal/testkit/dirsnap"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/readonly"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // cliStdin is cli with stdin reading in.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // uiRun is a ui started in the background, once its banner is out.

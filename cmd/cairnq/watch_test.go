@@ -11,7 +11,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // watch prints a line only when what it shows changes: on a busy

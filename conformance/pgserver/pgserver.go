@@ -6,7 +6,7 @@ package pgserver
 import (
 	"testing"
 
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // DSN returns the DSN of a fresh, empty database on a real

@@ -19,7 +19,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/console"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // preparedOnConn counts the named prepared statements of the one

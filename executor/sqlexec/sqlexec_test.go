@@ -12,8 +12,8 @@ import (
 
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
-	"github.com/cairnq/cairnq-go/internal/adaptertest"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/lib/pq"
 )

@@ -17,8 +17,8 @@ import (
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor/sqlexec"
-	"github.com/cairnq/cairnq-go/internal/dirsnap"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/dirsnap"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/internal/readonly"
+	"github.com/cairnq/cairnq-go/internal/testkit/readonly"
 )
 
 // bigValue is a JSON string value of about n bytes.

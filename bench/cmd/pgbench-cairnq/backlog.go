@@ -22,7 +22,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/bench/internal/pgadmin"
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 

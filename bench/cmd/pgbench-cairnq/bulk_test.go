@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // bulkLoop writes exactly n tasks, in calls of at most batch, over g

@@ -14,7 +14,7 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/bench/internal/backlog"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 const noopName = "bench_noop"

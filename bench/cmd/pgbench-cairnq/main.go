@@ -42,7 +42,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 type config struct {

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 // Server is the server named by BENCH_PG_DSN (or --dsn). Its role must be

@@ -17,9 +17,9 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // The calls the outage test keeps making, each from goroutines of its

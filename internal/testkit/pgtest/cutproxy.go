@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 // CutProxy relays TCP connections on 127.0.0.1 to a Postgres server and

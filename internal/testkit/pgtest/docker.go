@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 // The Docker path lives in a module of its own,

@@ -13,7 +13,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the admin connection
 
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // mixedChannel is the default Adapter.MixedChannel.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 // PoolMode is how a connection pooler shares server connections among its

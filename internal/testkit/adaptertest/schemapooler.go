@@ -11,7 +11,7 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 )
 
 // SchemaOpener opens the executor under test from dsn the way an

@@ -43,7 +43,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cairnq/cairnq-go/internal/pgdsn"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgdsn"
 )
 
 const (

@@ -15,8 +15,8 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/executor"
-	"github.com/cairnq/cairnq-go/internal/pgtest"
-	"github.com/cairnq/cairnq-go/internal/syncbuf"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
 )
 
 // The pooler burn-down's shape: what session 13's probe ran, where 687
