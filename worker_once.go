@@ -76,7 +76,7 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 	bg.Add(2)
 	go func() {
 		defer bg.Done()
-		w.heartbeatLoop(beatCtx)
+		w.heartbeat().Run(beatCtx)
 	}()
 	callDone := make(chan struct{})
 	go func() { // abandons the call when ctx ends first

@@ -122,7 +122,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	beatWG.Add(1)
 	go func() {
 		defer beatWG.Done()
-		w.heartbeatLoop(beatCtx)
+		w.heartbeat().Run(beatCtx)
 	}()
 
 	w.log.LogAttrs(ctx, slog.LevelInfo, logWorkerStarted, slog.String("worker_id", w.id),
