@@ -2,14 +2,12 @@ package cairnq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"sync"
-	"time"
 
+	"github.com/cairnq/cairnq-go/internal/attempt"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -99,9 +97,6 @@ func (w *Worker) signalSlot() {
 	}
 }
 
-// errAttemptTimeout marks an attempt abandoned at MaxRun.
-var errAttemptTimeout = errors.New("cairnq: attempt exceeded MaxRun")
-
 // runCall runs one handler call and settles whatever it left unsettled,
 // or hands a lone task's success over to its completer, reporting
 // handedOver: its context then stays live until the completer has
@@ -142,7 +137,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 	exited := true
 	defer func() {
 		if exited { // nothing is settled; writes through the contexts are refused
-			endCalls(tcs, errHandlerExited)
+			endCalls(tcs, attempt.ErrExited)
 		}
 		if !handedOver {
 			w.track(tcs, false)
@@ -152,8 +147,9 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 		endCalls(tcs, context.Cause(handlerCtx))
 	}
 
-	result, results, err := w.attempt(callCtx, d.reg, tcs, own)
-	exited = err == errHandlerExited
+	o := w.attempt(callCtx, d.reg, tcs, own)
+	err := o.Err
+	exited = err == attempt.ErrExited
 	release()
 	if exited {
 		return false
@@ -164,10 +160,10 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 	// lease is gone.
 	var wg sync.WaitGroup
 	for _, tc := range tcs {
-		if tc.isSettled() || (tc.LostLease() && err != errAttemptTimeout) {
+		if tc.isSettled() || (tc.LostLease() && err != attempt.ErrTimeout) {
 			continue
 		}
-		settle := func() bool { return w.settleLeftover(handlerCtx, tc, d.reg, err, result, results) }
+		settle := func() bool { return w.settleLeftover(handlerCtx, tc, d.reg, err, o.Result, o.Results) }
 		if len(tcs) == 1 {
 			handedOver = settle()
 			continue
@@ -182,85 +178,42 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 	return handedOver
 }
 
-// attempt runs the handler, recovering a panic, and bounded by MaxRun when
-// set. On timeout every context of the call is flagged lease-lost before
-// the caller records the failure, so a handler that keeps running cannot
-// settle anything behind the worker's back.
+// attempt runs the handler (internal/attempt), recovering a panic, and
+// bounded by MaxRun when set. On timeout every context of the call is
+// flagged lease-lost before the caller records the failure, so a
+// handler that keeps running cannot settle anything behind the worker's
+// back.
 //
 // With MaxRun set, or when the call is not Run's (own is false), the
 // handler runs in a goroutine of its own, so that a handler ignoring its
 // context holds up neither this call past MaxRun nor RunOnce past its
-// shutdown (w.giveUp): Go cannot stop it, but the worker need not wait.
-// The goroutine ends when the handler returns; done is buffered for it.
-// Otherwise it runs on the call's own goroutine, sparing every call a
-// goroutine and a hand-off (docs/benchmarks.md has what that saves); Run then stops waiting for such a call at
-// its shutdown's end by its slot, still held (see callsOver).
-func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext, own bool) (result any, results map[string]any, err error) {
-	if own && w.opts.MaxRun <= 0 {
-		o := w.callHandler(ctx, reg, tcs)
-		return o.result, o.results, o.err
-	}
-	done := make(chan handlerOutcome, 1)
-	go func() {
-		o := handlerOutcome{err: errHandlerExited} // unless callHandler returns
-		defer func() { done <- o }()
-		o = w.callHandler(ctx, reg, tcs)
-	}()
-	var timeout <-chan time.Time
-	if w.opts.MaxRun > 0 {
-		timer := time.NewTimer(w.opts.MaxRun)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	select {
-	case o := <-done:
-		return o.result, o.results, o.err
-	case <-timeout:
+// shutdown (w.giveUp). Otherwise it runs on the call's own goroutine,
+// sparing every call a goroutine and a hand-off (docs/benchmarks.md has
+// what that saves); Run then stops waiting for such a call at its
+// shutdown's end by its slot, still held (see callsOver).
+func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext, own bool) attempt.Outcome {
+	limits := attempt.Limits{MaxRun: w.opts.MaxRun, GiveUp: w.giveUp, TimedOut: func() {
 		for _, tc := range tcs {
 			tc.markLost()
 		}
-		return nil, nil, errAttemptTimeout
-	case <-w.giveUp:
-		// Run stopped waiting: the contexts were flagged lost and canceled
-		// ShutdownTimeout ago, and the handler still runs.
-		return nil, nil, errAbandoned
-	}
+	}}
+	return attempt.Run(own && w.opts.MaxRun <= 0, limits, func() attempt.Outcome {
+		return attempt.Guard(func() attempt.Outcome { return w.callHandler(ctx, reg, tcs) }, func() {
+			for _, tc := range tcs {
+				w.report(fmt.Errorf("%w (task %s)", attempt.ErrExited, tc.task.ID), PhaseExecute, tc.task.ID)
+			}
+		})
+	})
 }
 
-// handlerOutcome is what one handler call returned.
-type handlerOutcome struct {
-	result  any
-	results map[string]any
-	err     error
-}
-
-// callHandler calls the handler of reg through the worker's middleware and
-// turns a panic into a panicError. A handler that calls runtime.Goexit
-// (t.FailNow in a test) gives no outcome: callHandler reports it, and the
-// goroutine goes on ending, the call with it when the handler runs on the
-// call's goroutine; either way nothing is settled and the task is left to
-// its lease (runCall).
-func (w *Worker) callHandler(ctx context.Context, reg *registration, tcs []*TaskContext) (o handlerOutcome) {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		if p := recover(); p != nil {
-			o = handlerOutcome{err: &panicError{value: p, stack: string(debug.Stack())}}
-			return
-		}
-		for _, tc := range tcs {
-			w.report(fmt.Errorf("%w (task %s)", errHandlerExited, tc.task.ID), PhaseExecute, tc.task.ID)
-		}
-	}()
+// callHandler calls the handler of reg through the worker's middleware.
+func (w *Worker) callHandler(ctx context.Context, reg *registration, tcs []*TaskContext) (o attempt.Outcome) {
 	if len(w.opts.Middleware) == 0 {
 		if reg.batch > 0 {
-			o.results, o.err = reg.batchFn(ctx, tcs)
+			o.Results, o.Err = reg.batchFn(ctx, tcs)
 		} else {
-			o.result, o.err = reg.fn(ctx, tcs[0])
+			o.Result, o.Err = reg.fn(ctx, tcs[0])
 		}
-		returned = true
 		return o
 	}
 	call := &Call{Tasks: tcs, Batch: reg.batch > 0}
@@ -271,25 +224,11 @@ func (w *Worker) callHandler(ctx context.Context, reg *registration, tcs []*Task
 		return reg.fn(ctx, tcs[0])
 	}
 	result, err := chainMiddleware(w.opts.Middleware, call, handler)(ctx)
-	returned = true
-	o.err = err
+	o.Err = err
 	if reg.batch == 0 {
-		o.result = result
+		o.Result = result
 	} else if m, ok := result.(map[string]any); ok {
-		o.results = m
+		o.Results = m
 	}
 	return o
 }
-
-// errHandlerExited marks a call whose handler called runtime.Goexit.
-var errHandlerExited = errors.New("cairnq: handler called runtime.Goexit; its task is left to its lease")
-
-// errAbandoned marks a call Run stopped waiting for at shutdown.
-var errAbandoned = errors.New("cairnq: handler still running after shutdown; abandoned")
-
-type panicError struct {
-	value any
-	stack string
-}
-
-func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/attempt"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/maintenance"
@@ -201,7 +202,7 @@ func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
 			left := slices.Collect(maps.Keys(w.live))
 			w.mu.Unlock()
 			for _, id := range left {
-				w.report(fmt.Errorf("%w (task %s)", errAbandoned, id), PhaseShutdown, id)
+				w.report(fmt.Errorf("%w (task %s)", attempt.ErrAbandoned, id), PhaseShutdown, id)
 			}
 			gaveUp = true
 			close(w.giveUp)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/attempt"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -48,14 +49,14 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 // failureOf turns how a call failed into the envelope to record, and
 // whether there is anything to record at all.
 func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, retryable, record bool) {
-	if callErr == errAttemptTimeout {
+	if callErr == attempt.ErrTimeout {
 		return ErrorEnvelope{
 			Type: "HandlerTimeout", Code: "handler_timeout", Retryable: true, Details: map[string]any{},
 			Message: fmt.Sprintf("handler for %s ran past MaxRun=%v; the attempt was abandoned", tc.task.Name, w.opts.MaxRun),
 		}, true, true
 	}
-	if pe, ok := callErr.(*panicError); ok {
-		return panicEnvelope(pe.value, pe.stack), true, true
+	if pe, ok := callErr.(*attempt.PanicError); ok {
+		return panicEnvelope(pe.Value, pe.Stack), true, true
 	}
 	if err := tc.refusal(); err != nil {
 		// The workflow refused the steps it added (SucceedTx told the
