@@ -13,7 +13,7 @@ import (
 )
 
 // On Postgres the calls of a draw that succeed hand their completions to
-// the worker's settler, which writes them together; each task still gets
+// the worker's completer, which writes them together; each task still gets
 // its own outcome: one taken over by another worker meanwhile stays
 // theirs (its context learns the lease is lost, and nothing is reported),
 // one canceled meanwhile ends canceled, the rest succeed with their own

@@ -31,6 +31,7 @@ func (tc *TaskContext) SucceedIn(ctx context.Context, fn func(ctx context.Contex
 	st := tc.settlement(engine.Succeeded)
 	err := tc.settle(func() error {
 		out, err := tc.w.st.SettleWith(ctx, st, fn)
+		noteRefusal(tc, out)
 		if err == nil {
 			// Refused steps: nothing of fn's transaction committed, and
 			// the step failed for good.

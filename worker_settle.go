@@ -115,6 +115,7 @@ func (w *Worker) settle(ctx context.Context, tc *TaskContext, st engine.Settleme
 // lease gone) and logs what the store made of it; any other error is
 // reported.
 func (w *Worker) recordSettled(ctx context.Context, tc *TaskContext, st engine.Settlement, out engine.Settled, err error) {
+	noteRefusal(tc, out)
 	switch {
 	case err == nil:
 		tc.markSettled()
@@ -126,11 +127,18 @@ func (w *Worker) recordSettled(ctx context.Context, tc *TaskContext, st engine.S
 	}
 }
 
-// logSettled logs what a written settlement did, and records a workflow's
-// refusal of the steps tc added, for Succeed to return.
-func (w *Worker) logSettled(ctx context.Context, tc *TaskContext, st engine.Settlement, out engine.Settled) {
+// noteRefusal records a workflow's refusal of the steps tc added, for
+// Succeed to return and for the handler's end to fail the step for good
+// (failureOf): whether or not the failure written for it committed.
+func noteRefusal(tc *TaskContext, out engine.Settled) {
 	if out.Refused != nil {
 		tc.refuse(out.Refused)
+	}
+}
+
+// logSettled logs what a written settlement did.
+func (w *Worker) logSettled(ctx context.Context, tc *TaskContext, st engine.Settlement, out engine.Settled) {
+	if out.Refused != nil {
 		st.Error, st.Delay = engine.RefusedEnvelope(out.Refused), 0
 	}
 	switch {
@@ -170,6 +178,7 @@ func (tc *TaskContext) settlement(outcome engine.Outcome) engine.Settlement {
 func (tc *TaskContext) settleNow(ctx context.Context, st engine.Settlement) error {
 	return tc.settle(func() error {
 		out, err := tc.w.st.Settle(ctx, st)
+		noteRefusal(tc, out)
 		if err == nil {
 			tc.w.logSettled(ctx, tc, st, out)
 		}

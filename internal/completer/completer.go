@@ -51,12 +51,15 @@ type Done func(written engine.Settlement, out engine.Settled, err error)
 
 // Config is what a Completer needs from its worker.
 type Config struct {
+	// Store is what the completer writes through.
 	Store Store
 	// Lease bounds how long a settlement is retried.
 	Lease time.Duration
-	// Rows, when set, is held around each grouped write: the worker's
-	// heartbeat updates many of its rows in one statement too, and two
-	// such statements side by side can deadlock.
+	// Rows, when set, is held around each grouped write the completer
+	// makes on its own (the batch form's): the worker's heartbeat
+	// updates many of its rows in one statement too, and two such
+	// statements side by side can deadlock. (The ride form's writes go
+	// through SQLite's single writer, which orders them anyway.)
 	Rows sync.Locker
 	// Busy is told of each back-off while the database is busy.
 	Busy func(ctx context.Context, backoff time.Duration)

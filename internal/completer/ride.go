@@ -11,7 +11,7 @@ import (
 
 // ride is the form where a plain success waits for the claim loop's next
 // claim, which writes it in the claim's transaction
-// (engine.ClaimHints.Settle): on SQLite a busy worker's cycle is then one
+// (engine.ClaimRequest.Settle): on SQLite a busy worker's cycle is then one
 // request to the single writer and one commit, where it was a request per
 // finished call beside the claim's. The loop never holds a success back:
 // it claims as soon as one arrives (Wake), and when it cannot claim

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,8 +15,8 @@ import (
 type Draw struct {
 	// Names are the task names it draws; nil draws any of the claim's.
 	Names []string
-	// Batch is how many tasks one call runs (at least 1): the draw takes
-	// up to Batch tasks for each call it may start.
+	// Batch is how many tasks one call runs: the draw takes up to Batch
+	// tasks for each call it may start. Below 1 counts as 1.
 	Batch int
 	// Calls bounds the calls it may start, before the claim's free
 	// calls: its name's own cap on concurrency, ClaimBatch.
@@ -28,7 +29,8 @@ type Draw struct {
 	Resource string
 	// Limit is the global limit of its one name, nil for none: the draw
 	// takes the name's lock, counts its running tasks and claims no more
-	// than the limit leaves room for (claim_limit.go).
+	// than the limit leaves room for (claim_limit.go). A limited draw
+	// names exactly one task name, or Claims refuses it.
 	Limit *GlobalLimit
 }
 
@@ -38,7 +40,8 @@ type Draw struct {
 // sharing the calls the worker has free. Claims reports what each drew.
 type ClaimRequest struct {
 	// Queues, Names (every draw's), WorkerID and Lease are the claim's;
-	// Limit is not read: the draws bound themselves.
+	// the draws bound themselves, so Limit bounds nothing (it must not be
+	// negative).
 	cairnqtype.ClaimParams
 	Draws []Draw
 	// Calls is how many calls the worker has free: the draws spend them
@@ -89,6 +92,11 @@ type Claimed struct {
 // draw has no room draws nothing and runs no session; its settlements
 // are written on their own.
 func (s *Store) Claims(ctx context.Context, r ClaimRequest) (Claimed, error) {
+	for i, d := range r.Draws {
+		if d.Limit != nil && len(d.Names) != 1 {
+			return Claimed{}, argError("claim", fmt.Sprintf("draw %d", i), "a global limit needs exactly one name, got %d", len(d.Names))
+		}
+	}
 	out := Claimed{Tasks: make([][]*cairnqtype.Task, len(r.Draws))}
 	order, limits := drawOrder(r.Draws)
 	h := claimHints{SkipProbe: r.Busy, Settle: r.Settle, Limits: limits}
@@ -129,7 +137,8 @@ func (s *Store) Claims(ctx context.Context, r ClaimRequest) (Claimed, error) {
 				out.Drained = false
 			}
 			out.Tasks[i] = rows
-			calls := (len(rows) + d.Batch - 1) / d.Batch
+			batch := max(d.Batch, 1)
+			calls := (len(rows) + batch - 1) / batch
 			left -= calls
 			if d.Resource != "" {
 				used[d.Resource] += calls
@@ -173,7 +182,7 @@ func drawOrder(draws []Draw) (order []int, limits map[string]GlobalLimit) {
 	var at, limited []int
 	for i, d := range draws {
 		order[i] = i
-		if d.Limit != nil && len(d.Names) == 1 {
+		if d.Limit != nil { // one name: Claims checked
 			if limits == nil {
 				limits = map[string]GlobalLimit{}
 			}
@@ -195,8 +204,9 @@ func drawOrder(draws []Draw) (order []int, limits map[string]GlobalLimit) {
 // as often as an idle one), paced the same way. When the pace leaves a
 // look out, Due says by when the worker should poll again, so that an
 // expired lease waits no longer than that unless another worker of the
-// store read for one. The zero value recovers at the first claim. Not
-// safe for concurrent use: one claim loop owns it.
+// store read for one. A LeaseLook recovers at its first claim; with
+// Every zero, at every claim. Not safe for concurrent use: one claim
+// loop owns it.
 type LeaseLook struct {
 	// Every is how often a busy worker recovers leases.
 	Every time.Duration

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -144,4 +145,26 @@ func counts(tasks [][]*cairnqtype.Task) []int {
 		n[i] = len(ts)
 	}
 	return n
+}
+
+// A global limit on a draw of other than one name is refused, with
+// nothing claimed; a draw's Batch below 1 counts as 1.
+func TestClaimsRefusesALimitWithoutOneName(t *testing.T) {
+	s, _ := openTestStore(t, SQLiteOptions{})
+	ctx := t.Context()
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Submit(ctx, SubmitParams{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}
+	_, err := s.Claims(ctx, ClaimRequest{ClaimParams: p, Calls: 2,
+		Draws: []Draw{{Names: []string{"a", "b"}, Batch: 1, Calls: 2, Tasks: -1, Limit: &GlobalLimit{Max: 1}}}})
+	if !errors.Is(err, cairnqtype.ErrInvalidArgument) {
+		t.Fatalf("a limit on two names: %v, want ErrInvalidArgument", err)
+	}
+	got, err := s.Claims(ctx, ClaimRequest{ClaimParams: p, Calls: 2, Draws: []Draw{{Calls: 2, Tasks: -1}}})
+	if err != nil || len(got.Tasks[0]) != 2 {
+		t.Fatalf("a draw of batch 0: %v, %v; want both tasks, one a call", got.Tasks, err)
+	}
 }

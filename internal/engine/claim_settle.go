@@ -106,7 +106,8 @@ func (s *Store) announce(cs []*Completion) {
 
 // SettleCompletions settles cs in a write of their own: on SQLite a
 // worker's completions its claim loop could not carry, on Postgres those
-// of its settler, there one statement outside any explicit transaction.
+// its completer gathered, there one statement outside any explicit
+// transaction.
 func (s *Store) SettleCompletions(ctx context.Context, cs []*Completion) error {
 	if len(cs) == 0 {
 		return nil

@@ -12,7 +12,8 @@
 // the Store, never of the dialect.
 //
 // A worker settles every attempt, of any task, with one Settlement
-// through Store.Settle (settle.go), which reads from the claimed row
+// through Store.Settle (settle.go), save the plain successes it groups
+// (Completion, below); Settle reads from the claimed row
 // whether the task is a workflow's step and then advances the workflow in
 // the settlement's own transaction. Settlements are grouped here, with
 // the machinery of package internal/group: the SQLite writer's group

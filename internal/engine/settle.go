@@ -32,13 +32,16 @@ const (
 // kind a worker writes, for any task, goes through Store.Settle (or, in
 // a transaction, SettleTx and SettleWith), which reads from Task
 // whether it is a workflow's step and then advances the workflow in the
-// settlement's own transaction.
+// settlement's own transaction. Only plain successes a worker groups
+// travel otherwise, as Completions (handover.go).
 type Settlement struct {
 	// Task is the row the claim returned: its id, and its metadata, which
 	// holds a workflow step's mark.
-	Task     *cairnqtype.Task
+	Task *cairnqtype.Task
+	// WorkerID is the worker that holds the task's lease.
 	WorkerID string
-	Outcome  Outcome
+	// Outcome is how the attempt ended.
+	Outcome Outcome
 	// Result is a success's result, encoded by Settle (EncodeResult).
 	Result any
 	// Error and Retryable are a failure's; Delay is a failure's retry
@@ -261,7 +264,7 @@ func (s *Store) SettleTx(ctx context.Context, sess executor.Session, st Settleme
 	if err := st.check(); err != nil {
 		return Settled{}, err
 	}
-	if err := s.needsPostgres(ctx, "SettleTx", sess); err != nil {
+	if err := s.needsPostgres(ctx, "SucceedTx", sess); err != nil {
 		return Settled{}, err
 	}
 	return s.settleTxIn(ctx, pgQuerier{sess}, st)

@@ -114,8 +114,8 @@ func Bind(h holder, s *Store) { h.held().s = s }
 
 // SettleOnClaim reports whether a busy worker's completions ride on its
 // next claim (ClaimRequest.Settle), as on SQLite, where one writer commits
-// everything. Otherwise (Postgres) a worker hands them to a settler that
-// writes them beside its claims, on a connection of their own.
+// everything. Otherwise (Postgres) a worker's completer writes them
+// beside its claims, on a connection of their own.
 func (s *Store) SettleOnClaim() bool { return s.settleOnClaim }
 
 // DatabaseClock returns s itself when statements read the database's

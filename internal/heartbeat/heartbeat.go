@@ -28,23 +28,29 @@ type Lease interface {
 
 // Store is what a beat renews through: an *engine.Store.
 type Store interface {
+	// HeartbeatBatch renews ids' leases held by workerID, reporting for
+	// each still held whether a cancel was requested.
 	HeartbeatBatch(ctx context.Context, ids []string, workerID string, lease time.Duration) (map[string]bool, error)
 }
 
 // Beat renews a worker's leases every Every until Run's context ends.
 type Beat struct {
-	Store    Store
+	// Store is what the beat renews through.
+	Store Store
+	// WorkerID is the worker whose leases it renews.
 	WorkerID string
-	Every    time.Duration
-	Lease    time.Duration
+	// Every is the beat's interval: a third of the lease by default.
+	Every time.Duration
+	// Lease is how long each renewal extends a lease from now.
+	Lease time.Duration
 	// Rows, when set, is held around each renewal: the worker's grouped
 	// settlements update many of its rows in one statement too, and two
 	// such statements side by side can deadlock.
 	Rows sync.Locker
-	// Held returns the leases to renew now.
+	// Held returns the leases to renew now. Required.
 	Held func() []Lease
 	// Report is told of a beat that failed past its interval's retries,
-	// with the first task it held.
+	// with the first task it held. Required.
 	Report func(err error, id string)
 }
 

@@ -113,14 +113,18 @@ func endedBefore(a, b engine.EndedFrom) bool {
 // over the workflows that ended (lookEnded). Its goroutine is the one
 // that calls Run.
 type WorkflowSweep struct {
-	Store    *engine.Store
+	// Store is the store whose workflows it sweeps.
+	Store *engine.Store
+	// WorkerID is who the sweep claims due records as.
 	WorkerID string
-	Every    time.Duration
+	// Every is the time between sweeps, at least a millisecond.
+	Every time.Duration
 	// Unread is told of each record the sweep left alone, with why.
+	// Required.
 	Unread func(ctx context.Context, record, reason string)
 	// Report is told of a sweep that failed, but not of one that was
 	// stopping, nor of a store that serves nothing more (the store said
-	// so, and the worker ends with it).
+	// so, and the worker ends with it). Required.
 	Report func(error)
 }
 
