@@ -35,7 +35,8 @@ type TaskContext struct {
 	added   engine.AddedSteps
 	refused error // the workflow refused added; the step was failed for it
 
-	comp completer.Completer // what the worker settles the task through
+	comp      completer.Completer // what the worker settles the task through
+	settleCtx context.Context     // the context of the worker's settlement (settle)
 }
 
 // ID is the task's id.

@@ -192,17 +192,22 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 // what that saves); Run then stops waiting for such a call at its
 // shutdown's end by its slot, still held (see callsOver).
 func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext, own bool) attempt.Outcome {
-	limits := attempt.Limits{MaxRun: w.opts.MaxRun, GiveUp: w.giveUp, TimedOut: func() {
+	if own && w.opts.MaxRun <= 0 {
+		return w.guarded(ctx, reg, tcs)
+	}
+	return attempt.Run(attempt.Limits{MaxRun: w.opts.MaxRun, GiveUp: w.giveUp, TimedOut: func() {
 		for _, tc := range tcs {
 			tc.markLost()
 		}
-	}}
-	return attempt.Run(own && w.opts.MaxRun <= 0, limits, func() attempt.Outcome {
-		return attempt.Guard(func() attempt.Outcome { return w.callHandler(ctx, reg, tcs) }, func() {
-			for _, tc := range tcs {
-				w.report(fmt.Errorf("%w (task %s)", attempt.ErrExited, tc.task.ID), PhaseExecute, tc.task.ID)
-			}
-		})
+	}}, func() attempt.Outcome { return w.guarded(ctx, reg, tcs) })
+}
+
+// guarded calls the handler of reg through attempt.Guard.
+func (w *Worker) guarded(ctx context.Context, reg *registration, tcs []*TaskContext) attempt.Outcome {
+	return attempt.Guard(func() attempt.Outcome { return w.callHandler(ctx, reg, tcs) }, func() {
+		for _, tc := range tcs {
+			w.report(fmt.Errorf("%w (task %s)", attempt.ErrExited, tc.task.ID), PhaseExecute, tc.task.ID)
+		}
 	})
 }
 

@@ -85,21 +85,7 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 // call's share of the worker's counts.
 func (w *Worker) settle(ctx context.Context, tc *TaskContext, st engine.Settlement, lone bool) (handedOver bool) {
 	tc.startSettling()
-	done := func(written engine.Settlement, out engine.Settled, err error) {
-		w.recordSettled(ctx, tc, written, out, err)
-		tc.doneSettling()
-	}
-	var later completer.Done
-	if lone {
-		later = func(written engine.Settlement, out engine.Settled, err error) {
-			done(written, out, err)
-			w.mu.Lock()
-			delete(w.live, tc.task.ID)
-			w.settling--
-			w.mu.Unlock()
-			w.signalSlot()
-		}
-	}
+	tc.settleCtx = ctx
 	defer func() {
 		// The handler's values run in Settle (its result's MarshalJSON):
 		// a panic there leaves nothing written or handed over.
@@ -108,7 +94,28 @@ func (w *Worker) settle(ctx context.Context, tc *TaskContext, st engine.Settleme
 			panic(p) // for settleLeftover to report
 		}
 	}()
-	return tc.comp.Settle(ctx, st, done, later)
+	return tc.comp.Settle(ctx, st, (*settleRecorder)(tc), lone)
+}
+
+// settleRecorder is a TaskContext as its completer sees it
+// (completer.Recorder): a pointer, so passing it allocates nothing.
+type settleRecorder TaskContext
+
+// Settled records how tc's settlement fared and ends its settling; for
+// one handed over, the call's share of the worker's counts ends too.
+func (r *settleRecorder) Settled(written engine.Settlement, out engine.Settled, err error, handedOver bool) {
+	tc := (*TaskContext)(r)
+	w := tc.w
+	w.recordSettled(tc.settleCtx, tc, written, out, err)
+	tc.doneSettling()
+	if !handedOver {
+		return
+	}
+	w.mu.Lock()
+	delete(w.live, tc.task.ID)
+	w.settling--
+	w.mu.Unlock()
+	w.signalSlot()
 }
 
 // recordSettled marks tc by how its settlement fared (settled, or its

@@ -72,16 +72,13 @@ type Limits struct {
 	GiveUp <-chan struct{}
 }
 
-// Run runs call (a Guard'ed call): inline on the caller's goroutine, or
-// else on a goroutine of its own, so that a handler ignoring its context
-// holds up neither the call past l.MaxRun nor a shutdown past l.GiveUp:
-// Go cannot stop it, but the worker need not wait. That goroutine ends
-// when the handler returns. A call that exits (ErrExited) on the
-// caller's goroutine ends the caller's goroutine with it.
-func Run(inline bool, l Limits, call func() Outcome) Outcome {
-	if inline {
-		return call()
-	}
+// Run runs call (a Guard'ed call) on a goroutine of its own, so that a
+// handler ignoring its context holds up neither the call past l.MaxRun
+// nor a shutdown past l.GiveUp: Go cannot stop it, but the worker need
+// not wait. That goroutine ends when the handler returns. A call with
+// neither bound runs best on the caller's goroutine, through Guard
+// alone: no goroutine, no hand-off, and no allocation for its funcs.
+func Run(l Limits, call func() Outcome) Outcome {
 	done := make(chan Outcome, 1)
 	go func() {
 		o := Outcome{Err: ErrExited} // unless call returns

@@ -32,25 +32,22 @@ func TestGuard(t *testing.T) {
 // TimedOut), or ErrAbandoned once GiveUp closes, leaving the call to run
 // on; a call on its own goroutine that exits is ErrExited.
 func TestRunBoundsTheCall(t *testing.T) {
-	if o := Run(false, Limits{}, func() Outcome { return Outcome{Result: 1} }); o.Result != 1 {
+	if o := Run(Limits{}, func() Outcome { return Outcome{Result: 1} }); o.Result != 1 {
 		t.Fatalf("a call that returned: %+v", o)
-	}
-	if o := Run(true, Limits{}, func() Outcome { return Outcome{Result: 2} }); o.Result != 2 {
-		t.Fatalf("an inline call: %+v", o)
 	}
 	release := make(chan struct{})
 	defer close(release)
 	stuck := func() Outcome { <-release; return Outcome{} }
 	timedOut := false
-	if o := Run(false, Limits{MaxRun: time.Millisecond, TimedOut: func() { timedOut = true }}, stuck); o.Err != ErrTimeout || !timedOut {
+	if o := Run(Limits{MaxRun: time.Millisecond, TimedOut: func() { timedOut = true }}, stuck); o.Err != ErrTimeout || !timedOut {
 		t.Fatalf("a call past MaxRun: %v, TimedOut told %v", o.Err, timedOut)
 	}
 	giveUp := make(chan struct{})
 	close(giveUp)
-	if o := Run(false, Limits{GiveUp: giveUp}, stuck); o.Err != ErrAbandoned {
+	if o := Run(Limits{GiveUp: giveUp}, stuck); o.Err != ErrAbandoned {
 		t.Fatalf("a call given up on: %v", o.Err)
 	}
-	if o := Run(false, Limits{}, func() Outcome { runtime.Goexit(); return Outcome{} }); o.Err != ErrExited {
+	if o := Run(Limits{}, func() Outcome { runtime.Goexit(); return Outcome{} }); o.Err != ErrExited {
 		t.Fatalf("a call that exited: %v", o.Err)
 	}
 }

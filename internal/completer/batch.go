@@ -5,13 +5,14 @@ import (
 	"context"
 	"sync"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // batch is the form where a plain success does not wait for its write: it
 // is handed to the completer's goroutine, which writes everything handed
 // to it since its last write in one statement, then tells each caller's
-// Done. Waiting cost more than the write: every call parked on its own
+// Recorder. Waiting cost more than the write: every call parked on its own
 // reply and was woken by it, one wake-up per call for each statement
 // (docs/benchmarks.md has the measurement). On Postgres the grouped
 // write runs on a connection of its own, beside the claims.
@@ -22,8 +23,8 @@ type batch struct {
 	pending engine.Pending
 	mu      sync.Mutex
 	started bool
-	ctx     context.Context             // the settlements' (Start's)
-	dones   map[*engine.Completion]Done // whose outcome each is
+	ctx     context.Context               // the settlements' (Start's)
+	handed  map[*engine.Completion]handed // whose outcome each is
 
 	kick chan struct{} // something was handed over (capacity 1)
 	quit chan struct{} // closed by Stop
@@ -31,7 +32,7 @@ type batch struct {
 }
 
 func newBatch(w *writer) *batch {
-	return &batch{writer: w, dones: map[*engine.Completion]Done{},
+	return &batch{writer: w, handed: map[*engine.Completion]handed{},
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -55,17 +56,31 @@ func (b *batch) Stop() <-chan struct{} {
 	return b.done
 }
 
-func (b *batch) Settle(ctx context.Context, st engine.Settlement, done, later Done) bool {
-	if later != nil && b.handOver(st, later) {
+// handed is a success handed over: its task, and who is told how it
+// fared. Small, so that the map holds it in place (a value past 128
+// bytes would cost an allocation a task).
+type handed struct {
+	task *cairnqtype.Task
+	r    Recorder
+}
+
+// written is the settlement a handed-over success was written as: c's,
+// its result as the JSON text it was written with.
+func (h handed) written(c *engine.Completion) engine.Settlement {
+	return engine.Settlement{Task: h.task, WorkerID: c.WorkerID, Outcome: engine.Succeeded, Result: c.Result}
+}
+
+func (b *batch) Settle(ctx context.Context, st engine.Settlement, r Recorder, later bool) bool {
+	if later && b.handOver(st, r) {
 		return true
 	}
-	b.settle(ctx, st, done)
+	b.settle(ctx, st, r)
 	return false
 }
 
 // handOver leaves st to the goroutine, reporting false, having taken
 // nothing, when it cannot share a write or the goroutine is not running.
-func (b *batch) handOver(st engine.Settlement, done Done) bool {
+func (b *batch) handOver(st engine.Settlement, r Recorder) bool {
 	c, ok := groupable(st)
 	if !ok {
 		return false
@@ -75,11 +90,11 @@ func (b *batch) handOver(st engine.Settlement, done Done) bool {
 		b.mu.Unlock()
 		return false
 	}
-	b.dones[c] = func(_ engine.Settlement, out engine.Settled, err error) { done(st, out, err) }
+	b.handed[c] = handed{st.Task, r}
 	b.mu.Unlock()
 	if !b.pending.Add(c) {
 		b.mu.Lock()
-		delete(b.dones, c)
+		delete(b.handed, c)
 		b.mu.Unlock()
 		return false
 	}
@@ -122,21 +137,21 @@ func (b *batch) writeAll() {
 func (b *batch) write(taken []*engine.Completion) {
 	err := b.grouped(b.ctx, taken)
 	b.mu.Lock()
-	dones := make([]Done, len(taken))
+	hs := make([]handed, len(taken))
 	for i, c := range taken {
-		dones[i] = b.dones[c]
-		delete(b.dones, c)
+		hs[i] = b.handed[c]
+		delete(b.handed, c)
 	}
 	b.mu.Unlock()
 	for i, c := range taken {
 		if err != nil {
-			dones[i](engine.Settlement{}, engine.Settled{}, err)
+			hs[i].r.Settled(hs[i].written(c), engine.Settled{}, err, true)
 			continue
 		}
 		out, ok, cerr := outcomeOf(c)
 		if !ok {
 			cerr = cmp.Or(cerr, errNoOutcome)
 		}
-		dones[i](engine.Settlement{}, out, cerr)
+		hs[i].r.Settled(hs[i].written(c), out, cerr, true)
 	}
 }

@@ -44,10 +44,16 @@ type Store interface {
 	SettleOnClaim() bool
 }
 
-// Done receives a settlement's outcome: the settlement as written (a
-// success the completer failed for good instead, its result not JSON, is
-// the failure), what the write did, or why nothing was written.
-type Done func(written engine.Settlement, out engine.Settled, err error)
+// Recorder is told a settlement's outcome, once: the settlement as
+// written (a success the completer failed for good instead, its result
+// not JSON, is the failure), what the write did, or why nothing was
+// written, and whether it was handed over (told after Settle returned
+// true, on the completer's goroutine). An interface, not a func, so
+// that a worker passes its task's own pointer and a settlement costs no
+// allocation for it.
+type Recorder interface {
+	Settled(written engine.Settlement, out engine.Settled, err error, handedOver bool)
+}
 
 // Config is what a Completer needs from its worker.
 type Config struct {
@@ -70,12 +76,12 @@ type Config struct {
 
 // Completer writes a worker's settlements; see the package doc.
 type Completer interface {
-	// Settle writes st and tells its outcome once: to done, before Settle
-	// returns false; or, when later is not nil and the form takes st to
+	// Settle writes st and tells r its outcome once: before Settle
+	// returns false; or, when later allows and the form takes st to
 	// write with others after Settle returns (the batch form's plain
-	// successes), to later, on the completer's goroutine, and Settle
-	// returns true at once.
-	Settle(ctx context.Context, st engine.Settlement, done, later Done) (handedOver bool)
+	// successes), on the completer's goroutine, and Settle returns true
+	// at once.
+	Settle(ctx context.Context, st engine.Settlement, r Recorder, later bool) (handedOver bool)
 
 	// Start opens the form's grouping, ctx being the settlements' own;
 	// Stop writes what is still handed over and returns a channel closed
@@ -123,7 +129,7 @@ type writer struct{ cfg Config }
 
 // settle writes st on the caller's goroutine. A success whose result is
 // not JSON fails for good instead: every attempt would fail the same way.
-func (w *writer) settle(ctx context.Context, st engine.Settlement, done Done) {
+func (w *writer) settle(ctx context.Context, st engine.Settlement, r Recorder) {
 	out, err := w.write(ctx, st)
 	var se *cairnqtype.SerializationError
 	if st.Outcome == engine.Succeeded && errors.As(err, &se) {
@@ -134,7 +140,7 @@ func (w *writer) settle(ctx context.Context, st engine.Settlement, done Done) {
 		}
 		out, err = w.write(ctx, st)
 	}
-	done(st, out, err)
+	r.Settled(st, out, err, false)
 }
 
 // write writes st, again while it fails for a reason that may pass.
@@ -220,8 +226,8 @@ type inline struct {
 	noClaims
 }
 
-func (f *inline) Settle(ctx context.Context, st engine.Settlement, done, _ Done) bool {
-	f.settle(ctx, st, done)
+func (f *inline) Settle(ctx context.Context, st engine.Settlement, r Recorder, _ bool) bool {
+	f.settle(ctx, st, r)
 	return false
 }
 

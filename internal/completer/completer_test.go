@@ -96,16 +96,19 @@ func claimed(t *testing.T, s *watched, n int) []*cairnqtype.Task {
 	return got
 }
 
-// outcome is what a Done was told.
+// outcome is what a Recorder was told.
 type outcome struct {
-	st  engine.Settlement
-	out engine.Settled
-	err error
+	written engine.Settlement
+	out     engine.Settled
+	err     error
+	handed  bool
 }
 
-// record returns a Done that sends what it is told to c.
-func record(c chan<- outcome) Done {
-	return func(st engine.Settlement, out engine.Settled, err error) { c <- outcome{st, out, err} }
+// recorder sends what it is told to its channel.
+type recorder chan outcome
+
+func (r recorder) Settled(st engine.Settlement, out engine.Settled, err error, handed bool) {
+	r <- outcome{written: st, out: out, err: err, handed: handed}
 }
 
 func status(t *testing.T, s *watched, id string) cairnqtype.Status {
@@ -135,7 +138,7 @@ func TestInlineWritesEachOutcome(t *testing.T) {
 		for i, st := range settlements {
 			st.Task, st.WorkerID = tasks[i], "w1"
 			got := make(chan outcome, 1)
-			if c.Settle(ctx, st, record(got), record(got)) {
+			if c.Settle(ctx, st, recorder(got), true) {
 				t.Fatalf("settlement %d handed over by the inline form", i)
 			}
 			var o outcome
@@ -168,18 +171,18 @@ func TestSettleRetriesWhatMayPass(t *testing.T) {
 		tasks := claimed(t, s, 2)
 		s.fail = []error{&cairnqtype.BusyError{}, &cairnqtype.BusyError{}}
 		got := make(chan outcome, 1)
-		c.Settle(ctx, engine.Settlement{Task: tasks[0], WorkerID: "w1", Outcome: engine.Succeeded}, record(got), nil)
+		c.Settle(ctx, engine.Settlement{Task: tasks[0], WorkerID: "w1", Outcome: engine.Succeeded}, recorder(got), false)
 		if o := <-got; o.err != nil || len(busy) != 2 || busy[1] <= busy[0] {
 			t.Fatalf("after two busy refusals: %v, back-offs %v; want written, after two growing back-offs", o.err, busy)
 		}
 		refused := &cairnqtype.ArgumentError{Op: "settle", Arg: "x", Reason: "bad"}
 		s.fail = []error{refused}
-		c.Settle(ctx, engine.Settlement{Task: tasks[1], WorkerID: "w1", Outcome: engine.Succeeded}, record(got), nil)
+		c.Settle(ctx, engine.Settlement{Task: tasks[1], WorkerID: "w1", Outcome: engine.Succeeded}, recorder(got), false)
 		if o := <-got; !errors.Is(o.err, refused) || status(t, s, tasks[1].ID) != cairnqtype.StatusRunning {
 			t.Fatalf("a refusal that would repeat: %v, want it told once and nothing written", o.err)
 		}
 		lost := engine.Settlement{Task: tasks[1], WorkerID: "someone else", Outcome: engine.Failed}
-		c.Settle(ctx, lost, record(got), nil)
+		c.Settle(ctx, lost, recorder(got), false)
 		if o := <-got; !errors.Is(o.err, cairnqtype.ErrLostLease) {
 			t.Fatalf("a settlement without the lease: %v, want ErrLostLease", o.err)
 		}
@@ -209,7 +212,7 @@ func TestStoreFormGroupsPlainSuccesses(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if c.Settle(ctx, engine.Settlement{Task: task, WorkerID: "w1", Outcome: engine.Succeeded, Result: 1}, record(got), record(got)) {
+				if c.Settle(ctx, engine.Settlement{Task: task, WorkerID: "w1", Outcome: engine.Succeeded, Result: 1}, recorder(got), true) {
 					handed.Add(1)
 				}
 			}()
@@ -224,7 +227,7 @@ func TestStoreFormGroupsPlainSuccesses(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		if failure := make(chan outcome, 1); !c.Settle(ctx, engine.Settlement{Task: tasks[n], WorkerID: "w1", Outcome: engine.Failed}, record(failure), record(failure)) {
+		if failure := make(chan outcome, 1); !c.Settle(ctx, engine.Settlement{Task: tasks[n], WorkerID: "w1", Outcome: engine.Failed}, recorder(failure), true) {
 			if o := <-failure; o.err != nil || o.out.Status != cairnqtype.StatusFailed {
 				t.Fatalf("a failure: %v, status %s; want written inline", o.err, o.out.Status)
 			}
@@ -234,8 +237,12 @@ func TestStoreFormGroupsPlainSuccesses(t *testing.T) {
 		<-c.Stop()
 		c.EndClaims()
 		for range n {
-			if o := <-got; o.err != nil || o.out.Status != cairnqtype.StatusSucceeded {
-				t.Fatalf("a grouped success: %v, status %s", o.err, o.out.Status)
+			o := <-got
+			if o.err != nil || o.out.Status != cairnqtype.StatusSucceeded || o.written.Outcome != engine.Succeeded {
+				t.Fatalf("a grouped success: %v, status %s, written as %v", o.err, o.out.Status, o.written.Outcome)
+			}
+			if o.handed == s.SettleOnClaim() {
+				t.Fatalf("a grouped success told handed over %v on a store that settles on claims: %v", o.handed, s.SettleOnClaim())
 			}
 		}
 		for _, task := range tasks[:n] {
@@ -269,13 +276,13 @@ func TestEndClaimsWritesWhatWaits(t *testing.T) {
 	c.OpenRide(true)
 	tasks := claimed(t, w, 2)
 	got := make(chan outcome, 2)
-	go c.Settle(ctx, engine.Settlement{Task: tasks[0], WorkerID: "w1", Outcome: engine.Succeeded}, record(got), nil)
+	go c.Settle(ctx, engine.Settlement{Task: tasks[0], WorkerID: "w1", Outcome: engine.Succeeded}, recorder(got), false)
 	<-woken // it waits for the next claim
 	c.EndClaims()
 	if o := <-got; o.err != nil || o.out.Status != cairnqtype.StatusSucceeded {
 		t.Fatalf("a success waiting when the loop ended: %v, status %s; want written on its own", o.err, o.out.Status)
 	}
-	c.Settle(ctx, engine.Settlement{Task: tasks[1], WorkerID: "w1", Outcome: engine.Succeeded}, record(got), nil)
+	c.Settle(ctx, engine.Settlement{Task: tasks[1], WorkerID: "w1", Outcome: engine.Succeeded}, recorder(got), false)
 	if o := <-got; o.err != nil || len(woken) != 0 {
 		t.Fatalf("a success after the loop ended: %v, woke the loop: %v", o.err, len(woken) != 0)
 	}

@@ -45,12 +45,12 @@ func (r *ride) Start(context.Context) {
 
 func (r *ride) Stop() <-chan struct{} { return closed }
 
-func (r *ride) Settle(ctx context.Context, st engine.Settlement, done, _ Done) bool {
+func (r *ride) Settle(ctx context.Context, st engine.Settlement, rec Recorder, _ bool) bool {
 	if out, err, ok := r.byClaim(st); ok {
-		done(st, out, err)
+		rec.Settled(st, out, err, false)
 		return false
 	}
-	r.settle(ctx, st, done)
+	r.settle(ctx, st, rec)
 	return false
 }
 
