@@ -117,8 +117,12 @@ func (s *Store) Claims(ctx context.Context, r ClaimRequest) (Claimed, error) {
 		// A retried transaction starts over.
 		clear(out.Tasks)
 		out.Drained = true
-		left, used := r.Calls, map[string]int{}
-		for _, i := range order {
+		left, used := r.Calls, map[string]int(nil)
+		for k := range r.Draws {
+			i := k
+			if order != nil {
+				i = order[k]
+			}
 			d := r.Draws[i]
 			if left <= 0 {
 				out.Drained = false
@@ -141,6 +145,9 @@ func (s *Store) Claims(ctx context.Context, r ClaimRequest) (Claimed, error) {
 			calls := (len(rows) + batch - 1) / batch
 			left -= calls
 			if d.Resource != "" {
+				if used == nil {
+					used = map[string]int{}
+				}
 				used[d.Resource] += calls
 			}
 		}
@@ -171,17 +178,15 @@ func (r *ClaimRequest) room(d Draw, left int, used map[string]int) int {
 	return limit
 }
 
-// drawOrder is the order draws run in: as given, but the limited draws
-// (each takes its name's lock until the claim commits) in name order
-// among their own places, so that two claims cannot take two names'
-// locks in opposite orders. The other draws take no lock they wait for
-// (SKIP LOCKED). limits are the limited draws' limits by name, nil for
-// none.
+// drawOrder is the order draws run in: as given (order nil, the common
+// case, which spares a claim the slice), but the limited draws (each
+// takes its name's lock until the claim commits) in name order among
+// their own places, so that two claims cannot take two names' locks in
+// opposite orders. The other draws take no lock they wait for (SKIP
+// LOCKED). limits are the limited draws' limits by name, nil for none.
 func drawOrder(draws []Draw) (order []int, limits map[string]GlobalLimit) {
-	order = make([]int, len(draws))
 	var at, limited []int
 	for i, d := range draws {
-		order[i] = i
 		if d.Limit != nil { // one name: Claims checked
 			if limits == nil {
 				limits = map[string]GlobalLimit{}
@@ -189,6 +194,13 @@ func drawOrder(draws []Draw) (order []int, limits map[string]GlobalLimit) {
 			limits[d.Names[0]] = *d.Limit
 			at, limited = append(at, i), append(limited, i)
 		}
+	}
+	if limits == nil {
+		return nil, nil
+	}
+	order = make([]int, len(draws))
+	for i := range order {
+		order[i] = i
 	}
 	slices.SortFunc(limited, func(a, b int) int { return strings.Compare(draws[a].Names[0], draws[b].Names[0]) })
 	for k, i := range at {

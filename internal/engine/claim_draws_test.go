@@ -105,8 +105,8 @@ func TestDrawOrderLocksInNameOrder(t *testing.T) {
 	if len(limits) != 3 || limits["mid"] != *lim {
 		t.Fatalf("limits %v, want the three limited names", limits)
 	}
-	if _, limits := drawOrder(draws[1:2]); limits != nil {
-		t.Fatalf("limits %v for no limited draw, want nil", limits)
+	if order, limits := drawOrder(draws[1:2]); limits != nil || order != nil {
+		t.Fatalf("order %v, limits %v for no limited draw, want the draws as given (nil) and none", order, limits)
 	}
 }
 
