@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,6 +86,12 @@ func stored(what string, get func(*cairnq.Task) any, want any) func(context.Cont
 // submitCases are the rows that call Submit, and Call with a bad wait
 // option.
 func submitCases() []Case {
+	return slices.Concat(submitIdentityCases(), submitNumberCases(), submitPayloadCases(), submitMetadataCases())
+}
+
+// submitIdentityCases are Submit's rows for the strings that name a
+// task: its name, queue, key and parent, root and correlation ids.
+func submitIdentityCases() []Case {
 	name255 := strings.Repeat("€", 85) // 255 bytes, 85 characters
 
 	return []Case{
@@ -137,7 +144,13 @@ func submitCases() []Case {
 			Call: submit(nil, &cairnq.SubmitOptions{CorrelationID: long(256)})},
 		{Name: "submit/correlation id/NUL", Want: Argument, Arg: "correlation id",
 			Call: submit(nil, &cairnq.SubmitOptions{CorrelationID: "corr\x00"})},
+	}
+}
 
+// submitNumberCases are Submit's rows for its numbers, conflict
+// strategy and context.
+func submitNumberCases() []Case {
+	return []Case{
 		// ---- Submit: the numbers.
 		{Name: "submit/priority/above MaxInt32", Want: Argument, Arg: "priority",
 			Call: submit(nil, &cairnq.SubmitOptions{Priority: wide(math.MaxInt32 + 1)})},
@@ -165,7 +178,13 @@ func submitCases() []Case {
 				t, err := e.C.Submit(nilCtx, taskName, nil, nil)
 				return Outcome{Task: t}, err
 			}},
+	}
+}
 
+// submitPayloadCases are Submit's rows for the payload: what cannot be
+// JSON, what is too deep or too large, and what must be stored as given.
+func submitPayloadCases() []Case {
+	return []Case{
 		// ---- Submit: the payload.
 		{Name: "submit/payload/NaN", Want: Serialization, Field: "payload", Call: submit(math.NaN(), nil)},
 		{Name: "submit/payload/+Inf", Want: Serialization, Field: "payload",
@@ -217,7 +236,13 @@ func submitCases() []Case {
 			})},
 		{Name: "submit/payload/16 MiB encoded accepted", Want: Accepted, Adds: 1,
 			Call: submitLazy(func() any { return stringEncodedAs(cairnqtype.MaxValueBytes) })},
+	}
+}
 
+// submitMetadataCases are Submit's rows for the metadata, and Call's for
+// a bad wait option.
+func submitMetadataCases() []Case {
+	return []Case{
 		// ---- Submit: the metadata.
 		{Name: "submit/metadata/not an object", Want: Argument, Arg: "metadata",
 			Call: submit(nil, &cairnq.SubmitOptions{Metadata: []int{1}})},
