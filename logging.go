@@ -68,8 +68,7 @@ func (w *Worker) logSettledFailure(ctx context.Context, tc *TaskContext, settled
 // logAdvance logs what a step's settlement did to its workflow, at debug
 // level: a workflow is visible through GetWorkflow, and a log line per
 // step would double a busy worker's output.
-func (w *Worker) logAdvance(ctx context.Context, tc *TaskContext, adv engine.Advanced) {
-	mark, _ := engine.StepMarkOf(tc.task)
+func (w *Worker) logAdvance(ctx context.Context, tc *TaskContext, mark engine.StepMark, adv engine.Advanced) {
 	if adv.Unread != "" {
 		w.logTask(ctx, slog.LevelWarn, logWorkflowUnread, tc.task, slog.String("workflow", mark.Record), slog.String("reason", adv.Unread))
 		return

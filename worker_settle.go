@@ -155,8 +155,8 @@ func (w *Worker) logSettled(ctx context.Context, tc *TaskContext, st engine.Sett
 		w.logTask(ctx, slog.LevelDebug, logTaskSnoozed, tc.task,
 			slog.Duration("snooze", st.Delay), slog.Int64("run_at_ms", out.Task.RunAt.UnixMilli()))
 	}
-	if _, step := engine.StepMarkOf(tc.task); step {
-		w.logAdvance(ctx, tc, out.Advanced)
+	if out.Step != nil {
+		w.logAdvance(ctx, tc, *out.Step, out.Advanced)
 	}
 }
 

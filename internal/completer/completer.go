@@ -208,9 +208,10 @@ func groupable(st engine.Settlement) (*engine.Completion, bool) {
 	if st.Outcome != engine.Succeeded {
 		return nil, false
 	}
-	if _, step := engine.StepMarkOf(st.Task); step {
+	if engine.MayBeStep(st.Task) {
 		// A step's settlement advances its workflow in the same
-		// transaction, so it joins no group.
+		// transaction, so it joins no group; Settle decides whether
+		// the task is one, reading its mark once.
 		return nil, false
 	}
 	enc, ok := engine.HandOverResult(st.Result)

@@ -62,6 +62,9 @@ type Settled struct {
 	// workflow's step: that settlement reads back only the status, as it
 	// is every task's (Store.Complete).
 	Task *cairnqtype.Task
+	// Step is the workflow step the settlement settled, read from the
+	// row's mark; nil for a task that is no workflow's step.
+	Step *StepMark
 	// Advanced is what the settlement did to the step's workflow.
 	Advanced Advanced
 	// Refused is set when a step's success added steps its workflow
@@ -213,8 +216,12 @@ func (s *Store) settleStepIn(ctx context.Context, q querier, st Settlement, mark
 		}
 	}
 	out, err := s.settleRowIn(ctx, q, st, stmt, a)
-	if err != nil || !out.Task.IsTerminal() {
+	if err != nil {
 		return out, err
+	}
+	out.Step = &mark
+	if !out.Task.IsTerminal() {
+		return out, nil
 	}
 	if out.Status != cairnqtype.StatusSucceeded {
 		add = nil // a step adds only when it succeeds

@@ -47,6 +47,9 @@ func TestSettleAdvancesAStepWhateverItsOutcome(t *testing.T) {
 		if out.Status != cairnqtype.StatusSucceeded || out.Advanced.Inserted != 1 {
 			t.Fatalf("success settled %s, inserted %d; want succeeded, 1 (step b)", out.Status, out.Advanced.Inserted)
 		}
+		if out.Step == nil || out.Step.Step != "a" {
+			t.Fatalf("settled step %+v, want the mark of step a", out.Step)
+		}
 		b := claimOne(t, s, "w1", time.Minute)
 		out, err = s.Settle(ctx, Settlement{Task: b, WorkerID: "w1", Outcome: Failed, Retryable: false,
 			Error: cairnqtype.ErrorEnvelope{Type: "Boom", Code: "boom", Message: "no"}})
@@ -86,6 +89,13 @@ func TestSettleAdvancesAStepWhateverItsOutcome(t *testing.T) {
 		}
 		if out.Status != cairnqtype.StatusQueued || out.Task == nil || out.Advanced.Progress {
 			t.Fatalf("snooze settled %s, advanced %+v; want queued and no advance", out.Status, out.Advanced)
+		}
+		if _, err := s.Submit(ctx, SubmitParams{Name: "plain"}); err != nil {
+			t.Fatal(err)
+		}
+		plain := claimOne(t, s, "w1", time.Minute)
+		if out, err = s.Settle(ctx, Settlement{Task: plain, WorkerID: "w1", Outcome: Succeeded}); err != nil || out.Step != nil {
+			t.Fatalf("a plain task's settlement: %v, step %+v; want no step", err, out.Step)
 		}
 	})
 }

@@ -204,10 +204,16 @@ func stepParams(op, record string, s workflowspec.Step, after map[string]string)
 	return p, nil
 }
 
+// MayBeStep reports whether t may be a workflow's step, without decoding
+// its metadata: false is certain, true is for StepMarkOf to confirm.
+func MayBeStep(t *cairnqtype.Task) bool {
+	return bytes.Contains(t.Metadata, []byte(`"`+workflowMember+`"`))
+}
+
 // StepMarkOf reads t's step mark; ok is false for a task that is no
 // workflow's step (its parent is not the record its mark names).
 func StepMarkOf(t *cairnqtype.Task) (m StepMark, ok bool) {
-	if !bytes.Contains(t.Metadata, []byte(`"`+workflowMember+`"`)) {
+	if !MayBeStep(t) {
 		return StepMark{}, false // most tasks: no decoding
 	}
 	var md struct {
