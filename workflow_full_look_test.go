@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go"
-	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // The workers of one Client share its store's full look over the ended
@@ -45,31 +44,7 @@ func TestWorkflowFullLookRevivesStepRetriedAndRunByAnotherSDK(t *testing.T) {
 		st := cairnq.StoreOf(c)
 		st.SpreadEndedFull(time.Hour) // none while w sweeps, most likely
 		var fail failSwitch
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 20 * time.Millisecond})
-		goSteps(t, w, &fail)
-		stop := startWorker(t, w)
-		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
-			{Step: "ts", Task: "wf.ts", Options: &cairnq.SubmitOptions{Queue: "ts"}},
-			{Step: "go", Task: "wf.go", Payload: stepIn{"go"}, After: []string{"ts"}},
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"ts"}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
-		if err != nil || len(claimed) != 1 {
-			t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
-		}
-		if _, err := c.Store().Fail(ctx, claimed[0].ID, "ts-worker", cairnq.ErrorEnvelope{Type: "Bad", Message: "no"}, false, 0); err != nil {
-			t.Fatal(err)
-		}
-		if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusFailed {
-			t.Fatalf("workflow %s, want failed by the sweep", final.Status)
-		}
-		stop()
-		if _, err := c.Store().Retry(ctx, claimed[0].ID, true); err != nil {
-			t.Fatal(err)
-		}
-		settleAsAnotherSDK(t, c, "ts", "wf.ts", "from ts")
+		rec := failedThenRunByAnotherSDK(t, c, &fail)
 		// No worker sweeps now, and none settles the step: only the full
 		// look can revive the workflow. Make it due at once.
 		st.SpreadEndedFull(0)

@@ -260,33 +260,8 @@ func TestWorkflowStepRetriedByAnotherSDK(t *testing.T) {
 // workflows: here the one a worker takes when it starts.
 func TestWorkflowStepRetriedAndRunByAnotherSDK(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
-		ctx := context.Background()
 		var fail failSwitch
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 20 * time.Millisecond})
-		goSteps(t, w, &fail)
-		stop := startWorker(t, w)
-		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
-			{Step: "ts", Task: "wf.ts", Options: &cairnq.SubmitOptions{Queue: "ts"}},
-			{Step: "go", Task: "wf.go", Payload: stepIn{"go"}, After: []string{"ts"}},
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"ts"}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
-		if err != nil || len(claimed) != 1 {
-			t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
-		}
-		if _, err := c.Store().Fail(ctx, claimed[0].ID, "ts-worker", cairnq.ErrorEnvelope{Type: "Bad", Message: "no"}, false, 0); err != nil {
-			t.Fatal(err)
-		}
-		if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusFailed {
-			t.Fatalf("workflow %s, want failed by the sweep", final.Status)
-		}
-		stop()
-		if _, err := c.Store().Retry(ctx, claimed[0].ID, true); err != nil {
-			t.Fatal(err)
-		}
-		settleAsAnotherSDK(t, c, "ts", "wf.ts", "from ts")
+		rec := failedThenRunByAnotherSDK(t, c, &fail)
 		w2 := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 20 * time.Millisecond})
 		goSteps(t, w2, &fail)
 		startWorker(t, w2)
@@ -485,4 +460,41 @@ func TestWorkflowRecordNotDueAfterItEnded(t *testing.T) {
 			}
 		}
 	})
+}
+
+// failedThenRunByAnotherSDK submits a workflow whose first step ("ts",
+// queue ts) another SDK claims and fails for good, waits until a Go
+// worker's sweep fails the workflow and stops that worker, then has the
+// other SDK retry the step and run it to success: no Go settlement
+// follows, so only a Go look over the ended workflows can revive it.
+// The second step ("go") is a Go step driven by fail.
+func failedThenRunByAnotherSDK(t *testing.T, c *cairnq.Client, fail *failSwitch) *cairnq.Task {
+	t.Helper()
+	ctx := context.Background()
+	w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 20 * time.Millisecond})
+	goSteps(t, w, fail)
+	stop := startWorker(t, w)
+	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+		{Step: "ts", Task: "wf.ts", Options: &cairnq.SubmitOptions{Queue: "ts"}},
+		{Step: "go", Task: "wf.go", Payload: stepIn{"go"}, After: []string{"ts"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"ts"}, WorkerID: "ts-worker", Lease: time.Minute, Limit: 1})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
+	}
+	if _, err := c.Store().Fail(ctx, claimed[0].ID, "ts-worker", cairnq.ErrorEnvelope{Type: "Bad", Message: "no"}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusFailed {
+		t.Fatalf("workflow %s, want failed by the sweep", final.Status)
+	}
+	stop()
+	if _, err := c.Store().Retry(ctx, claimed[0].ID, true); err != nil {
+		t.Fatal(err)
+	}
+	settleAsAnotherSDK(t, c, "ts", "wf.ts", "from ts")
+	return rec
 }
