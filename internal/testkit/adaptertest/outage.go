@@ -96,6 +96,21 @@ func submitOutage(t *testing.T, open Opener, mode pgtest.PoolMode, executorCalls
 		t.Fatal(err)
 	}
 
+	calls := outageCallFuncs(ctx, c, ex, seed.ID, executorCalls)
+	rec := newOutageRecord(calls)
+	stop := startOutageCalls(calls, rec)
+	defer stop()
+
+	restartUnderCalls(t, cl, rec)
+	stop()
+
+	checkOutageFailures(t, rec)
+}
+
+// outageCallFuncs returns the calls the outage test keeps making, by name,
+// each given a number unique across calls: the client's on c, reading the
+// task seedID, and, when executorCalls, the executor's own on ex.
+func outageCallFuncs(ctx context.Context, c *cairnq.Client, ex executor.Executor, seedID string, executorCalls bool) map[string]func(i int) error {
 	calls := map[string]func(i int) error{
 		outageSubmit: func(int) error {
 			_, err := c.Submit(ctx, "outage", nil, nil)
@@ -106,7 +121,7 @@ func submitOutage(t *testing.T, open Opener, mode pgtest.PoolMode, executorCalls
 			return err
 		},
 		outageGet: func(int) error {
-			_, err := c.Get(ctx, seed.ID)
+			_, err := c.Get(ctx, seedID)
 			return err
 		},
 		outageQuery: func(int) error {
@@ -124,60 +139,86 @@ func submitOutage(t *testing.T, open Opener, mode pgtest.PoolMode, executorCalls
 		delete(calls, outageQuery)
 		delete(calls, outageTx)
 	}
-	type failure struct {
-		call string
-		err  error
-	}
-	var (
-		mu        sync.Mutex
-		failures  []failure
-		ok        atomic.Int64
-		restarted atomic.Bool
-		okAfter   = map[string]*atomic.Int64{}
-		stop      = make(chan struct{})
-		wg        sync.WaitGroup
-		next      atomic.Int64
-	)
+	return calls
+}
+
+// outageFailure is a call that failed, and its error.
+type outageFailure struct {
+	call string
+	err  error
+}
+
+// outageRecord is what the calling goroutines saw: every failure, how
+// many calls succeeded, and how many of each kind succeeded after the
+// restart (a call counts there when it started once restarted was set).
+type outageRecord struct {
+	mu        sync.Mutex
+	failures  []outageFailure
+	ok        atomic.Int64
+	restarted atomic.Bool
+	okAfter   map[string]*atomic.Int64
+}
+
+// newOutageRecord returns an empty record for calls.
+func newOutageRecord(calls map[string]func(i int) error) *outageRecord {
+	rec := &outageRecord{okAfter: map[string]*atomic.Int64{}}
 	for name := range calls {
-		okAfter[name] = new(atomic.Int64)
+		rec.okAfter[name] = new(atomic.Int64)
 	}
+	return rec
+}
+
+// startOutageCalls starts outageCalls goroutines for each of calls, each
+// making its call over and over into rec. The stop it returns ends them
+// and waits until they have; it may be called more than once.
+func startOutageCalls(calls map[string]func(i int) error, rec *outageRecord) (stop func()) {
+	var (
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
 	for name, call := range calls {
 		for range outageCalls {
 			wg.Go(func() {
 				for {
 					select {
-					case <-stop:
+					case <-done:
 						return
 					default:
 					}
-					after := restarted.Load()
+					after := rec.restarted.Load()
 					if err := call(int(next.Add(1))); err != nil {
-						mu.Lock()
-						failures = append(failures, failure{name, err})
-						mu.Unlock()
+						rec.mu.Lock()
+						rec.failures = append(rec.failures, outageFailure{name, err})
+						rec.mu.Unlock()
 						// Paces a goroutine while the server is down; it
 						// waits for nothing.
 						time.Sleep(time.Millisecond)
 						continue
 					}
-					ok.Add(1)
+					rec.ok.Add(1)
 					if after {
-						okAfter[name].Add(1)
+						rec.okAfter[name].Add(1)
 					}
 				}
 			})
 		}
 	}
-	defer func() {
+	return func() {
 		select {
-		case <-stop:
+		case <-done:
 		default:
-			close(stop)
+			close(done)
 		}
 		wg.Wait()
-	}()
+	}
+}
 
-	Poll(t, "calls to succeed before the restart", func() bool { return ok.Load() >= 50 })
+// restartUnderCalls waits for calls to succeed, restarts cl with
+// RestartImmediate, and waits for every kind of call to succeed again.
+func restartUnderCalls(t *testing.T, cl *pgtest.Cluster, rec *outageRecord) {
+	t.Helper()
+	Poll(t, "calls to succeed before the restart", func() bool { return rec.ok.Load() >= 50 })
 	rctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
 	defer cancel()
 	at := time.Now()
@@ -185,32 +226,35 @@ func submitOutage(t *testing.T, open Opener, mode pgtest.PoolMode, executorCalls
 		t.Fatal(err)
 	}
 	t.Logf("the server was back after %v", time.Since(at).Round(time.Millisecond))
-	restarted.Store(true)
+	rec.restarted.Store(true)
 	Poll(t, "every kind of call to succeed again after the restart", func() bool {
-		for _, n := range okAfter {
+		for _, n := range rec.okAfter {
 			if n.Load() < 5 {
 				return false
 			}
 		}
 		return true
 	})
-	close(stop)
-	wg.Wait()
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(failures) == 0 {
+// checkOutageFailures checks that some call failed across the restart,
+// and that errors.Is finds cairnq.ErrUnavailable in every failure.
+func checkOutageFailures(t *testing.T, rec *outageRecord) {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.failures) == 0 {
 		t.Fatal("no call failed across the restart: the outage was not seen, so nothing was checked")
 	}
 	perCall := map[string]int{}
 	untyped := map[string]int{} // call, type and message of each failure not ErrUnavailable
-	for _, f := range failures {
+	for _, f := range rec.failures {
 		perCall[f.call]++
 		if !errors.Is(f.err, cairnq.ErrUnavailable) {
 			untyped[fmt.Sprintf("%s: %T: %v", f.call, f.err, f.err)]++
 		}
 	}
-	t.Logf("%d calls succeeded; failures across the restart: %v", ok.Load(), perCall)
+	t.Logf("%d calls succeeded; failures across the restart: %v", rec.ok.Load(), perCall)
 	if len(untyped) > 0 {
 		lines := make([]string, 0, len(untyped))
 		for l, n := range untyped {

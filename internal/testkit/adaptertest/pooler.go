@@ -89,61 +89,11 @@ func BehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener, sessionListen
 	}
 	t.Cleanup(func() { c.Close() })
 
-	var (
-		mu       sync.Mutex
-		runs     = map[string]int{}
-		workErrs []string
-	)
-	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{
-		Concurrency: poolerWorkers, LeaseDuration: poolerLease, PollInterval: 50 * time.Millisecond,
-		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
-			mu.Lock()
-			defer mu.Unlock()
-			workErrs = append(workErrs, fmt.Sprintf("%s %s: %v", phase, taskID, err))
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Handle("pooled", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		mu.Lock()
-		runs[tc.Task().ID]++
-		mu.Unlock()
-		return map[string]string{"id": tc.Task().ID}, nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(runCtx) }()
-	stopped := false
-	stopWorker := func() {
-		if !stopped {
-			stopped = true
-			stop()
-			if err := <-ran; err != nil {
-				t.Errorf("worker: %v", err)
-			}
-		}
-	}
-	defer stopWorker()
+	worker := startPooledWorker(t, ctx, c)
+	defer worker.stop(t)
 
 	ids, submitErrs := submitFrom(ctx, c, poolerSubmitters, poolerTasks)
-	// Wait for the burn-down from around the pooler, so that what is
-	// counted does not depend on what is being tested.
-	count := func(status string) int {
-		var n int
-		if err := direct.QueryRowContext(ctx, "SELECT count(*) FROM cairnq_tasks WHERE status = $1", status).Scan(&n); err != nil {
-			t.Fatalf("count %s: %v", status, err)
-		}
-		return n
-	}
-	for count("succeeded") < len(ids) {
-		if ctx.Err() != nil {
-			t.Fatalf("burn-down unfinished after %v: %d of %d succeeded", poolerBurnTimeout, count("succeeded"), len(ids))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitBurnDown(t, ctx, direct, len(ids))
 	called, err := c.Call(ctx, "pooled", nil, &cairnq.CallOptions{WaitOptions: cairnq.WaitOptions{Timeout: time.Minute}})
 	if err != nil {
 		t.Fatalf("a Call after the burn-down: %v", err)
@@ -151,25 +101,113 @@ func BehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener, sessionListen
 	if called.Status != cairnq.StatusSucceeded || len(called.Result) == 0 {
 		t.Fatalf("a Call after the burn-down: %s with result %s", called.Status, called.Result)
 	}
-	stopWorker()
+	worker.stop(t)
 
+	checkBurnDown(t, ctx, direct, mode, worker, ids, submitErrs)
+	checkPoolerWarns(t, ex, mode, sessionListens, &logs)
+}
+
+// pooledWorker is the burn-down's worker, running until stopped, and what
+// it saw: the runs of each task's handler and every error OnError got.
+type pooledWorker struct {
+	mu       sync.Mutex
+	runs     map[string]int
+	workErrs []string
+
+	cancel  context.CancelFunc
+	ran     chan error // what Run returned
+	stopped bool
+}
+
+// startPooledWorker starts a worker of concurrency poolerWorkers on c,
+// handling "pooled" tasks, until its stop or ctx's end.
+func startPooledWorker(t *testing.T, ctx context.Context, c *cairnq.Client) *pooledWorker {
+	t.Helper()
+	pw := &pooledWorker{runs: map[string]int{}}
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{
+		Concurrency: poolerWorkers, LeaseDuration: poolerLease, PollInterval: 50 * time.Millisecond,
+		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
+			pw.mu.Lock()
+			defer pw.mu.Unlock()
+			pw.workErrs = append(pw.workErrs, fmt.Sprintf("%s %s: %v", phase, taskID, err))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("pooled", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		pw.mu.Lock()
+		pw.runs[tc.Task().ID]++
+		pw.mu.Unlock()
+		return map[string]string{"id": tc.Task().ID}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	pw.cancel = cancel
+	pw.ran = make(chan error, 1)
+	go func() { pw.ran <- w.Run(runCtx) }()
+	return pw
+}
+
+// stop stops the worker, the first time it is called, and reports an
+// error its Run returned.
+func (pw *pooledWorker) stop(t *testing.T) {
+	t.Helper()
+	if !pw.stopped {
+		pw.stopped = true
+		pw.cancel()
+		if err := <-pw.ran; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}
+}
+
+// countStatus counts the tasks in status, from around the pooler.
+func countStatus(t *testing.T, ctx context.Context, direct *sql.DB, status string) int {
+	t.Helper()
+	var n int
+	if err := direct.QueryRowContext(ctx, "SELECT count(*) FROM cairnq_tasks WHERE status = $1", status).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", status, err)
+	}
+	return n
+}
+
+// awaitBurnDown waits until n tasks have succeeded. It counts from around
+// the pooler, so that what is counted does not depend on what is being
+// tested.
+func awaitBurnDown(t *testing.T, ctx context.Context, direct *sql.DB, n int) {
+	t.Helper()
+	for countStatus(t, ctx, direct, "succeeded") < n {
+		if ctx.Err() != nil {
+			t.Fatalf("burn-down unfinished after %v: %d of %d succeeded", poolerBurnTimeout, countStatus(t, ctx, direct, "succeeded"), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkBurnDown checks, once worker has stopped, that no submit or worker
+// call failed, that each acknowledged task in ids ran once and succeeded,
+// and that nothing is left queued or running.
+func checkBurnDown(t *testing.T, ctx context.Context, direct *sql.DB, mode pgtest.PoolMode, worker *pooledWorker, ids, submitErrs []string) {
+	t.Helper()
 	for _, e := range submitErrs {
 		t.Errorf("submit: %s", e)
 	}
-	mu.Lock()
-	for _, e := range workErrs {
+	worker.mu.Lock()
+	for _, e := range worker.workErrs {
 		t.Errorf("worker: %s", e)
 	}
 	twice := 0
 	for _, id := range ids {
-		if runs[id] != 1 {
+		if worker.runs[id] != 1 {
 			twice++
 			if twice <= 5 {
-				t.Errorf("task %s ran %d times", id, runs[id])
+				t.Errorf("task %s ran %d times", id, worker.runs[id])
 			}
 		}
 	}
-	mu.Unlock()
+	worker.mu.Unlock()
 	lost := 0
 	for _, id := range ids {
 		var status string
@@ -180,13 +218,19 @@ func BehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener, sessionListen
 			}
 		}
 	}
-	stuck := count("queued") + count("running")
+	stuck := countStatus(t, ctx, direct, "queued") + countStatus(t, ctx, direct, "running")
 	t.Logf("%s mode: %d acknowledged, %d lost, %d not run exactly once, %d stuck; %d submit errors, %d worker errors",
-		mode, len(ids), lost, twice, stuck, len(submitErrs), len(workErrs))
+		mode, len(ids), lost, twice, stuck, len(submitErrs), len(worker.workErrs))
 	if stuck != 0 {
 		t.Errorf("%d tasks left queued or running", stuck)
 	}
+}
 
+// checkPoolerWarns checks what the client logged about LISTEN on ex
+// behind a pooler in mode: one WARN naming the pooler where a listener
+// refuses, a LISTEN where it should listen, and no WARN otherwise.
+func checkPoolerWarns(t *testing.T, ex executor.Executor, mode pgtest.PoolMode, sessionListens bool, logs *syncbuf.Buffer) {
+	t.Helper()
 	_, listens := ex.(executor.Listener)
 	pooledWarn := listens && mode == pgtest.PoolTransaction && sessionListens
 	if listens && (pooledWarn || sessionListens) {

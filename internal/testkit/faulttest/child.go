@@ -33,86 +33,123 @@ func Child(t *testing.T, b Backend) {
 			t.Errorf("close: %v", err)
 		}
 	})
-	outPath := os.Getenv(envOut)
-	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	var mu sync.Mutex // one whole line per write
-	record := func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if _, err := out.WriteString(line + "\n"); err != nil {
-			t.Error(err)
-		}
-	}
-	// note appends what the child survived to <out>.errors.
-	note := func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		f, err := os.OpenFile(outPath+".errors", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err == nil {
-			_, err = fmt.Fprintln(f, line)
-			err = errors.Join(err, f.Close())
-		}
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	out := openChildOutput(t, os.Getenv(envOut))
+	defer out.file.Close()
 	ppid := os.Getppid()
-	// orphaned reports whether the parent test is gone: a child then quits.
-	orphaned := func() bool { return os.Getppid() != ppid }
-	waitFile := func(path string) {
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(path); err == nil {
-				return
-			}
-			if orphaned() || time.Now().After(deadline) {
-				t.Fatalf("no %s: the parent is gone", path)
-			}
-		}
-	}
-	untilKilled := func() {
-		for deadline := time.Now().Add(2 * time.Minute); !orphaned() && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 
 	if role == roleSubmitter {
-		// Submits until killed; an id is written down only once Submit
-		// returned it.
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var wg sync.WaitGroup
-		pad := strings.Repeat("p", 200)
-		for g := range submitters {
-			wg.Go(func() {
-				for n := 0; ctx.Err() == nil; n++ {
-					task, err := c.Submit(ctx, Job, map[string]any{"g": g, "n": n, "pad": pad}, nil)
-					if err != nil {
-						note(fmt.Sprintf("submit g=%d n=%d: %v", g, n, err))
-						continue
-					}
-					record(task.ID)
-				}
-			})
-		}
-		untilKilled()
-		cancel()
-		wg.Wait()
-		t.Fatal("not killed: the parent is gone")
+		runSubmitterChild(t, c, out, ppid) // ends with the kill
+		return
 	}
-
 	id := os.Getenv(envID)
 	if role == roleWorkflow {
-		runWorkflowChild(t, c, id, record, note, func() { waitFile(os.Getenv(envStop)) })
+		runWorkflowChild(t, c, id, out.record, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
 		return
 	}
 	if role == roleLimited {
-		runLimitedChild(t, c, id, note, func() { waitFile(os.Getenv(envStop)) })
+		runLimitedChild(t, c, id, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
 		return
 	}
+	runWorkerChild(t, b, c, role == roleVictim, id, out, ppid)
+}
+
+// childOutput is a child's output file: record writes a line to it, note
+// a line to the file beside it, <out>.errors. mu keeps each write one
+// whole line.
+type childOutput struct {
+	t    *testing.T
+	path string
+	file *os.File
+	mu   sync.Mutex
+}
+
+// openChildOutput opens the output file at path for appending.
+func openChildOutput(t *testing.T, path string) *childOutput {
+	t.Helper()
+	file, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &childOutput{t: t, path: path, file: file}
+}
+
+// record writes line to the output file.
+func (o *childOutput) record(line string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, err := o.file.WriteString(line + "\n"); err != nil {
+		o.t.Error(err)
+	}
+}
+
+// note appends what the child survived to <out>.errors.
+func (o *childOutput) note(line string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f, err := os.OpenFile(o.path+".errors", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		_, err = fmt.Fprintln(f, line)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		o.t.Error(err)
+	}
+}
+
+// orphaned reports whether the parent test is gone, ppid being the
+// parent the child started with: a child then quits.
+func orphaned(ppid int) bool { return os.Getppid() != ppid }
+
+// waitFile waits for the parent test to create the file at path. It fails
+// if the parent is gone, or after two minutes.
+func waitFile(t *testing.T, ppid int, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if orphaned(ppid) || time.Now().After(deadline) {
+			t.Fatalf("no %s: the parent is gone", path)
+		}
+	}
+}
+
+// untilKilled waits for the parent test to kill the child. It returns
+// only if the parent is gone, or after two minutes.
+func untilKilled(ppid int) {
+	for deadline := time.Now().Add(2 * time.Minute); !orphaned(ppid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runSubmitterChild is the submitter role. It submits until killed; an id
+// is written down only once Submit returned it.
+func runSubmitterChild(t *testing.T, c *cairnq.Client, out *childOutput, ppid int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	pad := strings.Repeat("p", 200)
+	for g := range submitters {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				task, err := c.Submit(ctx, Job, map[string]any{"g": g, "n": n, "pad": pad}, nil)
+				if err != nil {
+					out.note(fmt.Sprintf("submit g=%d n=%d: %v", g, n, err))
+					continue
+				}
+				out.record(task.ID)
+			}
+		})
+	}
+	untilKilled(ppid)
+	cancel()
+	wg.Wait()
+	t.Fatal("not killed: the parent is gone")
+}
+
+// runWorkerChild is the victim role, or the survivor role if victim is
+// false.
+func runWorkerChild(t *testing.T, b Backend, c *cairnq.Client, victim bool, id string, out *childOutput, ppid int) {
 	opts := &cairnq.WorkerOptions{
 		ID: id, Concurrency: workerConc, PollInterval: 20 * time.Millisecond,
 		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
@@ -120,14 +157,13 @@ func Child(t *testing.T, b Backend) {
 			if b.ErrDetail != nil {
 				detail = b.ErrDetail(err)
 			}
-			note(fmt.Sprintf("%s: phase %s, task %q: %v%s", id, phase, taskID, err, detail))
+			out.note(fmt.Sprintf("%s: phase %s, task %q: %v%s", id, phase, taskID, err, detail))
 		},
 	}
 	// The victim's lease is the shortest allowed, so its tasks come back
 	// soon after the kill. The survivors keep the default: under load a
 	// short lease can lapse by itself, and a second run of a survivor's
 	// task is then a real failure of this test, not a fault it injected.
-	victim := role == roleVictim
 	if victim {
 		opts.LeaseDuration = cairnq.MinLeaseDuration
 		opts.HeartbeatInterval = 100 * time.Millisecond
@@ -135,9 +171,9 @@ func Child(t *testing.T, b Backend) {
 	w := NewWorker(t, c, opts)
 	var started, held atomic.Int32
 	if err := w.Handle(Job, func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-		record(fmt.Sprintf("run %s %d", tc.ID(), tc.Attempt()))
+		out.record(fmt.Sprintf("run %s %d", tc.ID(), tc.Attempt()))
 		if victim && started.Add(1) > victimRuns && held.Add(1) <= victimHeld {
-			record("hold " + tc.ID())
+			out.record("hold " + tc.ID())
 			<-ctx.Done() // long work, until the kill
 			return nil, ctx.Err()
 		}
@@ -153,13 +189,13 @@ func Child(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	if !victim {
-		waitFile(os.Getenv(envGo))
+		waitFile(t, ppid, os.Getenv(envGo))
 	}
 	stop := StartWorker(t, w)
 	if victim {
-		untilKilled()
+		untilKilled(ppid)
 		t.Fatal("not killed: the parent is gone")
 	}
-	waitFile(os.Getenv(envStop))
+	waitFile(t, ppid, os.Getenv(envStop))
 	stop()
 }

@@ -143,48 +143,15 @@ func SubmitAll(t *testing.T, n int, submit func(i int) (*cairnq.Task, error)) ma
 // attempt that ran is the one that settled the task.
 func checkAfterWorkerKill(t *testing.T, acked map[string]int, tasks []*cairnq.Task, outs map[string]string, victimID string) {
 	t.Helper()
-	runs := map[string][]string{}         // task id -> the workers that ran it
-	attempts := map[string]map[int]bool{} // task id -> the attempts that ran
-	held := map[string]bool{}
-	perWorker := map[string]int{}
-	var problems []string
-	for workerID, path := range outs {
-		lines, err := readLines(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range lines {
-			var id string
-			var attempt int
-			_, runErr := fmt.Sscanf(line, "run %s %d", &id, &attempt)
-			switch {
-			case strings.HasPrefix(line, "hold "):
-				held[strings.TrimPrefix(line, "hold ")] = true
-			case runErr == nil:
-				runs[id] = append(runs[id], workerID)
-				perWorker[workerID]++
-				// A run again needs a claim again, which counts an attempt:
-				// one attempt running twice is a claim the database lost.
-				if attempts[id] == nil {
-					attempts[id] = map[int]bool{}
-				}
-				if attempts[id][attempt] {
-					problems = append(problems, fmt.Sprintf("%s: attempt %d ran twice (again on %s)", id, attempt, workerID))
-				}
-				attempts[id][attempt] = true
-			default:
-				t.Errorf("%s: malformed line %q", workerID, line)
-			}
-		}
-	}
+	ran, problems := readWorkerRuns(t, outs)
 	var counts []string
 	for id := range outs {
-		counts = append(counts, fmt.Sprintf("%s=%d", id, perWorker[id]))
+		counts = append(counts, fmt.Sprintf("%s=%d", id, ran.perWorker[id]))
 	}
 	sort.Strings(counts)
 	t.Logf("executions per worker: %s", strings.Join(counts, " "))
-	if len(held) != victimHeld {
-		t.Errorf("the victim held %d tasks, want %d", len(held), victimHeld)
+	if len(ran.held) != victimHeld {
+		t.Errorf("the victim held %d tasks, want %d", len(ran.held), victimHeld)
 	}
 
 	if len(tasks) != len(acked) {
@@ -197,54 +164,12 @@ func checkAfterWorkerKill(t *testing.T, acked map[string]int, tasks []*cairnq.Ta
 			problems = append(problems, fmt.Sprintf("%s: never submitted", task.ID))
 			continue
 		}
-		want := fmt.Sprintf(`{"i":%d}`, i)
-		if task.Status != cairnq.StatusSucceeded || !SameJSON(task.Result, want) {
-			problems = append(problems, fmt.Sprintf("%s: %s with result %s, want succeeded with %s", task.ID, task.Status, task.Result, want))
-		}
-		by := runs[task.ID]
-		victimRuns, survivorRuns, lastSurvivor := 0, 0, ""
-		for _, w := range by {
-			if w == victimID {
-				victimRuns++
-			} else {
-				survivorRuns++
-				lastSurvivor = w
-			}
-		}
-		switch {
-		case len(by) == 0:
-			problems = append(problems, fmt.Sprintf("%s: no worker recorded running it", task.ID))
-		case survivorRuns > 1:
-			problems = append(problems, fmt.Sprintf("%s: ran %d times on surviving workers (%s)", task.ID, survivorRuns, strings.Join(by, ",")))
-		case len(by) > 1 && victimRuns == 0:
-			problems = append(problems, fmt.Sprintf("%s: ran %d times, none on the killed worker", task.ID, len(by)))
-		}
-		if len(by) > 1 {
+		problems = append(problems, taskProblemsAfterKill(task, i, ran, victimID)...)
+		if len(ran.runs[task.ID]) > 1 {
 			rerun++
 		}
-		// The settling worker is the survivor that ran it, if one did.
-		switch {
-		case survivorRuns == 1 && task.WorkerID != lastSurvivor:
-			problems = append(problems, fmt.Sprintf("%s: settled by %q, but %s ran it", task.ID, task.WorkerID, lastSurvivor))
-		case survivorRuns == 0 && task.WorkerID != victimID:
-			problems = append(problems, fmt.Sprintf("%s: settled by %q, but only %s ran it", task.ID, task.WorkerID, victimID))
-		}
-		// A held task was in flight at the kill: it ran again (normally on
-		// a survivor; on the victim itself if its lease lapsed before the
-		// kill and it claimed the task back).
-		if held[task.ID] && len(by) < 2 {
-			problems = append(problems, fmt.Sprintf("%s: held by the killed worker, and never ran again", task.ID))
-		}
-		// The attempt that settled it is the last one that ran.
-		last := 0
-		for a := range attempts[task.ID] {
-			last = max(last, a)
-		}
-		if task.Attempt != last {
-			problems = append(problems, fmt.Sprintf("%s: settled on attempt %d, but the last attempt that ran is %d", task.ID, task.Attempt, last))
-		}
 	}
-	for id := range runs {
+	for id := range ran.runs {
 		if _, ok := acked[id]; !ok {
 			problems = append(problems, fmt.Sprintf("%s: ran but was never submitted", id))
 		}
@@ -257,6 +182,108 @@ func checkAfterWorkerKill(t *testing.T, acked map[string]int, tasks []*cairnq.Ta
 		t.Errorf("after the kill:\n%s", strings.Join(problems, "\n"))
 	}
 	t.Logf("%d tasks ran twice: the killed worker's, released by its expired lease", rerun)
+}
+
+// workerRuns is what the workers of a worker-kill test wrote down.
+type workerRuns struct {
+	runs      map[string][]string     // task id -> the workers that ran it
+	attempts  map[string]map[int]bool // task id -> the attempts that ran
+	held      map[string]bool         // the tasks the victim held
+	perWorker map[string]int          // worker id -> its executions
+}
+
+// readWorkerRuns reads the output files of a worker-kill test (outs:
+// worker id -> output file). It returns what they hold, and a problem for
+// each attempt that ran twice.
+func readWorkerRuns(t *testing.T, outs map[string]string) (ran workerRuns, problems []string) {
+	t.Helper()
+	ran = workerRuns{
+		runs:      map[string][]string{},
+		attempts:  map[string]map[int]bool{},
+		held:      map[string]bool{},
+		perWorker: map[string]int{},
+	}
+	for workerID, path := range outs {
+		lines, err := readLines(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range lines {
+			var id string
+			var attempt int
+			_, runErr := fmt.Sscanf(line, "run %s %d", &id, &attempt)
+			switch {
+			case strings.HasPrefix(line, "hold "):
+				ran.held[strings.TrimPrefix(line, "hold ")] = true
+			case runErr == nil:
+				ran.runs[id] = append(ran.runs[id], workerID)
+				ran.perWorker[workerID]++
+				// A run again needs a claim again, which counts an attempt:
+				// one attempt running twice is a claim the database lost.
+				if ran.attempts[id] == nil {
+					ran.attempts[id] = map[int]bool{}
+				}
+				if ran.attempts[id][attempt] {
+					problems = append(problems, fmt.Sprintf("%s: attempt %d ran twice (again on %s)", id, attempt, workerID))
+				}
+				ran.attempts[id][attempt] = true
+			default:
+				t.Errorf("%s: malformed line %q", workerID, line)
+			}
+		}
+	}
+	return ran, problems
+}
+
+// taskProblemsAfterKill checks one acknowledged task, submitted with
+// index i, against what the workers ran, and returns what is wrong with
+// it.
+func taskProblemsAfterKill(task *cairnq.Task, i int, ran workerRuns, victimID string) []string {
+	var problems []string
+	want := fmt.Sprintf(`{"i":%d}`, i)
+	if task.Status != cairnq.StatusSucceeded || !SameJSON(task.Result, want) {
+		problems = append(problems, fmt.Sprintf("%s: %s with result %s, want succeeded with %s", task.ID, task.Status, task.Result, want))
+	}
+	by := ran.runs[task.ID]
+	victimRuns, survivorRuns, lastSurvivor := 0, 0, ""
+	for _, w := range by {
+		if w == victimID {
+			victimRuns++
+		} else {
+			survivorRuns++
+			lastSurvivor = w
+		}
+	}
+	switch {
+	case len(by) == 0:
+		problems = append(problems, fmt.Sprintf("%s: no worker recorded running it", task.ID))
+	case survivorRuns > 1:
+		problems = append(problems, fmt.Sprintf("%s: ran %d times on surviving workers (%s)", task.ID, survivorRuns, strings.Join(by, ",")))
+	case len(by) > 1 && victimRuns == 0:
+		problems = append(problems, fmt.Sprintf("%s: ran %d times, none on the killed worker", task.ID, len(by)))
+	}
+	// The settling worker is the survivor that ran it, if one did.
+	switch {
+	case survivorRuns == 1 && task.WorkerID != lastSurvivor:
+		problems = append(problems, fmt.Sprintf("%s: settled by %q, but %s ran it", task.ID, task.WorkerID, lastSurvivor))
+	case survivorRuns == 0 && task.WorkerID != victimID:
+		problems = append(problems, fmt.Sprintf("%s: settled by %q, but only %s ran it", task.ID, task.WorkerID, victimID))
+	}
+	// A held task was in flight at the kill: it ran again (normally on
+	// a survivor; on the victim itself if its lease lapsed before the
+	// kill and it claimed the task back).
+	if ran.held[task.ID] && len(by) < 2 {
+		problems = append(problems, fmt.Sprintf("%s: held by the killed worker, and never ran again", task.ID))
+	}
+	// The attempt that settled it is the last one that ran.
+	last := 0
+	for a := range ran.attempts[task.ID] {
+		last = max(last, a)
+	}
+	if task.Attempt != last {
+		problems = append(problems, fmt.Sprintf("%s: settled on attempt %d, but the last attempt that ran is %d", task.ID, task.Attempt, last))
+	}
+	return problems
 }
 
 // KillSubmitter kills a process with SIGKILL while 32 of its goroutines

@@ -75,7 +75,26 @@ var poisonedResultKinds = []string{"nul", "raw-nul", "nan"}
 // and returns how many tasks succeeded and failed.
 func poisonedValues(t *testing.T, c *cairnq.Client) (succeeded, failed int) {
 	t.Helper()
-	ctx := context.Background()
+	stop := startPoisonWorker(t, c)
+	goodIDs, resultIDs, poisoned := submitAroundPoison(t, c)
+	if t.Failed() {
+		stop()
+		closeNoPanic(t, c)
+		t.FailNow()
+	}
+	checkPoisonedTasks(t, c, goodIDs, resultIDs)
+	t.Logf("%d good submits around %d poisoned payloads and %d poisoned results", len(goodIDs), poisoned, len(resultIDs))
+
+	stop()
+	closeNoPanic(t, c)
+	return len(goodIDs), len(resultIDs)
+}
+
+// startPoisonWorker starts a worker on c for the poison tasks: a
+// poison.good task returns its payload, a poison.result task the poisoned
+// result its payload names.
+func startPoisonWorker(t *testing.T, c *cairnq.Client) (stop func()) {
+	t.Helper()
 	w := NewWorker(t, c, &cairnq.WorkerOptions{Concurrency: 8})
 	if err := w.Handle("poison.good", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 		return tc.Payload(), nil
@@ -91,17 +110,26 @@ func poisonedValues(t *testing.T, c *cairnq.Client) (succeeded, failed int) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	stop := StartWorker(t, w)
+	return StartWorker(t, w)
+}
 
+// submitAroundPoison submits the good payloads from eight goroutines and,
+// once a quarter of them are in, the poisoned payloads and the
+// poisoned-result tasks from others. It returns the good tasks (id ->
+// payload), the poisoned-result tasks (id -> kind) and how many poisoned
+// payloads it tried.
+func submitAroundPoison(t *testing.T, c *cairnq.Client) (goodIDs, resultIDs map[string]string, poisoned int) {
+	t.Helper()
+	ctx := context.Background()
 	const goodGoroutines, perGoroutine = 8, 10
 	var (
-		mu        sync.Mutex
-		goodIDs   = map[string]string{} // id -> payload
-		resultIDs = map[string]string{} // id -> poisoned result kind
-		progress  atomic.Int64          // good submits so far
-		badDone   = make(chan struct{})
-		wg        sync.WaitGroup
+		mu       sync.Mutex
+		progress atomic.Int64 // good submits so far
+		badDone  = make(chan struct{})
+		wg       sync.WaitGroup
 	)
+	goodIDs = map[string]string{}
+	resultIDs = map[string]string{}
 	for g := range goodGoroutines {
 		wg.Go(func() {
 			// Each goroutine keeps going until the bad submits are over (up
@@ -131,22 +159,14 @@ func poisonedValues(t *testing.T, c *cairnq.Client) (succeeded, failed int) {
 		})
 	}
 	var badWG sync.WaitGroup
-	poisoned := poisonedPayloads()
-	for what, payload := range poisoned {
+	payloads := poisonedPayloads()
+	for what, payload := range payloads {
 		badWG.Go(func() {
 			for progress.Load() < goodGoroutines*perGoroutine/4 {
 				time.Sleep(time.Millisecond)
 			}
 			task, err := c.Submit(ctx, "poison.good", payload, nil)
-			var se *cairnq.SerializationError
-			switch {
-			case err == nil:
-				t.Errorf("submit of %s: succeeded (task %s), want a typed error", what, task.ID)
-			case !errors.Is(err, cairnq.ErrInvalidArgument) && !errors.As(err, &se):
-				t.Errorf("submit of %s: %v (%T), want ErrInvalidArgument or a *SerializationError", what, err, err)
-			case task != nil:
-				t.Errorf("submit of %s: error %v with a task", what, err)
-			}
+			checkPoisonedSubmit(t, what, task, err)
 		})
 	}
 	for _, kind := range poisonedResultKinds {
@@ -167,12 +187,28 @@ func poisonedValues(t *testing.T, c *cairnq.Client) (succeeded, failed int) {
 	badWG.Wait()
 	close(badDone)
 	wg.Wait()
-	if t.Failed() {
-		stop()
-		closeNoPanic(t, c)
-		t.FailNow()
-	}
+	return goodIDs, resultIDs, len(payloads)
+}
 
+// checkPoisonedSubmit checks what the submit of a poisoned payload (what
+// describes it) returned: a typed error, and no task.
+func checkPoisonedSubmit(t *testing.T, what string, task *cairnq.Task, err error) {
+	var se *cairnq.SerializationError
+	switch {
+	case err == nil:
+		t.Errorf("submit of %s: succeeded (task %s), want a typed error", what, task.ID)
+	case !errors.Is(err, cairnq.ErrInvalidArgument) && !errors.As(err, &se):
+		t.Errorf("submit of %s: %v (%T), want ErrInvalidArgument or a *SerializationError", what, err, err)
+	case task != nil:
+		t.Errorf("submit of %s: error %v with a task", what, err)
+	}
+}
+
+// checkPoisonedTasks waits for the tasks submitAroundPoison submitted and
+// checks how each ended: a poisoned result failed for good, a good task
+// succeeded with its payload, and the stats count nothing else.
+func checkPoisonedTasks(t *testing.T, c *cairnq.Client, goodIDs, resultIDs map[string]string) {
+	t.Helper()
 	for id, kind := range resultIDs {
 		task := WaitTask(t, c, id)
 		if task.Status != cairnq.StatusFailed || task.Error == nil || task.Error.Code != "unserializable_result" ||
@@ -187,7 +223,7 @@ func poisonedValues(t *testing.T, c *cairnq.Client) (succeeded, failed int) {
 			t.Errorf("good task %s: %s with result %s, want succeeded with %s", id, task.Status, task.Result, payload)
 		}
 	}
-	st, err := c.Stats(ctx, "")
+	st, err := c.Stats(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +231,6 @@ func poisonedValues(t *testing.T, c *cairnq.Client) (succeeded, failed int) {
 	if got := st[cairnq.DefaultQueue]; got != want || len(st) != 1 {
 		t.Errorf("stats %+v, want only %+v: a poisoned submit wrote a row", st, want)
 	}
-	t.Logf("%d good submits around %d poisoned payloads and %d poisoned results", len(goodIDs), len(poisoned), len(resultIDs))
-
-	stop()
-	closeNoPanic(t, c)
-	return len(goodIDs), len(resultIDs)
 }
 
 // closeNoPanic closes c, failing t if Close fails or panics.

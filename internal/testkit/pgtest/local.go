@@ -260,34 +260,66 @@ func startLocal(ctx context.Context, binDir string) (_ *server, err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	dataDir := filepath.Join(dir, "data")
-	logPath := filepath.Join(dir, "postgres.log")
+	lc := &localCluster{
+		binDir:  binDir,
+		dir:     dir,
+		dataDir: filepath.Join(dir, "data"),
+		logPath: filepath.Join(dir, "postgres.log"),
+		env:     localEnv(dir),
+		as:      as,
+	}
+	if err := lc.initdb(ctx); err != nil {
+		return nil, err
+	}
+	return lc.start(ctx)
+}
 
+// localCluster is where a throwaway cluster lives and how its processes
+// run: the binaries, the temp dir holding its data dir and server log,
+// their environment, and the user they run as.
+type localCluster struct {
+	binDir  string
+	dir     string
+	dataDir string
+	logPath string
+	env     []string
+	as      *runAs
+}
+
+// localEnv is the environment of the cluster's processes: PATH, a HOME in
+// dir, the C locale, and TZ when set.
+func localEnv(dir string) []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "LC_ALL=C", "LANG=C"}
 	if tz, ok := os.LookupEnv("TZ"); ok {
 		env = append(env, "TZ="+tz)
 	}
-	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"),
-		"--pgdata="+dataDir, "--username=postgres", "--auth=trust",
+	return env
+}
+
+// initdb makes the data dir and appends localConf to its postgresql.conf.
+func (lc *localCluster) initdb(ctx context.Context) error {
+	initdb := exec.CommandContext(ctx, filepath.Join(lc.binDir, "initdb"),
+		"--pgdata="+lc.dataDir, "--username=postgres", "--auth=trust",
 		"--encoding=UTF8", "--locale=C", "--no-sync")
-	initdb.Dir = dir // a cwd the cluster user can read (initdb needs one)
-	initdb.Env = env
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: as.credential()}
+	initdb.Dir = lc.dir // a cwd the cluster user can read (initdb needs one)
+	initdb.Env = lc.env
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: lc.as.credential()}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb%s: %w\n%s", asWho(as), err, tail(out, 30))
+		return fmt.Errorf("initdb%s: %w\n%s", asWho(lc.as), err, tail(out, 30))
 	}
-	conf, err := os.OpenFile(filepath.Join(dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	conf, err := os.OpenFile(filepath.Join(lc.dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_, err = conf.WriteString(localConf)
 	if cerr := conf.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return nil, err
-	}
+	return err
+}
 
+// start starts postgres on a free port and waits until it takes sessions.
+func (lc *localCluster) start(ctx context.Context) (*server, error) {
 	// The free port can be taken between our probe and postgres' bind:
 	// retry with another one then.
 	const attempts = 3
@@ -296,57 +328,73 @@ func startLocal(ctx context.Context, binDir string) (_ *server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		p, err := lc.startPostgres(port)
 		if err != nil {
 			return nil, err
-		}
-		cmd := exec.Command(filepath.Join(binDir, "postgres"), "-D", dataDir, "-p", strconv.Itoa(port))
-		cmd.Dir = dir
-		cmd.Env = env
-		cmd.Stdout = logFile
-		cmd.Stderr = logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Credential: as.credential(),
-			// Should the test binary die without pgtest.Main's cleanup
-			// (panic, timeout, kill), the kernel stops the server.
-			Pdeathsig: syscall.SIGQUIT,
-		}
-		p, err := startProc(cmd)
-		_ = logFile.Close() // the child has its own copy
-		if err != nil {
-			return nil, fmt.Errorf("start postgres%s: %w", asWho(as), err)
 		}
 		adminDSN := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 		err = waitReady(ctx, adminDSN, p.done)
 		if err == nil {
-			srv := &server{
-				source:   sourceLocal,
-				adminDSN: adminDSN,
-				describe: fmt.Sprintf("local cluster %s on 127.0.0.1:%d%s", dataDir, port, asWho(as)),
-				dataDir:  dataDir,
-				pid:      cmd.Process.Pid,
-			}
-			srv.stop = func() error {
-				// Sessions a test left open would hold up a smart shutdown.
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = srv.exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
-					"WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
-				cancel()
-				serr := p.stop()
-				if rerr := os.RemoveAll(dir); rerr != nil && serr == nil {
-					serr = rerr
-				}
-				return serr
-			}
-			return srv, nil
+			return lc.runningServer(p, port, adminDSN), nil
 		}
 		_ = p.stop()
-		log, _ := os.ReadFile(logPath)
+		log, _ := os.ReadFile(lc.logPath)
 		if attempt < attempts && bytes.Contains(log, []byte("could not bind")) {
 			continue
 		}
-		return nil, fmt.Errorf("postgres%s did not start: %w; tail of %s (temp dir since removed):\n%s", asWho(as), err, logPath, tail(log, 30))
+		return nil, fmt.Errorf("postgres%s did not start: %w; tail of %s (temp dir since removed):\n%s", asWho(lc.as), err, lc.logPath, tail(log, 30))
 	}
+}
+
+// startPostgres starts the postgres process on port, its output appended
+// to the server log.
+func (lc *localCluster) startPostgres(port int) (*proc, error) {
+	logFile, err := os.OpenFile(lc.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(lc.binDir, "postgres"), "-D", lc.dataDir, "-p", strconv.Itoa(port))
+	cmd.Dir = lc.dir
+	cmd.Env = lc.env
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: lc.as.credential(),
+		// Should the test binary die without pgtest.Main's cleanup
+		// (panic, timeout, kill), the kernel stops the server.
+		Pdeathsig: syscall.SIGQUIT,
+	}
+	p, err := startProc(cmd)
+	_ = logFile.Close() // the child has its own copy
+	if err != nil {
+		return nil, fmt.Errorf("start postgres%s: %w", asWho(lc.as), err)
+	}
+	return p, nil
+}
+
+// runningServer is the started cluster as a server, whose stop ends the
+// sessions tests left open, stops p and removes the temp dir.
+func (lc *localCluster) runningServer(p *proc, port int, adminDSN string) *server {
+	srv := &server{
+		source:   sourceLocal,
+		adminDSN: adminDSN,
+		describe: fmt.Sprintf("local cluster %s on 127.0.0.1:%d%s", lc.dataDir, port, asWho(lc.as)),
+		dataDir:  lc.dataDir,
+		pid:      p.cmd.Process.Pid,
+	}
+	srv.stop = func() error {
+		// Sessions a test left open would hold up a smart shutdown.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
+			"WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
+		cancel()
+		serr := p.stop()
+		if rerr := os.RemoveAll(lc.dir); rerr != nil && serr == nil {
+			serr = rerr
+		}
+		return serr
+	}
+	return srv
 }
 
 // ownedTempDir makes a temporary directory under base, owned by as (the
