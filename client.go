@@ -209,7 +209,7 @@ func (c *Client) Store() *store.Store {
 
 // submitParams is what the engine submits for name, payload and o.
 func submitParams(name string, payload any, o SubmitOptions) engine.SubmitParams {
-	return engine.SubmitParams{Name: name, Payload: payload, SubmitOptions: o}
+	return engine.SubmitParams{Name: name, Payload: payload, SubmitOptions: o.row()}
 }
 
 // Submit stores a task named name with payload (any JSON-encodable value;
@@ -243,26 +243,28 @@ func (c *Client) insert(ctx context.Context, s *Submission) (*Task, error) {
 	if c.gate != nil {
 		p.Admit = c.gate.acquire
 	}
-	return c.store.Submit(ctx, p)
+	return taskResult(c.store.Submit(ctx, p))
 }
 
 // Get returns the task with id, or ErrNotFound.
-func (c *Client) Get(ctx context.Context, id string) (*Task, error) { return c.store.Get(ctx, id) }
+func (c *Client) Get(ctx context.Context, id string) (*Task, error) {
+	return taskResult(c.store.Get(ctx, id))
+}
 
 // GetByKey returns the task key points at, or ErrNotFound.
 func (c *Client) GetByKey(ctx context.Context, key string) (*Task, error) {
-	return c.store.GetByKey(ctx, key)
+	return taskResult(c.store.GetByKey(ctx, key))
 }
 
 // GetStatus returns the id and status of the task, or ErrNotFound, without
 // reading its payload.
 func (c *Client) GetStatus(ctx context.Context, id string) (TaskRef, error) {
-	return c.store.GetStatus(ctx, id)
+	return refResult(c.store.GetStatus(ctx, id))
 }
 
 // GetStatusByKey is GetStatus for the task key points at.
 func (c *Client) GetStatusByKey(ctx context.Context, key string) (TaskRef, error) {
-	return c.store.GetStatusByKey(ctx, key)
+	return refResult(c.store.GetStatusByKey(ctx, key))
 }
 
 // List returns the tasks matching every given filter, newest first.
@@ -270,7 +272,7 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
 	if opts == nil {
 		opts = &ListOptions{}
 	}
-	return c.store.List(ctx, *opts)
+	return tasksResult(c.store.List(ctx, opts.row()))
 }
 
 // Stats counts tasks per queue and status, zero-filled. queue "" counts
@@ -278,7 +280,12 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
 // the result. It counts every row it reports, so it is a dashboard read;
 // poll QueueHeadroom instead.
 func (c *Client) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
-	return c.store.Stats(ctx, queue)
+	counts, err := c.store.Stats(ctx, queue)
+	out := make(map[string]StatusCounts, len(counts))
+	for q, n := range counts {
+		out[q] = StatusCounts(n)
+	}
+	return out, err
 }
 
 // QueueHeadroom returns how many more tasks queue can take before it holds
@@ -300,14 +307,14 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) {
 		if t.IsTerminal() {
 			return nil, nil
 		}
-		return c.store.CancelWorkflow(ctx, id)
+		return taskResult(c.store.CancelWorkflow(ctx, id))
 	}
-	return c.store.Cancel(ctx, id)
+	return taskResult(c.store.Cancel(ctx, id))
 }
 
 // CancelByKey is Cancel for the task key points at.
 func (c *Client) CancelByKey(ctx context.Context, key string) (*Task, error) {
-	return c.store.CancelByKey(ctx, key)
+	return taskResult(c.store.CancelByKey(ctx, key))
 }
 
 // RetryOptions tunes Retry.
@@ -323,7 +330,7 @@ type RetryOptions struct {
 // goes on from the step, and a step of a canceled workflow is an
 // *ArgumentError.
 func (c *Client) Retry(ctx context.Context, id string, opts *RetryOptions) (*Task, error) {
-	return c.store.RetryTask(ctx, id, opts != nil && opts.ResetAttempt)
+	return taskResult(c.store.RetryTask(ctx, id, opts != nil && opts.ResetAttempt))
 }
 
 // RetryByKey is Retry for the task key points at.
@@ -331,7 +338,7 @@ func (c *Client) RetryByKey(ctx context.Context, key string, opts *RetryOptions)
 	if t, isStep, err := c.retryStepByKey(ctx, key, opts != nil && opts.ResetAttempt); isStep || err != nil {
 		return t, err
 	}
-	return c.store.RetryByKey(ctx, key, opts != nil && opts.ResetAttempt)
+	return taskResult(c.store.RetryByKey(ctx, key, opts != nil && opts.ResetAttempt))
 }
 
 // Purge deletes up to Limit finished tasks (succeeded, failed, canceled)
@@ -342,7 +349,7 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 	if opts == nil {
 		opts = &PurgeOptions{}
 	}
-	ids, _, err := c.store.PurgeFrom(ctx, *opts, engine.NoPurgeFloor)
+	ids, _, err := c.store.PurgeFrom(ctx, opts.row(), engine.NoPurgeFloor)
 	return ids, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -17,8 +18,11 @@ import (
 // with ErrLostLease without touching the database, because the same task
 // may already run elsewhere, possibly re-claimed under this worker's id.
 type TaskContext struct {
-	task *Task
+	task *cairnqtype.Task // as claimed, in the engine's form
 	w    *Worker
+
+	viewOnce sync.Once
+	view     *Task // task as Task returns it, made once when first asked
 
 	cancel   context.CancelCauseFunc // the handler's context
 	endCall  context.CancelCauseFunc // the call's context, a batch's too (endCalls)
@@ -70,7 +74,10 @@ func (tc *TaskContext) CorrelationID() string { return tc.task.CorrelationID }
 func (tc *TaskContext) WorkerID() string { return tc.w.id }
 
 // Task is the task as claimed.
-func (tc *TaskContext) Task() *Task { return tc.task }
+func (tc *TaskContext) Task() *Task {
+	tc.viewOnce.Do(func() { tc.view = taskOf(tc.task) })
+	return tc.view
+}
 
 // LostLease reports whether this attempt lost its lease: it expired and
 // the task may run elsewhere, or the attempt was abandoned (MaxRun, a
@@ -119,7 +126,7 @@ func (tc *TaskContext) isSettled() bool {
 
 // owned runs one ownership-checked write, short-circuiting when the lease
 // is already known lost or the task settled.
-func (tc *TaskContext) owned(write func() (*Task, error)) error {
+func (tc *TaskContext) owned(write func() (*cairnqtype.Task, error)) error {
 	if tc.lost.Load() || tc.isSettled() {
 		return &LostLeaseError{ID: tc.task.ID}
 	}
@@ -150,7 +157,7 @@ func (tc *TaskContext) Report(ctx context.Context, fraction float64, message str
 }
 
 func (tc *TaskContext) report(ctx context.Context, fraction *float64, message *string) error {
-	return tc.owned(func() (*Task, error) {
+	return tc.owned(func() (*cairnqtype.Task, error) {
 		return tc.w.st.Progress(ctx, tc.task.ID, tc.w.id, fraction, message)
 	})
 }
@@ -159,7 +166,7 @@ func (tc *TaskContext) report(ctx context.Context, fraction *float64, message *s
 // timer for every running task; call it only around work that must not
 // start on a lease about to run out.
 func (tc *TaskContext) Heartbeat(ctx context.Context) error {
-	return tc.owned(func() (*Task, error) {
+	return tc.owned(func() (*cairnqtype.Task, error) {
 		return tc.w.st.Heartbeat(ctx, tc.task.ID, tc.w.id, tc.w.lease)
 	})
 }
@@ -179,7 +186,7 @@ func (tc *TaskContext) Canceled(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	tc.observeCancel(t.CancelRequested())
-	return tc.canceled.Load() || t.Status == StatusCanceled, nil
+	return tc.canceled.Load() || t.Status == cairnqtype.StatusCanceled, nil
 }
 
 // Succeed settles the task now with result (canceled instead, if a cancel

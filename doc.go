@@ -627,8 +627,10 @@
 // tests the code that submits tasks and the handlers that run them, with
 // no server.
 //
-// The values this package shares with package store (Task, its statuses,
-// the errors) are defined in package cairnqtype and named here too, so a program
-// imports only this package and its adapter. [Client.Store] gives tools
+// The values this package takes and returns (Task, its statuses, the
+// options, the errors) are declared here, so a program imports only this
+// package and its adapter. Package store speaks package cairnqtype's types
+// of the same names and fields; errors.As matches a typed error under
+// either name. [Client.Store] gives tools
 // the protocol-level API, one call per protocol operation.
 package cairnq

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -35,7 +36,7 @@ const (
 )
 
 // attrTask is the attribute group every task event carries.
-func attrTask(t *Task) []slog.Attr {
+func attrTask(t *cairnqtype.Task) []slog.Attr {
 	return []slog.Attr{
 		slog.String("task_id", t.ID), slog.String("task_name", t.Name),
 		slog.String("queue", t.Queue), slog.Int("attempt", t.Attempt),
@@ -43,7 +44,7 @@ func attrTask(t *Task) []slog.Attr {
 }
 
 // logTask logs one task event with the task's and the worker's attributes.
-func (w *Worker) logTask(ctx context.Context, level slog.Level, msg string, t *Task, attrs ...slog.Attr) {
+func (w *Worker) logTask(ctx context.Context, level slog.Level, msg string, t *cairnqtype.Task, attrs ...slog.Attr) {
 	if !w.log.Enabled(ctx, level) {
 		return
 	}
@@ -53,12 +54,12 @@ func (w *Worker) logTask(ctx context.Context, level slog.Level, msg string, t *T
 
 // logSettledFailure logs a failure the store recorded: a retry when the
 // task went back to the queue, a final failure otherwise.
-func (w *Worker) logSettledFailure(ctx context.Context, tc *TaskContext, settled *Task, env ErrorEnvelope, delay time.Duration) {
+func (w *Worker) logSettledFailure(ctx context.Context, tc *TaskContext, settled *cairnqtype.Task, env cairnqtype.ErrorEnvelope, delay time.Duration) {
 	errAttrs := []slog.Attr{
 		slog.String("error_type", env.Type), slog.String("error_code", env.Code),
 		slog.String("error", env.Message), slog.Int("max_attempts", tc.task.MaxAttempts),
 	}
-	if settled != nil && settled.Status == StatusQueued {
+	if settled != nil && settled.Status == cairnqtype.StatusQueued {
 		w.logTask(ctx, slog.LevelWarn, logAttemptFailed, tc.task, append(errAttrs, slog.Duration("retry_in", delay))...)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/maintenance"
 )
@@ -64,9 +65,9 @@ func newRetention(st *engine.Store, o RetentionOptions, log *slog.Logger) (*main
 	if limit == 0 {
 		limit = engine.DefaultPurgeLimit
 	}
-	var rules []PurgeOptions
+	var rules []cairnqtype.PurgeOptions
 	for _, r := range o.Rules {
-		p := PurgeOptions{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}
+		p := PurgeOptions{OlderThan: r.OlderThan, Queue: r.Queue, Status: r.Status, Name: r.Name, Limit: limit}.row()
 		if err := engine.ValidatePurge(p); err != nil {
 			return nil, err
 		}

@@ -28,7 +28,7 @@ func finish(t *testing.T, c *cairnq.Client, name, queue string, n int, succeed b
 		if succeed {
 			_, err = st.Complete(ctx, task.ID, "w", nil)
 		} else {
-			_, err = st.Fail(ctx, task.ID, "w", cairnq.ErrorEnvelope{Message: "x"}, false, 0)
+			_, err = st.Fail(ctx, task.ID, "w", cairnqtype.ErrorEnvelope{Message: "x"}, false, 0)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -13,12 +13,16 @@ import (
 )
 
 // SubmitItem is one task of a SubmitMany batch: Submit's arguments as a
-// value (Name, Payload, and Options, whose zero value is Submit's nil).
-type SubmitItem = cairnqtype.SubmitItem
-
-// SubmitItemError names the item of a SubmitMany batch that failed the
-// call, by its index in the batch, and wraps that item's error.
-type SubmitItemError = cairnqtype.SubmitItemError
+// value. The zero Options are Submit's nil options.
+type SubmitItem struct {
+	// Name is the task's name. Required.
+	Name string
+	// Payload is any JSON-encodable value; nil is JSON {}.
+	Payload any
+	// Options are the task's own options: queue, key and conflict
+	// strategy, attempts, priority, delay, metadata, links.
+	Options SubmitOptions
+}
 
 // MaxSubmitMany is the most tasks one SubmitMany call takes; a longer
 // batch is an *ArgumentError and nothing is written.
@@ -86,7 +90,7 @@ func (c *Client) SubmitMany(ctx context.Context, items []SubmitItem) ([]*Task, e
 				ps[i].Admit = admit
 			}
 		}
-		return c.store.SubmitMany(ctx, ps)
+		return tasksResult(c.store.SubmitMany(ctx, ps))
 	})
 }
 
@@ -101,7 +105,7 @@ func (c *Client) SubmitManyTx(ctx context.Context, sess executor.Session, items 
 		return nil, err
 	}
 	return c.submitManyThrough(ctx, items, true, func(ctx context.Context, subs []*Submission) ([]*Task, error) {
-		return c.store.SubmitManyTx(ctx, sess, manyParams(subs))
+		return tasksResult(c.store.SubmitManyTx(ctx, sess, manyParams(subs)))
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 )
 
@@ -362,7 +363,11 @@ func TestSubmitManyLimitAndEmpty(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Arg != "batch" || errors.As(err, &ie) {
 			t.Errorf("a batch past the limit: %v; want an *ArgumentError for the batch", err)
 		}
-		if _, err := c.Store().SubmitMany(ctx, items); !errors.As(err, &ae) {
+		rows := make([]cairnqtype.SubmitItem, len(items))
+		for i := range rows {
+			rows[i] = cairnqtype.SubmitItem{Name: "x"}
+		}
+		if _, err := c.Store().SubmitMany(ctx, rows); !errors.As(err, &ae) {
 			t.Errorf("Store.SubmitMany past the limit: %v; want an *ArgumentError", err)
 		}
 		for _, empty := range [][]cairnq.SubmitItem{nil, {}} {

@@ -16,7 +16,7 @@ import (
 func (c *Client) SubmitTx(ctx context.Context, sess executor.Session, name string, payload any, opts *SubmitOptions) (*Task, error) {
 	s := newSubmission(name, payload, opts, true)
 	return c.submitThrough(ctx, s, func(ctx context.Context, s *Submission) (*Task, error) {
-		return c.store.SubmitTx(ctx, sess, submitParams(s.Name, s.Payload, s.Options))
+		return taskResult(c.store.SubmitTx(ctx, sess, submitParams(s.Name, s.Payload, s.Options)))
 	})
 }
 

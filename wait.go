@@ -136,8 +136,8 @@ func (c *Client) Wait(ctx context.Context, id string, opts *WaitOptions) (*Task,
 		return nil, err
 	}
 	return c.poll(ctx, id, "", opts,
-		func() (TaskRef, error) { return c.store.GetStatus(ctx, id) },
-		func() (*Task, error) { return c.store.Get(ctx, id) })
+		func() (TaskRef, error) { return refResult(c.store.GetStatus(ctx, id)) },
+		func() (*Task, error) { return taskResult(c.store.Get(ctx, id)) })
 }
 
 // WaitByKey is Wait for the task key points at, re-resolving the key on
@@ -148,8 +148,8 @@ func (c *Client) WaitByKey(ctx context.Context, key string, opts *WaitOptions) (
 		return nil, err
 	}
 	return c.poll(ctx, key, key, opts,
-		func() (TaskRef, error) { return c.store.GetStatusByKey(ctx, key) },
-		func() (*Task, error) { return c.store.GetByKey(ctx, key) })
+		func() (TaskRef, error) { return refResult(c.store.GetStatusByKey(ctx, key)) },
+		func() (*Task, error) { return taskResult(c.store.GetByKey(ctx, key)) })
 }
 
 func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOptions,

@@ -13,7 +13,7 @@ import (
 )
 
 // serveOnce claims one task as worker "w" and settles it with settle.
-func serveOnce(t *testing.T, st *engine.Store, settle func(*cairnq.Task) error) {
+func serveOnce(t *testing.T, st *engine.Store, settle func(*cairnqtype.Task) error) {
 	t.Helper()
 	ctx := context.Background()
 	for {
@@ -38,7 +38,7 @@ func TestCallOutcomes(t *testing.T) {
 	st := cairnq.StoreOf(c)
 	ctx := context.Background()
 
-	go serveOnce(t, st, func(task *cairnq.Task) error {
+	go serveOnce(t, st, func(task *cairnqtype.Task) error {
 		_, err := st.Complete(ctx, task.ID, "w", map[string]string{"echo": string(task.Payload)})
 		return err
 	})
@@ -51,8 +51,8 @@ func TestCallOutcomes(t *testing.T) {
 		t.Errorf("result %s (%v)", done.Result, err)
 	}
 
-	go serveOnce(t, st, func(task *cairnq.Task) error {
-		_, err := st.Fail(ctx, task.ID, "w", cairnq.ErrorEnvelope{Type: "Bad", Code: "bad", Message: "no", Details: map[string]any{"why": "x"}}, false, 0)
+	go serveOnce(t, st, func(task *cairnqtype.Task) error {
+		_, err := st.Fail(ctx, task.ID, "w", cairnqtype.ErrorEnvelope{Type: "Bad", Code: "bad", Message: "no", Details: map[string]any{"why": "x"}}, false, 0)
 		return err
 	})
 	_, err = c.Call(ctx, "echo", nil, nil)
@@ -61,7 +61,7 @@ func TestCallOutcomes(t *testing.T) {
 		t.Errorf("failed call: %v", err)
 	}
 
-	go serveOnce(t, st, func(task *cairnq.Task) error {
+	go serveOnce(t, st, func(task *cairnqtype.Task) error {
 		if _, err := c.Cancel(ctx, task.ID); err != nil {
 			return err
 		}
@@ -177,7 +177,7 @@ func TestWaitReturnsFailedAndCanceledTasksWithoutAnError(t *testing.T) {
 	if claimed, err := st.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"}); err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
-	if _, err := st.Fail(ctx, failed.ID, "w", cairnq.ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {
+	if _, err := st.Fail(ctx, failed.ID, "w", cairnqtype.ErrorEnvelope{Type: "E", Code: "boom", Message: "boom"}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	canceled, err := c.Submit(ctx, "job", nil, nil)

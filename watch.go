@@ -5,15 +5,17 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/cairnq/cairnq-go/cairnqtype"
 )
 
 // Signal is why a watch fired: Reason "queued" (with Queue), "done" (with
 // TaskID) or "poll" (the timer, or a change no signal names, such as
 // another process's commit to the SQLite file). It carries no state:
 // re-read the tasks.
-type Signal = cairnqtype.Signal
+type Signal struct {
+	Reason string // "queued", "done" or "poll"
+	Queue  string // the queue a task was queued on (queued only)
+	TaskID string // the task that finished (done only)
+}
 
 // DefaultWatchPoll is how often a watch signals "poll" when nothing else
 // happens.
@@ -66,7 +68,7 @@ func (c *Client) Watch(ctx context.Context, opts *WatchOptions, fn func(Signal))
 				if sig.Reason == "queued" && len(o.Queues) > 0 && !slices.Contains(o.Queues, sig.Queue) {
 					continue
 				}
-				fn(sig)
+				fn(Signal(sig))
 			}
 		}
 	}()

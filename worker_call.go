@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/attempt"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -105,7 +106,7 @@ func (w *Worker) signalSlot() {
 func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(), own bool) (handedOver bool) {
 	if d.reg == nil { // unreachable while claims are filtered by name
 		for _, t := range d.tasks {
-			st := engine.Settlement{Task: t, WorkerID: w.id, Outcome: engine.Failed, Error: ErrorEnvelope{
+			st := engine.Settlement{Task: t, WorkerID: w.id, Outcome: engine.Failed, Error: cairnqtype.ErrorEnvelope{
 				Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}}
 			if _, err := w.st.Settle(handlerCtx, st); err != nil && !errIsLostLease(err) {
 				w.report(err, PhaseExecute, t.ID)

@@ -129,7 +129,7 @@ func (w *Worker) idleWait(sources []source, lookDue time.Time) time.Duration {
 type dispatch struct {
 	reg   *registration
 	src   *source
-	tasks []*Task
+	tasks []*cairnqtype.Task
 }
 
 // drawOf is src's draw in this poll: at most the tightest of its name's
@@ -169,8 +169,8 @@ func (w *Worker) resourceRoom() map[string]int {
 
 // deliveries groups a draw's rows into calls: one task per call, or up to
 // the name's batch size.
-func (w *Worker) deliveries(src *source, rows []*Task) []dispatch {
-	byName := map[string][]*Task{}
+func (w *Worker) deliveries(src *source, rows []*cairnqtype.Task) []dispatch {
+	byName := map[string][]*cairnqtype.Task{}
 	var names []string
 	for _, t := range rows {
 		if _, ok := byName[t.Name]; !ok {

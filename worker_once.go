@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -102,7 +103,7 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
 	defer cancel()
-	out := make([]*Task, 0, len(d.tasks))
+	out := make([]*cairnqtype.Task, 0, len(d.tasks))
 	var readErr error
 	for _, t := range d.tasks {
 		got, err := w.st.Get(rctx, t.ID)
@@ -117,9 +118,9 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 		out = append(out, got)
 	}
 	if ctx.Err() != nil {
-		return out, fmt.Errorf("cairnq: worker %s: call on %s abandoned: %w", w.id, d.tasks[0].ID, context.Cause(ctx))
+		return tasksOf(out), fmt.Errorf("cairnq: worker %s: call on %s abandoned: %w", w.id, d.tasks[0].ID, context.Cause(ctx))
 	}
-	return out, readErr
+	return tasksOf(out), readErr
 }
 
 // claimOne makes the claim of one loop iteration with one free slot, on

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/attempt"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
@@ -61,7 +62,7 @@ func (w *Worker) failureOf(tc *TaskContext, callErr error) (env ErrorEnvelope, r
 	if err := tc.refusal(); err != nil {
 		// The workflow refused the steps it added (SucceedTx told the
 		// handler so): as final as when the worker settles it.
-		return engine.RefusedEnvelope(err), false, true
+		return ErrorEnvelope(engine.RefusedEnvelope(err)), false, true
 	}
 	// A write through the context was already refused: nothing more to
 	// record. errors.Is calls the handler's error's own methods, hence
@@ -151,7 +152,7 @@ func (w *Worker) logSettled(ctx context.Context, tc *TaskContext, st engine.Sett
 	switch {
 	case st.Outcome == engine.Failed || out.Refused != nil:
 		w.logSettledFailure(ctx, tc, out.Task, st.Error, st.Delay)
-	case st.Outcome == engine.Snoozed && out.Status == StatusQueued:
+	case st.Outcome == engine.Snoozed && out.Status == cairnqtype.StatusQueued:
 		w.logTask(ctx, slog.LevelDebug, logTaskSnoozed, tc.task,
 			slog.Duration("snooze", st.Delay), slog.Int64("run_at_ms", out.Task.RunAt.UnixMilli()))
 	}
@@ -165,7 +166,7 @@ func (w *Worker) logSettled(ctx context.Context, tc *TaskContext, st engine.Sett
 func (tc *TaskContext) failure(env ErrorEnvelope, retryable bool) engine.Settlement {
 	env.Retryable = retryable
 	st := tc.settlement(engine.Failed)
-	st.Error, st.Retryable, st.Delay = env, retryable, tc.w.failDelay(tc.task.Attempt, retryable)
+	st.Error, st.Retryable, st.Delay = cairnqtype.ErrorEnvelope(env), retryable, tc.w.failDelay(tc.task.Attempt, retryable)
 	return st
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
@@ -80,7 +81,7 @@ func (c *Client) SubmitWorkflow(ctx context.Context, steps []WorkflowStep, opts 
 	if err != nil {
 		return nil, err
 	}
-	return c.store.SubmitWorkflow(ctx, p)
+	return taskResult(c.store.SubmitWorkflow(ctx, p))
 }
 
 // SubmitWorkflowTx is SubmitWorkflow inside a transaction the application
@@ -95,7 +96,7 @@ func (c *Client) SubmitWorkflowTx(ctx context.Context, sess executor.Session, st
 	if err != nil {
 		return nil, err
 	}
-	return c.store.SubmitWorkflowTx(ctx, sess, p)
+	return taskResult(c.store.SubmitWorkflowTx(ctx, sess, p))
 }
 
 // workflowParams checks steps and opts and builds what the engine
@@ -128,7 +129,7 @@ func stepSpecs(op string, steps []WorkflowStep) ([]engine.StepSpec, error) {
 	for i, s := range steps {
 		out[i] = engine.StepSpec{Step: s.Step, Task: s.Task, Payload: s.Payload, After: s.After}
 		if s.Options != nil {
-			out[i].Options = *s.Options
+			out[i].Options = s.Options.row()
 		}
 	}
 	return out, nil
@@ -226,7 +227,7 @@ func (c *Client) GetWorkflow(ctx context.Context, id string) (*Workflow, error) 
 	if st.DefErr != nil {
 		return nil, fmt.Errorf("cairnq: workflow %s: %w", id, st.DefErr)
 	}
-	wf := &Workflow{ID: id, Status: st.Record.Status, Record: st.Record,
+	wf := &Workflow{ID: id, Status: Status(st.Record.Status), Record: taskOf(st.Record),
 		ContinueOnFailure: st.Def.OnFailure == workflowspec.ContinueBranches}
 	if !wf.Status.IsTerminal() {
 		wf.Status = StatusRunning
@@ -292,7 +293,7 @@ func (tc *TaskContext) StepResult(ctx context.Context, step string) (json.RawMes
 	if err != nil {
 		return nil, fmt.Errorf("cairnq: step %q of workflow %s (task %s): %w", step, mark.Record, id, err)
 	}
-	if t.Status != StatusSucceeded {
+	if t.Status != cairnqtype.StatusSucceeded {
 		return nil, fmt.Errorf("cairnq: step %q of workflow %s (task %s) is %s, not succeeded", step, mark.Record, id, t.Status)
 	}
 	return t.Result, nil
@@ -374,7 +375,7 @@ func (c *Client) CancelWorkflow(ctx context.Context, id string) (*Task, error) {
 	if err := checkCtx(ctx, "cancel workflow"); err != nil {
 		return nil, err
 	}
-	return c.store.CancelWorkflow(ctx, id)
+	return taskResult(c.store.CancelWorkflow(ctx, id))
 }
 
 // RetryWorkflow resumes a failed or canceled workflow: its failed and
@@ -403,7 +404,7 @@ func (c *Client) RetryWorkflow(ctx context.Context, id string) (*Task, error) {
 	if err := checkCtx(ctx, "retry workflow"); err != nil {
 		return nil, err
 	}
-	return c.store.RetryWorkflow(ctx, id)
+	return taskResult(c.store.RetryWorkflow(ctx, id))
 }
 
 // retryStepByKey is RetryByKey for a workflow step's key (StepKey), which
@@ -421,7 +422,7 @@ func (c *Client) retryStepByKey(ctx context.Context, key string, resetAttempt bo
 	if err != nil {
 		return nil, true, err
 	}
-	t, err = c.store.RetryTask(ctx, found.ID, resetAttempt)
+	t, err = taskResult(c.store.RetryTask(ctx, found.ID, resetAttempt))
 	return t, true, err
 }
 

@@ -312,7 +312,7 @@ func TestWorkflowCanceledByAnotherSDK(t *testing.T) {
 		}
 		<-started
 		canceled, err := c.Store().Cancel(ctx, rec.ID)
-		if err != nil || canceled == nil || canceled.Status != cairnq.StatusCanceled {
+		if err != nil || canceled == nil || canceled.Status != cairnqtype.StatusCanceled {
 			t.Fatalf("the plain cancel of the record: %+v %v", canceled, err)
 		}
 		select {
@@ -485,7 +485,7 @@ func failedThenRunByAnotherSDK(t *testing.T, c *cairnq.Client, fail *failSwitch)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("the plain claim: %v, %d tasks", err, len(claimed))
 	}
-	if _, err := c.Store().Fail(ctx, claimed[0].ID, "ts-worker", cairnq.ErrorEnvelope{Type: "Bad", Message: "no"}, false, 0); err != nil {
+	if _, err := c.Store().Fail(ctx, claimed[0].ID, "ts-worker", cairnqtype.ErrorEnvelope{Type: "Bad", Message: "no"}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusFailed {

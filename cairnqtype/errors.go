@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cairnq/cairnq-go/internal/errlink"
 )
 
 // Sentinel errors. Every error the store returns for one of these kinds
@@ -106,6 +108,10 @@ func (e *ArgumentError) Error() string {
 	return fmt.Sprintf("cairnq: %s: invalid %s: %s", e.Op, e.Arg, e.Reason)
 }
 
+// As fills a *cairnq.ArgumentError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *ArgumentError) As(target any) bool { return errlink.As(e, target) }
+
 // Is makes errors.Is(err, ErrInvalidArgument) hold.
 func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
 
@@ -118,6 +124,10 @@ type AlreadyExistsError struct {
 func (e *AlreadyExistsError) Error() string {
 	return fmt.Sprintf("cairnq: a task with key %q already exists (%s)", e.Key, e.TaskID)
 }
+
+// As fills a *cairnq.AlreadyExistsError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *AlreadyExistsError) As(target any) bool { return errlink.As(e, target) }
 
 // Is makes errors.Is(err, ErrAlreadyExists) hold.
 func (e *AlreadyExistsError) Is(target error) bool { return target == ErrAlreadyExists }
@@ -140,10 +150,18 @@ type QueueFullError struct {
 	Waited   time.Duration
 }
 
+// As fills a *cairnq.LostLeaseError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *LostLeaseError) As(target any) bool { return errlink.As(e, target) }
+
 func (e *QueueFullError) Error() string {
 	return fmt.Sprintf("cairnq: queue %q still held %d or more queued tasks after %v; nothing was submitted",
 		e.Queue, e.MaxDepth, e.Waited.Round(time.Millisecond))
 }
+
+// As fills a *cairnq.QueueFullError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *QueueFullError) As(target any) bool { return errlink.As(e, target) }
 
 // Is makes errors.Is(err, ErrQueueFull) hold.
 func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
@@ -159,6 +177,10 @@ type TaskFailedError struct {
 func (e *TaskFailedError) Error() string {
 	return fmt.Sprintf("cairnq: task %s failed: %s (%s/%s)", e.ID, e.Envelope.Message, e.Envelope.Type, e.Envelope.Code)
 }
+
+// As fills a *cairnq.TaskFailedError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *TaskFailedError) As(target any) bool { return errlink.As(e, target) }
 
 // TaskID returns the failed task's id.
 func (e *TaskFailedError) TaskID() string { return e.ID }
@@ -184,9 +206,17 @@ type ProtocolVersionMismatchError struct {
 	Supported int
 }
 
+// As fills a *cairnq.TaskCanceledError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *TaskCanceledError) As(target any) bool { return errlink.As(e, target) }
+
 func (e *ProtocolVersionMismatchError) Error() string {
 	return fmt.Sprintf("cairnq: database has protocol_version %d, this SDK speaks %d", e.Found, e.Supported)
 }
+
+// As fills a *cairnq.ProtocolVersionMismatchError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *ProtocolVersionMismatchError) As(target any) bool { return errlink.As(e, target) }
 
 // SerializationError reports a value JSON cannot hold (NaN, ±Inf, a channel,
 // a function, a cycle), or whose JSON is past the limits both backends
@@ -206,6 +236,10 @@ func (e *SerializationError) Error() string {
 	return fmt.Sprintf("cairnq: %s is not JSON-serializable: %v", e.Field, e.Err)
 }
 
+// As fills a *cairnq.SerializationError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *SerializationError) As(target any) bool { return errlink.As(e, target) }
+
 func (e *SerializationError) Unwrap() error { return e.Err }
 
 // BusyError reports a write that waited out the busy timeout.
@@ -217,6 +251,10 @@ type BusyError struct {
 func (e *BusyError) Error() string {
 	return fmt.Sprintf("cairnq: database stayed locked by another connection for %v: %v", e.Timeout, e.Err)
 }
+
+// As fills a *cairnq.BusyError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *BusyError) As(target any) bool { return errlink.As(e, target) }
 
 // Is makes errors.Is(err, ErrBusy) hold.
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
@@ -263,6 +301,10 @@ type OpenError struct {
 	Err  error
 }
 
+// As fills a *cairnq.StorageError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *StorageError) As(target any) bool { return errlink.As(e, target) }
+
 func (e *OpenError) Error() string { return fmt.Sprintf("cairnq: open %s: %v", e.Path, e.Err) }
 
 func (e *OpenError) Unwrap() error { return e.Err }
@@ -277,8 +319,16 @@ type SubmitItemError struct {
 	Err   error
 }
 
+// As fills a *cairnq.OpenError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *OpenError) As(target any) bool { return errlink.As(e, target) }
+
 func (e *SubmitItemError) Error() string {
 	return fmt.Sprintf("cairnq: submit many: item %d: %v", e.Index, e.Err)
 }
+
+// As fills a *cairnq.SubmitItemError target (package cairnq's type of the
+// same name and fields) with e, so errors.As finds it under either name.
+func (e *SubmitItemError) As(target any) bool { return errlink.As(e, target) }
 
 func (e *SubmitItemError) Unwrap() error { return e.Err }

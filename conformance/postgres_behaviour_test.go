@@ -438,7 +438,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 				t.Errorf("stolen task: %v, %s", errs[i], got.Status)
 			}
 		case canceled:
-			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (cairnqtype.TaskRef{ID: task.ID, Status: cairnq.StatusCanceled}) {
+			if errs[i] != nil || got.Status != cairnq.StatusCanceled || got.Result != nil || refs[i] != (cairnqtype.TaskRef{ID: task.ID, Status: cairnqtype.StatusCanceled}) {
 				t.Errorf("canceled task: %v, %s, %s, answered %+v", errs[i], got.Status, got.Result, refs[i])
 			}
 		default:
@@ -447,7 +447,7 @@ func TestPostgresGroupedCompletionsAreIndependent(t *testing.T) {
 			if errs[i] != nil || got.Status != cairnq.StatusSucceeded || res.N != i || !got.LeaseUntil.IsZero() {
 				t.Errorf("task %d: %v, %s, %s", i, errs[i], got.Status, got.Result)
 			}
-			if refs[i] != (cairnqtype.TaskRef{ID: task.ID, Status: cairnq.StatusSucceeded}) {
+			if refs[i] != (cairnqtype.TaskRef{ID: task.ID, Status: cairnqtype.StatusSucceeded}) {
 				t.Errorf("task %d: Complete answered %+v", i, refs[i])
 			}
 		}

@@ -13,12 +13,9 @@ import (
 // taskJSON is a task as the API serves it: the protocol's wire shape, with
 // payload, result and metadata nulled and "redacted" set under
 // HidePayloads, and the key on a single task's read.
-func (k *console) taskJSON(t *cairnqtype.Task, key *string) json.RawMessage {
-	c := *t
-	if k.opts.HidePayloads {
-		c.Payload, c.Result, c.Metadata = nil, nil, nil
-	}
-	b, err := c.MarshalJSON()
+// t is the engine's task or the Client's, which marshal alike.
+func (k *console) taskJSON(t json.Marshaler, key *string) json.RawMessage {
+	b, err := t.MarshalJSON()
 	if err != nil {
 		return json.RawMessage("null")
 	}

@@ -227,11 +227,11 @@ func (k *console) count(ctx context.Context) (*counts, error) {
 	if err != nil {
 		return nil, err
 	}
-	stats, err := k.c.Stats(ctx, "")
+	stats, err := k.st.Stats(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	ages, err := k.c.QueueAges(ctx)
+	ages, err := k.st.QueueAges(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (k *console) count(ctx context.Context) (*counts, error) {
 	if n.Settled, err = k.st.ConsoleSettled(ctx, now.Add(-settledWindow), now); err != nil {
 		return nil, err
 	}
-	if n.Failing, err = k.c.RecentFailures(ctx, failingWindow); err != nil {
+	if n.Failing, err = k.st.RecentFailures(ctx, failingWindow); err != nil {
 		return nil, err
 	}
 	n.Failing = n.Failing[:min(len(n.Failing), failingShown)]

@@ -230,7 +230,7 @@ type taskDetail struct {
 }
 
 func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*taskDetail, error) {
-	t, err := k.c.Get(ctx, id)
+	t, err := k.st.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*tas
 
 // Writes.
 
-func (k *console) act(ctx context.Context, id, action string) (*cairnqtype.Task, error) {
+func (k *console) act(ctx context.Context, id, action string) (*cairnq.Task, error) {
 	switch action {
 	case "cancel":
 		t, err := k.c.Cancel(ctx, id)

@@ -33,7 +33,7 @@ var funcs = template.FuncMap{
 	"frac":     frac,
 	"statuses": cairnqtype.Statuses,
 	"deref":    func(s *string) string { return deref(s) },
-	"terminal": func(s cairnqtype.Status) bool { return s.IsTerminal() },
+	"terminal": func(s interface{ IsTerminal() bool }) bool { return s.IsTerminal() },
 	"itoa":     strconv.Itoa,
 	"details":  detailsJSON,
 	"rows": func(base string, now time.Time, sel bool, ts []*cairnqtype.Task) rowsView {

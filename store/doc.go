@@ -11,6 +11,7 @@
 //
 // A Store comes from Client.Store and lives as long as its Client. The
 // values it takes and returns (Task, Status, ErrorEnvelope, the errors and
-// the option structs) are those of package cairnqtype, which package
-// cairnq re-exports.
+// the option structs) are those of package cairnqtype; package cairnq
+// declares its own of the same names and fields, and errors.As matches
+// a typed error under either name.
 package store
