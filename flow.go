@@ -60,17 +60,7 @@ func (w *Worker) Resume(queues ...string) error {
 }
 
 // Paused returns the queues Pause stopped, in the worker's queue order.
-func (w *Worker) Paused() []string {
-	w.claimMu.Lock()
-	defer w.claimMu.Unlock()
-	var out []string
-	for _, q := range w.queues {
-		if w.paused[q] {
-			out = append(out, q)
-		}
-	}
-	return out
-}
+func (w *Worker) Paused() []string { return w.pause.Paused() }
 
 func (w *Worker) setPaused(op string, queues []string, paused bool) error {
 	if len(queues) == 0 {
@@ -81,29 +71,6 @@ func (w *Worker) setPaused(op string, queues []string, paused bool) error {
 			return &ArgumentError{Op: op, Arg: "queue", Reason: fmt.Sprintf("%q is not one of the worker's queues %q", q, w.queues)}
 		}
 	}
-	// claimMu is held by the loop across a claim and the start of what it
-	// drew, so taking it waits out a claim in progress.
-	w.claimMu.Lock()
-	for _, q := range queues {
-		w.paused[q] = paused
-	}
-	w.claimMu.Unlock()
-	if !paused {
-		select { // wake an idle loop
-		case w.resumed <- struct{}{}:
-		default:
-		}
-	}
+	w.pause.Set(queues, paused) // after a claim in progress
 	return nil
-}
-
-// activeQueues returns the queues not paused. Called with claimMu held.
-func (w *Worker) activeQueues() []string {
-	active := make([]string, 0, len(w.queues))
-	for _, q := range w.queues {
-		if !w.paused[q] {
-			active = append(active, q)
-		}
-	}
-	return active
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/internal/claimloop"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -204,18 +205,17 @@ type Worker struct {
 	started atomic.Bool
 
 	// State of a run; owned by Run's goroutine unless noted.
-	stopOnce  sync.Once
-	stopCh    chan struct{}
-	stopped   chan struct{}
-	slotFreed chan struct{}
-	giveUp    chan struct{} // closed when Run stops waiting for handlers
-	cursor    int
+	stopOnce sync.Once
+	stopCh   chan struct{}
+	stopped  chan struct{}
+	giveUp   chan struct{} // closed when Run stops waiting for handlers
+	// slots counts a Run's calls against the budgets (set by Run before
+	// its loop starts); cursor is the draw the next claim starts from,
+	// kept across Runs and WorkOnes.
+	slots  *claimloop.Slots
+	cursor int
 
-	// claimMu is held across a claim and the start of what it drew, so
-	// Pause can wait out a claim in progress; it guards paused.
-	claimMu sync.Mutex
-	paused  map[string]bool
-	resumed chan struct{} // wakes a loop idle because every queue is paused
+	pause *claimloop.Pause // the queues Pause stopped
 
 	// rowsMu keeps this worker's beat and its grouped settlements from
 	// running at once. Both update many of its tasks' rows in one
@@ -227,14 +227,8 @@ type Worker struct {
 	// alone, never across a retry's wait.
 	rowsMu sync.Mutex
 
-	mu           sync.Mutex // guards the counters below and live
-	running      int        // handler calls running
-	settling     int        // calls whose handler returned, settling
-	calls        int        // calls started by Run and not ended
-	perName      map[string]int
-	perResource  map[string]int
-	inFlightSize int64
-	live         map[string]*TaskContext
+	mu   sync.Mutex              // guards live
+	live map[string]*TaskContext // the calls' contexts whose leases the heartbeat renews
 	// comp writes the settlements of Run's calls, in the store's form
 	// (internal/completer), set by Run before its loop starts any call;
 	// inline writes WorkOne's, set when the worker is made.
@@ -267,7 +261,7 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 		client: c, st: c.store, claims: c.store, id: o.ID, queues: o.Queues, conc: o.Concurrency,
 		lease: o.LeaseDuration, beat: o.HeartbeatInterval, poll: o.PollInterval, opts: o,
 		backoff: o.RetryBackoff, backoffMax: o.RetryBackoffMax,
-		regs: map[string]*registration{}, paused: map[string]bool{}, resumed: make(chan struct{}, 1),
+		regs: map[string]*registration{},
 	}
 	if w.id == "" {
 		w.id = "worker_" + NewTaskID()[5:]
@@ -275,6 +269,7 @@ func NewWorker(c *Client, opts *WorkerOptions) (*Worker, error) {
 	if len(w.queues) == 0 {
 		w.queues = []string{DefaultQueue}
 	}
+	w.pause = claimloop.NewPause(w.queues)
 	if w.conc == 0 {
 		w.conc = 1
 	}

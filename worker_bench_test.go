@@ -189,7 +189,7 @@ func benchCallLatency(b *testing.B, c *cairnq.Client) {
 // configures its writer, in the worker's shape: claims of at most 64 tasks
 // (claim for one queue and one name, each its own transaction, as the
 // worker's claims are durable), and the settlements of four claims' worth
-// in one transaction (settlingCap). No handler, goroutine, row decoding or
+// in one transaction (claimloop.SettlingCap). No handler, goroutine, row decoding or
 // write queue: what is left is what SQLite spends on the protocol's
 // statements and commits, the floor the worker's cost is measured
 // against. settle=each settles a task per complete statement (the

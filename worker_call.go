@@ -9,61 +9,20 @@ import (
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/attempt"
+	"github.com/cairnq/cairnq-go/internal/claimloop"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
-// start charges a call to the budgets and runs it in its own goroutine.
-func (w *Worker) start(handlerCtx context.Context, d dispatch) {
-	var size int64
-	for _, t := range d.tasks {
-		size += int64(len(t.Payload))
-	}
-	w.mu.Lock()
-	w.running++
-	w.calls++
-	w.inFlightSize += size
-	if d.src.ownConc > 0 {
-		w.perName[d.src.names[0]]++
-	}
-	if d.src.resource != "" {
-		w.perResource[d.src.resource]++
-	}
-	w.mu.Unlock()
+// start charges a call the claim loop drew to the budgets and runs it
+// in its own goroutine. Its slot frees when the handler returns
+// (claimloop.Slots.Release); a settlement handed over to the completer
+// ends its share when written (settleRecorder.Settled).
+func (w *Worker) start(handlerCtx context.Context, c claimloop.Call) {
+	ch := w.slots.Begin(c)
 	go func() {
-		// The call's slot (and its name's and resource's share) frees as
-		// soon as the handler returns, not when its settlement commits:
-		// settlements are grouped into shared commits, and holding the
-		// slot through one would make claims and commits take turns. The
-		// settling calls are bounded separately (see loop).
-		var once sync.Once
-		release := func() {
-			once.Do(func() {
-				w.mu.Lock()
-				w.running--
-				w.settling++
-				w.inFlightSize -= size
-				if d.src.ownConc > 0 {
-					w.perName[d.src.names[0]]--
-				}
-				if d.src.resource != "" {
-					w.perResource[d.src.resource]--
-				}
-				w.mu.Unlock()
-				w.signalSlot()
-			})
-		}
 		handedOver := false
-		defer func() {
-			release()
-			w.mu.Lock()
-			w.calls--
-			if !handedOver { // else the completer ends its settling (settle)
-				w.settling--
-			}
-			w.mu.Unlock()
-			w.signalSlot()
-		}()
-		handedOver = w.runCall(handlerCtx, d, release, true)
+		defer func() { w.slots.End(ch, handedOver) }()
+		handedOver = w.runCall(handlerCtx, w.regs[c.Tasks[0].Name], c.Tasks, func() { w.slots.Release(ch) }, true)
 	}()
 }
 
@@ -90,11 +49,10 @@ func endCalls(tcs []*TaskContext, cause error) {
 	}
 }
 
-// signalSlot wakes the claim loop if it waits for a free slot.
+// signalSlot wakes a Run's claim loop if it waits for a free slot.
 func (w *Worker) signalSlot() {
-	select {
-	case w.slotFreed <- struct{}{}:
-	default:
+	if s := w.slots; s != nil {
+		s.Signal()
 	}
 }
 
@@ -103,9 +61,9 @@ func (w *Worker) signalSlot() {
 // handedOver: its context then stays live until the completer has
 // written it. own says
 // the call is Run's (see attempt).
-func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(), own bool) (handedOver bool) {
-	if d.reg == nil { // unreachable while claims are filtered by name
-		for _, t := range d.tasks {
+func (w *Worker) runCall(handlerCtx context.Context, reg *registration, tasks []*cairnqtype.Task, release func(), own bool) (handedOver bool) {
+	if reg == nil { // unreachable while claims are filtered by name
+		for _, t := range tasks {
 			st := engine.Settlement{Task: t, WorkerID: w.id, Outcome: engine.Failed, Error: cairnqtype.ErrorEnvelope{
 				Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}}
 			if _, err := w.st.Settle(handlerCtx, st); err != nil && !errIsLostLease(err) {
@@ -119,13 +77,13 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 	// calls' contexts through their TaskContexts instead (endCalls).
 	callCtx, cancelCall := context.WithCancelCause(context.WithoutCancel(handlerCtx))
 	defer cancelCall(nil)
-	tcs := make([]*TaskContext, len(d.tasks))
-	for i, t := range d.tasks {
+	tcs := make([]*TaskContext, len(tasks))
+	for i, t := range tasks {
 		tc := &TaskContext{task: t, w: w, cancel: func(error) {}, endCall: cancelCall, comp: w.inline}
 		if own {
 			tc.comp = w.comp
 		}
-		if d.reg.batch == 0 {
+		if reg.batch == 0 {
 			// A single task owns the call's context: losing its lease or a
 			// cancel request ends the handler's work.
 			tc.cancel = cancelCall
@@ -148,7 +106,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 		endCalls(tcs, context.Cause(handlerCtx))
 	}
 
-	o := w.attempt(callCtx, d.reg, tcs, own)
+	o := w.attempt(callCtx, reg, tcs, own)
 	err := o.Err
 	exited = err == attempt.ErrExited
 	release()
@@ -164,7 +122,7 @@ func (w *Worker) runCall(handlerCtx context.Context, d dispatch, release func(),
 		if tc.isSettled() || (tc.LostLease() && err != attempt.ErrTimeout) {
 			continue
 		}
-		settle := func() bool { return w.settleLeftover(handlerCtx, tc, d.reg, err, o.Result, o.Results) }
+		settle := func() bool { return w.settleLeftover(handlerCtx, tc, reg, err, o.Result, o.Results) }
 		if len(tcs) == 1 {
 			handedOver = settle()
 			continue

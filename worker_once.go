@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/claimloop"
 )
 
 // rereadTimeout bounds the read of a call's tasks after it settled, which
@@ -96,16 +96,16 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 			close(w.giveUp) // runCall stops waiting for the handler
 		}
 	}()
-	w.runCall(handlerCtx, d, func() {}, false)
+	w.runCall(handlerCtx, w.regs[d.Tasks[0].Name], d.Tasks, func() {}, false)
 	close(callDone)
 	stopBeat()
 	bg.Wait()
 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
 	defer cancel()
-	out := make([]*cairnqtype.Task, 0, len(d.tasks))
+	out := make([]*cairnqtype.Task, 0, len(d.Tasks))
 	var readErr error
-	for _, t := range d.tasks {
+	for _, t := range d.Tasks {
 		got, err := w.st.Get(rctx, t.ID)
 		if err != nil {
 			// Deleted meanwhile (a purge), or unreadable: the claimed
@@ -118,26 +118,17 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 		out = append(out, got)
 	}
 	if ctx.Err() != nil {
-		return tasksOf(out), fmt.Errorf("cairnq: worker %s: call on %s abandoned: %w", w.id, d.tasks[0].ID, context.Cause(ctx))
+		return tasksOf(out), fmt.Errorf("cairnq: worker %s: call on %s abandoned: %w", w.id, d.Tasks[0].ID, context.Cause(ctx))
 	}
 	return tasksOf(out), readErr
 }
 
-// claimOne makes the claim of one loop iteration with one free slot, on
-// the queues not paused, rotated as loop rotates its draws, so repeated
-// calls share out the names as Run would. It probes first and recovers
-// expired leases.
-func (w *Worker) claimOne(ctx context.Context) (dispatch, bool, error) {
-	sources, names := w.schedule()
-	w.claimMu.Lock()
-	defer w.claimMu.Unlock()
-	queues := w.activeQueues()
-	if len(queues) == 0 {
-		return dispatch{}, false, nil
-	}
-	drawn, _, err := w.claim(ctx, sources, names, queues, 1, engine.ClaimRequest{})
-	if err != nil || len(drawn) == 0 {
-		return dispatch{}, false, err
-	}
-	return drawn[0], true, nil
+// claimOne makes the claim of one loop iteration with one free slot
+// (claimloop.Loop.ClaimOne): rotated as Run rotates its draws, it
+// probes first and recovers expired leases.
+func (w *Worker) claimOne(ctx context.Context) (claimloop.Call, bool, error) {
+	loop := w.claimLoop(nil, claimloop.NewSlots(w.conc, 0))
+	c, ok, err := loop.ClaimOne(ctx)
+	w.cursor = loop.Cursor
+	return c, ok, err
 }

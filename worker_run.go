@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/attempt"
+	"github.com/cairnq/cairnq-go/internal/claimloop"
 	"github.com/cairnq/cairnq-go/internal/completer"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/maintenance"
@@ -24,46 +25,48 @@ type claimer interface {
 	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
 }
 
-// source is one draw of a poll's claim: one name that limits itself, or
-// all the names that do not, sharing one draw.
-type source struct {
-	names    []string
-	batch    int // tasks per call
-	ownConc  int // this name's own cap on calls (0: none)
-	resource string
-	limiter  *ratelimit.Bucket   // the name's RateLimit, nil when it has none
-	global   *engine.GlobalLimit // the name's GlobalLimit, nil when it has none
-}
-
-const claimErrorBackoff = 250 * time.Millisecond
-
 // maxShutdownGrace caps how long Run waits, after canceling the contexts of
 // calls still running at ShutdownTimeout, for their handlers to return.
 const maxShutdownGrace = 5 * time.Second
 
-// schedule derives the claim's draws from the registrations, once per Run.
-func (w *Worker) schedule() (sources []source, names []string) {
+// claimLoop is the claim loop (internal/claimloop) of w's registrations:
+// its draws (one per name that limits itself, one shared by the rest),
+// starting the calls it draws under handlerCtx through w.start.
+func (w *Worker) claimLoop(handlerCtx context.Context, slots *claimloop.Slots) *claimloop.Loop {
+	l := &claimloop.Loop{Claims: w.claims, Store: w.st, Completer: w.comp, Slots: slots, Pause: w.pause,
+		WorkerID: w.id, Queues: w.queues, Conc: w.conc, Lease: w.lease, Poll: w.poll,
+		ClaimBatch: w.opts.ClaimBatch, Resources: w.opts.Resources, BatchOf: map[string]int{},
+		Start: func(c claimloop.Call) { w.start(handlerCtx, c) },
+		Busy: func(ctx context.Context, backoff time.Duration) {
+			w.log.LogAttrs(ctx, slog.LevelDebug, logBusyBackoff, slog.String("worker_id", w.id),
+				slog.String("phase", string(PhaseClaim)), slog.Duration("backoff", backoff))
+		},
+		Report: func(err error) { w.report(err, PhaseClaim, "") },
+		Cursor: w.cursor}
 	var shared []string
 	for _, name := range w.order {
 		r := w.regs[name]
-		names = append(names, name)
-		if r.ownDraw {
-			src := source{names: []string{name}, batch: max(r.batch, 1), ownConc: r.opts.Concurrency, resource: r.resource}
-			if r.opts.RateLimit != nil {
-				src.limiter = ratelimit.New(r.opts.RateLimit.Rate, r.opts.RateLimit.Burst)
-			}
-			if g := r.opts.GlobalLimit; g != nil {
-				src.global = &engine.GlobalLimit{Max: g.Max, PerKey: g.PerMetadataKey}
-			}
-			sources = append(sources, src)
-		} else {
-			shared = append(shared, name)
+		l.Names = append(l.Names, name)
+		if r.batch > 0 {
+			l.BatchOf[name] = r.batch
 		}
+		if !r.ownDraw {
+			shared = append(shared, name)
+			continue
+		}
+		src := claimloop.Source{Names: []string{name}, Batch: max(r.batch, 1), OwnConc: r.opts.Concurrency, Resource: r.resource}
+		if r.opts.RateLimit != nil {
+			src.Limiter = ratelimit.New(r.opts.RateLimit.Rate, r.opts.RateLimit.Burst)
+		}
+		if g := r.opts.GlobalLimit; g != nil {
+			src.Global = &engine.GlobalLimit{Max: g.Max, PerKey: g.PerMetadataKey}
+		}
+		l.Sources = append(l.Sources, src)
 	}
 	if len(shared) > 0 {
-		sources = append(sources, source{names: shared, batch: 1})
+		l.Sources = append(l.Sources, claimloop.Source{Names: shared, Batch: 1})
 	}
-	return sources, names
+	return l
 }
 
 // Run claims and runs tasks until ctx ends (or Stop is called), then stops
@@ -94,10 +97,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.stopCh = make(chan struct{})
 	w.stopped = make(chan struct{})
 	defer close(w.stopped)
-	w.slotFreed = make(chan struct{}, 1)
+	w.slots = claimloop.NewSlots(w.conc, w.opts.MaxInFlightBytes)
 	w.giveUp = make(chan struct{})
-	w.perName = map[string]int{}
-	w.perResource = map[string]int{}
 	w.live = map[string]*TaskContext{}
 
 	// Handlers outlive ctx by up to ShutdownTimeout, so their contexts keep
@@ -146,7 +147,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			sweep.Run(loopCtx)
 		}()
 	}
-	runErr := w.loop(loopCtx, handlerCtx)
+	loop := w.claimLoop(handlerCtx, w.slots)
+	runErr := loop.Run(loopCtx)
+	w.cursor = loop.Cursor
 	stopLoop()
 	lost := w.st.LostErr()
 	if lost != nil && runErr == nil {
@@ -178,7 +181,15 @@ func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
 	gaveUp := false
 	var settled <-chan struct{} // closed once the completer has stopped
 	for {
-		if settled == nil && w.callsOver(gaveUp) {
+		// Over once no call is left to wait for: none has not ended or,
+		// once drain gave up on the handlers and they run on their
+		// calls' goroutines (MaxRun unset, see attempt), every call left
+		// still holds its slot, its handler running past its context's
+		// end. Such a call settles nothing when its handler returns at
+		// last: its contexts were flagged lost. With MaxRun a call
+		// holding its slot is waiting in attempt for w.giveUp, and ends
+		// once it sees it, so drain waits for it.
+		if settled == nil && w.slots.Over(gaveUp, w.opts.MaxRun <= 0) {
 			// The completer goes last, when no call can hand it anything.
 			settled = w.comp.Stop()
 		}
@@ -188,7 +199,7 @@ func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
 				grace.Stop()
 			}
 			return
-		case <-w.slotFreed: // a call ended, or left its handler
+		case <-w.slots.Freed(): // a call ended, or left its handler
 		case <-timer.C:
 			w.abandonCalls(abandon, cause)
 			// Handlers that honour their context return now. One that
@@ -214,19 +225,6 @@ func (w *Worker) drain(abandon context.CancelCauseFunc, lost error) {
 // abandoned.
 var errShutDownLate = errors.New("cairnq: worker shut down past its deadline")
 
-// callsOver reports whether drain has no call left to wait for: none
-// has not ended or, once it gave up on the handlers and they run on their
-// calls' goroutines (MaxRun unset, see attempt), every call left still
-// holds its slot, its handler running past its context's end. Such a call
-// settles nothing when its handler returns at last: its contexts were
-// flagged lost. With MaxRun a call holding its slot is waiting in attempt
-// for w.giveUp, and ends once it sees it, so drain waits for it.
-func (w *Worker) callsOver(gaveUp bool) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.calls == 0 || (gaveUp && w.opts.MaxRun <= 0 && w.calls == w.running)
-}
-
 // Stop ends a Run started elsewhere and waits for it to return, or for ctx.
 func (w *Worker) Stop(ctx context.Context) error {
 	if !w.started.Load() || w.stopCh == nil {
@@ -239,250 +237,4 @@ func (w *Worker) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// settlingCap bounds the calls whose handler returned but whose
-// settlement has not committed yet, as a multiple of Concurrency. The
-// claim loop keeps drawing while they settle, so the settlements of
-// several draws share one commit; past the cap it waits, so a database
-// that settles slowly slows claiming instead of piling up leases.
-const settlingCap = 4
-
-// loop claims and dispatches until ctx ends. It returns an error only when
-// the store is closed under it, which no retry can mend.
-func (w *Worker) loop(ctx, handlerCtx context.Context) error {
-	sources, names := w.schedule()
-	defer w.comp.EndClaims()
-	busy := false                             // the last poll claimed something
-	burst := false                            // it claimed several tasks
-	leases := engine.LeaseLook{Every: w.poll} // a busy worker recovers as often as an idle one
-	notified := false                         // this poll follows a submit's notification
-	var quiet time.Duration                   // how long idle defers notifications (nextQuiet)
-	for ctx.Err() == nil {
-		free, room := w.waitForRoom(ctx)
-		if !room {
-			continue
-		}
-		if busy && free < w.conc {
-			// After a poll that claimed, while calls run, let the ones
-			// about to return free their slots first. A lone call's
-			// settlement or successor does not wait, nor does the
-			// first claim after an idle wait.
-			free = w.gatherSlots(free)
-		}
-		w.claimMu.Lock() // until what this poll draws has started
-		queues := w.activeQueues()
-		if len(queues) == 0 {
-			w.claimMu.Unlock()
-			w.waitResumed(ctx)
-			continue
-		}
-		// Subscribe before the probe, so a submit landing between an empty
-		// probe and the idle sleep still ends the sleep. A poll after a
-		// claim does not: it expects to claim again, and subscribing would
-		// keep the cross-process watch reading this worker's own commits
-		// (on SQLite; docs/benchmarks.md has its cost). When it claims
-		// nothing, the next poll subscribes and probes again before
-		// sleeping.
-		subscribed := !busy
-		var wake <-chan struct{}
-		unsubscribe := func() {}
-		if subscribed {
-			wake, unsubscribe = w.st.SubscribeQueued(ctx, w.queues)
-		}
-		taken := w.comp.Take()
-		drawn, got, err := w.claim(ctx, sources, names, queues, free,
-			engine.ClaimRequest{Busy: busy, Settle: taken, Leases: &leases})
-		w.comp.Answer(taken, err)
-		if err == nil {
-			quiet = w.nextQuiet(quiet, len(drawn) > 0, notified && !busy, got.Ran)
-		}
-		notified = false
-		if err != nil {
-			w.claimMu.Unlock()
-			unsubscribe()
-			if done, runErr := w.claimFailed(ctx, err); done {
-				return runErr
-			}
-			continue
-		}
-		busy, burst = len(drawn) > 0, len(drawn) > 1
-		w.mu.Lock()
-		w.comp.OpenRide(burst || w.running > 0 || w.settling > 0)
-		w.mu.Unlock()
-		if !busy && !subscribed {
-			w.claimMu.Unlock()
-			continue // not subscribed: subscribe and probe, then sleep
-		}
-		if busy && got.Drained && subscribed && !w.comp.RidesClaims() {
-			// The draw took all there was, under the subscription taken
-			// before it: what is submitted after it wakes this loop. So the
-			// loop sleeps now, as after an empty probe, rather than claim
-			// again for nothing and probe after that (each idle process of
-			// a fleet did both for every task it won). Not where
-			// completions ride on the next claim (SQLite), which would
-			// wait for it.
-			for _, d := range drawn {
-				w.start(handlerCtx, d)
-			}
-			w.claimMu.Unlock()
-			busy, burst = false, false
-			notified = w.idle(ctx, sources, wake, quiet, leases.Due())
-			unsubscribe()
-			continue
-		}
-		if !busy {
-			w.claimMu.Unlock()
-			notified = w.idle(ctx, sources, wake, quiet, leases.Due())
-			unsubscribe()
-			continue
-		}
-		unsubscribe()
-		for _, d := range drawn {
-			w.start(handlerCtx, d)
-		}
-		w.claimMu.Unlock()
-	}
-	return nil
-}
-
-// waitForRoom returns the free slots when the worker has room for another
-// call. When it has none (at most Concurrency calls run, and at most
-// settlingCap times as many more wait for their settlement to commit) it
-// settles what waits or waits for a slot, and reports no room: the loop
-// looks again.
-func (w *Worker) waitForRoom(ctx context.Context) (free int, room bool) {
-	w.mu.Lock()
-	free = w.conc - w.running
-	over := w.opts.MaxInFlightBytes > 0 && w.inFlightSize >= w.opts.MaxInFlightBytes
-	full := (w.running > 0 && (free <= 0 || over)) || w.settling >= settlingCap*w.conc
-	w.mu.Unlock()
-	if !full {
-		return free, true
-	}
-	if w.comp.SettleWaiting(ctx) { // no claim to carry them soon
-		return 0, false
-	}
-	select {
-	case <-w.slotFreed:
-	case <-ctx.Done():
-	}
-	return 0, false
-}
-
-// waitResumed waits, every queue paused, for a queue to resume or a call
-// to finish (its completion waits to be settled).
-func (w *Worker) waitResumed(ctx context.Context) {
-	w.comp.SettleWaiting(ctx)
-	select {
-	case <-w.resumed:
-	case <-w.slotFreed:
-	case <-ctx.Done():
-	}
-}
-
-// claimFailed handles a failed claim. done reports whether the loop ends,
-// with runErr as Run's result; otherwise it has reported the error (a busy
-// database only at debug) and backed off.
-func (w *Worker) claimFailed(ctx context.Context, err error) (done bool, runErr error) {
-	if ctx.Err() != nil {
-		return true, nil
-	}
-	if storeGone(err) {
-		return true, fmt.Errorf("cairnq: worker %s: %w", w.id, err)
-	}
-	if errors.Is(err, ErrBusy) {
-		w.log.LogAttrs(ctx, slog.LevelDebug, logBusyBackoff, slog.String("worker_id", w.id),
-			slog.String("phase", string(PhaseClaim)), slog.Duration("backoff", claimErrorBackoff))
-	} else {
-		w.report(err, PhaseClaim, "")
-	}
-	sleepCtx(ctx, claimErrorBackoff)
-	return false, nil
-}
-
-// idle sleeps until something may be claimable: a submit (wake), a
-// rate limit's next start, a resumed queue, or the poll timer, which also
-// drives lease recovery (and ends the sleep sooner when a look for an
-// expired lease is due, lookDue); and a call finishing, where that can
-// matter: its name's or resource's limit may have bound the last claim,
-// or (SQLite) its completion waits for the next claim. A call finishing otherwise
-// makes nothing claimable, and waking for it cost every idle process of
-// a fleet a probe per task it ran.
-//
-// A submit that arrives less than quiet into the sleep ends it only once
-// quiet has passed (see nextQuiet). It reports whether a submit ended it.
-func (w *Worker) idle(ctx context.Context, sources []source, wake <-chan struct{}, quiet time.Duration, lookDue time.Time) (notified bool) {
-	var slotFreed <-chan struct{}
-	if w.comp.RidesClaims() || limited(sources) {
-		slotFreed = w.slotFreed
-	}
-	timer := time.NewTimer(w.idleWait(sources, lookDue))
-	defer timer.Stop()
-	var hush <-chan time.Time // quiet's end, once a submit came during it
-	start := time.Now()
-	for {
-		select {
-		case <-wake:
-			left := quiet - time.Since(start)
-			if left <= 0 {
-				return true
-			}
-			wake = nil
-			t := time.NewTimer(left)
-			defer t.Stop()
-			hush = t.C
-			continue
-		case <-hush:
-			return true
-		case <-slotFreed:
-		case <-w.resumed:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		return false
-	}
-}
-
-// nextQuiet is how long the next idle sleep defers a submit's wakeup,
-// after a poll that drew (drew) or not, and that a notification started
-// with a probe (notifiedProbe) whose answer was that there was work
-// (opened). Every process of a fleet hears every submit, and each idle
-// one probed on each: 32 probes a task for 32 processes
-// (docs/benchmarks.md, "Fleet"). So a worker that loses a race (its
-// probe saw work, its claim drew none: another process took it) defers
-// the next wakeup, 5 ms at first and double that for each further
-// notification that finds nothing, to no more than its poll interval
-// (at most maxQuiet); a draw that claims anything makes it prompt
-// again. The processes that win answer at once, the others no more often
-// than their polls would, and nothing waits longer than a poll. An empty
-// probe alone starts no deferral: a lone process hears its own retries
-// and delayed submits, and nothing else is racing it.
-func (w *Worker) nextQuiet(quiet time.Duration, drew, notifiedProbe, opened bool) time.Duration {
-	switch {
-	case drew:
-		return 0
-	case !notifiedProbe || (!opened && quiet == 0):
-		return quiet
-	}
-	return min(max(2*quiet, firstQuiet), w.poll, maxQuiet)
-}
-
-// The bounds of nextQuiet: the deferral after a first lost race, and the
-// most it grows to, whatever the poll interval.
-const (
-	firstQuiet = 5 * time.Millisecond
-	maxQuiet   = time.Second
-)
-
-// limited reports whether a source's draw is capped by a name's own
-// concurrency, a resource or a global limit, which a finishing call may
-// lift.
-func limited(sources []source) bool {
-	for _, src := range sources {
-		if src.ownConc > 0 || src.resource != "" || src.global != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -114,9 +114,8 @@ func (r *settleRecorder) Settled(written engine.Settlement, out engine.Settled, 
 	}
 	w.mu.Lock()
 	delete(w.live, tc.task.ID)
-	w.settling--
 	w.mu.Unlock()
-	w.signalSlot()
+	w.slots.Settled()
 }
 
 // recordSettled marks tc by how its settlement fared (settled, or its

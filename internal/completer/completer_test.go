@@ -2,7 +2,6 @@ package completer
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/executor/sqlexec"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+	"github.com/cairnq/cairnq-go/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -55,27 +52,7 @@ func (w *watched) SettleCompletions(ctx context.Context, cs []*engine.Completion
 
 // bothStores runs fn on a fresh store of each dialect.
 func bothStores(t *testing.T, fn func(t *testing.T, s *watched)) {
-	t.Run("sqlite", func(t *testing.T) {
-		s, err := engine.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "tasks.db"), engine.SQLiteOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		fn(t, &watched{Store: s})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		db, err := sql.Open("pgx", pgtest.DSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		s, err := engine.OpenPostgres(t.Context(), sqlexec.New(db, nil), engine.PostgresOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		fn(t, &watched{Store: s})
-	})
+	storetest.Both(t, func(t *testing.T, s *engine.Store) { fn(t, &watched{Store: s}) })
 }
 
 // claimed submits n tasks and claims them as worker w1.

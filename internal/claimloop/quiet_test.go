@@ -1,4 +1,4 @@
-package cairnq
+package claimloop
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 // off by doubling to its poll interval (never past maxQuiet), and is
 // prompt again the moment it claims anything.
 func TestNextQuietBacksOffOnlyAfterALostRace(t *testing.T) {
-	w := &Worker{poll: 500 * time.Millisecond}
+	w := &Loop{Poll: 500 * time.Millisecond}
 	steps := []struct {
 		name                  string
 		quiet                 time.Duration
@@ -30,7 +30,7 @@ func TestNextQuietBacksOffOnlyAfterALostRace(t *testing.T) {
 			t.Errorf("%s: nextQuiet(%v) = %v, want %v", s.name, s.quiet, got, s.want)
 		}
 	}
-	long := &Worker{poll: time.Hour}
+	long := &Loop{Poll: time.Hour}
 	if got := long.nextQuiet(800*time.Millisecond, false, true, true); got != maxQuiet {
 		t.Errorf("poll of an hour: nextQuiet = %v, want maxQuiet %v", got, maxQuiet)
 	}

@@ -1,4 +1,4 @@
-package cairnq
+package claimloop
 
 import (
 	"context"
@@ -22,18 +22,13 @@ import (
 // server often share the cores: a wait that only yields spins on CPU the
 // server needs, while a blocking one widens the claims
 // (docs/benchmarks.md has both measured).
-func (w *Worker) gatherSlots(free int) int {
-	freeNow := func() int {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.conc - w.running
-	}
+func (l *Loop) gatherSlots(free int) int {
 	start := time.Now()
 	last := start
 	var timer *time.Timer
-	for free < w.conc {
+	for free < l.Conc {
 		runtime.Gosched()
-		now := freeNow()
+		now := l.Slots.free()
 		t := time.Now()
 		switch {
 		case now > free:
@@ -56,7 +51,7 @@ func (w *Worker) gatherSlots(free int) int {
 				timer.Reset(wait)
 			}
 			select {
-			case <-w.slotFreed:
+			case <-l.Slots.Freed():
 			case <-timer.C:
 			}
 		}
@@ -76,32 +71,49 @@ const (
 	gatherMax  = time.Millisecond
 )
 
+// ClaimOne makes the claim of one loop iteration with one free slot, on
+// the queues not paused, rotated as Run rotates its draws, so repeated
+// calls share out the names as Run would. It probes first and recovers
+// expired leases. ok is false when it drew nothing.
+func (l *Loop) ClaimOne(ctx context.Context) (c Call, ok bool, err error) {
+	queues := l.Pause.hold()
+	defer l.Pause.release()
+	if len(queues) == 0 {
+		return Call{}, false, nil
+	}
+	drawn, _, err := l.claim(ctx, queues, 1, engine.ClaimRequest{})
+	if err != nil || len(drawn) == 0 {
+		return Call{}, false, err
+	}
+	return drawn[0], true, nil
+}
+
 // claim makes one poll's claim on queues, spending at most free call
 // slots: the draws in schedule order, rotated at every poll so one name's
 // backlog cannot starve the rest, each bounded by its own limits
 // (drawOf). req carries the loop's part (Busy, Settle, Leases). The rate
 // limits are charged for what it returns.
-func (w *Worker) claim(ctx context.Context, sources []source, names, queues []string, free int, req engine.ClaimRequest) (drawn []dispatch, got engine.Claimed, err error) {
-	start := w.cursor % len(sources)
-	w.cursor = start + 1
-	order := append(append([]source(nil), sources[start:]...), sources[:start]...)
+func (l *Loop) claim(ctx context.Context, queues []string, free int, req engine.ClaimRequest) (drawn []Call, got engine.Claimed, err error) {
+	start := l.Cursor % len(l.Sources)
+	l.Cursor = start + 1
+	order := append(append([]Source(nil), l.Sources[start:]...), l.Sources[:start]...)
 	now := time.Now()
-	req.ClaimParams = cairnqtype.ClaimParams{Queues: queues, Names: names, WorkerID: w.id, Lease: w.lease}
+	req.ClaimParams = cairnqtype.ClaimParams{Queues: queues, Names: l.Names, WorkerID: l.WorkerID, Lease: l.Lease}
 	req.Calls, req.Draws = free, make([]engine.Draw, len(order))
 	for i := range order {
-		req.Draws[i] = w.drawOf(&order[i], now)
+		req.Draws[i] = l.drawOf(&order[i], now)
 	}
-	req.Resources = w.resourceRoom()
-	if got, err = w.claims.Claims(ctx, req); err != nil {
+	req.Resources = l.Slots.resourceRoom(l.Resources)
+	if got, err = l.Claims.Claims(ctx, req); err != nil {
 		return nil, got, err
 	}
 	now = time.Now()
 	for i, rows := range got.Tasks {
 		src := &order[i]
-		if src.limiter != nil {
-			src.limiter.Take(now, len(rows))
+		if src.Limiter != nil {
+			src.Limiter.Take(now, len(rows))
 		}
-		drawn = append(drawn, w.deliveries(src, rows)...)
+		drawn = append(drawn, l.calls(src, rows)...)
 	}
 	return drawn, got, nil
 }
@@ -109,15 +121,15 @@ func (w *Worker) claim(ctx context.Context, sources []source, names, queues []st
 // idleWait is how long an idle loop sleeps: the poll interval, or less
 // when a rate-limited name may start a task sooner or a look for an
 // expired lease is due (lookDue, when set).
-func (w *Worker) idleWait(sources []source, lookDue time.Time) time.Duration {
-	wait := w.poll
+func (l *Loop) idleWait(lookDue time.Time) time.Duration {
+	wait := l.Poll
 	now := time.Now()
 	if !lookDue.IsZero() {
 		wait = max(min(wait, lookDue.Sub(now)), 0)
 	}
-	for _, src := range sources {
-		if src.limiter != nil {
-			if d := src.limiter.Next(now); d > 0 {
+	for _, src := range l.Sources {
+		if src.Limiter != nil {
+			if d := src.Limiter.Next(now); d > 0 {
 				wait = min(wait, d)
 			}
 		}
@@ -125,51 +137,28 @@ func (w *Worker) idleWait(sources []source, lookDue time.Time) time.Duration {
 	return wait
 }
 
-// dispatch is one handler call a draw produced.
-type dispatch struct {
-	reg   *registration
-	src   *source
-	tasks []*cairnqtype.Task
-}
-
 // drawOf is src's draw in this poll: at most the tightest of its name's
 // own cap and ClaimBatch converted to calls (never below one) and, with
 // a rate limit, the starts it allows now (spent after the claim commits:
 // a transaction retried from the start must not pay twice).
-func (w *Worker) drawOf(src *source, now time.Time) engine.Draw {
-	calls := w.conc
-	if w.opts.ClaimBatch > 0 {
-		calls = min(calls, max(1, w.opts.ClaimBatch/src.batch))
+func (l *Loop) drawOf(src *Source, now time.Time) engine.Draw {
+	calls := l.Conc
+	if l.ClaimBatch > 0 {
+		calls = min(calls, max(1, l.ClaimBatch/src.Batch))
 	}
-	if src.ownConc > 0 {
-		w.mu.Lock()
-		calls = min(calls, src.ownConc-w.perName[src.names[0]])
-		w.mu.Unlock()
+	if src.OwnConc > 0 {
+		calls = min(calls, l.Slots.nameRoom(src.Names[0], src.OwnConc))
 	}
-	d := engine.Draw{Names: src.names, Batch: src.batch, Calls: calls, Tasks: -1, Resource: src.resource, Limit: src.global}
-	if src.limiter != nil {
-		d.Tasks = src.limiter.Available(now)
+	d := engine.Draw{Names: src.Names, Batch: src.Batch, Calls: calls, Tasks: -1, Resource: src.Resource, Limit: src.Global}
+	if src.Limiter != nil {
+		d.Tasks = src.Limiter.Available(now)
 	}
 	return d
 }
 
-// resourceRoom is how many more calls each resource has room for.
-func (w *Worker) resourceRoom() map[string]int {
-	if len(w.opts.Resources) == 0 {
-		return nil
-	}
-	room := make(map[string]int, len(w.opts.Resources))
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for name, capacity := range w.opts.Resources {
-		room[name] = capacity - w.perResource[name]
-	}
-	return room
-}
-
-// deliveries groups a draw's rows into calls: one task per call, or up to
+// calls groups a draw's rows into calls: one task per call, or up to
 // the name's batch size.
-func (w *Worker) deliveries(src *source, rows []*cairnqtype.Task) []dispatch {
+func (l *Loop) calls(src *Source, rows []*cairnqtype.Task) []Call {
 	byName := map[string][]*cairnqtype.Task{}
 	var names []string
 	for _, t := range rows {
@@ -178,16 +167,12 @@ func (w *Worker) deliveries(src *source, rows []*cairnqtype.Task) []dispatch {
 		}
 		byName[t.Name] = append(byName[t.Name], t)
 	}
-	var out []dispatch
+	var out []Call
 	for _, name := range names {
 		group := byName[name]
-		reg := w.regs[name]
-		size := 1
-		if reg != nil && reg.batch > 0 {
-			size = reg.batch
-		}
+		size := max(l.BatchOf[name], 1)
 		for i := 0; i < len(group); i += size {
-			out = append(out, dispatch{reg: reg, src: src, tasks: group[i:min(i+size, len(group))]})
+			out = append(out, Call{Source: src, Tasks: group[i:min(i+size, len(group))]})
 		}
 	}
 	return out

@@ -1,0 +1,64 @@
+package claimloop
+
+import "sync"
+
+// Pause is which of a worker's queues are paused. Its lock is held by
+// the loop across a claim and the start of what it drew, so a Set waits
+// out a claim in progress: once Set returns, nothing more of those
+// queues starts until they resume.
+type Pause struct {
+	queues  []string
+	mu      sync.Mutex
+	paused  map[string]bool
+	resumed chan struct{} // wakes a loop idle because every queue is paused
+}
+
+// NewPause returns the pause state of a worker claiming from queues,
+// none of them paused.
+func NewPause(queues []string) *Pause {
+	return &Pause{queues: queues, paused: map[string]bool{}, resumed: make(chan struct{}, 1)}
+}
+
+// Set pauses (or resumes) queues, every one of which must be the
+// worker's, after any claim in progress.
+func (p *Pause) Set(queues []string, paused bool) {
+	p.mu.Lock()
+	for _, q := range queues {
+		p.paused[q] = paused
+	}
+	p.mu.Unlock()
+	if !paused {
+		select { // wake an idle loop
+		case p.resumed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Paused returns the paused queues, in the worker's queue order.
+func (p *Pause) Paused() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, q := range p.queues {
+		if p.paused[q] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// hold takes the lock a claim holds until what it drew has started, and
+// returns the queues not paused.
+func (p *Pause) hold() []string {
+	p.mu.Lock()
+	active := make([]string, 0, len(p.queues))
+	for _, q := range p.queues {
+		if !p.paused[q] {
+			active = append(active, q)
+		}
+	}
+	return active
+}
+
+func (p *Pause) release() { p.mu.Unlock() }
