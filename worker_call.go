@@ -56,6 +56,19 @@ func (w *Worker) signalSlot() {
 	}
 }
 
+// failUnhandled fails tasks for good: no handler is registered for
+// them. It is apart from runCall so that its Settlement does not widen
+// the frame every call's goroutine runs in (see settleFailure).
+func (w *Worker) failUnhandled(ctx context.Context, tasks []*cairnqtype.Task) {
+	for _, t := range tasks {
+		st := engine.Settlement{Task: t, WorkerID: w.id, Outcome: engine.Failed, Error: cairnqtype.ErrorEnvelope{
+			Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}}
+		if _, err := w.st.Settle(ctx, st); err != nil && !errIsLostLease(err) {
+			w.report(err, PhaseExecute, t.ID)
+		}
+	}
+}
+
 // runCall runs one handler call and settles whatever it left unsettled,
 // or hands a lone task's success over to its completer, reporting
 // handedOver: its context then stays live until the completer has
@@ -63,13 +76,7 @@ func (w *Worker) signalSlot() {
 // the call is Run's (see attempt).
 func (w *Worker) runCall(handlerCtx context.Context, reg *registration, tasks []*cairnqtype.Task, release func(), own bool) (handedOver bool) {
 	if reg == nil { // unreachable while claims are filtered by name
-		for _, t := range tasks {
-			st := engine.Settlement{Task: t, WorkerID: w.id, Outcome: engine.Failed, Error: cairnqtype.ErrorEnvelope{
-				Type: "NoHandler", Code: "no_handler", Message: "no handler registered for " + t.Name}}
-			if _, err := w.st.Settle(handlerCtx, st); err != nil && !errIsLostLease(err) {
-				w.report(err, PhaseExecute, t.ID)
-			}
-		}
+		w.failUnhandled(handlerCtx, tasks)
 		return false
 	}
 	// Not a child of handlerCtx: every call registering with the one

@@ -25,14 +25,26 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 			w.report(fmt.Errorf("cairnq: settling task %s panicked: %v", tc.task.ID, p), PhaseExecute, tc.task.ID)
 		}
 	}()
-	if callErr == nil {
-		st := tc.settlement(engine.Succeeded)
-		st.Result = result
-		if reg.batch > 0 {
-			st.Result = results[tc.task.ID]
-		}
-		return w.settle(ctx, tc, st, reg.batch == 0)
+	if callErr != nil {
+		return w.settleFailure(ctx, tc, callErr)
 	}
+	st := tc.settlement(engine.Succeeded)
+	st.Result = result
+	if reg.batch > 0 {
+		st.Result = results[tc.task.ID]
+	}
+	return w.settle(ctx, tc, st, reg.batch == 0)
+}
+
+// settleFailure records how a call that failed, or snoozed, ended;
+// settleLeftover's recover covers it. It is apart from settleLeftover so
+// that a success, nearly every call, settles in small stack frames: each
+// call runs on a goroutine of its own, and frames that push its stack
+// past the size the runtime starts goroutines with (4 KiB while the
+// calls are short) make every one of them copy its stack once, which
+// cost a SQLite burn-down at concurrency 8 about 5% of its CPU
+// (docs/benchmarks.md).
+func (w *Worker) settleFailure(ctx context.Context, tc *TaskContext, callErr error) (handedOver bool) {
 	if d, ok := snoozeOf(callErr); ok {
 		if d < 0 {
 			return w.settle(ctx, tc, tc.failure(negativeSnooze(d).Envelope(), false), false)
@@ -107,7 +119,7 @@ type settleRecorder TaskContext
 func (r *settleRecorder) Settled(written engine.Settlement, out engine.Settled, err error, handedOver bool) {
 	tc := (*TaskContext)(r)
 	w := tc.w
-	w.recordSettled(tc.settleCtx, tc, written, out, err)
+	w.recordSettled(tc.settleCtx, tc, &written, &out, err)
 	tc.doneSettling()
 	if !handedOver {
 		return
@@ -120,13 +132,17 @@ func (r *settleRecorder) Settled(written engine.Settlement, out engine.Settled, 
 
 // recordSettled marks tc by how its settlement fared (settled, or its
 // lease gone) and logs what the store made of it; any other error is
-// reported.
-func (w *Worker) recordSettled(ctx context.Context, tc *TaskContext, st engine.Settlement, out engine.Settled, err error) {
-	noteRefusal(tc, out)
+// reported. It takes pointers, and a plain success (which logs nothing)
+// does not call logSettled, to keep a success's stack shallow (see
+// settleFailure).
+func (w *Worker) recordSettled(ctx context.Context, tc *TaskContext, st *engine.Settlement, out *engine.Settled, err error) {
+	noteRefusal(tc, *out)
 	switch {
 	case err == nil:
 		tc.markSettled()
-		w.logSettled(ctx, tc, st, out)
+		if st.Outcome != engine.Succeeded || out.Refused != nil || out.Step != nil {
+			w.logSettled(ctx, tc, *st, *out)
+		}
 	case errIsLostLease(err):
 		tc.markLost()
 	default:
