@@ -124,7 +124,7 @@ func Open(ctx context.Context, path string, opts *SQLiteOptions) (*Client, error
 		OpenExisting:     opts.OpenExisting,
 	})
 	if err != nil {
-		return nil, err
+		return nil, userErr(err)
 	}
 	return ownClient(st, &opts.Options)
 }
@@ -145,7 +145,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, opts *PostgresOptio
 		OpenExisting: opts.OpenExisting,
 	})
 	if err != nil {
-		return nil, err
+		return nil, userErr(err)
 	}
 	return ownClient(st, &opts.Options)
 }
@@ -281,11 +281,14 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) ([]*Task, error) {
 // poll QueueHeadroom instead.
 func (c *Client) Stats(ctx context.Context, queue string) (map[string]StatusCounts, error) {
 	counts, err := c.store.Stats(ctx, queue)
+	if err != nil {
+		return nil, userErr(err)
+	}
 	out := make(map[string]StatusCounts, len(counts))
 	for q, n := range counts {
 		out[q] = StatusCounts(n)
 	}
-	return out, err
+	return out, nil
 }
 
 // QueueHeadroom returns how many more tasks queue can take before it holds
@@ -293,7 +296,8 @@ func (c *Client) Stats(ctx context.Context, queue string) (map[string]StatusCoun
 // and 0 when full. It reads at most maxDepth index entries, so it is cheap
 // to poll where Stats is not.
 func (c *Client) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (int, error) {
-	return c.store.QueueHeadroom(ctx, queue, maxDepth)
+	n, err := c.store.QueueHeadroom(ctx, queue, maxDepth)
+	return n, userErr(err)
 }
 
 // Cancel cancels a queued task at once; a running task is asked to stop and
@@ -350,7 +354,7 @@ func (c *Client) Purge(ctx context.Context, opts *PurgeOptions) ([]string, error
 		opts = &PurgeOptions{}
 	}
 	ids, _, err := c.store.PurgeFrom(ctx, opts.row(), engine.NoPurgeFloor)
-	return ids, err
+	return ids, userErr(err)
 }
 
 // storeGone reports whether err means the store serves nothing more:

@@ -73,7 +73,9 @@ func (tc *TaskContext) CorrelationID() string { return tc.task.CorrelationID }
 // WorkerID is the id of the worker running the task.
 func (tc *TaskContext) WorkerID() string { return tc.w.id }
 
-// Task is the task as claimed.
+// Task is the task as claimed: a copy made when first asked for, the
+// same one on every call. Its payload, metadata and result bytes are the
+// worker's own: read them, do not modify them.
 func (tc *TaskContext) Task() *Task {
 	tc.viewOnce.Do(func() { tc.view = taskOf(tc.task) })
 	return tc.view
@@ -135,7 +137,7 @@ func (tc *TaskContext) owned(write func() (*cairnqtype.Task, error)) error {
 		if errIsLostLease(err) {
 			tc.markLost()
 		}
-		return err
+		return userErr(err)
 	}
 	tc.observeCancel(t.CancelRequested())
 	return nil
@@ -226,7 +228,7 @@ func (tc *TaskContext) settle(write func() error) error {
 		if errIsLostLease(err) {
 			tc.markLost()
 		}
-		return err
+		return userErr(err)
 	}
 	tc.settled = true
 	return nil

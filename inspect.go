@@ -108,7 +108,7 @@ func (f FailureCount) MarshalJSON() ([]byte, error) {
 // another protocol major), which is what cairnq migrate --check prints.
 func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 	st, err := engine.InspectSQLite(ctx, path)
-	return schemaStatusOf(st), err
+	return schemaStatusOf(st), userErr(err)
 }
 
 // InspectPostgres is InspectSQLite for the database ex's connections
@@ -117,7 +117,7 @@ func InspectSQLite(ctx context.Context, path string) (*SchemaStatus, error) {
 // connections resolving elsewhere fail with ErrSchemaMismatch.
 func InspectPostgres(ctx context.Context, ex executor.Executor, schema string) (*SchemaStatus, error) {
 	st, err := engine.InspectPostgres(ctx, ex, schema)
-	return schemaStatusOf(st), err
+	return schemaStatusOf(st), userErr(err)
 }
 
 // ExpiredLeases returns running tasks whose lease has expired and that no
@@ -140,7 +140,7 @@ func (c *Client) QueueAges(ctx context.Context) ([]QueueAge, error) {
 		return nil, err
 	}
 	ages, err := c.store.QueueAges(ctx)
-	return convertAll(ages, func(a cairnqtype.QueueAge) QueueAge { return QueueAge(a) }), err
+	return convertAll(ages, func(a cairnqtype.QueueAge) QueueAge { return QueueAge(a) }), userErr(err)
 }
 
 // RecentFailures counts, per task name, the tasks that failed for good
@@ -151,5 +151,5 @@ func (c *Client) RecentFailures(ctx context.Context, window time.Duration) ([]Fa
 		return nil, err
 	}
 	fs, err := c.store.RecentFailures(ctx, window)
-	return convertAll(fs, func(f cairnqtype.FailureCount) FailureCount { return FailureCount(f) }), err
+	return convertAll(fs, func(f cairnqtype.FailureCount) FailureCount { return FailureCount(f) }), userErr(err)
 }

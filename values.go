@@ -1,6 +1,8 @@
 package cairnq
 
 import (
+	"reflect"
+
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/errlink"
 )
@@ -74,14 +76,16 @@ func tasksOf(ts []*cairnqtype.Task) []*Task {
 }
 
 // taskResult converts an engine call's task and error.
-func taskResult(t *cairnqtype.Task, err error) (*Task, error) { return taskOf(t), err }
+func taskResult(t *cairnqtype.Task, err error) (*Task, error) { return taskOf(t), userErr(err) }
 
 // tasksResult converts an engine call's tasks and error.
-func tasksResult(ts []*cairnqtype.Task, err error) ([]*Task, error) { return tasksOf(ts), err }
+func tasksResult(ts []*cairnqtype.Task, err error) ([]*Task, error) {
+	return tasksOf(ts), userErr(err)
+}
 
 // refResult converts an engine call's task reference and error.
 func refResult(r cairnqtype.TaskRef, err error) (TaskRef, error) {
-	return TaskRef{ID: r.ID, Status: Status(r.Status)}, err
+	return TaskRef{ID: r.ID, Status: Status(r.Status)}, userErr(err)
 }
 
 func (o SubmitOptions) row() cairnqtype.SubmitOptions {
@@ -141,38 +145,62 @@ func fill[T any](target any, e *T) bool {
 	return ok
 }
 
-// rootError fills a target of this package's error types from the
-// engine's error of the same name (errlink's hook, for errors.As).
-func rootError(err error, target any) bool {
+// userErr is err with its top, when that is one of the engine's typed
+// errors, under this package's name, so that %T and a type switch on
+// what a call returned see this package's type. A leaf error's two names
+// share its memory. An error wrapped deeper keeps the engine's name;
+// errors.As finds it under either (rootError).
+func userErr(err error) error {
+	if v, ok := rootView(err); ok {
+		return v
+	}
+	return err
+}
+
+// rootView is err under this package's name, when err is one of the
+// engine's typed errors.
+func rootView(err error) (error, bool) {
 	switch e := err.(type) {
 	case *cairnqtype.ArgumentError:
-		return fill(target, (*ArgumentError)(e))
+		return (*ArgumentError)(e), true
 	case *cairnqtype.AlreadyExistsError:
-		return fill(target, (*AlreadyExistsError)(e))
+		return (*AlreadyExistsError)(e), true
 	case *cairnqtype.LostLeaseError:
-		return fill(target, (*LostLeaseError)(e))
+		return (*LostLeaseError)(e), true
 	case *cairnqtype.QueueFullError:
-		return fill(target, (*QueueFullError)(e))
+		return (*QueueFullError)(e), true
 	case *cairnqtype.ProtocolVersionMismatchError:
-		return fill(target, (*ProtocolVersionMismatchError)(e))
+		return (*ProtocolVersionMismatchError)(e), true
 	case *cairnqtype.SerializationError:
-		return fill(target, (*SerializationError)(e))
+		return (*SerializationError)(e), true
 	case *cairnqtype.BusyError:
-		return fill(target, (*BusyError)(e))
+		return (*BusyError)(e), true
 	case *cairnqtype.StorageError:
-		return fill(target, (*StorageError)(e))
+		return (*StorageError)(e), true
 	case *cairnqtype.OpenError:
-		return fill(target, (*OpenError)(e))
+		return (*OpenError)(e), true
 	case *cairnqtype.SubmitItemError:
-		return fill(target, (*SubmitItemError)(e))
+		return (*SubmitItemError)(e), true
 	case *cairnqtype.TaskFailedError:
-		if _, ok := target.(**TaskFailedError); ok {
-			return fill(target, &TaskFailedError{ID: e.ID, Envelope: ErrorEnvelope(e.Envelope), Task: taskOf(e.Task)})
-		}
+		return &TaskFailedError{ID: e.ID, Envelope: ErrorEnvelope(e.Envelope), Task: taskOf(e.Task)}, true
 	case *cairnqtype.TaskCanceledError:
-		if _, ok := target.(**TaskCanceledError); ok {
-			return fill(target, &TaskCanceledError{ID: e.ID, Task: taskOf(e.Task)})
-		}
+		return &TaskCanceledError{ID: e.ID, Task: taskOf(e.Task)}, true
 	}
-	return false
+	return nil, false
+}
+
+// rootError fills target, a pointer errors.As was given, with err under
+// this package's name when that is what target holds (errlink's hook,
+// so that errors.As finds an engine error under either name).
+func rootError(err error, target any) bool {
+	v, ok := rootView(err)
+	if !ok {
+		return false
+	}
+	t := reflect.ValueOf(target).Elem()
+	if !reflect.TypeOf(v).AssignableTo(t.Type()) {
+		return false
+	}
+	t.Set(reflect.ValueOf(v))
+	return true
 }

@@ -237,3 +237,31 @@ func TestRootDeclaresNoAliases(t *testing.T) {
 		})
 	}
 }
+
+// What a call returns has this package's type at its top, for %T and a
+// type switch, whichever floor made it.
+func TestCallsReturnThisPackagesErrors(t *testing.T) {
+	c, err := Open(t.Context(), t.TempDir()+"/tasks.db", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Submit(t.Context(), "", nil, nil)
+	if _, ok := err.(*ArgumentError); !ok {
+		t.Errorf("Submit with no name: %T %v, want *ArgumentError", err, err)
+	}
+	_, err = c.SubmitMany(t.Context(), []SubmitItem{{Name: "ok"}, {Name: "bad", Payload: func() {}}})
+	if _, ok := err.(*SubmitItemError); !ok {
+		t.Errorf("SubmitMany with a bad item: %T %v, want *SubmitItemError", err, err)
+	}
+	if _, err := c.Submit(t.Context(), "x", nil, &SubmitOptions{Key: "k", Conflict: ConflictReject}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Submit(t.Context(), "x", nil, &SubmitOptions{Key: "k", Conflict: ConflictReject})
+	if e, ok := err.(*AlreadyExistsError); !ok || e.Key != "k" {
+		t.Errorf("a taken key: %T %v, want *AlreadyExistsError", err, err)
+	}
+	if _, err := Open(t.Context(), t.TempDir(), nil); err == nil || strings.Contains(fmt.Sprintf("%T", err), "cairnqtype") {
+		t.Errorf("Open on a directory: %T %v, want an error of this package", err, err)
+	}
+}

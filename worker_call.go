@@ -156,7 +156,7 @@ func (w *Worker) runCall(handlerCtx context.Context, reg *registration, tasks []
 // shutdown (w.giveUp). Otherwise it runs on the call's own goroutine,
 // sparing every call a goroutine and a hand-off (docs/benchmarks.md has
 // what that saves); Run then stops waiting for such a call at its
-// shutdown's end by its slot, still held (see callsOver).
+// shutdown's end by its slot, still held (claimloop.Slots.Over).
 func (w *Worker) attempt(ctx context.Context, reg *registration, tcs []*TaskContext, own bool) attempt.Outcome {
 	if own && w.opts.MaxRun <= 0 {
 		return w.guarded(ctx, reg, tcs)

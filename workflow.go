@@ -222,7 +222,7 @@ func (c *Client) GetWorkflow(ctx context.Context, id string) (*Workflow, error) 
 	}
 	st, err := c.store.GetWorkflow(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, userErr(err)
 	}
 	if st.DefErr != nil {
 		return nil, fmt.Errorf("cairnq: workflow %s: %w", id, st.DefErr)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -13,8 +14,22 @@ import (
 // taskJSON is a task as the API serves it: the protocol's wire shape, with
 // payload, result and metadata nulled and "redacted" set under
 // HidePayloads, and the key on a single task's read.
-// t is the engine's task or the Client's, which marshal alike.
+// t is the engine's task or the Client's, which marshal alike; hidden
+// payloads are dropped before marshalling, so a value that is not JSON
+// cannot spoil the rest.
 func (k *console) taskJSON(t json.Marshaler, key *string) json.RawMessage {
+	if k.opts.HidePayloads {
+		switch v := t.(type) {
+		case *cairnqtype.Task:
+			c := *v
+			c.Payload, c.Result, c.Metadata = nil, nil, nil
+			t = &c
+		case *cairnq.Task:
+			c := *v
+			c.Payload, c.Result, c.Metadata = nil, nil, nil
+			t = &c
+		}
+	}
 	b, err := t.MarshalJSON()
 	if err != nil {
 		return json.RawMessage("null")

@@ -52,50 +52,6 @@ const (
 // that took cost the next may run.
 func spacing(cost time.Duration) time.Duration { return min(fullDrawShare*cost, maxDrawGap) }
 
-// Lease recovery reads cairnq_tasks_lease_idx for leases expired, and
-// under a held snapshot that index keeps an entry for every task claimed
-// since, each one's lease long past: the read grows with the hold as the
-// full claim did. So does the probe's look for an expired lease
-// (has_expired), which reads the same entries, and an idle worker probes
-// on every submit it hears. So a store paces both as one read
-// (leaseReads): its workers' recoveries and looks come at most every
-// lookEvery between them and are spaced like full draws (spacing), so
-// they take at most a twentieth of the time and come at least every
-// maxDrawGap. A poll whose look or recovery the pace left out owes one
-// by when it allows (LeaseLook.Due), and the worker polls then;
-// if the pace refuses that poll too, another worker of the store has
-// read since, which pays the debt. A probe or claim without the worker's
-// LeaseLook (Store.Claim) is never paced.
-const lookEvery = time.Second
-
-// readPace paces a store's reads for an expired lease.
-type readPace struct {
-	mu   sync.Mutex
-	at   time.Time     // when the last read started (or was reserved)
-	cost time.Duration // how long the last read took
-}
-
-// take reports whether a read may start at now, at least lookEvery after
-// the last and spaced by its cost, and if so reserves it, so that of the
-// workers sharing the store one reads; if not, next is when one may.
-func (r *readPace) take(now time.Time) (ok bool, next time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	next = r.at.Add(max(lookEvery, spacing(r.cost)))
-	if now.Before(next) {
-		return false, next
-	}
-	r.at = now
-	return true, time.Time{}
-}
-
-// ran records a read that started at start and took took.
-func (r *readPace) ran(start time.Time, took time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.at, r.cost = start, took
-}
-
 // claimFronts holds one front per draw shape (queue and names).
 type claimFronts struct {
 	mu  sync.Mutex

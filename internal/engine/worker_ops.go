@@ -283,20 +283,6 @@ func (s *Store) claimArgs(p cairnqtype.ClaimParams) protocol.Args {
 	}
 }
 
-// recoverLeases requeues (or fails) the tasks whose lease expired, and
-// returns them.
-func (s *Store) recoverLeases(ctx context.Context, q querier, base protocol.Args) ([]*cairnqtype.Task, error) {
-	start := time.Now()
-	rows, err := s.exec(ctx, q, stmtRecoverLeases, base)
-	if s.dialect == protocol.Postgres {
-		s.leaseReads.ran(start, time.Since(start))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rowsToTasks(rows)
-}
-
 // drawPlain claims up to limit tasks of names (nil: any) from queues,
 // from the queue's front where the claims found it (claim_front.go).
 func (s *Store) drawPlain(ctx context.Context, q querier, queues, names []string, limit int, base protocol.Args) ([]*cairnqtype.Task, error) {
