@@ -148,7 +148,7 @@ func fill[T any](target any, e *T) bool {
 // userErr is err with its top, when that is one of the engine's typed
 // errors, under this package's name, so that %T and a type switch on
 // what a call returned see this package's type. A leaf error's two names
-// share its memory. An error wrapped deeper keeps the engine's name;
+// share its memory; one holding another named value is a copy. An error wrapped deeper keeps the engine's name;
 // errors.As finds it under either (rootError).
 func userErr(err error) error {
 	if v, ok := rootView(err); ok {
@@ -180,7 +180,9 @@ func rootView(err error) (error, bool) {
 	case *cairnqtype.OpenError:
 		return (*OpenError)(e), true
 	case *cairnqtype.SubmitItemError:
-		return (*SubmitItemError)(e), true
+		// A copy: the item's own error takes this package's name too, as
+		// the same Submit would have returned it.
+		return &SubmitItemError{Index: e.Index, Err: userErr(e.Err)}, true
 	case *cairnqtype.TaskFailedError:
 		return &TaskFailedError{ID: e.ID, Envelope: ErrorEnvelope(e.Envelope), Task: taskOf(e.Task)}, true
 	case *cairnqtype.TaskCanceledError:

@@ -251,8 +251,10 @@ func TestCallsReturnThisPackagesErrors(t *testing.T) {
 		t.Errorf("Submit with no name: %T %v, want *ArgumentError", err, err)
 	}
 	_, err = c.SubmitMany(t.Context(), []SubmitItem{{Name: "ok"}, {Name: "bad", Payload: func() {}}})
-	if _, ok := err.(*SubmitItemError); !ok {
+	if ie, ok := err.(*SubmitItemError); !ok {
 		t.Errorf("SubmitMany with a bad item: %T %v, want *SubmitItemError", err, err)
+	} else if _, ok := ie.Err.(*SerializationError); !ok {
+		t.Errorf("SubmitMany's item error wraps a %T, want *SerializationError", ie.Err)
 	}
 	if _, err := c.Submit(t.Context(), "x", nil, &SubmitOptions{Key: "k", Conflict: ConflictReject}); err != nil {
 		t.Fatal(err)
