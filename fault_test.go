@@ -36,7 +36,12 @@ var sqliteFault = faulttest.Backend{
 	},
 	Open: func(t *testing.T, path string) *cairnq.Client {
 		t.Helper()
-		c, err := cairnq.Open(context.Background(), path, nil)
+		// Up to ten processes write the one file here, on a machine the
+		// rest of the suite loads too: a child opening among them waited
+		// out the default 5 s busy timeout once (TestWorkflowKillSQLite).
+		// What these tests check is what a kill leaves, not how long a
+		// lock may be waited for.
+		c, err := cairnq.Open(context.Background(), path, &cairnq.SQLiteOptions{BusyTimeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
