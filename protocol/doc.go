@@ -59,7 +59,12 @@
 // the claim index's order), and two for a global
 // limit's claim (both): limit_running (a name's tasks running under a
 // live lease, per value of a metadata member) and limit_pick (the due
-// candidates of the tenants with room, in claim order).
+// candidates of the tenants with room, in claim order), and one for a
+// durable handler (both; issue 48, not yet run by the engine):
+// durable_step (a worker write, ownership-checked like progress, that
+// appends a finished step to the steps of metadata's cairnq_durable
+// member when it holds exactly :position of them; the format is in
+// docs/plans/durable-execution.md).
 //
 // # Parameters
 //

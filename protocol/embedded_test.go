@@ -54,6 +54,8 @@ var sqliteParams = map[string][]string{
 	// A global limit's: the running count per tenant, the candidates.
 	"limit_running": {"tenant_key", "now_ms", "name"},
 	"limit_pick":    {"tenant_key", "queues", "name", "now_ms", "full", "limit"},
+	// A durable handler's step checkpoint (issue 48).
+	"durable_step": {"entry", "now_ms", "id", "worker_id", "position"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -86,6 +88,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"workflow_due":    {sqliteOnly: []string{"now_ms"}},
 	"limit_running":   {sqliteOnly: []string{"now_ms"}},
 	"limit_pick":      {sqliteOnly: []string{"now_ms"}},
+	"durable_step":    {sqliteOnly: []string{"now_ms"}},
 }
 
 var allStatementNames = []string{
@@ -95,7 +98,7 @@ var allStatementNames = []string{
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_ended",
-	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from",
+	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
 }
 
 func sorted(s []string) []string {

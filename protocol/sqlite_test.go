@@ -62,6 +62,7 @@ var resultColumns = map[string][]string{
 	// The sweep's looks over the ended workflows.
 	"workflow_ended":           {"id", "at_ms", "moved"},
 	"workflow_ended_by_status": {"id", "at_ms", "moved"},
+	"durable_step":             {"id"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -286,6 +287,8 @@ func TestSQLitePlans(t *testing.T) {
 		// record by id.
 		{"workflow_steps", Args{"record_id": "task_0010"}, "cairnq_tasks_root_idx (root_id=?)"},
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
+		// A durable handler's checkpoint finds its task by id.
+		{"durable_step", Args{"id": "task_0010", "worker_id": "w", "position": 0, "entry": `{"name":"a"}`, "now_ms": 5000}, "(id=?)"},
 		// A global limit counts the leased rows only.
 		{"limit_running", Args{"name": "n1", "tenant_key": "tenant", "now_ms": 5000}, "cairnq_tasks_lease_idx"},
 		// A sweep finds the due records in claim order, without a sort.
@@ -746,5 +749,46 @@ func TestSQLiteWorkflowStatements(t *testing.T) {
 	call("complete", Args{"id": "wf", "worker_id": "adv", "now_ms": now + 2, "result": `{}`})
 	if r := revise(); len(r) != 0 {
 		t.Fatalf("workflow_revise of a finished record = %v, want nothing", r)
+	}
+}
+
+// A durable handler's checkpoint: a step appended to the metadata
+// member while the caller owns the task and the member holds exactly the
+// steps it expects, the user's metadata and the member's other fields
+// kept; nothing written for another worker, a lease past, or a position
+// already taken (a retried write that had committed).
+func TestSQLiteDurableStepStatement(t *testing.T) {
+	conn := migratedDB(t)
+	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
+	const now = int64(1_000_000)
+	call("insert_task", Args{
+		"id": "d1", "name": "n", "queue": "default", "payload": `{}`,
+		"metadata":     `{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}}}}`,
+		"max_attempts": 3, "priority": 0, "run_at_ms": now, "parent_id": nil,
+		"root_id": "d1", "correlation_id": nil, "now_ms": now,
+	})
+	call("claim", Args{"queues": One("default"), "names": nil, "now_ms": now, "worker_id": "w", "lease_until_ms": now + 30_000, "limit": 1})
+	step := func(worker string, position int, entry string, at int64) []row {
+		return call("durable_step", Args{"id": "d1", "worker_id": worker, "position": position, "entry": entry, "now_ms": at})
+	}
+	if r := step("w", 0, `{"name":"charge","output":{"n":1}}`, now+1); len(r) != 1 || r[0]["id"] != "d1" {
+		t.Fatalf("the first step = %v, want the task's id", r)
+	}
+	if r := step("w", 0, `{"name":"charge","output":{"n":1}}`, now+2); len(r) != 0 {
+		t.Fatalf("the first step again = %v, want nothing: it is recorded", r)
+	}
+	if r := step("other", 1, `{"name":"ship"}`, now+2); len(r) != 0 {
+		t.Fatalf("another worker's step = %v, want nothing", r)
+	}
+	if r := step("w", 1, `{"name":"ship"}`, now+30_000); len(r) != 0 {
+		t.Fatalf("a step past the lease = %v, want nothing", r)
+	}
+	if r := step("w", 1, `{"name":"ship","output":null}`, now+3); len(r) != 1 {
+		t.Fatalf("the second step = %v", r)
+	}
+	md := call("get", Args{"id": "d1"})[0]["metadata"]
+	want := `{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}},"steps":[{"name":"charge","output":{"n":1}},{"name":"ship","output":null}]}}`
+	if md != want {
+		t.Fatalf("metadata = %v\nwant       %v", md, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"testing"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
@@ -42,6 +43,8 @@ func protocolArgs() protocol.Args {
 		// limit_running and limit_pick: a tenant's metadata member, the
 		// tenants at their limit.
 		"tenant_key": "tenant", "full": `{"acme"}`,
+		// durable_step: a step's record and where it goes.
+		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0),
 	}
 }
 
@@ -193,5 +196,67 @@ func TestWorkflowStatements(t *testing.T) {
 	run("complete", protocol.Args{"id": "wf", "worker_id": "adv", "result": `{}`})
 	if r := revise(); len(r) != 0 {
 		t.Fatalf("workflow_revise of a finished record = %v, want nothing", r)
+	}
+}
+
+// A durable handler's checkpoint on Postgres, as
+// TestSQLiteDurableStepStatement checks it on SQLite: appended while the
+// caller owns the task and the member holds the steps it expects, the
+// rest of the metadata kept; nothing for another worker or a position
+// already taken.
+func TestDurableStepStatement(t *testing.T) {
+	t.Parallel()
+	ctx := adaptertest.Ctx(t)
+	e, _ := newExecutor(t, nil)
+	for _, m := range protocol.Migrations(protocol.Postgres) {
+		if err := e.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %s: %v", m.Name, err)
+		}
+	}
+	set := protocol.Statements(protocol.Postgres)
+	run := func(name string, a protocol.Args) []executor.Row {
+		t.Helper()
+		st := set.Get(name).Specialize(a)
+		bound, err := st.Bind(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []executor.Row
+		err = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+			rows, err = s.Query(ctx, st.SQL, bound...)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return rows
+	}
+	a := protocolArgs()
+	a["id"], a["root_id"], a["metadata"] = "d1", "d1", `{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}}}}`
+	run("insert_task", a)
+	run("claim", protocol.Args{"queues": `{"default"}`, "names": nil, "worker_id": "w", "lease_ms": int64(30_000), "limit": int64(1)})
+	step := func(worker string, position int64, entry string) []executor.Row {
+		return run("durable_step", protocol.Args{"id": "d1", "worker_id": worker, "position": position, "entry": entry})
+	}
+	if r := step("w", 0, `{"name":"charge","output":{"n":1}}`); len(r) != 1 || r[0]["id"] != "d1" {
+		t.Fatalf("the first step = %v, want the task's id", r)
+	}
+	if r := step("w", 0, `{"name":"charge","output":{"n":1}}`); len(r) != 0 {
+		t.Fatalf("the first step again = %v, want nothing: it is recorded", r)
+	}
+	if r := step("other", 1, `{"name":"ship"}`); len(r) != 0 {
+		t.Fatalf("another worker's step = %v, want nothing", r)
+	}
+	if r := step("w", 1, `{"name":"ship","output":null}`); len(r) != 1 {
+		t.Fatalf("the second step = %v", r)
+	}
+	var got, want any
+	md := run("get", protocol.Args{"id": "d1"})[0]["metadata"]
+	if err := json.Unmarshal(fmt.Appendf(nil, "%s", md), &got); err != nil {
+		t.Fatalf("metadata %v: %v", md, err)
+	}
+	_ = json.Unmarshal([]byte(`{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}},"steps":[{"name":"charge","output":{"n":1}},{"name":"ship","output":null}]}}`), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("metadata = %v\nwant       %v", got, want)
 	}
 }

@@ -70,4 +70,8 @@ const (
 	// tenants with room.
 	stmtLimitRunning = "limit_running"
 	stmtLimitPick    = "limit_pick"
+
+	// A durable handler's (durable.go), ours, beside the protocol's:
+	// append a finished step to the task's cairnq_durable member.
+	stmtDurableStep = "durable_step"
 )
