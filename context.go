@@ -39,6 +39,11 @@ type TaskContext struct {
 	added   engine.AddedSteps
 	refused error // the workflow refused added; the step was failed for it
 
+	// durable holds what this attempt knows of the task's durable steps
+	// (Once), made when a step is first run.
+	durableOnce sync.Once
+	durable     atomic.Pointer[durableRun]
+
 	comp      completer.Completer // what the worker settles the task through
 	settleCtx context.Context     // the context of the worker's settlement (settle)
 }

@@ -1,0 +1,185 @@
+package cairnq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cairnq/cairnq-go/internal/engine"
+)
+
+// Once runs fn as the durable step named name of the task tc runs, and
+// returns its output. Each step's output is recorded in the task's own
+// row when fn returns, so a later attempt of the task (after a failure,
+// a crash, a recovered lease, on any process) gets the recorded output
+// back without running fn again: a step runs at most once to success per
+// task. A step whose fn fails is not recorded, and its error is the
+// handler's to return (the task is then retried per its attempts) or to
+// handle; a step interrupted by a crash runs again.
+//
+// Steps are matched by the order the handler calls them in: the n-th
+// call of an attempt replays the n-th step recorded. An attempt whose
+// step at some position has another name than the one recorded fails
+// the task for good with a *DurableMismatchError naming the position and
+// both names (a deployment changed the handler's steps under a live
+// task), whatever the handler does with the error. To change a
+// handler's steps while tasks of it are live, register the new code
+// under a new task name (say "checkout.v2") and keep the old handler
+// until its tasks have ended.
+//
+// A name is used once per attempt (ArgumentError otherwise), and steps
+// run one at a time: Once called while another step of the same task
+// runs is an *ArgumentError. The output is stored as JSON (T must
+// encode and decode through encoding/json) and counts against the
+// task's metadata, where it is kept in the cairnq_durable member
+// (docs/plans/durable-execution.md has the format).
+func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var out T
+	d := tc.durableSteps()
+	pos, recorded, err := d.begin(tc, name)
+	if err != nil {
+		return out, err
+	}
+	if recorded != nil {
+		if err := json.Unmarshal(recorded.Output, &out); err != nil {
+			return out, d.fail(&TaskError{Type: "DurableDecode", Code: "durable_decode", Err: err,
+				Message: fmt.Sprintf("cairnq: task %s: durable step %q: its recorded output does not decode into %T: %v", tc.task.ID, name, out, err)})
+		}
+		return out, nil
+	}
+	start := time.Now()
+	out, err = fn(ctx)
+	if err != nil {
+		d.end(nil)
+		return out, err
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		d.end(nil)
+		return out, &SerializationError{Field: "result", Err: err}
+	}
+	step := engine.DurableStep{Name: name, Output: raw, AtMs: time.Now().UnixMilli(),
+		TookMs: time.Since(start).Milliseconds(), Attempt: tc.task.Attempt}
+	if err := tc.w.st.RecordStep(ctx, tc.task.ID, tc.w.id, pos, step); err != nil {
+		d.end(nil)
+		if errIsLostLease(err) {
+			tc.markLost()
+		}
+		return out, userErr(err)
+	}
+	d.end(&step)
+	return out, nil
+}
+
+// DurableMismatchError reports an attempt whose durable steps differ
+// from those recorded for its task, at Position (0-based): Recorded is
+// the step recorded there, Called the one this attempt called. The task
+// fails for good: running new steps against old records could repeat or
+// skip side effects.
+type DurableMismatchError struct {
+	TaskID   string
+	Position int
+	Recorded string
+	Called   string
+}
+
+func (e *DurableMismatchError) Error() string {
+	return fmt.Sprintf("cairnq: task %s: durable step %d is %q in this attempt, but %q was recorded there: "+
+		"the handler's steps changed under a live task (give changed steps a new task name)",
+		e.TaskID, e.Position, e.Called, e.Recorded)
+}
+
+// durableRun is what one attempt knows of its task's durable steps: the
+// steps recorded (those the claim read, then those this attempt added),
+// the next position, the names used, and the error that broke it.
+type durableRun struct {
+	mu      sync.Mutex
+	steps   []engine.DurableStep
+	next    int
+	used    map[string]bool
+	running string // the step whose fn runs, "" when none
+	broken  error  // a non-retryable failure every later step returns
+}
+
+// durableSteps is tc's durableRun, read from the claimed row when first
+// asked for.
+func (tc *TaskContext) durableSteps() *durableRun {
+	tc.durableOnce.Do(func() {
+		d := &durableRun{used: map[string]bool{}}
+		steps, err := engine.DurableSteps(tc.task)
+		if err != nil {
+			d.broken = &TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()}
+		}
+		d.steps = steps
+		tc.durable.Store(d)
+	})
+	return tc.durable.Load()
+}
+
+// begin starts the step name at the next position: recorded is its
+// record when an earlier attempt recorded it (the step is then done).
+func (d *durableRun) begin(tc *TaskContext, name string) (pos int, recorded *engine.DurableStep, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.broken != nil:
+		return 0, nil, d.broken
+	case name == "":
+		return 0, nil, &ArgumentError{Op: "durable step", Arg: "name", Reason: "is empty"}
+	case d.running != "":
+		return 0, nil, &ArgumentError{Op: "durable step", Arg: "name", Reason: fmt.Sprintf(
+			"%q started while step %q runs: a task's steps run one at a time and do not nest", name, d.running)}
+	case d.used[name]:
+		return 0, nil, &ArgumentError{Op: "durable step", Arg: "name", Reason: fmt.Sprintf(
+			"%q was used already in this attempt: each step of a task needs a name of its own", name)}
+	}
+	pos = d.next
+	if pos < len(d.steps) {
+		if rec := d.steps[pos]; rec.Name != name {
+			mismatch := &DurableMismatchError{TaskID: tc.task.ID, Position: pos, Recorded: rec.Name, Called: name}
+			d.broken = &TaskError{Type: "DurableMismatch", Code: "durable_mismatch", Err: mismatch, Message: mismatch.Error(),
+				Details: map[string]any{"position": pos, "recorded": rec.Name, "called": name}}
+			return 0, nil, d.broken
+		}
+		d.used[name] = true
+		d.next++
+		return pos, &d.steps[pos], nil
+	}
+	d.running = name
+	return pos, nil, nil
+}
+
+// end ends the step begin started: recorded, or (nil) not.
+func (d *durableRun) end(recorded *engine.DurableStep) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if recorded != nil {
+		d.steps = append(d.steps, *recorded)
+		d.used[recorded.Name] = true
+		d.next++
+	}
+	d.running = ""
+}
+
+// fail breaks the run with err, which every later step returns and the
+// attempt ends with.
+func (d *durableRun) fail(err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.broken = err
+	return err
+}
+
+// durableBroken is the failure that broke tc's durable steps, if any: the
+// attempt fails for good with it even when the handler returned success.
+func (tc *TaskContext) durableBroken() error {
+	d := tc.durable.Load()
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.broken
+}

@@ -1,0 +1,148 @@
+package cairnq_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	cairnq "github.com/cairnq/cairnq-go"
+)
+
+// bothClients runs fn on a Client of each backend.
+func bothClients(t *testing.T, fn func(t *testing.T, c *cairnq.Client)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, openTemp(t, nil)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, openPostgres(t, nil)) })
+}
+
+// workUntil runs w's handlers one call at a time until the task with id
+// has ended (a retried task waits for its backoff), and returns it.
+func workUntil(t *testing.T, c *cairnq.Client, w *cairnq.Worker, id string) *cairnq.Task {
+	t.Helper()
+	var task *cairnq.Task
+	waitFor(t, "task "+id+" to end", func() bool {
+		if _, err := w.WorkOne(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if task, err = c.Get(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		return task.IsTerminal()
+	})
+	return task
+}
+
+type receipt struct {
+	ID     string `json:"id"`
+	Amount int    `json:"amount"`
+}
+
+// A step that succeeded is not run again by a later attempt: its
+// recorded output comes back, typed, and only the steps not recorded
+// run.
+func TestDurableStepsRunOnceAcrossAttempts(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		var mu sync.Mutex
+		ran := map[string]int{}
+		count := func(step string) {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[step]++
+		}
+		w := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		w.Handle("checkout", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			r, err := cairnq.Once(ctx, tc, "charge", func(ctx context.Context) (receipt, error) {
+				count("charge")
+				return receipt{ID: "r-1", Amount: 42}, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			label, err := cairnq.Once(ctx, tc, "label", func(ctx context.Context) (string, error) {
+				count("label")
+				return "label-for-" + r.ID, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			if tc.Attempt() == 1 {
+				return nil, errors.New("the carrier is down") // retryable: the next attempt resumes
+			}
+			shipped, err := cairnq.Once(ctx, tc, "ship", func(ctx context.Context) (bool, error) {
+				count("ship")
+				return true, nil
+			})
+			return map[string]any{"receipt": r, "label": label, "shipped": shipped}, err
+		}, nil)
+		task, err := c.Submit(t.Context(), "checkout", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := workUntil(t, c, w, task.ID)
+		if !done.IsSucceeded() || done.Attempt != 2 {
+			t.Fatalf("task %s after %d attempts: %+v", done.Status, done.Attempt, done.Error)
+		}
+		var res struct {
+			Receipt receipt
+			Label   string
+			Shipped bool
+		}
+		if err := done.DecodeResult(&res); err != nil || res.Receipt.Amount != 42 || res.Label != "label-for-r-1" || !res.Shipped {
+			t.Errorf("result %s, %v", done.Result, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ran["charge"] != 1 || ran["label"] != 1 || ran["ship"] != 1 {
+			t.Errorf("steps ran %v, want each once", ran)
+		}
+	})
+}
+
+// An attempt whose steps differ from those recorded fails the task for
+// good, naming the first difference, even when the handler swallows the
+// error; a name used twice in one attempt is refused.
+func TestDurableStepsRefuseChangedSteps(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		old := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		old.Handle("saga", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			for _, step := range []string{"reserve", "charge"} {
+				if _, err := cairnq.Once(ctx, tc, step, func(context.Context) (int, error) { return 1, nil }); err != nil {
+					return nil, err
+				}
+			}
+			return nil, errors.New("interrupted")
+		}, nil)
+		task, err := c.Submit(t.Context(), "saga", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.WorkOne(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var swallowed, twice error
+		changed := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		changed.Handle("saga", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			one := func(context.Context) (int, error) { return 1, nil }
+			if _, err := cairnq.Once(ctx, tc, "reserve", one); err != nil {
+				return nil, err
+			}
+			_, twice = cairnq.Once(ctx, tc, "reserve", one)
+			_, swallowed = cairnq.Once(ctx, tc, "refund", one) // where "charge" was recorded
+			return "done anyway", nil
+		}, nil)
+		done := workUntil(t, c, changed, task.ID)
+		if !errors.Is(twice, cairnq.ErrInvalidArgument) {
+			t.Errorf("a name used twice: %v, want ErrInvalidArgument", twice)
+		}
+		var mismatch *cairnq.DurableMismatchError
+		if !errors.As(swallowed, &mismatch) || mismatch.Position != 1 || mismatch.Recorded != "charge" || mismatch.Called != "refund" {
+			t.Errorf("the changed step: %v", swallowed)
+		}
+		if !done.IsFailed() || done.Error == nil || done.Error.Code != "durable_mismatch" ||
+			!strings.Contains(done.Error.Message, `"refund"`) || !strings.Contains(done.Error.Message, `"charge"`) {
+			t.Errorf("task %s, error %+v; want failed for good with durable_mismatch", done.Status, done.Error)
+		}
+	})
+}
