@@ -227,6 +227,11 @@ func (tc *TaskContext) settle(write func() error) error {
 	if tc.settled {
 		return nil
 	}
+	if err := tc.durableBroken(); err != nil {
+		// The attempt's durable steps broke (a changed step): it ends
+		// with that failure when the handler returns, not as asked here.
+		return err
+	}
 	tc.startSettling()
 	defer tc.doneSettling()
 	if err := write(); err != nil {

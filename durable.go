@@ -3,6 +3,7 @@ package cairnq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,32 +12,47 @@ import (
 )
 
 // Once runs fn as the durable step named name of the task tc runs, and
-// returns its output. Each step's output is recorded in the task's own
-// row when fn returns, so a later attempt of the task (after a failure,
-// a crash, a recovered lease, on any process) gets the recorded output
-// back without running fn again: a step runs at most once to success per
-// task. A step whose fn fails is not recorded, and its error is the
-// handler's to return (the task is then retried per its attempts) or to
-// handle; a step interrupted by a crash runs again.
+// returns its output. The output is recorded in the task's own row when
+// fn returns, and a later attempt of the task (after a failure, a crash,
+// a recovered lease, on any process) gets the recorded output back,
+// decoded from its JSON, without running fn again. fn runs again only
+// where no record of it committed: when fn failed (its error is the
+// handler's to return, and the task is retried per its attempts), and
+// when the attempt ended between fn's return and its record's commit (a
+// crash, a lost lease, the database out of reach). So give fn's side
+// effects a key of their own where the system they touch takes one
+// (tc.ID() and name make one), and a step runs at most once to success.
 //
 // Steps are matched by the order the handler calls them in: the n-th
-// call of an attempt replays the n-th step recorded. An attempt whose
-// step at some position has another name than the one recorded fails
-// the task for good with a *DurableMismatchError naming the position and
-// both names (a deployment changed the handler's steps under a live
-// task), whatever the handler does with the error. To change a
-// handler's steps while tasks of it are live, register the new code
-// under a new task name (say "checkout.v2") and keep the old handler
-// until its tasks have ended.
+// call of an attempt replays the n-th step recorded. So a handler must
+// call the same steps, in the same order, on every attempt up to where
+// it stopped, deciding what to call only from its payload and from what
+// earlier steps returned: not from the clock, from a read outside a
+// step, or from a step that failed (a failed step records nothing, and a
+// step called after it would take its place; end the attempt instead).
+// An attempt whose step at some position has another name than the one
+// recorded fails the task for good with a *DurableMismatchError naming
+// the position and both names (a deployment changed the handler's steps
+// under a live task), whatever the handler does with the error, and so
+// does metadata whose member cannot be read. To change a handler's steps
+// while tasks of it are live, register the new code under a new task
+// name (say "checkout.v2") and keep the old handler until its tasks have
+// ended. The steps are this SDK's: a TypeScript or Python worker serving
+// the same name would run its handler from the top.
 //
-// A name is used once per attempt (ArgumentError otherwise), and steps
-// run one at a time: Once called while another step of the same task
-// runs is an *ArgumentError. The output is stored as JSON (T must
-// encode and decode through encoding/json) and counts against the
-// task's metadata, where it is kept in the cairnq_durable member
-// (docs/plans/durable-execution.md has the format).
-func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx context.Context) (T, error)) (T, error) {
-	var out T
+// A name is used once per attempt, and steps run one at a time: Once
+// called while another step of the task runs is an *ArgumentError. Once
+// after the lease was lost or the task settled returns a
+// *LostLeaseError without running fn. The output is stored as JSON (T
+// must encode and decode through encoding/json; a replay returns the
+// JSON's decoding, not fn's value itself) in the cairnq_durable member
+// of the task's metadata (docs/plans/durable-execution.md has the
+// format), and the metadata with every step's output stays within
+// MaxValueBytes.
+func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx context.Context) (T, error)) (out T, err error) {
+	if tc.lost.Load() || tc.isSettled() {
+		return out, &LostLeaseError{ID: tc.task.ID}
+	}
 	d := tc.durableSteps()
 	pos, recorded, err := d.begin(tc, name)
 	if err != nil {
@@ -49,29 +65,52 @@ func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx 
 		}
 		return out, nil
 	}
+	var step *engine.DurableStep
+	defer func() { d.end(step) }() // also when fn panics or exits its goroutine
 	start := time.Now()
-	out, err = fn(ctx)
-	if err != nil {
-		d.end(nil)
+	if out, err = fn(ctx); err != nil {
 		return out, err
 	}
+	if step, err = tc.recordStep(ctx, d, pos, name, out, start); err != nil {
+		step = nil
+	}
+	return out, err
+}
+
+// recordStep writes a step that returned out, started at start, as the
+// pos-th of tc's task, past the handler's context (its side effect is
+// done: a cancel must not lose its record) but within the lease.
+func (tc *TaskContext) recordStep(ctx context.Context, d *durableRun, pos int, name string, out any, start time.Time) (*engine.DurableStep, error) {
 	raw, err := json.Marshal(out)
 	if err != nil {
-		d.end(nil)
-		return out, &SerializationError{Field: "result", Err: err}
+		return nil, &SerializationError{Field: "result", Err: err}
 	}
-	step := engine.DurableStep{Name: name, Output: raw, AtMs: time.Now().UnixMilli(),
-		TookMs: time.Since(start).Milliseconds(), Attempt: tc.task.Attempt}
-	if err := tc.w.st.RecordStep(ctx, tc.task.ID, tc.w.id, pos, step); err != nil {
-		d.end(nil)
-		if errIsLostLease(err) {
-			tc.markLost()
-		}
-		return out, userErr(err)
+	if size := d.size + len(raw) + len(name) + durableEntryBytes; size > MaxValueBytes {
+		return nil, &SerializationError{Field: "metadata", Err: fmt.Errorf(
+			"%w: durable step %q would make the task's metadata %d bytes, past MaxValueBytes", ErrValueTooLarge, name, size)}
 	}
-	d.end(&step)
-	return out, nil
+	step := &engine.DurableStep{Name: name, Output: raw, AtMs: time.Now().UnixMilli(), TookMs: time.Since(start).Milliseconds()}
+	if tc.lost.Load() || tc.isSettled() {
+		return nil, &LostLeaseError{ID: tc.task.ID}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
+	defer cancel()
+	err = tc.w.st.RecordStep(wctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step)
+	var fe *engine.DurableFormatError
+	switch {
+	case err == nil:
+		return step, nil
+	case errIsLostLease(err):
+		tc.markLost()
+	case errors.As(err, &fe):
+		err = d.fail(&TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()})
+	}
+	return nil, userErr(err)
 }
+
+// durableEntryBytes bounds what a step's record adds to the metadata
+// besides its name and output: the field names, the times, the attempt.
+const durableEntryBytes = 128
 
 // DurableMismatchError reports an attempt whose durable steps differ
 // from those recorded for its task, at Position (0-based): Recorded is
@@ -97,6 +136,7 @@ func (e *DurableMismatchError) Error() string {
 type durableRun struct {
 	mu      sync.Mutex
 	steps   []engine.DurableStep
+	size    int // the metadata's bytes, as claimed and with the steps added
 	next    int
 	used    map[string]bool
 	running string // the step whose fn runs, "" when none
@@ -107,7 +147,7 @@ type durableRun struct {
 // asked for.
 func (tc *TaskContext) durableSteps() *durableRun {
 	tc.durableOnce.Do(func() {
-		d := &durableRun{used: map[string]bool{}}
+		d := &durableRun{used: map[string]bool{}, size: len(tc.task.Metadata)}
 		steps, err := engine.DurableSteps(tc.task)
 		if err != nil {
 			d.broken = &TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()}
@@ -158,6 +198,7 @@ func (d *durableRun) end(recorded *engine.DurableStep) {
 	if recorded != nil {
 		d.steps = append(d.steps, *recorded)
 		d.used[recorded.Name] = true
+		d.size += len(recorded.Output) + len(recorded.Name) + durableEntryBytes
 		d.next++
 	}
 	d.running = ""

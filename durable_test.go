@@ -146,3 +146,87 @@ func TestDurableStepsRefuseChangedSteps(t *testing.T) {
 		}
 	})
 }
+
+// A step's record survives the end of the context the handler passed
+// once fn has returned (a cancel, a deadline); a step whose fn panicked
+// records nothing and leaves the next step free to run; a changed step
+// fails the task for good even when the handler then settles it itself.
+func TestDurableStepsHoldAgainstTheHandler(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		var mu sync.Mutex
+		charged := 0
+		w := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		w.Handle("pay", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			cctx, cancel := context.WithCancel(ctx)
+			r, err := cairnq.Once(cctx, tc, "charge", func(context.Context) (receipt, error) {
+				mu.Lock()
+				charged++
+				mu.Unlock()
+				cancel() // the caller's context ends after the side effect
+				return receipt{ID: "r-9"}, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			// A step whose fn panics records nothing; called again, it
+			// runs (it is not "started while another step runs").
+			panicked := false
+			func() {
+				defer func() { panicked = recover() != nil }()
+				_, _ = cairnq.Once(ctx, tc, "flaky", func(context.Context) (int, error) {
+					if tc.Attempt() == 1 {
+						panic("boom")
+					}
+					return 1, nil
+				})
+			}()
+			if panicked {
+				if _, err := cairnq.Once(ctx, tc, "flaky", func(context.Context) (int, error) { return 1, nil }); err != nil {
+					return nil, err
+				}
+			}
+			if tc.Attempt() == 1 {
+				return nil, errors.New("again")
+			}
+			return r.ID, nil
+		}, nil)
+		task, err := c.Submit(t.Context(), "pay", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := workUntil(t, c, w, task.ID)
+		mu.Lock()
+		n := charged
+		mu.Unlock()
+		if !done.IsSucceeded() || string(done.Result) != `"r-9"` || n != 1 {
+			t.Fatalf("task %s result %s, charged %d times; want succeeded with r-9, charged once", done.Status, done.Result, n)
+		}
+
+		first := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		first.Handle("swallow", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			if _, err := cairnq.Once(ctx, tc, "a", func(context.Context) (int, error) { return 1, nil }); err != nil {
+				return nil, err
+			}
+			return nil, errors.New("again")
+		}, nil)
+		task, err = c.Submit(t.Context(), "swallow", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.WorkOne(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		changed := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		var succeedErr error
+		changed.Handle("swallow", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			_, _ = cairnq.Once(ctx, tc, "b", func(context.Context) (int, error) { return 1, nil })
+			succeedErr = tc.Succeed(ctx, "settled anyway")
+			return nil, nil
+		}, nil)
+		done = workUntil(t, c, changed, task.ID)
+		var mismatch *cairnq.DurableMismatchError
+		if !done.IsFailed() || done.Error == nil || done.Error.Code != "durable_mismatch" || !errors.As(succeedErr, &mismatch) {
+			t.Errorf("task %s (%+v), Succeed said %v; want failed for good with durable_mismatch", done.Status, done.Error, succeedErr)
+		}
+	})
+}

@@ -25,8 +25,8 @@ func (w *Worker) settleLeftover(ctx context.Context, tc *TaskContext, reg *regis
 			w.report(fmt.Errorf("cairnq: settling task %s panicked: %v", tc.task.ID, p), PhaseExecute, tc.task.ID)
 		}
 	}()
-	if callErr == nil {
-		callErr = tc.durableBroken() // a mismatch the handler swallowed
+	if err := tc.durableBroken(); err != nil {
+		callErr = err // whatever the handler made of a changed step
 	}
 	if callErr != nil {
 		return w.settleFailure(ctx, tc, callErr)

@@ -55,7 +55,7 @@ var sqliteParams = map[string][]string{
 	"limit_running": {"tenant_key", "now_ms", "name"},
 	"limit_pick":    {"tenant_key", "queues", "name", "now_ms", "full", "limit"},
 	// A durable handler's step checkpoint (issue 48).
-	"durable_step": {"entry", "now_ms", "id", "worker_id", "position"},
+	"durable_step": {"entry", "now_ms", "id", "worker_id", "attempt", "position"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters

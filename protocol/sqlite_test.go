@@ -288,7 +288,7 @@ func TestSQLitePlans(t *testing.T) {
 		{"workflow_steps", Args{"record_id": "task_0010"}, "cairnq_tasks_root_idx (root_id=?)"},
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
 		// A durable handler's checkpoint finds its task by id.
-		{"durable_step", Args{"id": "task_0010", "worker_id": "w", "position": 0, "entry": `{"name":"a"}`, "now_ms": 5000}, "(id=?)"},
+		{"durable_step", Args{"id": "task_0010", "worker_id": "w", "attempt": 1, "position": 0, "entry": `{"name":"a"}`, "now_ms": 5000}, "(id=?)"},
 		// A global limit counts the leased rows only.
 		{"limit_running", Args{"name": "n1", "tenant_key": "tenant", "now_ms": 5000}, "cairnq_tasks_lease_idx"},
 		// A sweep finds the due records in claim order, without a sort.
@@ -769,7 +769,7 @@ func TestSQLiteDurableStepStatement(t *testing.T) {
 	})
 	call("claim", Args{"queues": One("default"), "names": nil, "now_ms": now, "worker_id": "w", "lease_until_ms": now + 30_000, "limit": 1})
 	step := func(worker string, position int, entry string, at int64) []row {
-		return call("durable_step", Args{"id": "d1", "worker_id": worker, "position": position, "entry": entry, "now_ms": at})
+		return call("durable_step", Args{"id": "d1", "worker_id": worker, "attempt": 1, "position": position, "entry": entry, "now_ms": at})
 	}
 	if r := step("w", 0, `{"name":"charge","output":{"n":1}}`, now+1); len(r) != 1 || r[0]["id"] != "d1" {
 		t.Fatalf("the first step = %v, want the task's id", r)
@@ -783,6 +783,9 @@ func TestSQLiteDurableStepStatement(t *testing.T) {
 	if r := step("w", 1, `{"name":"ship"}`, now+30_000); len(r) != 0 {
 		t.Fatalf("a step past the lease = %v, want nothing", r)
 	}
+	if r := call("durable_step", Args{"id": "d1", "worker_id": "w", "attempt": 2, "position": 1, "entry": `{"name":"ship"}`, "now_ms": now + 3}); len(r) != 0 {
+		t.Fatalf("another attempt's step = %v, want nothing", r)
+	}
 	if r := step("w", 1, `{"name":"ship","output":null}`, now+3); len(r) != 1 {
 		t.Fatalf("the second step = %v", r)
 	}
@@ -790,5 +793,32 @@ func TestSQLiteDurableStepStatement(t *testing.T) {
 	want := `{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}},"steps":[{"name":"charge","output":{"n":1}},{"name":"ship","output":null}]}}`
 	if md != want {
 		t.Fatalf("metadata = %v\nwant       %v", md, want)
+	}
+}
+
+// durable_step leaves alone metadata it cannot append to: not an object,
+// or a member that is not format 1's object with an array of steps.
+func TestSQLiteDurableStepLeavesOtherShapesAlone(t *testing.T) {
+	conn := migratedDB(t)
+	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
+	const now = int64(1_000_000)
+	for i, md := range []string{
+		`[]`, `null`, `"s"`, `42`,
+		`{"cairnq_durable":null}`, `{"cairnq_durable":"x"}`, `{"cairnq_durable":{"v":2}}`,
+		`{"cairnq_durable":{"v":1,"steps":null}}`, `{"cairnq_durable":{"v":1,"steps":{}}}`,
+	} {
+		id := fmt.Sprint("d", i)
+		call("insert_task", Args{
+			"id": id, "name": "n", "queue": "q" + id, "payload": `{}`, "metadata": md,
+			"max_attempts": 3, "priority": 0, "run_at_ms": now, "parent_id": nil,
+			"root_id": id, "correlation_id": nil, "now_ms": now,
+		})
+		call("claim", Args{"queues": One("q" + id), "names": nil, "now_ms": now, "worker_id": "w", "lease_until_ms": now + 30_000, "limit": 1})
+		if r := call("durable_step", Args{"id": id, "worker_id": "w", "attempt": 1, "position": 0, "entry": `{"name":"a"}`, "now_ms": now + 1}); len(r) != 0 {
+			t.Errorf("metadata %s: durable_step = %v, want nothing", md, r)
+		}
+		if got := call("get", Args{"id": id})[0]["metadata"]; got != md {
+			t.Errorf("metadata %s became %v", md, got)
+		}
 	}
 }

@@ -44,7 +44,7 @@ func protocolArgs() protocol.Args {
 		// tenants at their limit.
 		"tenant_key": "tenant", "full": `{"acme"}`,
 		// durable_step: a step's record and where it goes.
-		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0),
+		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0), "attempt": int64(1),
 	}
 }
 
@@ -236,7 +236,7 @@ func TestDurableStepStatement(t *testing.T) {
 	run("insert_task", a)
 	run("claim", protocol.Args{"queues": `{"default"}`, "names": nil, "worker_id": "w", "lease_ms": int64(30_000), "limit": int64(1)})
 	step := func(worker string, position int64, entry string) []executor.Row {
-		return run("durable_step", protocol.Args{"id": "d1", "worker_id": worker, "position": position, "entry": entry})
+		return run("durable_step", protocol.Args{"id": "d1", "worker_id": worker, "attempt": int64(1), "position": position, "entry": entry})
 	}
 	if r := step("w", 0, `{"name":"charge","output":{"n":1}}`); len(r) != 1 || r[0]["id"] != "d1" {
 		t.Fatalf("the first step = %v, want the task's id", r)
@@ -246,6 +246,19 @@ func TestDurableStepStatement(t *testing.T) {
 	}
 	if r := step("other", 1, `{"name":"ship"}`); len(r) != 0 {
 		t.Fatalf("another worker's step = %v, want nothing", r)
+	}
+	if r := run("durable_step", protocol.Args{"id": "d1", "worker_id": "w", "attempt": int64(2), "position": int64(1), "entry": `{"name":"ship"}`}); len(r) != 0 {
+		t.Fatalf("another attempt's step = %v, want nothing", r)
+	}
+	for i, md := range []string{`[]`, `null`, `{"cairnq_durable":null}`, `{"cairnq_durable":{"v":2}}`, `{"cairnq_durable":{"v":1,"steps":null}}`} {
+		a := protocolArgs()
+		id := fmt.Sprint("odd", i)
+		a["id"], a["root_id"], a["metadata"], a["queue"] = id, id, md, "q-"+id
+		run("insert_task", a)
+		run("claim", protocol.Args{"queues": `{"q-` + id + `"}`, "names": nil, "worker_id": "w", "lease_ms": int64(30_000), "limit": int64(1)})
+		if r := run("durable_step", protocol.Args{"id": id, "worker_id": "w", "attempt": int64(1), "position": int64(0), "entry": `{"name":"a"}`}); len(r) != 0 {
+			t.Errorf("metadata %s: durable_step = %v, want nothing", md, r)
+		}
 	}
 	if r := step("w", 1, `{"name":"ship","output":null}`); len(r) != 1 {
 		t.Fatalf("the second step = %v", r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -38,40 +39,66 @@ type DurableStep struct {
 	Attempt int             `json:"attempt"`
 }
 
+// DurableFormatError reports metadata a durable step cannot be read
+// from or appended to: metadata that is not a JSON object, or a
+// cairnq_durable member that is not format 1's object with an array of
+// steps (another SDK's, a newer format, a hand-made one). Running the
+// steps again could repeat their side effects, so it is not retryable.
+type DurableFormatError struct {
+	TaskID string
+	Reason string
+}
+
+func (e *DurableFormatError) Error() string {
+	return fmt.Sprintf("cairnq: task %s: its durable steps cannot be kept: %s", e.TaskID, e.Reason)
+}
+
 // DurableSteps returns the steps recorded on t, in the order they ran,
-// and none when t has no member. A member in a format this SDK does not
-// read is an error, not an empty record: running the steps again could
-// repeat their side effects.
+// and none when t has no member. Metadata whose member this SDK cannot
+// read or append to is a *DurableFormatError, not an empty record.
 func DurableSteps(t *cairnqtype.Task) ([]DurableStep, error) {
 	if !bytes.Contains(t.Metadata, []byte(`"`+durableMember+`"`)) {
 		return nil, nil // most tasks: no decoding
 	}
-	var md struct {
-		Member *struct {
-			V     int           `json:"v"`
-			Steps []DurableStep `json:"steps"`
-		} `json:"cairnq_durable"`
+	var md map[string]json.RawMessage
+	if err := json.Unmarshal(t.Metadata, &md); err != nil || md == nil {
+		return nil, &DurableFormatError{TaskID: t.ID, Reason: "its metadata is not a JSON object"}
 	}
-	if err := json.Unmarshal(t.Metadata, &md); err != nil {
-		return nil, fmt.Errorf("cairnq: task %s: reading its durable steps: %w", t.ID, err)
-	}
-	if md.Member == nil {
+	raw, ok := md[durableMember]
+	if !ok {
 		return nil, nil
 	}
-	if md.Member.V != durableFormat {
-		return nil, fmt.Errorf("cairnq: task %s records its durable steps in format %d; this SDK reads format %d",
-			t.ID, md.Member.V, durableFormat)
+	var member map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &member); err != nil || member == nil {
+		return nil, &DurableFormatError{TaskID: t.ID, Reason: "its cairnq_durable member is not a JSON object"}
 	}
-	return md.Member.Steps, nil
+	var v int
+	if err := json.Unmarshal(member["v"], &v); err != nil || v != durableFormat {
+		return nil, &DurableFormatError{TaskID: t.ID, Reason: fmt.Sprintf(
+			"its cairnq_durable member is format %s; this SDK reads format %d", member["v"], durableFormat)}
+	}
+	rawSteps, ok := member["steps"]
+	if !ok {
+		return nil, nil
+	}
+	var steps []DurableStep
+	if err := json.Unmarshal(rawSteps, &steps); err != nil || steps == nil {
+		return nil, &DurableFormatError{TaskID: t.ID, Reason: "its cairnq_durable steps are not an array of steps"}
+	}
+	return steps, nil
 }
 
 // RecordStep records step as the position-th (0-based) of task id's
-// durable steps, while workerID holds the task. A try whose first write
-// committed but whose answer was lost finds the step recorded and
-// returns nil. A lease gone is a *LostLeaseError; a position already
-// holding another step, or past the steps recorded, is an error naming
-// it, and nothing is written.
-func (s *Store) RecordStep(ctx context.Context, id, workerID string, position int, step DurableStep) error {
+// durable steps, while workerID's attempt (the task's attempt count when
+// it was claimed, which the step records) holds the task: the attempt check keeps an attempt
+// abandoned and re-claimed under the same worker id from writing. A try
+// whose first write committed but whose answer was lost finds the step
+// recorded by the same attempt and returns nil. A lease gone (or another
+// attempt holding the task) is a *LostLeaseError; a position already
+// holding another step, or past the steps recorded, an error naming it;
+// metadata the step cannot be appended to a *DurableFormatError. Nothing
+// is written then.
+func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, position int, step DurableStep) error {
 	if err := checkText("durable step", "name", step.Name, cairnqtype.MaxNameBytes); err != nil {
 		return err
 	}
@@ -84,35 +111,47 @@ func (s *Store) RecordStep(ctx context.Context, id, workerID string, position in
 	if step.Output == nil {
 		step.Output = json.RawMessage("null")
 	}
+	step.Attempt = attempt
 	entry, err := encodeJSON("result", step, "null")
 	if err != nil {
 		return err
 	}
 	rows, err := s.writeOne(ctx, stmtDurableStep, protocol.Args{
-		"id": id, "worker_id": workerID, "position": position, "entry": entry,
+		"id": id, "worker_id": workerID, "attempt": attempt, "position": position, "entry": entry,
 	})
 	if err != nil || len(rows) > 0 {
 		return err
 	}
-	return s.unrecorded(ctx, id, workerID, position, step.Name)
+	return s.unrecorded(ctx, id, workerID, attempt, position, step.Name)
 }
 
 // unrecorded tells why a step's write wrote nothing: the step was
-// already recorded (nil), its position is taken or past the end, or the
-// lease is gone.
-func (s *Store) unrecorded(ctx context.Context, id, workerID string, position int, name string) error {
+// already recorded by this attempt (nil), the task is another attempt's
+// or gone, the metadata cannot take the step, or the position is taken
+// or past the end. A failed read is returned as it is.
+func (s *Store) unrecorded(ctx context.Context, id, workerID string, attempt, position int, name string) error {
 	t, err := s.Get(ctx, id)
-	if err != nil || t.Status != cairnqtype.StatusRunning || t.WorkerID != workerID {
+	if errors.Is(err, cairnqtype.ErrNotFound) {
 		return &cairnqtype.LostLeaseError{ID: id}
+	}
+	if err != nil {
+		return err
+	}
+	if t.Status != cairnqtype.StatusRunning || t.WorkerID != workerID || t.Attempt != attempt {
+		return &cairnqtype.LostLeaseError{ID: id}
+	}
+	if !bytes.HasPrefix(bytes.TrimLeft(t.Metadata, " \t\r\n"), []byte("{")) {
+		return &DurableFormatError{TaskID: id, Reason: "its metadata is not a JSON object"}
 	}
 	steps, err := DurableSteps(t)
 	switch {
 	case err != nil:
 		return err
-	case position < len(steps) && steps[position].Name == name:
+	case position < len(steps) && steps[position].Name == name && steps[position].Attempt == attempt:
 		return nil
 	case position < len(steps):
-		return fmt.Errorf("cairnq: task %s: durable step %d is %q, not %q", id, position, steps[position].Name, name)
+		return fmt.Errorf("cairnq: task %s: durable step %d is %q, recorded by attempt %d, not %q",
+			id, position, steps[position].Name, steps[position].Attempt, name)
 	case position > len(steps):
 		return argError("durable step", "position", "is %d, but task %s records %d steps", position, id, len(steps))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,22 +25,25 @@ func TestRecordStepKeepsTheStepsInTheTasksMetadata(t *testing.T) {
 		}
 		task := claimOne(t, s, "w1", time.Minute)
 		charge := DurableStep{Name: "charge", Output: json.RawMessage(`{"receipt":"r1"}`), AtMs: 5, TookMs: 2, Attempt: 1}
-		if err := s.RecordStep(ctx, task.ID, "w1", 0, charge); err != nil {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, charge); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", 0, charge); err != nil {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, charge); err != nil {
 			t.Errorf("the same step again (a retried write that had committed): %v, want nil", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", 0, DurableStep{Name: "refund"}); err == nil || !strings.Contains(err.Error(), `is "charge", not "refund"`) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, DurableStep{Name: "refund"}); err == nil || !strings.Contains(err.Error(), `is "charge", recorded by attempt 1, not "refund"`) {
 			t.Errorf("another step at a taken position: %v", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", 3, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 3, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 			t.Errorf("a position past the end: %v, want ErrInvalidArgument", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w2", 1, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrLostLease) {
+		if err := s.RecordStep(ctx, task.ID, "w2", task.Attempt, 1, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Errorf("another worker's step: %v, want ErrLostLease", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", 1, DurableStep{Name: "ship"}); err != nil {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt+1, 1, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrLostLease) {
+			t.Errorf("another attempt's step under the same worker id: %v, want ErrLostLease", err)
+		}
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 1, DurableStep{Name: "ship"}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, task.ID)
@@ -59,7 +63,7 @@ func TestRecordStepKeepsTheStepsInTheTasksMetadata(t *testing.T) {
 			Error: cairnqtype.ErrorEnvelope{Message: "later"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", 2, DurableStep{Name: "late"}); !errors.Is(err, cairnqtype.ErrLostLease) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 2, DurableStep{Name: "late"}); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Errorf("a step after the attempt failed: %v, want ErrLostLease", err)
 		}
 		retried := claimOne(t, s, "w3", time.Minute)
@@ -87,7 +91,7 @@ func TestRecordStepRefusesBadInput(t *testing.T) {
 			{-1, DurableStep{Name: "x"}},
 			{0, DurableStep{Name: "x", Output: json.RawMessage(`{not json`)}},
 		} {
-			if err := s.RecordStep(ctx, task.ID, "w1", bad.position, bad.step); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
+			if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, bad.position, bad.step); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 				t.Errorf("RecordStep(%d, %.20q): %v, want ErrInvalidArgument", bad.position, bad.step.Name, err)
 			}
 		}
@@ -95,9 +99,12 @@ func TestRecordStepRefusesBadInput(t *testing.T) {
 			t.Errorf("metadata after refused steps: %s, %v", got.Metadata, err)
 		}
 	})
-	future := &cairnqtype.Task{ID: "t", Metadata: json.RawMessage(`{"cairnq_durable":{"v":2,"steps":[]}}`)}
-	if _, err := DurableSteps(future); err == nil || !strings.Contains(err.Error(), "format 2") {
-		t.Errorf("a member of format 2: %v", err)
+	for _, md := range []string{`{"cairnq_durable":{"v":2,"steps":[]}}`, `{"cairnq_durable":null}`, `{"cairnq_durable":"x"}`,
+		`{"cairnq_durable":{"v":1,"steps":null}}`, `["cairnq_durable"]`} {
+		var fe *DurableFormatError
+		if _, err := DurableSteps(&cairnqtype.Task{ID: "t", Metadata: json.RawMessage(md)}); !errors.As(err, &fe) {
+			t.Errorf("DurableSteps of %s: %v, want a *DurableFormatError", md, err)
+		}
 	}
 }
 
@@ -108,4 +115,27 @@ func compact(v json.RawMessage) string {
 		return string(v)
 	}
 	return b.String()
+}
+
+// Metadata a step cannot be appended to is refused with a
+// *DurableFormatError, nothing written, on both stores alike.
+func TestRecordStepRefusesMetadataItCannotKeep(t *testing.T) {
+	bothStores(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		for i, md := range []string{`{"cairnq_durable":null}`, `{"cairnq_durable":{"v":1,"steps":null}}`, `{"cairnq_durable":{"v":7}}`} {
+			queue := fmt.Sprint("q", i)
+			if _, err := s.Submit(ctx, SubmitParams{Name: "saga", SubmitOptions: cairnqtype.SubmitOptions{
+				Queue: queue, Metadata: json.RawMessage(md)}}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{queue}, WorkerID: "w1", Lease: time.Minute})
+			if err != nil || len(got) != 1 {
+				t.Fatal(got, err)
+			}
+			var fe *DurableFormatError
+			if err := s.RecordStep(ctx, got[0].ID, "w1", got[0].Attempt, 0, DurableStep{Name: "a"}); !errors.As(err, &fe) {
+				t.Errorf("metadata %s: %v, want a *DurableFormatError", md, err)
+			}
+		}
+	})
 }
