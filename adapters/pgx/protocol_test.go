@@ -119,31 +119,7 @@ func TestProtocolStatementsEveryExecMode(t *testing.T) {
 // whatever its due time, its definition written back while it lives.
 func TestWorkflowStatements(t *testing.T) {
 	t.Parallel()
-	ctx := adaptertest.Ctx(t)
-	e, _ := newExecutor(t, nil)
-	for _, m := range protocol.Migrations(protocol.Postgres) {
-		if err := e.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("migration %s: %v", m.Name, err)
-		}
-	}
-	set := protocol.Statements(protocol.Postgres)
-	run := func(name string, a protocol.Args) []executor.Row {
-		t.Helper()
-		st := set.Get(name).Specialize(a)
-		bound, err := st.Bind(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []executor.Row
-		err = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-			rows, err = s.Query(ctx, st.SQL, bound...)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return rows
-	}
+	run := statementRunner(t)
 	insert := func(id, parent, metadata string, delay int64) {
 		t.Helper()
 		var p any
@@ -206,31 +182,7 @@ func TestWorkflowStatements(t *testing.T) {
 // already taken.
 func TestDurableStepStatement(t *testing.T) {
 	t.Parallel()
-	ctx := adaptertest.Ctx(t)
-	e, _ := newExecutor(t, nil)
-	for _, m := range protocol.Migrations(protocol.Postgres) {
-		if err := e.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("migration %s: %v", m.Name, err)
-		}
-	}
-	set := protocol.Statements(protocol.Postgres)
-	run := func(name string, a protocol.Args) []executor.Row {
-		t.Helper()
-		st := set.Get(name).Specialize(a)
-		bound, err := st.Bind(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows []executor.Row
-		err = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
-			rows, err = s.Query(ctx, st.SQL, bound...)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return rows
-	}
+	run := statementRunner(t)
 	a := protocolArgs()
 	a["id"], a["root_id"], a["metadata"] = "d1", "d1", `{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}}}}`
 	run("insert_task", a)
@@ -271,5 +223,37 @@ func TestDurableStepStatement(t *testing.T) {
 	_ = json.Unmarshal([]byte(`{"tenant":"a","cairnq_durable":{"v":1,"events":{"go":{"at_ms":5}},"steps":[{"name":"charge","output":{"n":1}},{"name":"ship","output":null}]}}`), &want)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("metadata = %v\nwant       %v", got, want)
+	}
+}
+
+// statementRunner migrates a fresh database and returns a func that runs
+// one protocol statement on it, specialized and bound to a, in a
+// transaction of its own.
+func statementRunner(t *testing.T) func(name string, a protocol.Args) []executor.Row {
+	t.Helper()
+	ctx := adaptertest.Ctx(t)
+	e, _ := newExecutor(t, nil)
+	for _, m := range protocol.Migrations(protocol.Postgres) {
+		if err := e.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("migration %s: %v", m.Name, err)
+		}
+	}
+	set := protocol.Statements(protocol.Postgres)
+	return func(name string, a protocol.Args) []executor.Row {
+		t.Helper()
+		st := set.Get(name).Specialize(a)
+		bound, err := st.Bind(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []executor.Row
+		err = e.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+			rows, err = s.Query(ctx, st.SQL, bound...)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return rows
 	}
 }
