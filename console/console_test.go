@@ -385,6 +385,27 @@ func compact(b []byte) []byte {
 	return out.Bytes()
 }
 
+// A copy keeps the user's metadata but not the SDK's own members: a
+// durable handler's recorded steps would be replayed, not run, and a
+// workflow step's mark would sit on a task that is no step.
+func TestCopyLeavesTheSDKsMembersBehind(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		a := submit(t, c, "x", nil, &cairnq.SubmitOptions{Metadata: json.RawMessage(
+			`{"tenant":"acme","cairnq_durable":{"v":1,"steps":[{"name":"charge","output":1}]},"cairnq_workflow":{"v":1,"record":"task_x","step":"s"}}`)})
+		h := mount(t, c, &console.Options{AllowWrites: true})
+		r := postForm(t, h, "/cairnq/tasks/"+a.ID+"/copy", nil, sameOrigin)
+		if r.Status != http.StatusSeeOther {
+			t.Fatalf("copy: %d %s", r.Status, r.Body)
+		}
+		newID := strings.TrimPrefix(strings.SplitN(r.Header.Get("Location"), "?", 2)[0], "/cairnq/tasks/")
+		cp, err := c.Get(ctx(t), newID)
+		if err != nil || !bytes.Equal(compact(cp.Metadata), []byte(`{"tenant":"acme"}`)) {
+			t.Fatalf("the copy's metadata: %s, %v", cp.Metadata, err)
+		}
+	})
+}
+
 func TestCrossOriginRefused(t *testing.T) {
 	backends(t, func(t *testing.T, open opener) {
 		c := open(t)

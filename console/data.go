@@ -281,7 +281,7 @@ func (k *console) act(ctx context.Context, id, action string) (*cairnq.Task, err
 		}
 		var meta any
 		if len(t.Metadata) > 0 {
-			meta = json.RawMessage(t.Metadata)
+			meta = engine.UserMetadata(t.Metadata) // not the original's workflow mark or durable steps
 		}
 		return k.c.Submit(ctx, t.Name, json.RawMessage(t.Payload), &cairnq.SubmitOptions{
 			Queue: t.Queue, MaxAttempts: t.MaxAttempts, Priority: t.Priority,

@@ -157,3 +157,26 @@ func (s *Store) unrecorded(ctx context.Context, id, workerID string, attempt, po
 	}
 	return &cairnqtype.LostLeaseError{ID: id} // the lease ran out between the write and this read
 }
+
+// UserMetadata is md without the members this SDK keeps in a task's
+// metadata (a workflow step's mark, a durable handler's steps), for a
+// new task made from an old one: copied, the old one's durable steps
+// would be replayed instead of run, and a step's mark would sit on a
+// task that is no step.
+// Metadata that is not a JSON object is returned as it is.
+func UserMetadata(md json.RawMessage) json.RawMessage {
+	if !bytes.Contains(md, []byte(`"`+durableMember+`"`)) && !bytes.Contains(md, []byte(`"`+workflowMember+`"`)) {
+		return md
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(md, &m) != nil || m == nil {
+		return md
+	}
+	delete(m, durableMember)
+	delete(m, workflowMember)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return md
+	}
+	return out
+}
