@@ -41,8 +41,7 @@ type TaskContext struct {
 
 	// durable holds what this attempt knows of the task's durable steps
 	// (Once), made when a step is first run.
-	durableOnce sync.Once
-	durable     atomic.Pointer[durableRun]
+	durable atomic.Pointer[durableRun]
 
 	comp      completer.Completer // what the worker settles the task through
 	settleCtx context.Context     // the context of the worker's settlement (settle)

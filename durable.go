@@ -144,18 +144,22 @@ type durableRun struct {
 }
 
 // durableSteps is tc's durableRun, read from the claimed row when first
-// asked for.
+// asked for. Steps run one at a time, so two first calls at once are a
+// misuse begin refuses; the pointer's swap keeps even those to one run.
 func (tc *TaskContext) durableSteps() *durableRun {
-	tc.durableOnce.Do(func() {
-		d := &durableRun{used: map[string]bool{}, size: len(tc.task.Metadata)}
-		steps, err := engine.DurableSteps(tc.task)
-		if err != nil {
-			d.broken = &TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()}
-		}
-		d.steps = steps
-		tc.durable.Store(d)
-	})
-	return tc.durable.Load()
+	if d := tc.durable.Load(); d != nil {
+		return d
+	}
+	d := &durableRun{used: map[string]bool{}, size: len(tc.task.Metadata)}
+	steps, err := engine.DurableSteps(tc.task)
+	if err != nil {
+		d.broken = &TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()}
+	}
+	d.steps = steps
+	if !tc.durable.CompareAndSwap(nil, d) {
+		return tc.durable.Load()
+	}
+	return d
 }
 
 // begin starts the step name at the next position: recorded is its

@@ -18,10 +18,10 @@ import (
 	"github.com/cairnq/cairnq-go/internal/ratelimit"
 )
 
-// claimer is what the worker claims through: the store, and in tests a
-// wrapper that watches what rides on the claims.
+// claimer is what the worker claims and groups successes through: the
+// store, and in tests a wrapper that watches what rides on the claims.
 type claimer interface {
-	Claims(ctx context.Context, r engine.ClaimRequest) (engine.Claimed, error)
+	claimloop.Claimer
 	SettleCompletions(ctx context.Context, cs []*engine.Completion) error
 }
 
