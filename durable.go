@@ -54,7 +54,7 @@ func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx 
 		return out, &LostLeaseError{ID: tc.task.ID}
 	}
 	d := tc.durableSteps()
-	pos, recorded, err := d.begin(tc, name)
+	pos, recorded, err := d.begin(tc, name, "")
 	if err != nil {
 		return out, err
 	}
@@ -85,27 +85,37 @@ func (tc *TaskContext) recordStep(ctx context.Context, d *durableRun, pos int, n
 	if err != nil {
 		return nil, &SerializationError{Field: "result", Err: err}
 	}
-	if size := d.size + len(raw) + len(name) + durableEntryBytes; size > MaxValueBytes {
-		return nil, &SerializationError{Field: "metadata", Err: fmt.Errorf(
-			"%w: durable step %q would make the task's metadata %d bytes, past MaxValueBytes", ErrValueTooLarge, name, size)}
-	}
 	step := &engine.DurableStep{Name: name, Output: raw, AtMs: time.Now().UnixMilli(), TookMs: time.Since(start).Milliseconds()}
+	if err := tc.writeStep(ctx, d, pos, step); err != nil {
+		return nil, err
+	}
+	return step, nil
+}
+
+// writeStep writes step as the pos-th of tc's task, past the handler's
+// context but within the lease, after checking that the metadata keeps
+// within MaxValueBytes with it.
+func (tc *TaskContext) writeStep(ctx context.Context, d *durableRun, pos int, step *engine.DurableStep) error {
+	if size := d.size + len(step.Output) + len(step.Name) + durableEntryBytes; size > MaxValueBytes {
+		return &SerializationError{Field: "metadata", Err: fmt.Errorf(
+			"%w: durable step %q would make the task's metadata %d bytes, past MaxValueBytes", ErrValueTooLarge, step.Name, size)}
+	}
 	if tc.lost.Load() || tc.isSettled() {
-		return nil, &LostLeaseError{ID: tc.task.ID}
+		return &LostLeaseError{ID: tc.task.ID}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
 	defer cancel()
-	err = tc.w.st.RecordStep(wctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step)
+	err := tc.w.st.RecordStep(wctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step)
 	var fe *engine.DurableFormatError
 	switch {
 	case err == nil:
-		return step, nil
+		return nil
 	case errIsLostLease(err):
 		tc.markLost()
 	case errors.As(err, &fe):
 		err = d.fail(&TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()})
 	}
-	return nil, userErr(err)
+	return userErr(err)
 }
 
 // durableEntryBytes bounds what a step's record adds to the metadata
@@ -136,7 +146,8 @@ func (e *DurableMismatchError) Error() string {
 type durableRun struct {
 	mu      sync.Mutex
 	steps   []engine.DurableStep
-	size    int // the metadata's bytes, as claimed and with the steps added
+	events  map[string]engine.DurableEvent // those the claim read, then those this attempt met
+	size    int                            // the metadata's bytes, as claimed and with the steps added
 	next    int
 	used    map[string]bool
 	running string // the step whose fn runs, "" when none
@@ -151,20 +162,21 @@ func (tc *TaskContext) durableSteps() *durableRun {
 		return d
 	}
 	d := &durableRun{used: map[string]bool{}, size: len(tc.task.Metadata)}
-	steps, err := engine.DurableSteps(tc.task)
+	rec, err := engine.ReadDurable(tc.task)
 	if err != nil {
 		d.broken = &TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()}
 	}
-	d.steps = steps
+	d.steps, d.events = rec.Steps, rec.Events
 	if !tc.durable.CompareAndSwap(nil, d) {
 		return tc.durable.Load()
 	}
 	return d
 }
 
-// begin starts the step name at the next position: recorded is its
-// record when an earlier attempt recorded it (the step is then done).
-func (d *durableRun) begin(tc *TaskContext, name string) (pos int, recorded *engine.DurableStep, err error) {
+// begin starts the step name of kind (a plain step's is "") at the next
+// position: recorded is its record when an earlier attempt recorded it
+// (a plain step is then done).
+func (d *durableRun) begin(tc *TaskContext, name, kind string) (pos int, recorded *engine.DurableStep, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch {
@@ -181,10 +193,11 @@ func (d *durableRun) begin(tc *TaskContext, name string) (pos int, recorded *eng
 	}
 	pos = d.next
 	if pos < len(d.steps) {
-		if rec := d.steps[pos]; rec.Name != name {
-			mismatch := &DurableMismatchError{TaskID: tc.task.ID, Position: pos, Recorded: rec.Name, Called: name}
+		if rec := d.steps[pos]; rec.Name != name || rec.Kind != kind {
+			mismatch := &DurableMismatchError{TaskID: tc.task.ID, Position: pos,
+				Recorded: stepLabel(rec.Name, rec.Kind), Called: stepLabel(name, kind)}
 			d.broken = &TaskError{Type: "DurableMismatch", Code: "durable_mismatch", Err: mismatch, Message: mismatch.Error(),
-				Details: map[string]any{"position": pos, "recorded": rec.Name, "called": name}}
+				Details: map[string]any{"position": pos, "recorded": mismatch.Recorded, "called": mismatch.Called}}
 			return 0, nil, d.broken
 		}
 		d.used[name] = true
@@ -206,6 +219,33 @@ func (d *durableRun) end(recorded *engine.DurableStep) {
 		d.next++
 	}
 	d.running = ""
+}
+
+// stepLabel names a step in a mismatch: a sleep or a wait by its kind
+// and name, a plain step by its name.
+func stepLabel(name, kind string) string {
+	if kind == "" {
+		return name
+	}
+	return kind + " " + name
+}
+
+// event is the event name as this attempt knows it, if it arrived.
+func (d *durableRun) event(name string) (engine.DurableEvent, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ev, ok := d.events[name]
+	return ev, ok
+}
+
+// addEvent records that the event name arrived as ev (or timed out).
+func (d *durableRun) addEvent(name string, ev engine.DurableEvent) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.events == nil {
+		d.events = map[string]engine.DurableEvent{}
+	}
+	d.events[name] = ev
 }
 
 // fail breaks the run with err, which every later step returns and the

@@ -205,6 +205,7 @@ func checks() []check {
 		{"concurrent_submits", (*suite).concurrentSubmits},
 		{"submit_many", (*suite).submitMany},
 		{"workflow", (*suite).workflow},
+		{"durable", (*suite).durable},
 		{"global_limit", (*suite).globalLimit},
 		{"worker_run", (*suite).workerRun},
 	}

@@ -40,7 +40,8 @@
 // get_status_many (both; read-only, the status of many tasks at once for
 // waits polling together), and
 // snooze (both; a worker write, ownership-checked like fail, that puts a
-// running task back to queued with its attempt given back), two
+// running task back to queued with its attempt given back; for a durable
+// wait, :event names an event whose arrival keeps the task running), two
 // that read past what a held snapshot keeps (Postgres only): claim_window
 // and claimable_probe_window (claim and claimable_probe from a known
 // front of the queue), purge_from (both; purge for the SDK's own
@@ -59,12 +60,13 @@
 // the claim index's order), and two for a global
 // limit's claim (both): limit_running (a name's tasks running under a
 // live lease, per value of a metadata member) and limit_pick (the due
-// candidates of the tenants with room, in claim order), and one for a
-// durable handler (both; issue 48, not yet run by the engine):
-// durable_step (a worker write, ownership-checked like progress, that
-// appends a finished step to the steps of metadata's cairnq_durable
-// member when it holds exactly :position of them; the format is in
-// docs/plans/durable-execution.md).
+// candidates of the tenants with room, in claim order), and two for a
+// durable handler (both; issue 48): durable_step (a worker write,
+// ownership-checked like progress, that appends a finished step to the
+// steps of metadata's cairnq_durable member when it holds exactly
+// :position of them) and durable_event (an event delivered to a task that
+// has not ended, once per name, into the member's events, waking the task
+// when it waits for it); the format is in docs/plans/durable-execution.md.
 //
 // # Parameters
 //

@@ -41,7 +41,7 @@ var sqliteParams = map[string][]string{
 	"expired_leases":   {"now_ms", "limit"},
 	"queue_ages":       {"now_ms"},
 	"recent_failures":  {"before_ms"},
-	"snooze":           {"id", "worker_id", "now_ms", "delay_ms"},
+	"snooze":           {"id", "worker_id", "now_ms", "delay_ms", "event"},
 	// A workflow's advance (issue 31): its record claimed by id, its
 	// steps read, its definition written back.
 	"claim_ids":       {"worker_id", "lease_until_ms", "now_ms", "ids"},
@@ -56,6 +56,8 @@ var sqliteParams = map[string][]string{
 	"limit_pick":    {"tenant_key", "queues", "name", "now_ms", "full", "limit"},
 	// A durable handler's step checkpoint (issue 48).
 	"durable_step": {"entry", "now_ms", "id", "worker_id", "attempt", "position"},
+	// An event delivered to a durable handler's task.
+	"durable_event": {"event", "entry", "now_ms", "id"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -89,6 +91,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"limit_running":   {sqliteOnly: []string{"now_ms"}},
 	"limit_pick":      {sqliteOnly: []string{"now_ms"}},
 	"durable_step":    {sqliteOnly: []string{"now_ms"}},
+	"durable_event":   {sqliteOnly: []string{"now_ms"}},
 }
 
 var allStatementNames = []string{
@@ -99,6 +102,7 @@ var allStatementNames = []string{
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
+	"durable_event",
 }
 
 func sorted(s []string) []string {

@@ -63,6 +63,7 @@ var resultColumns = map[string][]string{
 	"workflow_ended":           {"id", "at_ms", "moved"},
 	"workflow_ended_by_status": {"id", "at_ms", "moved"},
 	"durable_step":             {"id"},
+	"durable_event":            {"id", "queue", "status", "woke"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {
@@ -289,6 +290,7 @@ func TestSQLitePlans(t *testing.T) {
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
 		// A durable handler's checkpoint finds its task by id.
 		{"durable_step", Args{"id": "task_0010", "worker_id": "w", "attempt": 1, "position": 0, "entry": `{"name":"a"}`, "now_ms": 5000}, "(id=?)"},
+		{"durable_event", Args{"id": "task_0010", "event": "go", "entry": `{"at_ms":1}`, "now_ms": 5000}, "(id=?)"},
 		// A global limit counts the leased rows only.
 		{"limit_running", Args{"name": "n1", "tenant_key": "tenant", "now_ms": 5000}, "cairnq_tasks_lease_idx"},
 		// A sweep finds the due records in claim order, without a sort.
@@ -816,6 +818,68 @@ func TestSQLiteDurableStepLeavesOtherShapesAlone(t *testing.T) {
 		call("claim", Args{"queues": One("q" + id), "names": nil, "now_ms": now, "worker_id": "w", "lease_until_ms": now + 30_000, "limit": 1})
 		if r := call("durable_step", Args{"id": id, "worker_id": "w", "attempt": 1, "position": 0, "entry": `{"name":"a"}`, "now_ms": now + 1}); len(r) != 0 {
 			t.Errorf("metadata %s: durable_step = %v, want nothing", md, r)
+		}
+		if got := call("get", Args{"id": id})[0]["metadata"]; got != md {
+			t.Errorf("metadata %s became %v", md, got)
+		}
+	}
+}
+
+// An event delivered to a durable handler's task: stored once per name,
+// whatever the event's name holds; a queued task waiting for it made due
+// now; a durable wait's snooze refused once the event is there; nothing
+// for an ended task or metadata the member cannot be kept in.
+func TestSQLiteDurableEventStatement(t *testing.T) {
+	conn := migratedDB(t)
+	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
+	const now = int64(1_000_000)
+	insert := func(id, md string) {
+		call("insert_task", Args{
+			"id": id, "name": "n", "queue": "q" + id, "payload": `{}`, "metadata": md,
+			"max_attempts": 3, "priority": 0, "run_at_ms": now, "parent_id": nil,
+			"root_id": id, "correlation_id": nil, "now_ms": now,
+		})
+	}
+	send := func(id, event, entry string, at int64) []row {
+		return call("durable_event", Args{"id": id, "event": event, "entry": entry, "now_ms": at})
+	}
+	insert("e1", `{"tenant":"a"}`)
+	if r := send("e1", "early. [0] $x", `{"payload":1,"at_ms":1}`, now); len(r) != 1 || r[0]["woke"] != int64(0) {
+		t.Fatalf("an event before any wait = %v, want the row, not woken", r)
+	}
+	if r := send("e1", "early. [0] $x", `{"payload":2,"at_ms":2}`, now); len(r) != 0 {
+		t.Fatalf("the same event again = %v, want nothing", r)
+	}
+	call("claim", Args{"queues": One("qe1"), "names": nil, "now_ms": now, "worker_id": "w", "lease_until_ms": now + 30_000, "limit": 1})
+	if r := call("snooze", Args{"id": "e1", "worker_id": "w", "now_ms": now + 1, "delay_ms": 60_000, "event": "early. [0] $x"}); len(r) != 0 {
+		t.Fatalf("a wait's snooze with its event there = %v, want nothing", r)
+	}
+	call("durable_step", Args{"id": "e1", "worker_id": "w", "attempt": 1, "position": 0,
+		"entry": `{"name":"approval","kind":"wait","until_ms":1}`, "now_ms": now + 1})
+	if r := call("snooze", Args{"id": "e1", "worker_id": "w", "now_ms": now + 2, "delay_ms": 3_600_000, "event": "approval"}); len(r) != 1 {
+		t.Fatalf("a wait's snooze = %v, want the row", r)
+	}
+	if r := send("e1", "approval", `{"payload":{"ok":true},"at_ms":3}`, now+3); len(r) != 1 || r[0]["woke"] != int64(1) {
+		t.Fatalf("the awaited event = %v, want the row, woken", r)
+	}
+	got := call("get", Args{"id": "e1"})[0]
+	if got["run_at_ms"] != now+3 {
+		t.Fatalf("run_at_ms = %v after the event, want %d", got["run_at_ms"], now+3)
+	}
+	want := `{"tenant":"a","cairnq_durable":{"v":1,"events":{"early. [0] $x":{"payload":1,"at_ms":1},"approval":{"payload":{"ok":true},"at_ms":3}},` +
+		`"steps":[{"name":"approval","kind":"wait","until_ms":1}]}}`
+	if got["metadata"] != want {
+		t.Fatalf("metadata = %v\nwant       %v", got["metadata"], want)
+	}
+	call("cancel", Args{"id": "e1", "now_ms": now + 4})
+	if r := send("e1", "late", `{"at_ms":4}`, now+5); len(r) != 0 {
+		t.Fatalf("an event to an ended task = %v, want nothing", r)
+	}
+	for i, md := range []string{`[]`, `{"cairnq_durable":"x"}`, `{"cairnq_durable":{"v":2}}`, `{"cairnq_durable":{"v":1,"events":[]}}`} {
+		id := fmt.Sprint("odd", i)
+		insert(id, md)
+		if r := send(id, "x", `{"at_ms":1}`, now); len(r) != 0 {
+			t.Errorf("metadata %s: durable_event = %v, want nothing", md, r)
 		}
 		if got := call("get", Args{"id": id})[0]["metadata"]; got != md {
 			t.Errorf("metadata %s became %v", md, got)

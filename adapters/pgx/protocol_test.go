@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"testing"
+	"time"
 
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
@@ -45,6 +46,8 @@ func protocolArgs() protocol.Args {
 		"tenant_key": "tenant", "full": `{"acme"}`,
 		// durable_step: a step's record and where it goes.
 		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0), "attempt": int64(1),
+		// snooze and durable_event: the event a durable wait waits for.
+		"event": "approval",
 	}
 }
 
@@ -255,5 +258,54 @@ func statementRunner(t *testing.T) func(name string, a protocol.Args) []executor
 			t.Fatalf("%s: %v", name, err)
 		}
 		return rows
+	}
+}
+
+// An event delivered to a durable handler's task on Postgres, as
+// TestSQLiteDurableEventStatement checks it on SQLite: stored once per
+// name; a queued task waiting for it made due now and announced on
+// cairnq_queued; a durable wait's snooze refused once the event is there.
+func TestDurableEventStatement(t *testing.T) {
+	t.Parallel()
+	run := statementRunner(t)
+	a := protocolArgs()
+	a["id"], a["root_id"], a["metadata"] = "e1", "e1", `{"tenant":"a"}`
+	run("insert_task", a)
+	send := func(id, event, entry string) []executor.Row {
+		return run("durable_event", protocol.Args{"id": id, "event": event, "entry": entry})
+	}
+	if r := send("e1", "early", `{"payload":1,"at_ms":1}`); len(r) != 1 || r[0]["woke"] != false {
+		t.Fatalf("an event before any wait = %v, want the row, not woken", r)
+	}
+	if r := send("e1", "early", `{"payload":2,"at_ms":2}`); len(r) != 0 {
+		t.Fatalf("the same event again = %v, want nothing", r)
+	}
+	run("claim", protocol.Args{"queues": `{"default"}`, "names": nil, "worker_id": "w", "lease_ms": int64(30_000), "limit": int64(1)})
+	if r := run("snooze", protocol.Args{"id": "e1", "worker_id": "w", "delay_ms": int64(60_000), "event": "early"}); len(r) != 0 {
+		t.Fatalf("a wait's snooze with its event there = %v, want nothing", r)
+	}
+	run("durable_step", protocol.Args{"id": "e1", "worker_id": "w", "attempt": int64(1), "position": int64(0),
+		"entry": `{"name":"approval","kind":"wait","until_ms":1}`})
+	if r := run("snooze", protocol.Args{"id": "e1", "worker_id": "w", "delay_ms": int64(3_600_000), "event": "approval"}); len(r) != 1 {
+		t.Fatalf("a wait's snooze = %v, want the row", r)
+	}
+	if r := send("e1", "approval", `{"payload":{"ok":true},"at_ms":3}`); len(r) != 1 || r[0]["woke"] != true || r[0]["status"] != "queued" {
+		t.Fatalf("the awaited event = %v, want the row, woken", r)
+	}
+	if got := run("get", protocol.Args{"id": "e1"})[0]; got["run_at_ms"].(int64) > time.Now().Add(time.Minute).UnixMilli() {
+		t.Fatalf("run_at_ms = %v after the event, want now", got["run_at_ms"])
+	}
+	run("cancel", protocol.Args{"id": "e1"})
+	if r := send("e1", "late", `{"at_ms":4}`); len(r) != 0 {
+		t.Fatalf("an event to an ended task = %v, want nothing", r)
+	}
+	for i, md := range []string{`[]`, `{"cairnq_durable":"x"}`, `{"cairnq_durable":{"v":2}}`, `{"cairnq_durable":{"v":1,"events":[]}}`} {
+		a := protocolArgs()
+		id := fmt.Sprint("odd", i)
+		a["id"], a["root_id"], a["metadata"] = id, id, md
+		run("insert_task", a)
+		if r := send(id, "x", `{"at_ms":1}`); len(r) != 0 {
+			t.Errorf("metadata %s: durable_event = %v, want nothing", md, r)
+		}
 	}
 }

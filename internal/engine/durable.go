@@ -15,7 +15,9 @@ import (
 // task's own metadata, in a format another SDK can read
 // (docs/plans/durable-execution.md):
 //
-//	"cairnq_durable": {"v": 1, "steps": [{"name", "output", "at_ms", "took_ms", "attempt"}, ...]}
+//	"cairnq_durable": {"v": 1,
+//	  "steps": [{"name", "output", "at_ms", "took_ms", "attempt", "kind", "until_ms"}, ...],
+//	  "events": {"<event>": {"payload", "at_ms", "timed_out"}, ...}}
 //
 // They live in metadata because no statement of any SDK writes metadata
 // after the insert: the steps survive a retry, a recovered lease, a
@@ -28,22 +30,51 @@ const durableMember = "cairnq_durable"
 // durableFormat is the member's format this SDK reads and writes.
 const durableFormat = 1
 
-// DurableStep is one finished step of a durable handler, as recorded:
-// its name, its output as JSON, when it finished (epoch milliseconds),
-// how long it ran and the attempt that ran it.
+// The kinds of a durable step besides a plain one ("").
+const (
+	// StepSleep is a durable sleep: UntilMs is when it ends.
+	StepSleep = "sleep"
+	// StepWait is a wait for the event its name names: UntilMs is when
+	// it times out.
+	StepWait = "wait"
+)
+
+// DurableStep is one step of a durable handler, as recorded: its name,
+// its output as JSON, when it finished (epoch milliseconds; a sleep's or
+// a wait's when it began), how long it ran and the attempt that ran it;
+// a sleep or a wait has its Kind and the time it ends, UntilMs.
 type DurableStep struct {
 	Name    string          `json:"name"`
 	Output  json.RawMessage `json:"output"`
 	AtMs    int64           `json:"at_ms"`
 	TookMs  int64           `json:"took_ms"`
 	Attempt int             `json:"attempt"`
+	Kind    string          `json:"kind,omitempty"`
+	UntilMs int64           `json:"until_ms,omitempty"`
+}
+
+// DurableEvent is an event delivered to a task, as recorded: its payload
+// as JSON and when it arrived (epoch milliseconds); or, TimedOut, the
+// mark a wait for it that ran out left in its place.
+type DurableEvent struct {
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	AtMs     int64           `json:"at_ms"`
+	TimedOut bool            `json:"timed_out,omitempty"`
+}
+
+// Durable is what a task's member records: its steps in the order they
+// ran, and the events delivered to it by name.
+type Durable struct {
+	Steps  []DurableStep
+	Events map[string]DurableEvent
 }
 
 // DurableFormatError reports metadata a durable step cannot be read
 // from or appended to: metadata that is not a JSON object, or a
 // cairnq_durable member that is not format 1's object with an array of
-// steps (another SDK's, a newer format, a hand-made one). Running the
-// steps again could repeat their side effects, so it is not retryable.
+// steps and an object of events (another SDK's, a newer format, a
+// hand-made one). Running the steps again could repeat their side
+// effects, so it is not retryable.
 type DurableFormatError struct {
 	TaskID string
 	Reason string
@@ -57,35 +88,48 @@ func (e *DurableFormatError) Error() string {
 // and none when t has no member. Metadata whose member this SDK cannot
 // read or append to is a *DurableFormatError, not an empty record.
 func DurableSteps(t *cairnqtype.Task) ([]DurableStep, error) {
+	d, err := ReadDurable(t)
+	return d.Steps, err
+}
+
+// ReadDurable returns what t's member records, and nothing when t has
+// none. Metadata whose member this SDK cannot read or append to is a
+// *DurableFormatError, not an empty record.
+func ReadDurable(t *cairnqtype.Task) (Durable, error) {
 	if !bytes.Contains(t.Metadata, []byte(`"`+durableMember+`"`)) {
-		return nil, nil // most tasks: no decoding
+		return Durable{}, nil // most tasks: no decoding
+	}
+	bad := func(reason string, args ...any) (Durable, error) {
+		return Durable{}, &DurableFormatError{TaskID: t.ID, Reason: fmt.Sprintf(reason, args...)}
 	}
 	var md map[string]json.RawMessage
 	if err := json.Unmarshal(t.Metadata, &md); err != nil || md == nil {
-		return nil, &DurableFormatError{TaskID: t.ID, Reason: "its metadata is not a JSON object"}
+		return bad("its metadata is not a JSON object")
 	}
 	raw, ok := md[durableMember]
 	if !ok {
-		return nil, nil
+		return Durable{}, nil
 	}
 	var member map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &member); err != nil || member == nil {
-		return nil, &DurableFormatError{TaskID: t.ID, Reason: "its cairnq_durable member is not a JSON object"}
+		return bad("its cairnq_durable member is not a JSON object")
 	}
 	var v int
 	if err := json.Unmarshal(member["v"], &v); err != nil || v != durableFormat {
-		return nil, &DurableFormatError{TaskID: t.ID, Reason: fmt.Sprintf(
-			"its cairnq_durable member is format %s; this SDK reads format %d", member["v"], durableFormat)}
+		return bad("its cairnq_durable member is format %s; this SDK reads format %d", member["v"], durableFormat)
 	}
-	rawSteps, ok := member["steps"]
-	if !ok {
-		return nil, nil
+	var d Durable
+	if raw, ok := member["steps"]; ok {
+		if err := json.Unmarshal(raw, &d.Steps); err != nil || d.Steps == nil {
+			return bad("its cairnq_durable steps are not an array of steps")
+		}
 	}
-	var steps []DurableStep
-	if err := json.Unmarshal(rawSteps, &steps); err != nil || steps == nil {
-		return nil, &DurableFormatError{TaskID: t.ID, Reason: "its cairnq_durable steps are not an array of steps"}
+	if raw, ok := member["events"]; ok {
+		if err := json.Unmarshal(raw, &d.Events); err != nil || d.Events == nil {
+			return bad("its cairnq_durable events are not an object of events")
+		}
 	}
-	return steps, nil
+	return d, nil
 }
 
 // RecordStep records step as the position-th (0-based) of task id's

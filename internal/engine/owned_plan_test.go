@@ -19,7 +19,8 @@ import (
 func TestOwnedWritesFindTheirTasksByKey(t *testing.T) {
 	ctx := t.Context()
 	s, _, db := openClaimLogPG(t)
-	owned := []string{stmtComplete, stmtCompleteMany, stmtFail, stmtSucceed, stmtSnooze, stmtProgress, stmtHeartbeat}
+	owned := []string{stmtComplete, stmtCompleteMany, stmtFail, stmtSucceed, stmtSnooze, stmtProgress, stmtHeartbeat,
+		stmtDurableStep, stmtDurableEvent}
 	check := func(table string, names []string) {
 		t.Helper()
 		for _, name := range names {
@@ -72,6 +73,7 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 		"id": "task_x", "ids": pgArray([]string{"task_x"}), "worker_id": "w", "worker_ids": pgArray([]string{"w"}),
 		"result": nil, "results": pgArrayNullable([]any{nil}), "lease_ms": int64(30000), "progress": nil,
 		"message": nil, "retryable": true, "error": "{}", "delay_ms": int64(0),
+		"event": "", "entry": "{}", "attempt": int64(1), "position": int64(0),
 	}
 	scans, indexes, _ = planReads(explainGenericPlan(t, s, db, name, a))
 	return scans, indexes

@@ -52,6 +52,10 @@ type Settlement struct {
 	// Added holds the steps a workflow's step added while it ran
 	// (AddedSteps), written only if it succeeds; nil for none.
 	Added []workflowspec.Step
+	// Event is, for a snooze, the event a durable wait waits for: the
+	// snooze is written only while the task holds no such event, and
+	// Settle returns an *EventArrivedError when it does.
+	Event string
 }
 
 // Settled is what a settlement wrote.
@@ -106,9 +110,11 @@ func (s *Store) Settle(ctx context.Context, st Settlement) (Settled, error) {
 	}
 	mark, step := StepMarkOf(st.Task)
 	if !step {
-		return s.settlePlain(ctx, st)
+		out, err := s.settlePlain(ctx, st)
+		return out, s.waitEnded(ctx, st, err)
 	}
 	out, err := s.settleStep(ctx, st, mark)
+	err = s.waitEnded(ctx, st, err)
 	var refused *AddedStepsError
 	if errors.As(err, &refused) {
 		return s.failRefused(ctx, st, mark, refused)
@@ -140,7 +146,7 @@ func (s *Store) settlePlain(ctx context.Context, st Settlement) (Settled, error)
 	case Failed:
 		t, err = s.Fail(ctx, id, st.WorkerID, st.Error, st.Retryable, st.Delay)
 	default:
-		t, err = s.Snooze(ctx, id, st.WorkerID, st.Delay)
+		t, err = s.snooze(ctx, id, st.WorkerID, st.Delay, st.Event)
 	}
 	if err != nil {
 		return Settled{}, err
@@ -191,7 +197,7 @@ func (s *Store) settleStatement(st Settlement) (string, protocol.Args, error) {
 		a["error"], a["retryable"], a["delay_ms"] = text, st.Retryable, ms(max(st.Delay, 0))
 		return stmtFail, a, nil
 	default:
-		a["delay_ms"] = ms(st.Delay)
+		a["delay_ms"], a["event"] = ms(st.Delay), st.Event
 		return stmtSnooze, a, nil
 	}
 }

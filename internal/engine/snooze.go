@@ -24,12 +24,16 @@ import (
 // is written; a negative delay is an *ArgumentError. A zero delay requeues
 // the task due now. Nothing limits how often a task may be snoozed.
 func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Duration) (*cairnqtype.Task, error) {
+	return s.snooze(ctx, id, workerID, delay, "")
+}
+
+// snooze is Snooze, for a durable wait only while the task holds no
+// event of that name (snoozeArgs).
+func (s *Store) snooze(ctx context.Context, id, workerID string, delay time.Duration, event string) (*cairnqtype.Task, error) {
 	if delay < 0 {
 		return nil, argError("snooze", "delay", "must be >= 0, got %v", delay)
 	}
-	t, err := s.owned(ctx, stmtSnooze, id, protocol.Args{
-		"id": id, "worker_id": workerID, "delay_ms": ms(delay),
-	})
+	t, err := s.owned(ctx, stmtSnooze, id, snoozeArgs(id, workerID, delay, event))
 	if err != nil {
 		return nil, err
 	}
@@ -40,4 +44,11 @@ func (s *Store) Snooze(ctx context.Context, id, workerID string, delay time.Dura
 		s.requeued(t)
 	}
 	return t, nil
+}
+
+// snoozeArgs are the snooze statement's arguments: event names the event
+// a durable wait waits for, whose arrival keeps the task running; ""
+// snoozes whatever the task's events.
+func snoozeArgs(id, workerID string, delay time.Duration, event string) protocol.Args {
+	return protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(delay), "event": event}
 }

@@ -74,4 +74,6 @@ const (
 	// A durable handler's (durable.go), ours, beside the protocol's:
 	// append a finished step to the task's cairnq_durable member.
 	stmtDurableStep = "durable_step"
+	// Deliver an event into the member, waking a task that waits for it.
+	stmtDurableEvent = "durable_event"
 )

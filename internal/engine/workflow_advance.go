@@ -448,7 +448,7 @@ func (s *Store) holdRecord(ctx context.Context, id, workerID string) error {
 		if err != nil || !claimed {
 			return err
 		}
-		_, err = s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(sweepMax)})
+		_, err = s.exec(ctx, q, stmtSnooze, snoozeArgs(id, workerID, sweepMax, ""))
 		return err
 	})
 }
@@ -498,7 +498,7 @@ func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced
 				delay = sweepDelay(s.now(), adv.changed)
 			}
 		}
-		rows, err := s.exec(ctx, q, stmtSnooze, protocol.Args{"id": id, "worker_id": workerID, "delay_ms": ms(delay)})
+		rows, err := s.exec(ctx, q, stmtSnooze, snoozeArgs(id, workerID, delay, ""))
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,10 @@
 -- failed, if one did. A pending cancel request wins here as on every exit from
 -- running: the task ends canceled, keeping its attempt, worker, progress and
 -- message. The notify trigger sees running -> queued (or -> canceled) like any
--- other such update. No row back means the lease was lost.
+-- other such update. A durable wait (:event not empty) hands the task back
+-- only while the cairnq_durable member of its metadata holds no event of
+-- that name, so an event that committed first keeps the attempt running.
+-- No row back means the lease was lost, or that event is there.
 -- The ownership check sits in IS TRUE so that the row is found by its
 -- key (package protocol, "Ownership checks on Postgres").
 UPDATE cairnq_tasks
@@ -24,5 +27,7 @@ SET status          = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'cancele
 WHERE id = :id
   AND (status = 'running'
        AND worker_id = :worker_id
-       AND lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)) IS TRUE
+       AND lease_until_ms > CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)
+       AND (CAST(:event AS text) = ''
+            OR metadata #> ARRAY['cairnq_durable', 'events', CAST(:event AS text)] IS NULL)) IS TRUE
 RETURNING *;

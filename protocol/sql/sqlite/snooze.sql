@@ -6,7 +6,10 @@
 -- alone: it still describes the last attempt that failed, if one did.
 -- A pending cancel request wins here as on every exit from running: the task
 -- ends canceled, keeping its attempt, worker, progress and message.
--- No row back means the lease was lost.
+-- A durable wait (:event not empty) hands the task back only while the
+-- cairnq_durable member of its metadata holds no event of that name, so an
+-- event that committed first keeps the attempt running.
+-- No row back means the lease was lost, or that event is there.
 UPDATE cairnq_tasks
 SET status          = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled' ELSE 'queued' END,
     attempt         = CASE WHEN cancel_requested_at_ms IS NOT NULL THEN attempt ELSE MAX(attempt - 1, 0) END,
@@ -21,4 +24,6 @@ WHERE id = :id
   AND status = 'running'
   AND worker_id = :worker_id
   AND lease_until_ms > :now_ms
+  AND (:event = ''
+       OR NOT EXISTS (SELECT 1 FROM json_each(metadata, '$.cairnq_durable.events') WHERE key = :event))
 RETURNING *;
