@@ -68,7 +68,14 @@ func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx 
 	var step *engine.DurableStep
 	defer func() { d.end(step) }() // also when fn panics or exits its goroutine
 	start := time.Now()
-	if out, err = fn(ctx); err != nil {
+	run := func(ctx context.Context) (err error) {
+		out, err = fn(ctx)
+		return err
+	}
+	if mws := tc.w.opts.StepMiddleware; len(mws) > 0 {
+		run = chainSteps(mws, &StepCall{Task: tc, Name: name, Position: pos}, run)
+	}
+	if err = run(ctx); err != nil {
 		return out, err
 	}
 	if step, err = tc.recordStep(ctx, d, pos, name, out, start); err != nil {

@@ -63,6 +63,11 @@ func TestDurableSleepParksAndResumes(t *testing.T) {
 		if p.RunAt.After(se.Until.Add(time.Second)) {
 			t.Fatalf("due %v, want by the sleep's end %v", p.RunAt, se.Until)
 		}
+		rec, err := cairnq.DurableOf(p)
+		if err != nil || len(rec.Steps) != 2 || rec.Steps[0].Name != "before" || string(rec.Steps[0].Output) != "1" ||
+			rec.Parked == nil || rec.Parked.Name != "nap" || rec.Parked.Kind != "sleep" || !rec.Parked.Until.Equal(se.Until) {
+			t.Fatalf("DurableOf a sleeping task = %+v, %v; want its step, and parked in nap until %v", rec, err, se.Until)
+		}
 		done := workUntil(t, c, w, task.ID)
 		if done.Status != cairnq.StatusSucceeded || string(done.Result) != "1" || before.Load() != 1 || after.Load() != 1 {
 			t.Fatalf("after the sleep: %s, result %s, before ran %d times, after %d; want succeeded, 1, 1, 1",

@@ -51,6 +51,34 @@ func chainMiddleware(mws []Middleware, call *Call, fn func(ctx context.Context) 
 	return fn
 }
 
+// StepCall is one durable step's run as a StepMiddleware sees it.
+type StepCall struct {
+	// Task is the context of the task whose step runs.
+	Task *TaskContext
+	// Name is the step's name, Position its place among the task's
+	// steps (from 0).
+	Name     string
+	Position int
+}
+
+// StepMiddleware wraps the function of every durable step that runs
+// (Once; a step replayed from its record runs nothing and is not
+// wrapped): it calls next to run the rest of the chain and then the
+// step's function, giving next a derived context (a span, values) the
+// function receives, and returns next's error or its own. An error it
+// returns without calling next fails the step as the function's would.
+// WorkerOptions.StepMiddleware lists them outermost first.
+type StepMiddleware func(ctx context.Context, step *StepCall, next func(ctx context.Context) error) error
+
+// chainSteps returns fn wrapped in mws, the first outermost.
+func chainSteps(mws []StepMiddleware, step *StepCall, fn func(ctx context.Context) error) func(ctx context.Context) error {
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], fn
+		fn = func(ctx context.Context) error { return mw(ctx, step, next) }
+	}
+	return fn
+}
+
 // Submission is one submit on its way to the database, as a SubmitHook
 // sees it. A hook may change it before calling next: Options is the
 // submit's own copy.

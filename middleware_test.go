@@ -285,6 +285,9 @@ func TestNilHooksAndMiddlewareAreArgumentErrors(t *testing.T) {
 	if _, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Middleware: []cairnq.Middleware{nil}}); !errors.Is(err, cairnq.ErrInvalidArgument) {
 		t.Errorf("nil middleware: %v", err)
 	}
+	if _, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{StepMiddleware: []cairnq.StepMiddleware{nil}}); !errors.Is(err, cairnq.ErrInvalidArgument) {
+		t.Errorf("nil step middleware: %v", err)
+	}
 }
 
 func TestEnvelopeOf(t *testing.T) {

@@ -150,6 +150,9 @@ type WorkerOptions struct {
 	// Middleware wraps every handler call, the first outermost; see
 	// Middleware.
 	Middleware []Middleware
+	// StepMiddleware wraps every durable step's function that runs
+	// (Once), the first outermost; see StepMiddleware.
+	StepMiddleware []StepMiddleware
 	// Logger receives the worker's events (see the package documentation's
 	// "Logging") and, through the default OnError, what it survives.
 	// Default: the Client's (Options.Logger).
@@ -370,6 +373,11 @@ func (o *WorkerOptions) validate() error {
 	for i, mw := range o.Middleware {
 		if mw == nil {
 			return bad("Middleware", "entry %d is nil", i)
+		}
+	}
+	for i, mw := range o.StepMiddleware {
+		if mw == nil {
+			return bad("StepMiddleware", "entry %d is nil", i)
 		}
 	}
 	for name, n := range o.Resources {

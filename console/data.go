@@ -1,12 +1,15 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -226,7 +229,44 @@ type taskDetail struct {
 	// Workflow is the workflow the task is the record or a step of, ""
 	// for none.
 	Workflow string
-	Now      time.Time
+	// Durable is what a durable handler recorded on the task; DurableErr
+	// says why it could not be read.
+	Durable    durableView
+	DurableErr string
+	Now        time.Time
+}
+
+// durableView is a durable handler's record as the task page shows it:
+// the steps, the events (by arrival), and the step it is parked in.
+type durableView struct {
+	Steps  []engine.DurableStep
+	Events []durableEvent
+	Parked *engine.DurableStep
+}
+
+// durableEvent is an event delivered to a task, with its name.
+type durableEvent struct {
+	Name string
+	engine.DurableEvent
+}
+
+// durableOf reads t's durable record for its page.
+func durableOf(t *cairnqtype.Task) (durableView, error) {
+	d, err := engine.ReadDurable(t)
+	if err != nil {
+		return durableView{}, err
+	}
+	v := durableView{Steps: d.Steps}
+	for name, ev := range d.Events {
+		v.Events = append(v.Events, durableEvent{name, ev})
+	}
+	slices.SortFunc(v.Events, func(a, b durableEvent) int {
+		return cmp.Or(cmp.Compare(a.AtMs, b.AtMs), strings.Compare(a.Name, b.Name))
+	})
+	if p, ok := d.Parked(t.Status == cairnqtype.StatusQueued); ok {
+		v.Parked = &v.Steps[p]
+	}
+	return v, nil
 }
 
 func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*taskDetail, error) {
@@ -235,6 +275,9 @@ func (k *console) taskDetail(ctx context.Context, id string, findKey bool) (*tas
 		return nil, err
 	}
 	d := &taskDetail{Task: t, Workflow: workflowOf(t)}
+	if d.Durable, err = durableOf(t); err != nil {
+		d.DurableErr = err.Error()
+	}
 	if d.Now, err = k.st.ConsoleNow(ctx); err != nil {
 		return nil, err
 	}

@@ -39,7 +39,9 @@ var funcs = template.FuncMap{
 	"rows": func(base string, now time.Time, sel bool, ts []*cairnqtype.Task) rowsView {
 		return rowsView{Base: base, Now: now, Select: sel, Tasks: ts}
 	},
-	"at": func(t, now time.Time) atView { return atView{T: t, Now: now} },
+	"at":   func(t, now time.Time) atView { return atView{T: t, Now: now} },
+	"ms":   func(ms int64) time.Time { return time.UnixMilli(ms) },
+	"took": func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond },
 }
 
 // rowsView is what the "taskrows" template takes.

@@ -28,7 +28,11 @@
 // error.type set to its error envelope's type (or "lease_lost") and
 // cairnq.error.code to the envelope's code. A batch call is one span,
 // with messaging.batch.message_count and a link to each task's submit
-// span: its handler gets one context, which can have one parent.
+// span: its handler gets one context, which can have one parent. With
+// StepMiddleware listed in cairnq.WorkerOptions.StepMiddleware, each
+// durable step that runs (cairnq.Once) is an internal span "step NAME",
+// a child of its attempt's, with cairnq.step.name and
+// cairnq.step.position.
 //
 // # Propagation
 //
@@ -57,7 +61,9 @@
 //
 // # Outcomes
 //
-// cairnq.task.outcome is one of succeeded, retried, failed and lease_lost.
+// cairnq.task.outcome is one of succeeded, retried, failed, lease_lost
+// and suspended (a durable sleep or wait parked the task: an error that
+// is cairnq.ErrSuspended is no failure).
 // It is computed in the middleware, from what the handler returned, just
 // before the worker settles the task, the way the worker will settle it: a
 // lost lease is lease_lost (the worker records nothing; an attempt

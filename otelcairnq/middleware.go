@@ -140,7 +140,8 @@ func (t *Telemetry) endProcess(ctx context.Context, span trace.Span, call *cairn
 	case err != nil:
 		env = cairnq.EnvelopeOf(err)
 	}
-	failed := panicked || err != nil
+	suspended := !panicked && isSuspended(err)
+	failed := (panicked || err != nil) && !suspended
 	// Uniform holds the outcome every task of the call shares; a batch of
 	// tasks on different attempts may not share one.
 	uniform := ""
@@ -195,6 +196,8 @@ func outcomeOf(tc *cairnq.TaskContext, err error, failed, retryable, exited bool
 	switch {
 	case exited, tc.LostLease(), isLostLease(err):
 		return OutcomeLeaseLost
+	case !failed && err != nil: // parked by a durable sleep or wait
+		return OutcomeSuspended
 	case !failed:
 		return OutcomeSucceeded
 	case retryable && tc.Attempt() < tc.Task().MaxAttempts:
@@ -216,4 +219,18 @@ func isLostLease(err error) (lost bool) {
 		}
 	}()
 	return errors.Is(err, cairnq.ErrLostLease)
+}
+
+// isSuspended reports whether err says a durable sleep or wait parked
+// the task, surviving an error whose own Is method panics.
+func isSuspended(err error) (suspended bool) {
+	if err == nil {
+		return false
+	}
+	defer func() {
+		if recover() != nil {
+			suspended = false
+		}
+	}()
+	return errors.Is(err, cairnq.ErrSuspended)
 }

@@ -26,6 +26,9 @@ const (
 	OutcomeRetried   = "retried"
 	OutcomeFailed    = "failed"
 	OutcomeLeaseLost = "lease_lost"
+	// OutcomeSuspended is an attempt a durable sleep or wait parked
+	// (cairnq.ErrSuspended): the task runs again later, no attempt spent.
+	OutcomeSuspended = "suspended"
 )
 
 // The attributes cairnq adds to the semantic conventions' own.
@@ -36,6 +39,9 @@ const (
 	AttrTaskStatus  = attribute.Key("cairnq.task.status")
 	AttrErrorCode   = attribute.Key("cairnq.error.code")
 	AttrSubmitInTx  = attribute.Key("cairnq.submit.in_tx")
+	// On a durable step's span (StepMiddleware).
+	AttrStepName     = attribute.Key("cairnq.step.name")
+	AttrStepPosition = attribute.Key("cairnq.step.position")
 )
 
 // The metric names. A Prometheus exporter adds _total to the counters and

@@ -95,8 +95,11 @@ func TestHelpIsTrue(t *testing.T) {
 			return []string{"migrate", "--db", filepath.Join(dir, "migrated.db")}
 		}
 		args := []string{c.name, "--db", missing}
-		if c.name == "workflow" {
+		switch c.name {
+		case "workflow":
 			args = append(args, "get") // the verb, then the id below
+		case "event":
+			args = append(args, "send") // the verb, then the task and the event below
 		}
 		for range c.args.min - len(args) + 3 {
 			args = append(args, "task_x")

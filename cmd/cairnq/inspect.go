@@ -38,7 +38,10 @@ only.
 ` + taskJSONHelp
 
 const getHelp = `Shows one task as JSON (indented; --json: on one line). Reads only.
-Exit status 3 when there is no task with that id.
+Exit status 3 when there is no task with that id. Below the JSON (not
+with --json), a durable handler's task lists its steps (name, kind, the
+attempt that ran it, when, how long, its output), the events delivered to
+it, and the sleep or the wait it is parked in.
 
 ` + taskJSONHelp
 
@@ -184,7 +187,10 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 	if e.db.json {
 		return writeJSON(e.out, t)
 	}
-	return printJSON(e.out, t)
+	if err := printJSON(e.out, t); err != nil {
+		return err
+	}
+	return printDurable(e.out, t)
 }
 
 func cmdCancel(ctx context.Context, e *env, args []string) error {

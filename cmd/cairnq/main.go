@@ -292,6 +292,8 @@ func commands() []*command {
 			details: retryHelp, args: oneTaskID, run: cmdRetry},
 		{name: "workflow", synopsis: "get|cancel|retry [flags] ID", summary: "show, cancel or retry a workflow",
 			details: workflowHelp, args: arity{2, 2, "get, cancel or retry, and a workflow's id"}, run: cmdWorkflow},
+		{name: "event", synopsis: "send [--key] [flags] ID NAME [JSON]", summary: "send an event to a task's durable handler",
+			details: eventHelp, args: arity{3, 4, "send, a task's id, an event's name and an optional JSON payload"}, run: cmdEvent},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
 		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",

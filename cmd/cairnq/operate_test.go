@@ -34,7 +34,8 @@ func readCommands(id string) [][]string {
 // installation.
 func noDatabaseCommands(id string) [][]string {
 	return append(readCommands(id), []string{"submit", "x"}, []string{"cancel", id}, []string{"retry", id}, []string{"purge"},
-		[]string{"workflow", "get", id}, []string{"workflow", "cancel", id}, []string{"workflow", "retry", id})
+		[]string{"workflow", "get", id}, []string{"workflow", "cancel", id}, []string{"workflow", "retry", id},
+		[]string{"event", "send", id, "go"})
 }
 
 func withDB(args []string, db ...string) []string {

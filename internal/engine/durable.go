@@ -224,3 +224,21 @@ func UserMetadata(md json.RawMessage) json.RawMessage {
 	}
 	return out
 }
+
+// Parked is the position of the sleep or wait a task is parked in: its
+// last step, when the task is queued and that step is a sleep, or a wait
+// whose event has not arrived.
+func (d Durable) Parked(queued bool) (int, bool) {
+	last := len(d.Steps) - 1
+	if !queued || last < 0 {
+		return 0, false
+	}
+	switch s := d.Steps[last]; s.Kind {
+	case StepSleep:
+		return last, true
+	case StepWait:
+		_, arrived := d.Events[s.Name]
+		return last, !arrived
+	}
+	return 0, false
+}
