@@ -339,6 +339,45 @@
 // sweep, not in its settlement, and cannot add steps. A handler
 // registered for [WorkflowName] is refused.
 //
+// # Durable steps, sleeps and events
+//
+// A handler's steps can outlive its attempt. [Once] runs a function as
+// a named step and records its output in the task's own row when it
+// returns; a later attempt (after a failure, a crash, a lost lease, on
+// any process) gets the output back without running it again. [Sleep]
+// and [SleepUntil] park the task until a time, and [WaitEvent] until an
+// event arrives or a timeout passes: the task is queued again, due then,
+// with its attempt given back and no worker slot or lease held, and the
+// handler returns the [*SuspendedError] they return. A later attempt
+// replays the steps before and goes on.
+//
+//	receipt, err := cairnq.Once(ctx, tc, "charge", chargeCard)
+//	if err != nil {
+//		return nil, err
+//	}
+//	ok, err := cairnq.WaitEvent[Approval](ctx, tc, "approval", 48*time.Hour)
+//	if err != nil {
+//		return nil, err // parked
+//	}
+//
+// Steps are matched by name and order: a handler calls the same steps in
+// the same order on every attempt, deciding from its payload and from
+// what earlier steps returned. One whose steps differ from those recorded
+// fails the task for good with a [*DurableMismatchError]: register
+// changed code under a new task name. [Client.SendEvent] (by id),
+// [Client.SendEventByKey], and [Client.SendEventTx] in the application's
+// transaction deliver an event once per task and name; one sent before
+// the wait is kept for it, and one after its wait timed out is an
+// [*EventRefusedError]. [DurableOf] reads a task's record;
+// [WorkerOptions.StepMiddleware] wraps each step that runs.
+//
+// The record is the cairnq_durable member of the task's metadata
+// (docs/plans/durable-execution.md has its format), which no statement
+// of any SDK rewrites, so it survives retries, recovered leases and
+// purges of other tasks. TypeScript and Python workers serving the same
+// name would run the handler from the top: serve durable names from Go
+// workers only.
+//
 // # Middleware and hooks
 //
 // WorkerOptions.Middleware wraps every handler call, single and batch:

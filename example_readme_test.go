@@ -197,3 +197,61 @@ func Example_workflows() {
 	}
 	// Output: succeeded 8
 }
+
+// The README's Durable steps: a handler whose steps run once across its
+// attempts, which waits for an event and sleeps without holding a slot.
+func Example_durableSteps() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "cairnq-durable")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	c, err := cairnq.Open(ctx, filepath.Join(dir, "tasks.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	w, err := cairnq.NewWorker(c, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Handle("checkout", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		cents, err := cairnq.Once(ctx, tc, "charge", func(ctx context.Context) (int, error) {
+			return 4200, nil // charge the card: runs once, whatever happens after
+		})
+		if err != nil {
+			return nil, err
+		}
+		ok, err := cairnq.WaitEvent[string](ctx, tc, "approval", 48*time.Hour)
+		if err != nil || ok.TimedOut { // err: parked until the event or the timeout
+			return "refunded", err
+		}
+		if err := cairnq.Sleep(ctx, tc, "cool-off", 100*time.Millisecond); err != nil {
+			return nil, err
+		}
+		return fmt.Sprintf("charged %d, shipped, approved by %s", cents, ok.Payload), nil
+	}, nil)
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(runCtx) }()
+
+	t, err := c.Submit(ctx, "checkout", nil, &cairnq.SubmitOptions{Key: "order-42"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// From any process, before or after the wait begins (or `cairnq event send`):
+	if err := c.SendEventByKey(ctx, "order-42", "approval", "ops"); err != nil {
+		log.Fatal(err)
+	}
+	done, err := c.Wait(ctx, t.ID, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(done.Status, string(done.Result))
+	stop()
+	if err := <-stopped; err != nil {
+		log.Fatal(err)
+	}
+	// Output: succeeded "charged 4200, shipped, approved by ops"
+}
