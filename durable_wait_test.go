@@ -411,3 +411,52 @@ func TestDurableSleepInAWorkflowStep(t *testing.T) {
 		}
 	})
 }
+
+// A sleep outlives the process that began it: a client and worker park
+// the task and close; another opened on the same database runs it on
+// after the sleep, its step before the sleep not run again.
+func TestDurableSleepAcrossARestart(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "tasks.db")
+		sleepAcrossRestart(t, func() *cairnq.Client { return openTemp2(t, path) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		_, dsn := openPostgresDSN(t, nil)
+		sleepAcrossRestart(t, func() *cairnq.Client { c, _ := openCounted(t.Context(), t, dsn); return c })
+	})
+}
+
+func sleepAcrossRestart(t *testing.T, open func() *cairnq.Client) {
+	ctx := t.Context()
+	var charged atomic.Int32
+	handler := func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		if _, err := cairnq.Once(ctx, tc, "charge", func(context.Context) (int32, error) { return charged.Add(1), nil }); err != nil {
+			return nil, err
+		}
+		if err := cairnq.Sleep(ctx, tc, "nap", 300*time.Millisecond); err != nil {
+			return nil, err
+		}
+		return "shipped", nil
+	}
+	first := open()
+	w := newWorker(t, first, nil)
+	w.Handle("restart.nap", handler, nil)
+	task, err := first.Submit(ctx, "restart.nap", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WorkOne(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parked(t, first, task.ID)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	w2 := newWorker(t, second, nil)
+	w2.Handle("restart.nap", handler, nil)
+	done := workUntil(t, second, w2, task.ID)
+	if done.Status != cairnq.StatusSucceeded || string(done.Result) != `"shipped"` || charged.Load() != 1 {
+		t.Fatalf("after the restart: %s %s, charged %d times; want succeeded, shipped, once", done.Status, done.Result, charged.Load())
+	}
+}

@@ -77,6 +77,13 @@ func TestWorkflowKillSQLite(t *testing.T) { faulttest.WorkflowKill(t, sqliteFaul
 // worker processes on one file under a global limit, and per tenant.
 func TestGlobalLimitProcessesSQLite(t *testing.T) { faulttest.GlobalLimit(t, sqliteFault) }
 
+// TestDurableKillSQLite runs faulttest.DurableKill: worker processes
+// running a ten-step durable handler on one file, killed at random points
+// and replaced.
+func TestDurableKillSQLite(t *testing.T) {
+	faulttest.DurableKill(t, sqliteFault, faulttest.DurableOptions{})
+}
+
 // TestFaultChild is what this binary runs as a child process of the tests
 // above (sqliteFault.ChildTest); in a normal run it returns at once.
 func TestFaultChild(t *testing.T) { faulttest.Child(t, sqliteFault) }

@@ -363,3 +363,38 @@ func TestFaultPostgresRestart(t *testing.T) {
 	}
 	t.Logf("%d tasks ran twice across a crash; the worker survived %d errors, the first: %.300q", twice, len(errs), append(errs, "")[0])
 }
+
+// TestDurableKillPostgres runs faulttest.DurableKill: worker processes
+// running a ten-step durable handler on one database, killed at random
+// points and replaced.
+func TestDurableKillPostgres(t *testing.T) {
+	faulttest.DurableKill(t, pgFault, faulttest.DurableOptions{})
+}
+
+// TestDurableKillPostgresRestart runs faulttest.DurableKill on a private
+// cluster that crashes (an immediate shutdown, then crash recovery) when
+// half the tasks have ended, with the kills going on.
+func TestDurableKillPostgresRestart(t *testing.T) {
+	faulttest.SkipInChild(t)
+	if testing.Short() {
+		t.Skip("makes a private cluster; skipped with -short")
+	}
+	cl := pgtest.NewCluster(t)
+	b := pgFault
+	b.NewDB = func(*testing.T) string { return cl.DSN() }
+	faulttest.DurableKill(t, b, faulttest.DurableOptions{Midway: func(t *testing.T) {
+		if err := cl.RestartImmediate(context.Background()); err != nil {
+			t.Fatalf("restarting the server: %v", err)
+		}
+		t.Log("the server crashed and came back")
+	}})
+}
+
+// TestDurableKillPgbouncer runs faulttest.DurableKill with every process
+// reaching the database through pgbouncer in transaction mode.
+func TestDurableKillPgbouncer(t *testing.T) {
+	faulttest.SkipInChild(t)
+	b := pgFault
+	b.NewDB = func(t *testing.T) string { return pgtest.Pooler(t, pgtest.DSN(t), pgtest.PoolTransaction) }
+	faulttest.DurableKill(t, b, faulttest.DurableOptions{})
+}

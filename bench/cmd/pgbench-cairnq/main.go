@@ -96,6 +96,7 @@ type config struct {
 	profiled       bool
 
 	backlog *backlogConfig
+	durable durableConfig
 }
 
 func main() {
@@ -108,7 +109,7 @@ func main() {
 func run() error {
 	var (
 		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
-		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable")
 		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
 		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
 		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
@@ -146,6 +147,7 @@ func run() error {
 	flag.StringVar(&cfg.profileAdapter, "profile-adapter", "pgx", "adapter whose burn-down --cpuprofile profiles")
 	fleetFlags(&cfg)
 	parseBacklog := backlogFlags()
+	parseDurable := durableFlags(&cfg.durable)
 	flag.Parse()
 	if cfg.fleetChild != "" {
 		return runFleetChild(context.Background(), &cfg)
@@ -156,16 +158,19 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog":
+		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable":
 			cfg.benches = append(cfg.benches, b)
 		case "many":
 			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable)", b)
 		}
 	}
 	var err error
 	if cfg.backlog, err = parseBacklog(); err != nil {
+		return err
+	}
+	if err := parseDurable(); err != nil {
 		return err
 	}
 	if cfg.adapters, err = pickAdapters(*adapterList); err != nil {
@@ -247,6 +252,8 @@ func run() error {
 			benchSustained(ctx, &cfg, rep)
 		case "backlog":
 			benchBacklog(ctx, &cfg, cfg.backlog, rep)
+		case "durable":
+			benchDurable(ctx, &cfg)
 		}
 		if ctx.Err() != nil {
 			break

@@ -46,6 +46,10 @@ func Child(t *testing.T, b Backend) {
 		runWorkflowChild(t, c, id, out.record, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
 		return
 	}
+	if role == roleDurable {
+		runDurableChild(t, c, id, out.record, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
+		return
+	}
 	if role == roleLimited {
 		runLimitedChild(t, c, id, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
 		return
