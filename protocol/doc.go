@@ -64,7 +64,8 @@
 // durable handler (both; issue 48): durable_step (a worker write,
 // ownership-checked like progress, that appends a finished step to the
 // steps of metadata's cairnq_durable member when it holds exactly
-// :position of them) and durable_event (an event delivered to a task that
+// :position of them; durable_step_many, Postgres only, appends the steps
+// of many tasks in one statement) and durable_event (an event delivered to a task that
 // has not ended, once per name, into the member's events, waking the task
 // when it waits for it); the format is in docs/plans/durable-execution.md.
 //

@@ -48,6 +48,8 @@ func protocolArgs() protocol.Args {
 		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0), "attempt": int64(1),
 		// snooze and durable_event: the event a durable wait waits for.
 		"event": "approval",
+		// durable_step_many: the steps of a group, one task's here.
+		"attempts": `{"1"}`, "positions": `{"0"}`, "entries": `{"{\"name\":\"charge\"}"}`,
 	}
 }
 
@@ -215,8 +217,18 @@ func TestDurableStepStatement(t *testing.T) {
 			t.Errorf("metadata %s: durable_step = %v, want nothing", md, r)
 		}
 	}
-	if r := step("w", 1, `{"name":"ship","output":null}`); len(r) != 1 {
-		t.Fatalf("the second step = %v", r)
+	// The grouped form: d1's step at the position it holds is appended,
+	// one at a taken position and another attempt's are left out.
+	b := protocolArgs()
+	b["id"], b["root_id"], b["queue"] = "d2", "d2", "q-d2"
+	run("insert_task", b)
+	run("claim", protocol.Args{"queues": `{"q-d2"}`, "names": nil, "worker_id": "w", "lease_ms": int64(30_000), "limit": int64(1)})
+	r := run("durable_step_many", protocol.Args{
+		"ids": `{"d1","d2","odd0"}`, "worker_ids": `{"w","w","w"}`, "attempts": `{"1","1","2"}`, "positions": `{"1","1","0"}`,
+		"entries": `{"{\"name\":\"ship\",\"output\":null}","{\"name\":\"x\"}","{\"name\":\"y\"}"}`,
+	})
+	if len(r) != 1 || r[0]["id"] != "d1" {
+		t.Fatalf("durable_step_many = %v, want d1 alone", r)
 	}
 	var got, want any
 	md := run("get", protocol.Args{"id": "d1"})[0]["metadata"]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -160,10 +161,17 @@ func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, po
 	if err != nil {
 		return err
 	}
-	rows, err := s.writeOne(ctx, stmtDurableStep, protocol.Args{
-		"id": id, "worker_id": workerID, "attempt": attempt, "position": position, "entry": entry,
-	})
-	if err != nil || len(rows) > 0 {
+	var written bool
+	if be, ok := s.be.(*pgBackend); ok {
+		written, err = be.stepGrouped(ctx, &stepWrite{id: id, workerID: workerID, attempt: attempt, position: position, entry: entry})
+	} else {
+		var rows []executor.Row
+		rows, err = s.writeOne(ctx, stmtDurableStep, protocol.Args{
+			"id": id, "worker_id": workerID, "attempt": attempt, "position": position, "entry": entry,
+		})
+		written = len(rows) > 0
+	}
+	if err != nil || written {
 		return err
 	}
 	return s.unrecorded(ctx, id, workerID, attempt, position, step.Name)

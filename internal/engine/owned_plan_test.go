@@ -20,7 +20,7 @@ func TestOwnedWritesFindTheirTasksByKey(t *testing.T) {
 	ctx := t.Context()
 	s, _, db := openClaimLogPG(t)
 	owned := []string{stmtComplete, stmtCompleteMany, stmtFail, stmtSucceed, stmtSnooze, stmtProgress, stmtHeartbeat,
-		stmtDurableStep, stmtDurableEvent}
+		stmtDurableStep, stmtDurableStepMany, stmtDurableEvent}
 	check := func(table string, names []string) {
 		t.Helper()
 		for _, name := range names {
@@ -74,6 +74,7 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 		"result": nil, "results": pgArrayNullable([]any{nil}), "lease_ms": int64(30000), "progress": nil,
 		"message": nil, "retryable": true, "error": "{}", "delay_ms": int64(0),
 		"event": "", "entry": "{}", "attempt": int64(1), "position": int64(0),
+		"attempts": pgArray([]string{"1"}), "positions": pgArray([]string{"0"}), "entries": pgArray([]string{"{}"}),
 	}
 	scans, indexes, _ = planReads(explainGenericPlan(t, s, db, name, a))
 	return scans, indexes

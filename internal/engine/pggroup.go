@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
@@ -98,6 +99,47 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 		return cairnqtype.TaskRef{}, &cairnqtype.LostLeaseError{ID: id}
 	}
 	return refAt(res.Value.rows, res.Value.i)
+}
+
+// ---------------------------------------------------------------- durable steps
+
+// stepWrite is one durable step's record on its way to durable_step_many.
+type stepWrite struct {
+	id, workerID      string
+	attempt, position int
+	entry             string
+}
+
+// newStepper groups the durable steps of many handlers into one
+// durable_step_many: a step's record costs a share of one commit, not a
+// commit of its own (docs/plans/durable-execution.md measures the two).
+func newStepper(s *Store, ex executor.Executor) *group.Grouper[*stepWrite, rowAt] {
+	return newGrouper(func(ctx context.Context, ws []*stepWrite) []groupResult {
+		ids := make([]string, len(ws))
+		workers := make([]string, len(ws))
+		attempts := make([]string, len(ws))
+		positions := make([]string, len(ws))
+		entries := make([]string, len(ws))
+		for i, w := range ws {
+			ids[i], workers[i], entries[i] = w.id, w.workerID, w.entry
+			attempts[i], positions[i] = strconv.Itoa(w.attempt), strconv.Itoa(w.position)
+		}
+		rows, err := s.execRows(ctx, pgQuerier{ex}, stmtDurableStepMany, protocol.Args{
+			"ids": pgArray(ids), "worker_ids": pgArray(workers), "attempts": pgArray(attempts),
+			"positions": pgArray(positions), "entries": pgArray(entries),
+		})
+		return byID(ids, rows, err)
+	}, nil)
+}
+
+// stepGrouped writes one step through the backend's step groups and
+// reports whether its row was appended to.
+func (b *pgBackend) stepGrouped(ctx context.Context, w *stepWrite) (bool, error) {
+	res, err := grouped(ctx, b.stepper, w)
+	if err != nil {
+		return false, err
+	}
+	return res.Value.rows != nil, res.Err
 }
 
 // ---------------------------------------------------------------- submits

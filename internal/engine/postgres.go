@@ -80,10 +80,12 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	ok := false
 	be.completer = newCompleter(s, ex)
 	be.inserter = newInserter(s, ex, o.Logger)
+	be.stepper = newStepper(s, ex)
 	defer func() {
 		if !ok {
 			be.completer.Close()
 			be.inserter.Close()
+			be.stepper.Close()
 		}
 	}()
 	current, err := s.checkSchema(ctx, o.Schema, o.OpenExisting)
@@ -276,6 +278,7 @@ type pgBackend struct {
 	listeners []*wake.Demand
 	completer *group.Grouper[*Completion, rowAt]
 	inserter  *group.Grouper[*insertRow, rowAt]
+	stepper   *group.Grouper[*stepWrite, rowAt] // durable steps
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
@@ -369,6 +372,7 @@ func (b *pgBackend) close() error {
 		}
 		b.completer.Close()
 		b.inserter.Close()
+		b.stepper.Close()
 		if b.owns {
 			err = b.ex.Close()
 		}

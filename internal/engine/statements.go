@@ -74,6 +74,8 @@ const (
 	// A durable handler's (durable.go), ours, beside the protocol's:
 	// append a finished step to the task's cairnq_durable member.
 	stmtDurableStep = "durable_step"
+	// Postgres: the steps of many tasks in one statement (newStepper).
+	stmtDurableStepMany = "durable_step_many"
 	// Deliver an event into the member, waking a task that waits for it.
 	stmtDurableEvent = "durable_event"
 )
