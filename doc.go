@@ -368,8 +368,10 @@
 // [Client.SendEventByKey], and [Client.SendEventTx] in the application's
 // transaction deliver an event once per task and name; one sent before
 // the wait is kept for it, and one after its wait timed out is an
-// [*EventRefusedError]. [DurableOf] reads a task's record;
-// [WorkerOptions.StepMiddleware] wraps each step that runs.
+// [*EventRefusedError]. A [StepPolicy] given to Once retries a step's
+// errors within the attempt before the handler sees one. [DurableOf]
+// reads a task's record; [WorkerOptions.StepMiddleware] wraps each step
+// that runs.
 //
 // The record is the cairnq_durable member of the task's metadata
 // (docs/plans/durable-execution.md has its format), which no statement

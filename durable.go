@@ -49,9 +49,17 @@ import (
 // of the task's metadata (docs/plans/durable-execution.md has the
 // format), and the metadata with every step's output stays within
 // MaxValueBytes.
-func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx context.Context) (T, error)) (out T, err error) {
+//
+// A StepPolicy given after fn retries fn's errors within the attempt
+// before the handler sees one (the last); without one, fn runs once per
+// attempt and the task's own attempts retry it.
+func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx context.Context) (T, error), policy ...StepPolicy) (out T, err error) {
 	if tc.lost.Load() || tc.isSettled() {
 		return out, &LostLeaseError{ID: tc.task.ID}
+	}
+	p, err := stepPolicyOf(policy)
+	if err != nil {
+		return out, err
 	}
 	d := tc.durableSteps()
 	pos, recorded, err := d.begin(tc, name, "")
@@ -75,13 +83,78 @@ func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx 
 	if mws := tc.w.opts.StepMiddleware; len(mws) > 0 {
 		run = chainSteps(mws, &StepCall{Task: tc, Name: name, Position: pos}, run)
 	}
-	if err = run(ctx); err != nil {
+	if err = p.run(ctx, run); err != nil {
 		return out, err
 	}
 	if step, err = tc.recordStep(ctx, d, pos, name, out, start); err != nil {
 		step = nil
 	}
 	return out, err
+}
+
+// StepPolicy retries a durable step's function within its attempt (see
+// Once): an error is retried after Backoff, doubled each time up to
+// MaxBackoff, until fn has run Attempts times; the last error then goes
+// to the handler. An error that is not retryable (Permanent, a
+// *TaskError whose Retryable is false) and the end of the handler's
+// context stop the retries at once.
+type StepPolicy struct {
+	// Attempts is how many times fn runs at most within one attempt of
+	// the task: at least 1 (0 means 1).
+	Attempts int
+	// Backoff is the wait before fn's second run (default 100ms);
+	// MaxBackoff bounds its doubling (default 30s).
+	Backoff, MaxBackoff time.Duration
+}
+
+// stepPolicyOf is the one policy Once was given, checked, with its
+// defaults.
+func stepPolicyOf(policy []StepPolicy) (StepPolicy, error) {
+	var p StepPolicy
+	switch len(policy) {
+	case 0:
+	case 1:
+		p = policy[0]
+	default:
+		return p, &ArgumentError{Op: "durable step", Arg: "policy", Reason: fmt.Sprintf("%d given, at most 1", len(policy))}
+	}
+	switch {
+	case p.Attempts < 0:
+		return p, &ArgumentError{Op: "durable step", Arg: "StepPolicy.Attempts", Reason: fmt.Sprintf("must be >= 0, got %d", p.Attempts)}
+	case p.Backoff < 0 || p.MaxBackoff < 0:
+		return p, &ArgumentError{Op: "durable step", Arg: "StepPolicy.Backoff", Reason: "a backoff must be >= 0"}
+	}
+	p.Attempts = max(p.Attempts, 1)
+	if p.Backoff == 0 {
+		p.Backoff = 100 * time.Millisecond
+	}
+	if p.MaxBackoff == 0 {
+		p.MaxBackoff = 30 * time.Second
+	}
+	return p, nil
+}
+
+// run runs fn until it succeeds, fails for good, or has run p.Attempts
+// times, waiting the backoff between runs.
+func (p StepPolicy) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	wait := p.Backoff
+	for n := 1; ; n++ {
+		err := fn(ctx)
+		if err == nil || n >= p.Attempts {
+			return err
+		}
+		if _, retryable := envelopeOf(err); !retryable {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, p.MaxBackoff)
+	}
 }
 
 // recordStep writes a step that returned out, started at start, as the

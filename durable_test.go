@@ -3,9 +3,11 @@ package cairnq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
 )
@@ -227,6 +229,84 @@ func TestDurableStepsHoldAgainstTheHandler(t *testing.T) {
 		var mismatch *cairnq.DurableMismatchError
 		if !done.IsFailed() || done.Error == nil || done.Error.Code != "durable_mismatch" || !errors.As(succeedErr, &mismatch) {
 			t.Errorf("task %s (%+v), Succeed said %v; want failed for good with durable_mismatch", done.Status, done.Error, succeedErr)
+		}
+	})
+}
+
+// A step's policy retries its errors within the attempt: the step runs
+// until it succeeds, and is recorded once; a Permanent error is not
+// retried; the last error of the runs the policy allows goes to the
+// handler, and the task's next attempt runs the step afresh.
+func TestDurableStepPolicyRetriesWithinTheAttempt(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		var mu sync.Mutex
+		runs := map[string]int{}
+		run := func(name string) int {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[name]++
+			return runs[name]
+		}
+		policy := cairnq.StepPolicy{Attempts: 3, Backoff: time.Millisecond}
+		w := newWorker(t, c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		w.Handle("flaky", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			v, err := cairnq.Once(ctx, tc, "call", func(context.Context) (int, error) {
+				if n := run(tc.Name() + "/call"); n < 3 {
+					return 0, fmt.Errorf("timeout %d", n)
+				}
+				return 7, nil
+			}, policy)
+			if err != nil {
+				return nil, err
+			}
+			return cairnq.Once(ctx, tc, "never-enough", func(context.Context) (int, error) {
+				if n := run(tc.Name() + "/never"); n < 5 {
+					return 0, fmt.Errorf("down %d", n)
+				}
+				return v, nil
+			}, policy)
+		}, nil)
+		w.Handle("permanent", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			return cairnq.Once(ctx, tc, "call", func(context.Context) (int, error) {
+				run("permanent")
+				return 0, cairnq.Permanent(errors.New("bad input"))
+			}, policy)
+		}, nil)
+		flaky, err := c.Submit(t.Context(), "flaky", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workUntil(t, c, w, flaky.ID); got.Status != cairnq.StatusSucceeded || string(got.Result) != "7" || got.Attempt != 2 {
+			t.Fatalf("flaky: %s %s after %d attempts; want succeeded with 7 on attempt 2", got.Status, got.Result, got.Attempt)
+		}
+		if runs["flaky/call"] != 3 || runs["flaky/never"] != 5 {
+			t.Fatalf("runs %v: want call 3 times (recorded on its third), never-enough 3 on attempt 1 and 2 on attempt 2", runs)
+		}
+		w.Handle("bad-policy", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			noop := func(context.Context) (int, error) { run("bad-policy"); return 0, nil }
+			_, e1 := cairnq.Once(ctx, tc, "a", noop, cairnq.StepPolicy{Attempts: -1})
+			_, e2 := cairnq.Once(ctx, tc, "b", noop, cairnq.StepPolicy{Backoff: -time.Second})
+			_, e3 := cairnq.Once(ctx, tc, "c", noop, policy, policy)
+			for _, err := range []error{e1, e2, e3} {
+				if !errors.Is(err, cairnq.ErrInvalidArgument) {
+					return nil, cairnq.Permanent(fmt.Errorf("a bad policy: %v, want ErrInvalidArgument", err))
+				}
+			}
+			return "refused", nil
+		}, nil)
+		bad, err := c.Submit(t.Context(), "bad-policy", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workUntil(t, c, w, bad.ID); got.Status != cairnq.StatusSucceeded || runs["bad-policy"] != 0 {
+			t.Fatalf("bad policies: %s %+v, the step ran %d times; want refused without running", got.Status, got.Error, runs["bad-policy"])
+		}
+		perm, err := c.Submit(t.Context(), "permanent", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workUntil(t, c, w, perm.ID); got.Status != cairnq.StatusFailed || runs["permanent"] != 1 {
+			t.Fatalf("permanent: %s after %d runs; want failed after 1", got.Status, runs["permanent"])
 		}
 	})
 }
