@@ -370,7 +370,7 @@
 // the wait is kept for it, and one after its wait timed out is an
 // [*EventRefusedError]. A [StepPolicy] given to Once retries a step's
 // errors within the attempt before the handler sees one. [DurableOf]
-// reads a task's record; [WorkerOptions.StepMiddleware] wraps each step
+// reads a task's record; [WorkerOptions.DurableStepMiddleware] wraps each step
 // that runs.
 //
 // The record is the cairnq_durable member of the task's metadata

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
@@ -57,6 +58,9 @@ func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx 
 	if tc.lost.Load() || tc.isSettled() {
 		return out, &LostLeaseError{ID: tc.task.ID}
 	}
+	if err := engine.ValidateStepName("durable step", name); err != nil {
+		return out, userErr(err) // before fn runs: a name the record refuses would leave fn's effect unrecorded
+	}
 	p, err := stepPolicyOf(policy)
 	if err != nil {
 		return out, err
@@ -80,8 +84,8 @@ func Once[T any](ctx context.Context, tc *TaskContext, name string, fn func(ctx 
 		out, err = fn(ctx)
 		return err
 	}
-	if mws := tc.w.opts.StepMiddleware; len(mws) > 0 {
-		run = chainSteps(mws, &StepCall{Task: tc, Name: name, Position: pos}, run)
+	if mws := tc.w.opts.DurableStepMiddleware; len(mws) > 0 {
+		run = chainDurableSteps(mws, &DurableStepCall{Task: tc, Name: name, Position: pos}, run)
 	}
 	if err = p.run(ctx, run); err != nil {
 		return out, err
@@ -193,7 +197,14 @@ func (tc *TaskContext) writeStep(ctx context.Context, d *durableRun, pos int, st
 	case errIsLostLease(err):
 		tc.markLost()
 	case errors.As(err, &fe):
-		err = d.fail(&TaskError{Type: "DurableFormat", Code: "durable_format", Err: err, Message: err.Error()})
+		err = d.fail(&TaskError{Type: "DurableFormat", Code: "durable_format", Err: userErr(err), Message: err.Error()})
+	case !errors.Is(err, cairnqtype.ErrInvalidArgument): // refused before any write
+		// Whether the record committed is unknown: a step run again in
+		// this attempt could repeat its effect, or use another output
+		// than the one a later attempt replays. The attempt ends
+		// (retryably), and the next one reads the record.
+		return d.fail(fmt.Errorf("cairnq: task %s: durable step %q: its record is in doubt, so the attempt ends: %w",
+			tc.task.ID, step.Name, userErr(err)))
 	}
 	return userErr(err)
 }
@@ -218,6 +229,20 @@ func (e *DurableMismatchError) Error() string {
 	return fmt.Sprintf("cairnq: task %s: durable step %d is %q in this attempt, but %q was recorded there: "+
 		"the handler's steps changed under a live task (give changed steps a new task name)",
 		e.TaskID, e.Position, e.Called, e.Recorded)
+}
+
+// DurableFormatError reports a task whose durable record this SDK
+// cannot read or append to: metadata that is not a JSON object, or a
+// cairnq_durable member that is not format 1's (another SDK's, a newer
+// format, a hand-made one). A step that meets one fails its task for
+// good: running the steps again could repeat their effects.
+type DurableFormatError struct {
+	TaskID string
+	Reason string
+}
+
+func (e *DurableFormatError) Error() string {
+	return (*engine.DurableFormatError)(e).Error()
 }
 
 // durableRun is what one attempt knows of its task's durable steps: the
@@ -262,8 +287,6 @@ func (d *durableRun) begin(tc *TaskContext, name, kind string) (pos int, recorde
 	switch {
 	case d.broken != nil:
 		return 0, nil, d.broken
-	case name == "":
-		return 0, nil, &ArgumentError{Op: "durable step", Arg: "name", Reason: "is empty"}
 	case d.running != "":
 		return 0, nil, &ArgumentError{Op: "durable step", Arg: "name", Reason: fmt.Sprintf(
 			"%q started while step %q runs: a task's steps run one at a time and do not nest", name, d.running)}

@@ -2,8 +2,6 @@ package cairnq
 
 import (
 	"encoding/json"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/engine"
@@ -21,10 +19,16 @@ type DurableRecord struct {
 	Parked *DurableStep
 }
 
+// The kinds of a DurableStep besides a step of Once ("").
+const (
+	DurableSleep = engine.StepSleep // Sleep, SleepUntil
+	DurableWait  = engine.StepWait  // WaitEvent
+)
+
 // DurableStep is one recorded step of a durable handler.
 type DurableStep struct {
 	Name string
-	// Kind is "" for a step of Once, "sleep" or "wait".
+	// Kind is "" for a step of Once, DurableSleep or DurableWait.
 	Kind string
 	// Output is a step's output as JSON (null for a sleep or a wait).
 	Output json.RawMessage
@@ -54,19 +58,17 @@ type DeliveredEvent struct {
 func DurableOf(t *Task) (*DurableRecord, error) {
 	d, err := engine.ReadDurable(t.row())
 	if err != nil {
-		return nil, err
+		return nil, userErr(err)
 	}
 	rec := &DurableRecord{}
 	for _, s := range d.Steps {
 		rec.Steps = append(rec.Steps, DurableStep{Name: s.Name, Kind: s.Kind, Output: s.Output, At: time.UnixMilli(s.AtMs),
 			Took: time.Duration(s.TookMs) * time.Millisecond, Attempt: s.Attempt, Until: msTime(s.UntilMs)})
 	}
-	for name, ev := range d.Events {
+	for _, name := range d.EventNames() {
+		ev := d.Events[name]
 		rec.Events = append(rec.Events, DeliveredEvent{Name: name, Payload: ev.Payload, At: time.UnixMilli(ev.AtMs), TimedOut: ev.TimedOut})
 	}
-	slices.SortFunc(rec.Events, func(a, b DeliveredEvent) int {
-		return cmpOr(a.At.Compare(b.At), strings.Compare(a.Name, b.Name))
-	})
 	if p, ok := d.Parked(t.Status == StatusQueued); ok {
 		rec.Parked = &rec.Steps[p]
 	}
@@ -79,12 +81,4 @@ func msTime(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms)
-}
-
-// cmpOr is the first of a and b that is not 0.
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }

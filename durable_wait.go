@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -41,9 +42,9 @@ func (e *SuspendedError) Error() string {
 func (e *SuspendedError) Is(target error) bool { return target == ErrSuspended }
 
 // EventRefusedError reports an event Client.SendEvent did not deliver:
-// the task has ended (Status), or an event of that name is there already
-// (Delivered; TimedOut when what holds its place is the mark of a wait
-// that ran out). An event counts once per task and name.
+// the task has ended (Status), an event of that name was delivered
+// already (Delivered), or the task's wait for it ended before it came
+// (TimedOut). An event counts once per task and name.
 type EventRefusedError struct {
 	TaskID    string
 	Event     string
@@ -72,9 +73,9 @@ func eventErr(err error) error {
 	if !errors.As(err, &r) {
 		return userErr(err)
 	}
-	out := &EventRefusedError{TaskID: r.TaskID, Event: r.Event, Status: Status(r.Status)}
+	out := &EventRefusedError{TaskID: r.TaskID, Event: r.Event, Status: Status(r.Status), TimedOut: r.WaitEnded}
 	if r.Existing != nil {
-		out.Delivered, out.TimedOut = true, r.Existing.TimedOut
+		out.Delivered, out.TimedOut = !r.Existing.TimedOut, r.Existing.TimedOut
 	}
 	return out
 }
@@ -125,8 +126,8 @@ func (c *Client) SendEventByKeyTx(ctx context.Context, sess executor.Session, ke
 // A sleep is a step: it takes its place among the task's steps, by name
 // and order, as Once's do. A negative d is an *ArgumentError.
 func Sleep(ctx context.Context, tc *TaskContext, name string, d time.Duration) error {
-	if d < 0 {
-		return &ArgumentError{Op: "durable sleep", Arg: "d", Reason: fmt.Sprintf("must be >= 0, got %v", d)}
+	if d < 0 || d > maxPark {
+		return &ArgumentError{Op: "durable sleep", Arg: "d", Reason: fmt.Sprintf("must be between 0 and 100 years, got %v", d)}
 	}
 	return SleepUntil(ctx, tc, name, time.Now().Add(d))
 }
@@ -137,9 +138,9 @@ func SleepUntil(ctx context.Context, tc *TaskContext, name string, t time.Time) 
 	return err
 }
 
-// Event is what WaitEvent returns: the event's payload and when it
+// EventResult is what WaitEvent returns: the event's payload and when it
 // arrived, or, TimedOut, that the wait ran out first.
-type Event[T any] struct {
+type EventResult[T any] struct {
 	Payload  T
 	At       time.Time
 	TimedOut bool
@@ -169,9 +170,9 @@ type Event[T any] struct {
 // outcome. An event's name holds no double quote, backslash or control
 // character (an *ArgumentError). A negative timeout is an
 // *ArgumentError.
-func WaitEvent[T any](ctx context.Context, tc *TaskContext, name string, timeout time.Duration) (ev Event[T], err error) {
-	if timeout < 0 {
-		return ev, &ArgumentError{Op: "durable wait", Arg: "timeout", Reason: fmt.Sprintf("must be >= 0, got %v", timeout)}
+func WaitEvent[T any](ctx context.Context, tc *TaskContext, name string, timeout time.Duration) (ev EventResult[T], err error) {
+	if timeout < 0 || timeout > maxPark {
+		return ev, &ArgumentError{Op: "durable wait", Arg: "timeout", Reason: fmt.Sprintf("must be between 0 and 100 years, got %v", timeout)}
 	}
 	if err := engine.ValidateEvent("durable wait", name); err != nil {
 		return ev, userErr(err)
@@ -197,6 +198,12 @@ func WaitEvent[T any](ctx context.Context, tc *TaskContext, name string, timeout
 func (tc *TaskContext) park(ctx context.Context, name, kind string, until time.Time) (*engine.DurableEvent, error) {
 	if tc.lost.Load() || tc.isSettled() {
 		return nil, &LostLeaseError{ID: tc.task.ID}
+	}
+	if err := engine.ValidateStepName("durable "+kind, name); err != nil {
+		return nil, userErr(err)
+	}
+	if err := checkPark("durable "+kind, until); err != nil {
+		return nil, err
 	}
 	d := tc.durableSteps()
 	pos, recorded, err := d.begin(tc, name, kind)
@@ -224,7 +231,7 @@ func (tc *TaskContext) park(ctx context.Context, name, kind string, until time.T
 func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.DurableStep) (*engine.DurableEvent, error) {
 	wait := step.Kind == engine.StepWait
 	if ev, ok := d.event(step.Name); wait && ok {
-		return &ev, nil
+		return waited(ev, step), nil
 	}
 	now := time.Now().UnixMilli()
 	if now >= step.UntilMs {
@@ -239,21 +246,71 @@ func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.Du
 			return nil, eventErr(err)
 		}
 		d.addEvent(step.Name, ev)
-		return &ev, nil
+		return waited(ev, step), nil
 	}
 	st := tc.settlement(engine.Snoozed)
-	st.Delay = time.Duration(step.UntilMs-now) * time.Millisecond
+	st.Delay = time.Duration(min(step.UntilMs-now, maxParkMs)) * time.Millisecond
 	if wait {
 		st.Event = step.Name
 	}
-	err := tc.settleNow(context.WithoutCancel(ctx), st)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
+	defer cancel()
+	var out engine.Settled
+	err := tc.settle(func() error {
+		var err error
+		if out, err = tc.w.st.Settle(wctx, st); err == nil {
+			tc.w.logSettled(ctx, tc, st, out)
+		}
+		return err
+	})
 	var arrived *engine.EventArrivedError
-	if errors.As(err, &arrived) {
+	switch {
+	case errors.As(err, &arrived):
 		d.addEvent(step.Name, arrived.Event)
-		return &arrived.Event, nil
-	}
-	if err != nil {
+		return waited(arrived.Event, step), nil
+	case err != nil && !errIsLostLease(err) && !errors.Is(err, ErrInvalidArgument):
+		return nil, tc.parkInDoubt(err)
+	case err != nil:
 		return nil, err
+	case out.Status == cairnqtype.StatusCanceled: // a cancel requested while the attempt ran won
+		return nil, &TaskCanceledError{ID: tc.task.ID}
 	}
 	return nil, &SuspendedError{TaskID: tc.task.ID, Until: time.UnixMilli(step.UntilMs), Event: st.Event}
+}
+
+// waited is what a wait returns of ev: ev, or, when it arrived after the
+// wait's end (before the worker that found the wait past its end wrote
+// the timeout's mark), a timeout. Both times are recorded, so every
+// attempt decides alike.
+func waited(ev engine.DurableEvent, step engine.DurableStep) *engine.DurableEvent {
+	if !ev.TimedOut && ev.AtMs > step.UntilMs {
+		return &engine.DurableEvent{AtMs: step.UntilMs, TimedOut: true}
+	}
+	return &ev
+}
+
+// parkInDoubt handles a park whose write failed without saying whether
+// it committed (its answer lost). The row cannot tell: once parked, the
+// task may already be claimed again by this worker, whose claim has the
+// same worker id and attempt number as this attempt. So the attempt
+// stops writing, as after a lost lease: parked, the task runs on; not
+// parked, its lease runs out and it is claimed again.
+func (tc *TaskContext) parkInDoubt(err error) error {
+	tc.markLost()
+	return err
+}
+
+// maxPark bounds how far ahead a sleep or a wait may end: a time.Duration
+// holds about 292 years, and a park's delay is one.
+const (
+	maxPark   = 100 * 365 * 24 * time.Hour
+	maxParkMs = int64(maxPark / time.Millisecond)
+)
+
+// checkPark refuses a sleep or wait whose end is past maxPark from now.
+func checkPark(op string, until time.Time) error {
+	if d := time.Until(until); d > maxPark {
+		return &ArgumentError{Op: op, Arg: "until", Reason: fmt.Sprintf("is %v from now, past the 100 years a park may last", d.Round(time.Hour))}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -459,4 +460,109 @@ func sleepAcrossRestart(t *testing.T, open func() *cairnq.Client) {
 	if done.Status != cairnq.StatusSucceeded || string(done.Result) != `"shipped"` || charged.Load() != 1 {
 		t.Fatalf("after the restart: %s %s, charged %d times; want succeeded, shipped, once", done.Status, done.Result, charged.Load())
 	}
+}
+
+// An event sent after the end of the task's wait for it, before a worker
+// wrote the timeout's mark, is refused to its sender, and the wait times
+// out.
+func TestDurableLateEventRefused(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		ctx := t.Context()
+		w := newWorker(t, c, nil)
+		w.Handle("approve", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			ev, err := cairnq.WaitEvent[string](ctx, tc, "approval", 200*time.Millisecond)
+			if err != nil || ev.TimedOut {
+				return "timed out", err
+			}
+			return ev.Payload, nil
+		}, nil)
+		task, err := c.Submit(ctx, "approve", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WorkOne(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := cairnq.DurableOf(parked(t, c, task.ID))
+		if err != nil || rec.Parked == nil {
+			t.Fatalf("DurableOf = %+v, %v", rec, err)
+		}
+		waitFor(t, "the wait's end to pass", func() bool { return time.Now().After(rec.Parked.Until.Add(5 * time.Millisecond)) })
+		err = c.SendEvent(ctx, task.ID, "approval", "too late")
+		var refused *cairnq.EventRefusedError
+		if !errors.As(err, &refused) || !refused.TimedOut || refused.Delivered {
+			t.Fatalf("an event after its wait's end = %v, want refused as timed out", err)
+		}
+		if got := workUntil(t, c, w, task.ID); got.Status != cairnq.StatusSucceeded || string(got.Result) != `"timed out"` {
+			t.Fatalf("the wait: %s %s, want timed out", got.Status, got.Result)
+		}
+	})
+}
+
+// Input a durable step refuses is refused before anything runs or is
+// written: a name the record cannot hold, a park past 100 years; a cancel
+// requested while the attempt ran wins over a sleep; a record this SDK
+// cannot read is a *DurableFormatError under this package's name.
+func TestDurableRefusals(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		ctx := t.Context()
+		var ran atomic.Int32
+		w := newWorker(t, c, nil)
+		w.Handle("refusals", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			long := strings.Repeat("x", 256)
+			_, e1 := cairnq.Once(ctx, tc, long, func(context.Context) (int, error) { ran.Add(1); return 0, nil })
+			_, e2 := cairnq.Once(ctx, tc, "bad\x00name", func(context.Context) (int, error) { ran.Add(1); return 0, nil })
+			e3 := cairnq.SleepUntil(ctx, tc, "forever", time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC))
+			e4 := cairnq.Sleep(ctx, tc, "too-long", 200*365*24*time.Hour)
+			_, e5 := cairnq.WaitEvent[int](ctx, tc, "too-long", 200*365*24*time.Hour)
+			for i, err := range []error{e1, e2, e3, e4, e5} {
+				if !errors.Is(err, cairnq.ErrInvalidArgument) {
+					return nil, cairnq.Permanent(fmt.Errorf("refusal %d: %v, want ErrInvalidArgument", i+1, err))
+				}
+			}
+			return "refused", nil
+		}, nil)
+		task, err := c.Submit(ctx, "refusals", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := workUntil(t, c, w, task.ID)
+		if got.Status != cairnq.StatusSucceeded || ran.Load() != 0 {
+			t.Fatalf("refusals: %s %+v, a step ran %d times; want refused before running", got.Status, got.Error, ran.Load())
+		}
+		if rec, err := cairnq.DurableOf(got); err != nil || len(rec.Steps) != 0 {
+			t.Fatalf("refused steps left a record: %+v, %v", rec, err)
+		}
+
+		w.Handle("cancel-then-sleep", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			if _, err := c.Cancel(ctx, tc.ID()); err != nil {
+				return nil, err
+			}
+			err := cairnq.Sleep(ctx, tc, "nap", time.Hour)
+			if !errors.Is(err, cairnq.ErrTaskCanceled) || errors.Is(err, cairnq.ErrSuspended) {
+				t.Errorf("a sleep after a cancel request = %v, want ErrTaskCanceled", err)
+			}
+			return nil, err
+		}, nil)
+		canceled, err := c.Submit(ctx, "cancel-then-sleep", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := workUntil(t, c, w, canceled.ID); got.Status != cairnq.StatusCanceled {
+			t.Fatalf("a sleep after a cancel request: %s, want canceled", got.Status)
+		}
+
+		odd, err := c.Submit(ctx, "refusals", nil, &cairnq.SubmitOptions{Metadata: json.RawMessage(`{"cairnq_durable":{"v":{"card":"4111"}}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.SendEvent(ctx, odd.ID, "x", nil)
+		var fe *cairnq.DurableFormatError
+		if !errors.As(err, &fe) || fe.TaskID != odd.ID || strings.Contains(err.Error(), "4111") {
+			t.Fatalf("an event to a task whose record cannot be read = %v, want a *cairnq.DurableFormatError that quotes no data", err)
+		}
+		if _, err := cairnq.DurableOf(odd); !errors.As(err, &fe) {
+			t.Fatalf("DurableOf a record it cannot read = %v, want a *cairnq.DurableFormatError", err)
+		}
+	})
 }

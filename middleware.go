@@ -51,8 +51,8 @@ func chainMiddleware(mws []Middleware, call *Call, fn func(ctx context.Context) 
 	return fn
 }
 
-// StepCall is one durable step's run as a StepMiddleware sees it.
-type StepCall struct {
+// DurableStepCall is one durable step's run as a DurableStepMiddleware sees it.
+type DurableStepCall struct {
 	// Task is the context of the task whose step runs.
 	Task *TaskContext
 	// Name is the step's name, Position its place among the task's
@@ -61,17 +61,17 @@ type StepCall struct {
 	Position int
 }
 
-// StepMiddleware wraps the function of every durable step that runs
+// DurableStepMiddleware wraps the function of every durable step that runs
 // (Once; a step replayed from its record runs nothing and is not
 // wrapped): it calls next to run the rest of the chain and then the
 // step's function, giving next a derived context (a span, values) the
 // function receives, and returns next's error or its own. An error it
 // returns without calling next fails the step as the function's would.
-// WorkerOptions.StepMiddleware lists them outermost first.
-type StepMiddleware func(ctx context.Context, step *StepCall, next func(ctx context.Context) error) error
+// WorkerOptions.DurableStepMiddleware lists them outermost first.
+type DurableStepMiddleware func(ctx context.Context, step *DurableStepCall, next func(ctx context.Context) error) error
 
-// chainSteps returns fn wrapped in mws, the first outermost.
-func chainSteps(mws []StepMiddleware, step *StepCall, fn func(ctx context.Context) error) func(ctx context.Context) error {
+// chainDurableSteps returns fn wrapped in mws, the first outermost.
+func chainDurableSteps(mws []DurableStepMiddleware, step *DurableStepCall, fn func(ctx context.Context) error) func(ctx context.Context) error {
 	for i := len(mws) - 1; i >= 0; i-- {
 		mw, next := mws[i], fn
 		fn = func(ctx context.Context) error { return mw(ctx, step, next) }

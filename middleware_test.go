@@ -285,7 +285,7 @@ func TestNilHooksAndMiddlewareAreArgumentErrors(t *testing.T) {
 	if _, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{Middleware: []cairnq.Middleware{nil}}); !errors.Is(err, cairnq.ErrInvalidArgument) {
 		t.Errorf("nil middleware: %v", err)
 	}
-	if _, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{StepMiddleware: []cairnq.StepMiddleware{nil}}); !errors.Is(err, cairnq.ErrInvalidArgument) {
+	if _, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{DurableStepMiddleware: []cairnq.DurableStepMiddleware{nil}}); !errors.Is(err, cairnq.ErrInvalidArgument) {
 		t.Errorf("nil step middleware: %v", err)
 	}
 }

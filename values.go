@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/errlink"
 )
 
@@ -187,6 +188,8 @@ func rootView(err error) (error, bool) {
 		return &TaskFailedError{ID: e.ID, Envelope: ErrorEnvelope(e.Envelope), Task: taskOf(e.Task)}, true
 	case *cairnqtype.TaskCanceledError:
 		return &TaskCanceledError{ID: e.ID, Task: taskOf(e.Task)}, true
+	case *engine.DurableFormatError:
+		return (*DurableFormatError)(e), true
 	}
 	return nil, false
 }

@@ -150,9 +150,9 @@ type WorkerOptions struct {
 	// Middleware wraps every handler call, the first outermost; see
 	// Middleware.
 	Middleware []Middleware
-	// StepMiddleware wraps every durable step's function that runs
-	// (Once), the first outermost; see StepMiddleware.
-	StepMiddleware []StepMiddleware
+	// DurableStepMiddleware wraps every durable step's function that runs
+	// (Once), the first outermost; see DurableStepMiddleware.
+	DurableStepMiddleware []DurableStepMiddleware
 	// Logger receives the worker's events (see the package documentation's
 	// "Logging") and, through the default OnError, what it survives.
 	// Default: the Client's (Options.Logger).
@@ -375,9 +375,9 @@ func (o *WorkerOptions) validate() error {
 			return bad("Middleware", "entry %d is nil", i)
 		}
 	}
-	for i, mw := range o.StepMiddleware {
+	for i, mw := range o.DurableStepMiddleware {
 		if mw == nil {
-			return bad("StepMiddleware", "entry %d is nil", i)
+			return bad("DurableStepMiddleware", "entry %d is nil", i)
 		}
 	}
 	for name, n := range o.Resources {

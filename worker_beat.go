@@ -11,10 +11,20 @@ func (w *Worker) track(tcs []*TaskContext, add bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, tc := range tcs {
-		if add {
-			w.live[tc.task.ID] = tc
-		} else {
-			delete(w.live, tc.task.ID)
+		id := tc.task.ID
+		switch old, ok := w.live[id]; {
+		case add && ok && old != tc:
+			// This worker claimed the task again while an earlier
+			// attempt's call still runs (its lease lost, or a park whose
+			// answer was lost): the same worker id and, after a park,
+			// the same attempt number, so only this tells them apart.
+			// The earlier one writes nothing more.
+			old.markLost()
+			w.live[id] = tc
+		case add:
+			w.live[id] = tc
+		case ok && old == tc: // not a later claim's
+			delete(w.live, id)
 		}
 	}
 }

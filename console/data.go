@@ -1,15 +1,12 @@
 package console
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -257,12 +254,9 @@ func durableOf(t *cairnqtype.Task) (durableView, error) {
 		return durableView{}, err
 	}
 	v := durableView{Steps: d.Steps}
-	for name, ev := range d.Events {
-		v.Events = append(v.Events, durableEvent{name, ev})
+	for _, name := range d.EventNames() {
+		v.Events = append(v.Events, durableEvent{name, d.Events[name]})
 	}
-	slices.SortFunc(v.Events, func(a, b durableEvent) int {
-		return cmp.Or(cmp.Compare(a.AtMs, b.AtMs), strings.Compare(a.Name, b.Name))
-	})
 	if p, ok := d.Parked(t.Status == cairnqtype.StatusQueued); ok {
 		v.Parked = &v.Steps[p]
 	}

@@ -29,10 +29,11 @@
 // cairnq.error.code to the envelope's code. A batch call is one span,
 // with messaging.batch.message_count and a link to each task's submit
 // span: its handler gets one context, which can have one parent. With
-// StepMiddleware listed in cairnq.WorkerOptions.StepMiddleware, each
-// durable step that runs (cairnq.Once) is an internal span "step NAME",
-// a child of its attempt's, with cairnq.step.name and
-// cairnq.step.position.
+// DurableStepMiddleware listed in
+// cairnq.WorkerOptions.DurableStepMiddleware, each durable step that runs
+// (cairnq.Once) is an internal span "durable step NAME", a child of its
+// attempt's, with cairnq.durable_step.name and
+// cairnq.durable_step.position.
 //
 // # Propagation
 //

@@ -10,17 +10,18 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 )
 
-// StepMiddleware returns the middleware to list in
-// cairnq.WorkerOptions.StepMiddleware: each durable step that runs
-// (cairnq.Once) becomes an internal span "step NAME", a child of the
-// attempt's span, with cairnq.step.name, cairnq.step.position, the
-// task's id and attempt, and the step's error as its status. A step
-// replayed from its record runs nothing and has no span.
-func (t *Telemetry) StepMiddleware() cairnq.StepMiddleware {
-	return func(ctx context.Context, step *cairnq.StepCall, next func(ctx context.Context) error) (err error) {
-		ctx, span := t.tracer.Start(ctx, "step "+step.Name, trace.WithSpanKind(trace.SpanKindInternal),
+// DurableStepMiddleware returns the middleware to list in
+// cairnq.WorkerOptions.DurableStepMiddleware: each durable step that
+// runs (cairnq.Once) becomes an internal span "durable step NAME", a
+// child of the attempt's span, with cairnq.durable_step.name,
+// cairnq.durable_step.position, the task's id and attempt, and the
+// step's error as its status. A step replayed from its record runs
+// nothing and has no span.
+func (t *Telemetry) DurableStepMiddleware() cairnq.DurableStepMiddleware {
+	return func(ctx context.Context, step *cairnq.DurableStepCall, next func(ctx context.Context) error) (err error) {
+		ctx, span := t.tracer.Start(ctx, "durable step "+step.Name, trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(
-				AttrStepName.String(step.Name), AttrStepPosition.Int(step.Position),
+				AttrDurableStepName.String(step.Name), AttrDurableStepPosition.Int(step.Position),
 				semconv.MessagingMessageID(step.Task.ID()), AttrTaskName.String(step.Task.Name()),
 				AttrTaskAttempt.Int(step.Task.Attempt()),
 			))

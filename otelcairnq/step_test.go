@@ -26,7 +26,7 @@ func TestSpanPerDurableStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.runWorker(t, c, cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff, Logger: quiet,
-			StepMiddleware: []cairnq.StepMiddleware{p.tel.StepMiddleware()}}, func(w *cairnq.Worker) error {
+			DurableStepMiddleware: []cairnq.DurableStepMiddleware{p.tel.DurableStepMiddleware()}}, func(w *cairnq.Worker) error {
 			return w.Handle("durable", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 				if _, err := cairnq.Once(ctx, tc, "charge", func(context.Context) (int, error) { return 1, nil }); err != nil {
 					return nil, err
@@ -54,14 +54,14 @@ func TestSpanPerDurableStep(t *testing.T) {
 		var got []run
 		for _, s := range p.waitSpans(t, trace.SpanKindInternal, 3) {
 			a := attrs(s.Attributes())
-			if a[semconv.MessagingMessageIDKey].AsString() != task.ID || s.Name() != "step "+a[otelcairnq.AttrStepName].AsString() {
+			if a[semconv.MessagingMessageIDKey].AsString() != task.ID || s.Name() != "durable step "+a[otelcairnq.AttrDurableStepName].AsString() {
 				t.Errorf("step span %q: %v", s.Name(), a)
 			}
 			att, ok := attempts[s.Parent().SpanID()]
 			if !ok || att != a[otelcairnq.AttrTaskAttempt].AsInt64() {
 				t.Errorf("step span %q's parent is not its attempt's span", s.Name())
 			}
-			got = append(got, run{a[otelcairnq.AttrStepName].AsString(), att, s.Status().Code == codes.Error})
+			got = append(got, run{a[otelcairnq.AttrDurableStepName].AsString(), att, s.Status().Code == codes.Error})
 		}
 		want := map[run]bool{{"charge", 1, false}: true, {"ship", 1, true}: true, {"ship", 2, false}: true}
 		for _, r := range got {

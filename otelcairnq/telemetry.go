@@ -39,9 +39,9 @@ const (
 	AttrTaskStatus  = attribute.Key("cairnq.task.status")
 	AttrErrorCode   = attribute.Key("cairnq.error.code")
 	AttrSubmitInTx  = attribute.Key("cairnq.submit.in_tx")
-	// On a durable step's span (StepMiddleware).
-	AttrStepName     = attribute.Key("cairnq.step.name")
-	AttrStepPosition = attribute.Key("cairnq.step.position")
+	// On a durable step's span (DurableStepMiddleware).
+	AttrDurableStepName     = attribute.Key("cairnq.durable_step.name")
+	AttrDurableStepPosition = attribute.Key("cairnq.durable_step.position")
 )
 
 // The metric names. A Prometheus exporter adds _total to the counters and

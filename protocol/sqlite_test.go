@@ -855,7 +855,7 @@ func TestSQLiteDurableEventStatement(t *testing.T) {
 		t.Fatalf("a wait's snooze with its event there = %v, want nothing", r)
 	}
 	call("durable_step", Args{"id": "e1", "worker_id": "w", "attempt": 1, "position": 0,
-		"entry": `{"name":"approval","kind":"wait","until_ms":1}`, "now_ms": now + 1})
+		"entry": `{"name":"approval","kind":"wait","until_ms":9000000000000}`, "now_ms": now + 1})
 	if r := call("snooze", Args{"id": "e1", "worker_id": "w", "now_ms": now + 2, "delay_ms": 3_600_000, "event": "approval"}); len(r) != 1 {
 		t.Fatalf("a wait's snooze = %v, want the row", r)
 	}
@@ -867,9 +867,24 @@ func TestSQLiteDurableEventStatement(t *testing.T) {
 		t.Fatalf("run_at_ms = %v after the event, want %d", got["run_at_ms"], now+3)
 	}
 	want := `{"tenant":"a","cairnq_durable":{"v":1,"events":{"early. [0] $x":{"payload":1,"at_ms":1},"approval":{"payload":{"ok":true},"at_ms":3}},` +
-		`"steps":[{"name":"approval","kind":"wait","until_ms":1}]}}`
+		`"steps":[{"name":"approval","kind":"wait","until_ms":9000000000000}]}}`
 	if got["metadata"] != want {
 		t.Fatalf("metadata = %v\nwant       %v", got["metadata"], want)
+	}
+	// An event after the end of a wait the task recorded is refused; the
+	// timeout's mark is not.
+	insert("e2", `{}`)
+	call("claim", Args{"queues": One("qe2"), "names": nil, "now_ms": now, "worker_id": "w", "lease_until_ms": now + 30_000, "limit": 1})
+	call("durable_step", Args{"id": "e2", "worker_id": "w", "attempt": 1, "position": 0,
+		"entry": `{"name":"late","kind":"wait","until_ms":100}`, "now_ms": now + 1})
+	if r := send("e2", "late", `{"payload":1,"at_ms":101}`, now+2); len(r) != 0 {
+		t.Fatalf("an event after its wait's end = %v, want nothing", r)
+	}
+	if r := send("e2", "late", `{"payload":1,"at_ms":100}`, now+2); len(r) != 1 {
+		t.Fatalf("an event at its wait's end = %v, want the row", r)
+	}
+	if r := send("e2", "other", `{"at_ms":500,"timed_out":true}`, now+2); len(r) != 1 {
+		t.Fatalf("a timeout's mark = %v, want the row", r)
 	}
 	call("cancel", Args{"id": "e1", "now_ms": now + 4})
 	if r := send("e1", "late", `{"at_ms":4}`, now+5); len(r) != 0 {

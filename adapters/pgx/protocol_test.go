@@ -297,7 +297,7 @@ func TestDurableEventStatement(t *testing.T) {
 		t.Fatalf("a wait's snooze with its event there = %v, want nothing", r)
 	}
 	run("durable_step", protocol.Args{"id": "e1", "worker_id": "w", "attempt": int64(1), "position": int64(0),
-		"entry": `{"name":"approval","kind":"wait","until_ms":1}`})
+		"entry": `{"name":"approval","kind":"wait","until_ms":9000000000000}`})
 	if r := run("snooze", protocol.Args{"id": "e1", "worker_id": "w", "delay_ms": int64(3_600_000), "event": "approval"}); len(r) != 1 {
 		t.Fatalf("a wait's snooze = %v, want the row", r)
 	}
@@ -306,6 +306,23 @@ func TestDurableEventStatement(t *testing.T) {
 	}
 	if got := run("get", protocol.Args{"id": "e1"})[0]; got["run_at_ms"].(int64) > time.Now().Add(time.Minute).UnixMilli() {
 		t.Fatalf("run_at_ms = %v after the event, want now", got["run_at_ms"])
+	}
+	// An event after the end of a wait the task recorded is refused; the
+	// timeout's mark is not.
+	b := protocolArgs()
+	b["id"], b["root_id"], b["queue"] = "e2", "e2", "q-e2"
+	run("insert_task", b)
+	run("claim", protocol.Args{"queues": `{"q-e2"}`, "names": nil, "worker_id": "w", "lease_ms": int64(30_000), "limit": int64(1)})
+	run("durable_step", protocol.Args{"id": "e2", "worker_id": "w", "attempt": int64(1), "position": int64(0),
+		"entry": `{"name":"late","kind":"wait","until_ms":100}`})
+	if r := send("e2", "late", `{"payload":1,"at_ms":101}`); len(r) != 0 {
+		t.Fatalf("an event after its wait's end = %v, want nothing", r)
+	}
+	if r := send("e2", "late", `{"payload":1,"at_ms":100}`); len(r) != 1 {
+		t.Fatalf("an event at its wait's end = %v, want the row", r)
+	}
+	if r := send("e2", "other", `{"at_ms":500,"timed_out":true}`); len(r) != 1 {
+		t.Fatalf("a timeout's mark = %v, want the row", r)
 	}
 	run("cancel", protocol.Args{"id": "e1"})
 	if r := send("e1", "late", `{"at_ms":4}`); len(r) != 0 {

@@ -2,10 +2,14 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
@@ -116,8 +120,11 @@ func ReadDurable(t *cairnqtype.Task) (Durable, error) {
 		return bad("its cairnq_durable member is not a JSON object")
 	}
 	var v int
-	if err := json.Unmarshal(member["v"], &v); err != nil || v != durableFormat {
-		return bad("its cairnq_durable member is format %s; this SDK reads format %d", member["v"], durableFormat)
+	if err := json.Unmarshal(member["v"], &v); err != nil {
+		return bad("its cairnq_durable member has no format number; this SDK reads format %d", durableFormat) // its value may be anybody's data
+	}
+	if v != durableFormat {
+		return bad("its cairnq_durable member is format %d; this SDK reads format %d", v, durableFormat)
 	}
 	var d Durable
 	if raw, ok := member["steps"]; ok {
@@ -133,6 +140,12 @@ func ReadDurable(t *cairnqtype.Task) (Durable, error) {
 	return d, nil
 }
 
+// ValidateStepName checks a durable step's name (a sleep's, a wait's):
+// not empty, valid UTF-8 without NUL, within MaxNameBytes.
+func ValidateStepName(op, name string) error {
+	return ValidateName(op, "name", name)
+}
+
 // RecordStep records step as the position-th (0-based) of task id's
 // durable steps, while workerID's attempt (the task's attempt count when
 // it was claimed, which the step records) holds the task: the attempt check keeps an attempt
@@ -142,13 +155,11 @@ func ReadDurable(t *cairnqtype.Task) (Durable, error) {
 // attempt holding the task) is a *LostLeaseError; a position already
 // holding another step, or past the steps recorded, an error naming it;
 // metadata the step cannot be appended to a *DurableFormatError. Nothing
-// is written then.
+// is written then. A write that failed is checked against the row: one
+// that committed is nil; otherwise the write's error returns.
 func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, position int, step DurableStep) error {
-	if err := checkText("durable step", "name", step.Name, cairnqtype.MaxNameBytes); err != nil {
+	if err := ValidateStepName("durable step", step.Name); err != nil {
 		return err
-	}
-	if step.Name == "" {
-		return argError("durable step", "name", "is empty")
 	}
 	if position < 0 {
 		return argError("durable step", "position", "must be >= 0, got %d", position)
@@ -171,7 +182,15 @@ func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, po
 		})
 		written = len(rows) > 0
 	}
-	if err != nil || written {
+	if written {
+		return nil
+	}
+	if err != nil {
+		// The write failed without saying whether it committed (its
+		// answer lost): the row tells, if it can be read.
+		if s.unrecorded(ctx, id, workerID, attempt, position, step.Name) == nil {
+			return nil
+		}
 		return err
 	}
 	return s.unrecorded(ctx, id, workerID, attempt, position, step.Name)
@@ -231,6 +250,16 @@ func UserMetadata(md json.RawMessage) json.RawMessage {
 		return md
 	}
 	return out
+}
+
+// EventNames are the names of d's events in the order they arrived
+// (by name where they arrived in the same millisecond).
+func (d Durable) EventNames() []string {
+	names := slices.Collect(maps.Keys(d.Events))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(d.Events[a].AtMs, d.Events[b].AtMs), strings.Compare(a, b))
+	})
+	return names
 }
 
 // Parked is the position of the sleep or wait a task is parked in: its

@@ -21,18 +21,20 @@ import (
 // refused rather than seen by one attempt and not another.
 
 // EventRefusedError reports an event that was not delivered: its task
-// ended (Status), or an event of that name is there already (Existing:
-// delivered before, or the mark of a wait that timed out).
+// ended (Status), an event of that name is there already (Existing:
+// delivered before, or the mark of a wait that timed out), or it came
+// after the end of the task's wait for it (WaitEnded).
 type EventRefusedError struct {
-	TaskID   string
-	Event    string
-	Status   cairnqtype.Status
-	Existing *DurableEvent
+	TaskID    string
+	Event     string
+	Status    cairnqtype.Status
+	Existing  *DurableEvent
+	WaitEnded bool
 }
 
 func (e *EventRefusedError) Error() string {
 	switch {
-	case e.Existing != nil && e.Existing.TimedOut:
+	case e.WaitEnded || e.Existing != nil && e.Existing.TimedOut:
 		return fmt.Sprintf("cairnq: task %s: event %q refused: its wait timed out", e.TaskID, e.Event)
 	case e.Existing != nil:
 		return fmt.Sprintf("cairnq: task %s: event %q refused: it was delivered already (an event counts once)", e.TaskID, e.Event)
@@ -158,7 +160,7 @@ func (s *Store) sendEvent(ctx context.Context, q querier, id, key, name string, 
 			return err
 		}
 		if len(rows) == 0 {
-			return s.undelivered(ctx, q, target, name)
+			return s.undelivered(ctx, q, target, name, ev)
 		}
 		if woke, err := asBool("woke", rows[0]["woke"]); err != nil || !woke {
 			return err
@@ -166,9 +168,14 @@ func (s *Store) sendEvent(ctx context.Context, q querier, id, key, name string, 
 		queue, _, err = asString("queue", rows[0]["queue"])
 		return err
 	}
-	if q != nil {
-		err = send(q)
-	} else {
+	switch {
+	case q != nil:
+		// In the application's transaction: the statement's notify is
+		// heard when it commits, here as elsewhere.
+		return send(q)
+	case key != "":
+		err = s.be.write(ctx, send) // the key's task and the event in one transaction
+	default:
 		err = s.be.writeSingle(ctx, send)
 	}
 	if err == nil && queue != "" {
@@ -177,9 +184,9 @@ func (s *Store) sendEvent(ctx context.Context, q querier, id, key, name string, 
 	return err
 }
 
-// undelivered tells why an event was not delivered to task id, reading
-// its row in q.
-func (s *Store) undelivered(ctx context.Context, q querier, id, name string) error {
+// undelivered tells why ev, the event name, was not delivered to task
+// id, reading its row in q.
+func (s *Store) undelivered(ctx context.Context, q querier, id, name string, ev DurableEvent) error {
 	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
 	t, err := found(rows, err)
 	if err != nil {
@@ -195,8 +202,13 @@ func (s *Store) undelivered(ctx context.Context, q querier, id, name string) err
 	if !strings.HasPrefix(strings.TrimLeft(string(t.Metadata), " \t\r\n"), "{") {
 		return &DurableFormatError{TaskID: id, Reason: "its metadata is not a JSON object"}
 	}
-	if ev, ok := d.Events[name]; ok {
-		return &EventRefusedError{TaskID: id, Event: name, Status: t.Status, Existing: &ev}
+	if had, ok := d.Events[name]; ok {
+		return &EventRefusedError{TaskID: id, Event: name, Status: t.Status, Existing: &had}
+	}
+	for _, st := range d.Steps {
+		if st.Kind == StepWait && st.Name == name && st.UntilMs < ev.AtMs {
+			return &EventRefusedError{TaskID: id, Event: name, Status: t.Status, WaitEnded: true}
+		}
 	}
 	return fmt.Errorf("cairnq: task %s: event %q was not delivered, and its row shows no reason", id, name)
 }

@@ -313,11 +313,15 @@ func (durableArgs) Kind() string { return "bench_durable" }
 type durableWorker struct {
 	river.WorkerDefaults[durableArgs]
 	steps []string
+	step  time.Duration // each step's work
 }
 
 func (w *durableWorker) Work(ctx context.Context, job *river.Job[durableArgs]) error {
 	for _, name := range w.steps {
-		river.ResumableStep(ctx, name, nil, func(context.Context) error { return nil })
+		river.ResumableStep(ctx, name, nil, func(context.Context) error {
+			time.Sleep(w.step)
+			return nil
+		})
 	}
 	return nil
 }

@@ -95,8 +95,9 @@ type config struct {
 	profileAdapter string
 	profiled       bool
 
-	backlog *backlogConfig
-	durable durableConfig
+	backlog     *backlogConfig
+	durable     durableConfig
+	durableKill killConfig
 }
 
 func main() {
@@ -109,7 +110,7 @@ func main() {
 func run() error {
 	var (
 		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
-		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable, durable-kill")
 		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
 		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
 		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
@@ -148,9 +149,13 @@ func run() error {
 	fleetFlags(&cfg)
 	parseBacklog := backlogFlags()
 	parseDurable := durableFlags(&cfg.durable)
+	killFlags(&cfg.durableKill)
 	flag.Parse()
 	if cfg.fleetChild != "" {
 		return runFleetChild(context.Background(), &cfg)
+	}
+	if cfg.durableKill.child != "" {
+		return runDurableChild(context.Background(), &cfg.durableKill)
 	}
 
 	if strings.TrimSpace(*dsn) == "" {
@@ -158,12 +163,12 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable":
+		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable", "durable-kill":
 			cfg.benches = append(cfg.benches, b)
 		case "many":
 			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable, durable-kill)", b)
 		}
 	}
 	var err error
@@ -254,6 +259,8 @@ func run() error {
 			benchBacklog(ctx, &cfg, cfg.backlog, rep)
 		case "durable":
 			benchDurable(ctx, &cfg)
+		case "durable-kill":
+			benchDurableKill(ctx, &cfg)
 		}
 		if ctx.Err() != nil {
 			break

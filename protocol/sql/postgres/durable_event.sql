@@ -3,7 +3,10 @@
 -- object) becomes the member :event of the events of the task's
 -- cairnq_durable metadata member, keeping the rest of the metadata, unless
 -- that member is there already (an event counts once; a wait that timed
--- out holds its place too). When the task is queued and its last durable
+-- out holds its place too), or :entry is an event (not a timeout's mark,
+-- which has timed_out) arriving after the end of a wait for it that the
+-- task recorded: that wait has timed out, whether or not its mark is
+-- written yet. When the task is queued and its last durable
 -- step is a wait for :event, it is made due now, and the cairnq_queued
 -- channel hears of it (the notify trigger fires only on a status change).
 -- Metadata that is not an object, or a cairnq_durable member that is not
@@ -32,7 +35,16 @@ WITH sent AS (
                 OR (jsonb_typeof(metadata -> 'cairnq_durable') = 'object'
                     AND metadata #> '{cairnq_durable,v}' = '1'::jsonb
                     AND coalesce(jsonb_typeof(metadata #> '{cairnq_durable,events}'), 'object') = 'object'))
-           AND metadata #> ARRAY['cairnq_durable', 'events', CAST(:event AS text)] IS NULL) IS TRUE
+           AND metadata #> ARRAY['cairnq_durable', 'events', CAST(:event AS text)] IS NULL
+           AND (CAST(:entry AS jsonb) ? 'timed_out'
+                OR jsonb_typeof(metadata #> '{cairnq_durable,steps}') IS DISTINCT FROM 'array'
+                OR NOT EXISTS (
+                    SELECT 1
+                    FROM jsonb_array_elements(metadata #> '{cairnq_durable,steps}') AS each_step (step)
+                    WHERE each_step.step ->> 'kind' = 'wait'
+                      AND each_step.step ->> 'name' = CAST(:event AS text)
+                      AND CAST(each_step.step ->> 'until_ms' AS bigint)
+                          < CAST(CAST(:entry AS jsonb) ->> 'at_ms' AS bigint)))) IS TRUE
     RETURNING id, queue, status,
               (status = 'queued'
                AND metadata #>> '{cairnq_durable,steps,-1,kind}' = 'wait'

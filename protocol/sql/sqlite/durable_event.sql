@@ -3,7 +3,10 @@
 -- object) becomes the member :event of the events of the task's
 -- cairnq_durable metadata member, keeping the rest of the metadata, unless
 -- that member is there already (an event counts once; a wait that timed
--- out holds its place too). When the task is queued and its last durable
+-- out holds its place too), or :entry is an event (not a timeout's mark,
+-- which has timed_out) arriving after the end of a wait for it that the
+-- task recorded: that wait has timed out, whether or not its mark is
+-- written yet. When the task is queued and its last durable
 -- step is a wait for :event, it is made due now; other processes see the
 -- commit through the database file. :event holds no double quote (the
 -- SDK refuses one), so it can be quoted into a JSON path. Metadata that is
@@ -31,6 +34,13 @@ WHERE id = :id
            AND json_extract(metadata, '$.cairnq_durable.v') = 1
            AND coalesce(json_type(metadata, '$.cairnq_durable.events'), 'object') = 'object'))
   AND NOT EXISTS (SELECT 1 FROM json_each(metadata, '$.cairnq_durable.events') WHERE key = :event)
+  AND (json_type(:entry, '$.timed_out') IS NOT NULL
+       OR coalesce(json_type(metadata, '$.cairnq_durable.steps'), '') <> 'array'
+       OR NOT EXISTS (SELECT 1
+                      FROM json_each(metadata, '$.cairnq_durable.steps')
+                      WHERE json_extract(value, '$.kind') = 'wait'
+                        AND json_extract(value, '$.name') = :event
+                        AND json_extract(value, '$.until_ms') < json_extract(:entry, '$.at_ms')))
 RETURNING id, queue, status,
           coalesce(status = 'queued'
                    AND json_extract(metadata, '$.cairnq_durable.steps[#-1].kind') = 'wait'
