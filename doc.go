@@ -370,8 +370,8 @@
 // the wait is kept for it, and one after its wait timed out is an
 // [*EventRefusedError]. A [StepPolicy] given to Once retries a step's
 // errors within the attempt before the handler sees one. [DurableOf]
-// reads a task's record; [WorkerOptions.DurableStepMiddleware] wraps each step
-// that runs.
+// reads a task's record; [WorkerOptions.DurableStepMiddleware] wraps
+// each step that runs.
 //
 // The record is the cairnq_durable member of the task's metadata
 // (docs/plans/durable-execution.md has its format), which no statement

@@ -189,7 +189,7 @@ func (tc *TaskContext) writeStep(ctx context.Context, d *durableRun, pos int, st
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
 	defer cancel()
-	err := tc.w.st.RecordStep(wctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step)
+	err := tc.w.st.RecordStep(wctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step, &tc.w.rowsMu)
 	var fe *engine.DurableFormatError
 	switch {
 	case err == nil:

@@ -310,3 +310,37 @@ func TestDurableStepPolicyRetriesWithinTheAttempt(t *testing.T) {
 		}
 	})
 }
+
+// Many handlers' steps, recorded in shared statements on Postgres,
+// beside a heartbeat that renews the same rows every few milliseconds:
+// no statement deadlocks with another (a deadlock rolls one back and
+// ends an attempt), so every task succeeds on its first attempt.
+func TestDurableStepsBesideHeartbeats(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		const n, steps = 200, 10
+		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 32,
+			LeaseDuration: 10 * time.Second, HeartbeatInterval: 20 * time.Millisecond})
+		w.Handle("busy", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			for k := range steps {
+				if _, err := cairnq.Once(ctx, tc, fmt.Sprint("s", k), func(context.Context) (int, error) { return k, nil }); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}, nil)
+		items := make([]cairnq.SubmitItem, n)
+		for i := range items {
+			items[i] = cairnq.SubmitItem{Name: "busy"}
+		}
+		tasks, err := c.SubmitMany(t.Context(), items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer startWorker(t, w)()
+		for _, task := range tasks {
+			if got := waitTask(t, c, task.ID); got.Status != cairnq.StatusSucceeded || got.Attempt != 1 {
+				t.Fatalf("task %s: %s on attempt %d (%+v); want succeeded on the first", task.ID, got.Status, got.Attempt, got.Error)
+			}
+		}
+	})
+}

@@ -41,7 +41,9 @@ var examples = []struct {
 		"released [hotel-002 flight-001]; nothing held", "saga: ok"}, true},
 	{"payment-saga", []string{"both orders charged on a worker of one slot",
 		`order-1: succeeded "shipped order-1-1, charged order-1-1, approved by ops" (attempt 1)`,
-		`order-2: succeeded "refunded order-2-1 as order-2-1" (attempt 1)`, "payment-saga: ok"}, true},
+		`order-2: succeeded "refunded order-2-1 as order-2-1" (attempt 1)`,
+		`order-3 (a workflow's step): "mailed a receipt: shipped order-3-1, charged order-3-1, approved by finance"`,
+		"payment-saga: ok"}, true},
 }
 
 // moduleRoot is the directory of the examples module's go.mod, where `go

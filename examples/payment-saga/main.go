@@ -6,14 +6,15 @@
 // process or another) resumes after the steps that finished: the card is
 // charged once, whatever happens after.
 //
-// Two orders run: an operator approves the first while it waits (from
+// Three orders run. An operator approves the first while it waits (from
 // here with Client.SendEventByKey; from a shell, `cairnq event send
-// --key order-1 approval '{"by":"ops","approved":true}'`), and the
-// second's approval never comes, so it is refunded when its wait times
-// out. The
-// program checks that each card was charged exactly once, that the
-// refunded order was never shipped, and that a worker of one slot
-// charged both while the first waited.
+// --key order-1 approval '{"by":"ops","approved":true}'`). The second's
+// approval never comes, so it is refunded when its wait times out, and
+// a late approval is refused. The third's checkout is the first step of
+// a workflow, approved through its step's key, after which the workflow
+// mails a receipt. The program checks that each card was charged exactly
+// once, that the refunded order was never shipped, and that a worker of
+// one slot charged two orders while the first waited.
 //
 // It runs on a SQLite file in a temporary directory, or on Postgres when
 // DATABASE_URL is set:
@@ -150,6 +151,12 @@ func run(ctx context.Context) error {
 	if err := w.Handle("order.checkout", p.checkout, nil); err != nil {
 		return err
 	}
+	if err := w.Handle("order.receipt", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		checkout, err := cairnq.StepResult[string](ctx, tc, "checkout")
+		return "mailed a receipt: " + checkout, err
+	}, nil); err != nil {
+		return err
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Run(runCtx) }()
@@ -196,6 +203,36 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("a late approval of order-2:", refused)
 
+	// A workflow's step may wait for a human too: order-3's checkout is
+	// the first step of a workflow, and the receipt waits for it. The
+	// approval goes to the step's task, by its key.
+	o3 := Order{ID: "order-3", Card: "5555", Amount: 700, Approval: time.Hour}
+	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+		{Step: "checkout", Task: "order.checkout", Payload: o3, Options: &cairnq.SubmitOptions{Queue: queue}},
+		{Step: "receipt", Task: "order.receipt", Options: &cairnq.SubmitOptions{Queue: queue}, After: []string{"checkout"}},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := waitUntil(ctx, func() (bool, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.charged[o3.ID] == 1, nil
+	}); err != nil {
+		return fmt.Errorf("waiting for order-3 to be charged: %w", err)
+	}
+	if err := c.SendEventByKey(ctx, cairnq.StepKey(rec.ID, "checkout"), "approval", Approval{By: "finance", Approved: true}); err != nil {
+		return err
+	}
+	if _, err := c.Wait(ctx, rec.ID, &cairnq.WaitOptions{Timeout: time.Minute}); err != nil {
+		return fmt.Errorf("order-3's workflow: %w", err)
+	}
+	receipt, err := c.GetByKey(ctx, cairnq.StepKey(rec.ID, "receipt"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("order-3 (a workflow's step): %s\n", receipt.Result)
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Printf("charged %v, refunded %v, shipped %v\n", p.charged, p.refunded, p.shipped)
@@ -206,6 +243,8 @@ func run(ctx context.Context) error {
 		return errors.New("order-1 was not shipped once and never refunded")
 	case p.refunded["order-2"] != 1 || p.shipped["order-2"] != 0:
 		return errors.New("order-2 was not refunded once and never shipped")
+	case p.charged["order-3"] != 1 || p.shipped["order-3"] != 1:
+		return errors.New("order-3 was not charged and shipped once")
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
@@ -157,7 +158,11 @@ func ValidateStepName(op, name string) error {
 // metadata the step cannot be appended to a *DurableFormatError. Nothing
 // is written then. A write that failed is checked against the row: one
 // that committed is nil; otherwise the write's error returns.
-func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, position int, step DurableStep) error {
+//
+// rows, when set, is the worker's lock on its statements that write many
+// of its rows (its heartbeat's): on Postgres the step's record shares a
+// statement with other tasks' and is written under it.
+func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, position int, step DurableStep, rows sync.Locker) error {
 	if err := ValidateStepName("durable step", step.Name); err != nil {
 		return err
 	}
@@ -174,7 +179,7 @@ func (s *Store) RecordStep(ctx context.Context, id, workerID string, attempt, po
 	}
 	var written bool
 	if be, ok := s.be.(*pgBackend); ok {
-		written, err = be.stepGrouped(ctx, &stepWrite{id: id, workerID: workerID, attempt: attempt, position: position, entry: entry})
+		written, err = be.stepGrouped(ctx, &stepWrite{id: id, workerID: workerID, attempt: attempt, position: position, entry: entry, rows: rows})
 	} else {
 		var rows []executor.Row
 		rows, err = s.writeOne(ctx, stmtDurableStep, protocol.Args{

@@ -25,25 +25,25 @@ func TestRecordStepKeepsTheStepsInTheTasksMetadata(t *testing.T) {
 		}
 		task := claimOne(t, s, "w1", time.Minute)
 		charge := DurableStep{Name: "charge", Output: json.RawMessage(`{"receipt":"r1"}`), AtMs: 5, TookMs: 2, Attempt: 1}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, charge); err != nil {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, charge, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, charge); err != nil {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, charge, nil); err != nil {
 			t.Errorf("the same step again (a retried write that had committed): %v, want nil", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, DurableStep{Name: "refund"}); err == nil || !strings.Contains(err.Error(), `is "charge", recorded by attempt 1, not "refund"`) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 0, DurableStep{Name: "refund"}, nil); err == nil || !strings.Contains(err.Error(), `is "charge", recorded by attempt 1, not "refund"`) {
 			t.Errorf("another step at a taken position: %v", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 3, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 3, DurableStep{Name: "ship"}, nil); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 			t.Errorf("a position past the end: %v, want ErrInvalidArgument", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w2", task.Attempt, 1, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrLostLease) {
+		if err := s.RecordStep(ctx, task.ID, "w2", task.Attempt, 1, DurableStep{Name: "ship"}, nil); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Errorf("another worker's step: %v, want ErrLostLease", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt+1, 1, DurableStep{Name: "ship"}); !errors.Is(err, cairnqtype.ErrLostLease) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt+1, 1, DurableStep{Name: "ship"}, nil); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Errorf("another attempt's step under the same worker id: %v, want ErrLostLease", err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 1, DurableStep{Name: "ship"}); err != nil {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 1, DurableStep{Name: "ship"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, task.ID)
@@ -63,7 +63,7 @@ func TestRecordStepKeepsTheStepsInTheTasksMetadata(t *testing.T) {
 			Error: cairnqtype.ErrorEnvelope{Message: "later"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 2, DurableStep{Name: "late"}); !errors.Is(err, cairnqtype.ErrLostLease) {
+		if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, 2, DurableStep{Name: "late"}, nil); !errors.Is(err, cairnqtype.ErrLostLease) {
 			t.Errorf("a step after the attempt failed: %v, want ErrLostLease", err)
 		}
 		retried := claimOne(t, s, "w3", time.Minute)
@@ -91,7 +91,7 @@ func TestRecordStepRefusesBadInput(t *testing.T) {
 			{-1, DurableStep{Name: "x"}},
 			{0, DurableStep{Name: "x", Output: json.RawMessage(`{not json`)}},
 		} {
-			if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, bad.position, bad.step); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
+			if err := s.RecordStep(ctx, task.ID, "w1", task.Attempt, bad.position, bad.step, nil); !errors.Is(err, cairnqtype.ErrInvalidArgument) {
 				t.Errorf("RecordStep(%d, %.20q): %v, want ErrInvalidArgument", bad.position, bad.step.Name, err)
 			}
 		}
@@ -133,7 +133,7 @@ func TestRecordStepRefusesMetadataItCannotKeep(t *testing.T) {
 				t.Fatal(got, err)
 			}
 			var fe *DurableFormatError
-			if err := s.RecordStep(ctx, got[0].ID, "w1", got[0].Attempt, 0, DurableStep{Name: "a"}); !errors.As(err, &fe) {
+			if err := s.RecordStep(ctx, got[0].ID, "w1", got[0].Attempt, 0, DurableStep{Name: "a"}, nil); !errors.As(err, &fe) {
 				t.Errorf("metadata %s: %v, want a *DurableFormatError", md, err)
 			}
 		}

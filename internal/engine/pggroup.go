@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
@@ -108,6 +109,7 @@ type stepWrite struct {
 	id, workerID      string
 	attempt, position int
 	entry             string
+	rows              sync.Locker // the worker's lock on its multi-row writes, or nil
 }
 
 // newStepper groups the durable steps of many handlers into one
@@ -115,6 +117,19 @@ type stepWrite struct {
 // commit of its own (docs/plans/durable-execution.md measures the two).
 func newStepper(s *Store, ex executor.Executor) *group.Grouper[*stepWrite, rowAt] {
 	return newGrouper(func(ctx context.Context, ws []*stepWrite) []groupResult {
+		// The group updates many workers' rows in one statement, as each
+		// worker's heartbeat does its own: held apart by each worker's
+		// lock, or the two lock rows in different orders and deadlock.
+		// Only this flush holds more than one of those locks, and nothing
+		// waits for another while holding one, so the order is free.
+		held := map[sync.Locker]bool{}
+		for _, w := range ws {
+			if w.rows != nil && !held[w.rows] {
+				held[w.rows] = true
+				w.rows.Lock()
+				defer w.rows.Unlock()
+			}
+		}
 		ids := make([]string, len(ws))
 		workers := make([]string, len(ws))
 		attempts := make([]string, len(ws))
