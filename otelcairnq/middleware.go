@@ -207,30 +207,23 @@ func outcomeOf(tc *cairnq.TaskContext, err error, failed, retryable, exited bool
 	}
 }
 
-// isLostLease reports whether err says the lease was lost, surviving an
-// error whose own Is method panics (the worker survives it too).
-func isLostLease(err error) (lost bool) {
-	if err == nil {
-		return false
-	}
-	defer func() {
-		if recover() != nil {
-			lost = false
-		}
-	}()
-	return errors.Is(err, cairnq.ErrLostLease)
-}
+// isLostLease reports whether err says the lease was lost.
+func isLostLease(err error) bool { return isErr(err, cairnq.ErrLostLease) }
 
 // isSuspended reports whether err says a durable sleep or wait parked
-// the task, surviving an error whose own Is method panics.
-func isSuspended(err error) (suspended bool) {
+// the task.
+func isSuspended(err error) bool { return isErr(err, cairnq.ErrSuspended) }
+
+// isErr is errors.Is(err, target), surviving an error whose own Is
+// method panics (the worker survives it too).
+func isErr(err, target error) (is bool) {
 	if err == nil {
 		return false
 	}
 	defer func() {
 		if recover() != nil {
-			suspended = false
+			is = false
 		}
 	}()
-	return errors.Is(err, cairnq.ErrSuspended)
+	return errors.Is(err, target)
 }
