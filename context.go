@@ -24,9 +24,14 @@ type TaskContext struct {
 	viewOnce sync.Once
 	view     *Task // task as Task returns it, made once when first asked
 
-	cancel   context.CancelCauseFunc // the handler's context
-	endCall  context.CancelCauseFunc // the call's context, a batch's too (endCalls)
-	lost     atomic.Bool
+	cancel  context.CancelCauseFunc // the handler's context
+	endCall context.CancelCauseFunc // the call's context, a batch's too (endCalls)
+	lost    atomic.Bool
+	// stale is set when this attempt lost its authority to something
+	// other than its own timeout (a later claim of the task by this
+	// worker, a park in doubt): the worker then settles nothing for it,
+	// not even a MaxRun timeout.
+	stale    atomic.Bool
 	canceled atomic.Bool
 	mu       sync.Mutex // serializes settlement
 	settled  bool
@@ -89,6 +94,12 @@ func (tc *TaskContext) Task() *Task {
 // the task may run elsewhere, or the attempt was abandoned (MaxRun, a
 // shutdown past its deadline). Writes through the context then fail.
 func (tc *TaskContext) LostLease() bool { return tc.lost.Load() }
+
+// markStale marks tc lost for good (see stale).
+func (tc *TaskContext) markStale() {
+	tc.stale.Store(true)
+	tc.markLost()
+}
 
 func (tc *TaskContext) markLost() {
 	if tc.lost.CompareAndSwap(false, true) {

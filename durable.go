@@ -189,7 +189,7 @@ func (tc *TaskContext) writeStep(ctx context.Context, d *durableRun, pos int, st
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
 	defer cancel()
-	err := tc.w.st.RecordStep(wctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step, &tc.w.rowsMu)
+	err := tc.writeRecord(wctx, pos, step)
 	var fe *engine.DurableFormatError
 	switch {
 	case err == nil:
@@ -198,15 +198,41 @@ func (tc *TaskContext) writeStep(ctx context.Context, d *durableRun, pos int, st
 		tc.markLost()
 	case errors.As(err, &fe):
 		err = d.fail(&TaskError{Type: "DurableFormat", Code: "durable_format", Err: userErr(err), Message: err.Error()})
-	case !errors.Is(err, cairnqtype.ErrInvalidArgument): // refused before any write
-		// Whether the record committed is unknown: a step run again in
-		// this attempt could repeat its effect, or use another output
-		// than the one a later attempt replays. The attempt ends
-		// (retryably), and the next one reads the record.
+	case !errors.Is(err, cairnqtype.ErrInvalidArgument): // an input refused writes nothing; this may have
+		// Whether the record committed is still unknown after the tries
+		// the lease allowed: a step run again in this attempt could
+		// repeat its effect, or use another output than the one a later
+		// attempt replays. The attempt ends (retryably), and the next one
+		// reads the record.
 		return d.fail(fmt.Errorf("cairnq: task %s: durable step %q: its record is in doubt, so the attempt ends: %w",
 			tc.task.ID, step.Name, userErr(err)))
 	}
 	return userErr(err)
+}
+
+// writeRecord writes step's record, trying again while ctx (the lease)
+// lasts when a try fails without saying whether it committed: the same
+// record again at the same position is appended at most once, and a try
+// that finds it appended by this attempt is a success (RecordStep), so
+// fn need not run again.
+func (tc *TaskContext) writeRecord(ctx context.Context, pos int, step *engine.DurableStep) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := tc.w.st.RecordStep(ctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step, &tc.w.rowsMu)
+		var fe *engine.DurableFormatError
+		if err == nil || errIsLostLease(err) || errors.As(err, &fe) || errors.Is(err, cairnqtype.ErrInvalidArgument) ||
+			tc.lost.Load() || tc.isSettled() {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // durableEntryBytes bounds what a step's record adds to the metadata
@@ -256,7 +282,7 @@ type durableRun struct {
 	next    int
 	used    map[string]bool
 	running string // the step whose fn runs, "" when none
-	broken  error  // a non-retryable failure every later step returns
+	broken  error  // the failure every later step returns, and the attempt ends with
 }
 
 // durableSteps is tc's durableRun, read from the claimed row when first
@@ -361,7 +387,8 @@ func (d *durableRun) fail(err error) error {
 }
 
 // durableBroken is the failure that broke tc's durable steps, if any: the
-// attempt fails for good with it even when the handler returned success.
+// attempt ends with it even when the handler returned success (for good
+// when it is not retryable, as a changed step's is).
 func (tc *TaskContext) durableBroken() error {
 	d := tc.durable.Load()
 	if d == nil {

@@ -23,11 +23,17 @@ type answerLost struct {
 	match   func(sql string, rows []executor.Row) bool
 	after   func()
 	dropped atomic.Bool
+	// unsent, when it picks a statement, drops its first such statement
+	// before it reaches the server: nothing commits.
+	unsent func(sql string) bool
 }
 
 func (l *answerLost) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
+	if l.unsent != nil && l.unsent(sql) && l.dropped.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("write tcp: %w", io.ErrClosedPipe)
+	}
 	rows, err := l.Executor.Query(ctx, sql, args...)
-	if err == nil && l.match(sql, rows) && l.dropped.CompareAndSwap(false, true) {
+	if err == nil && l.match != nil && l.match(sql, rows) && l.dropped.CompareAndSwap(false, true) {
 		if l.after != nil {
 			l.after()
 		}
@@ -87,13 +93,18 @@ func TestDurableParkAnswerLost(t *testing.T) {
 	}}
 	c := openAnswerLost(t, l)
 	l.after = func() {
+		// On the worker's goroutine: no t.Fatal here.
 		if err := c.SendEvent(context.Background(), id.Load().(string), "go", "ok"); err != nil {
 			t.Error(err)
+			return
 		}
-		waitFor(t, "the woken task to be claimed again", func() bool {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 			got, err := c.Get(context.Background(), id.Load().(string))
-			return err == nil && got.Status == cairnq.StatusRunning
-		})
+			if err == nil && (got.Status == cairnq.StatusRunning || got.IsTerminal()) {
+				return // claimed again (and maybe done already) while this attempt waits for its answer
+			}
+		}
+		t.Error("the woken task was not claimed again within a minute")
 	}
 	var starts atomic.Int32
 	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 2, PollInterval: 10 * time.Millisecond})
@@ -113,5 +124,27 @@ func TestDurableParkAnswerLost(t *testing.T) {
 	defer startWorker(t, w)()
 	if got := waitTask(t, c, task.ID); got.Status != cairnq.StatusSucceeded || string(got.Result) != `"shipped ok"` || starts.Load() != 2 {
 		t.Fatalf("after a park's lost answer: %s %s %+v after %d starts; want succeeded, shipped ok, after 2", got.Status, got.Result, got.Error, starts.Load())
+	}
+}
+
+// A step record that failed before it reached the server is written
+// again within the lease: the step's function runs once, and the task
+// succeeds on its first attempt.
+func TestDurableStepRecordUnsent(t *testing.T) {
+	c := openAnswerLost(t, &answerLost{unsent: func(sql string) bool {
+		return strings.Contains(sql, "{cairnq_durable,steps}") && strings.Contains(sql, "jsonb_build_array(")
+	}})
+	var charges atomic.Int32
+	w := newWorker(t, c, nil)
+	w.Handle("pay", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		return cairnq.Once(ctx, tc, "charge", func(context.Context) (int32, error) { return charges.Add(1), nil })
+	}, nil)
+	task, err := c.Submit(t.Context(), "pay", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := workUntil(t, c, w, task.ID); done.Status != cairnq.StatusSucceeded || done.Attempt != 1 || charges.Load() != 1 {
+		t.Fatalf("after an unsent record: %s on attempt %d, charged %d times; want succeeded on attempt 1, charged once",
+			done.Status, done.Attempt, charges.Load())
 	}
 }

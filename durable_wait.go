@@ -84,9 +84,11 @@ func eventErr(err error) error {
 // as a task's payload is), to task id. A handler waiting for it
 // (WaitEvent) is woken at once, on any process; one that waits for it
 // later finds it there. An event counts once: a second event of the same
-// name, or one sent after the wait for it timed out, is an
-// *EventRefusedError, and so is one sent to a task that has ended. A
-// task gone is ErrNotFound. Nothing is written when it fails.
+// name, or one sent after the end of the task's recorded wait for it (by
+// this process's clock against the worker's), is an *EventRefusedError,
+// and so is one sent to a task that has ended. Events may not take the
+// task's metadata past MaxValueBytes (ErrValueTooLarge). A task gone is
+// ErrNotFound. Nothing is written when it fails.
 func (c *Client) SendEvent(ctx context.Context, id, event string, payload any) error {
 	return eventErr(c.store.SendEvent(ctx, id, event, payload))
 }
@@ -165,11 +167,12 @@ type EventResult[T any] struct {
 //	}
 //
 // An event sent before the wait begins is kept and returned at once.
-// What a wait returns is decided once: an event that arrives after the
-// timeout is refused to its sender, and every later attempt gets the same
-// outcome. An event's name holds no double quote, backslash or control
-// character (an *ArgumentError). A negative timeout is an
-// *ArgumentError.
+// What a wait returns is decided once, and every later attempt gets the
+// same outcome: an event sent after the recorded wait's end is refused to
+// its sender, and a wait found past its end writes a timeout in the
+// event's place. An event's name holds no double quote, backslash or
+// control character, and a timeout is at most 100 years (an
+// *ArgumentError otherwise).
 func WaitEvent[T any](ctx context.Context, tc *TaskContext, name string, timeout time.Duration) (ev EventResult[T], err error) {
 	if timeout < 0 || timeout > maxPark {
 		return ev, &ArgumentError{Op: "durable wait", Arg: "timeout", Reason: fmt.Sprintf("must be between 0 and 100 years, got %v", timeout)}
@@ -231,7 +234,7 @@ func (tc *TaskContext) park(ctx context.Context, name, kind string, until time.T
 func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.DurableStep) (*engine.DurableEvent, error) {
 	wait := step.Kind == engine.StepWait
 	if ev, ok := d.event(step.Name); wait && ok {
-		return waited(ev, step), nil
+		return &ev, nil
 	}
 	now := time.Now().UnixMilli()
 	if now >= step.UntilMs {
@@ -241,12 +244,14 @@ func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.Du
 		if tc.lost.Load() || tc.isSettled() {
 			return nil, &LostLeaseError{ID: tc.task.ID}
 		}
-		ev, err := tc.w.st.TimeOutWait(context.WithoutCancel(ctx), tc.task.ID, step.Name)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
+		defer cancel()
+		ev, err := tc.w.st.TimeOutWait(wctx, tc.task.ID, step.Name)
 		if err != nil {
 			return nil, eventErr(err)
 		}
 		d.addEvent(step.Name, ev)
-		return waited(ev, step), nil
+		return &ev, nil
 	}
 	st := tc.settlement(engine.Snoozed)
 	st.Delay = time.Duration(min(step.UntilMs-now, maxParkMs)) * time.Millisecond
@@ -267,7 +272,7 @@ func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.Du
 	switch {
 	case errors.As(err, &arrived):
 		d.addEvent(step.Name, arrived.Event)
-		return waited(arrived.Event, step), nil
+		return &arrived.Event, nil
 	case err != nil && !errIsLostLease(err) && !errors.Is(err, ErrInvalidArgument):
 		return nil, tc.parkInDoubt(err)
 	case err != nil:
@@ -278,25 +283,15 @@ func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.Du
 	return nil, &SuspendedError{TaskID: tc.task.ID, Until: time.UnixMilli(step.UntilMs), Event: st.Event}
 }
 
-// waited is what a wait returns of ev: ev, or, when it arrived after the
-// wait's end (before the worker that found the wait past its end wrote
-// the timeout's mark), a timeout. Both times are recorded, so every
-// attempt decides alike.
-func waited(ev engine.DurableEvent, step engine.DurableStep) *engine.DurableEvent {
-	if !ev.TimedOut && ev.AtMs > step.UntilMs {
-		return &engine.DurableEvent{AtMs: step.UntilMs, TimedOut: true}
-	}
-	return &ev
-}
-
 // parkInDoubt handles a park whose write failed without saying whether
 // it committed (its answer lost). The row cannot tell: once parked, the
 // task may already be claimed again by this worker, whose claim has the
 // same worker id and attempt number as this attempt. So the attempt
-// stops writing, as after a lost lease: parked, the task runs on; not
-// parked, its lease runs out and it is claimed again.
+// stops writing, and the worker settles nothing for it: parked, the task
+// runs on; not parked, its lease runs out and lease recovery requeues it
+// (spending an attempt, and failing it when none is left).
 func (tc *TaskContext) parkInDoubt(err error) error {
-	tc.markLost()
+	tc.markStale()
 	return err
 }
 

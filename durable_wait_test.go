@@ -291,7 +291,7 @@ func TestDurableParkedTasksHoldNoSlot(t *testing.T) {
 		}
 		stop := startWorker(t, w)
 		defer stop()
-		waitFor(t, "1,000 tasks to park", func() bool {
+		waitLong(t, "1,000 tasks to park", func() bool {
 			tasks, err := c.List(ctx, &cairnq.ListOptions{Name: "park", Status: cairnq.StatusQueued, Limit: n})
 			if err != nil {
 				t.Fatal(err)
@@ -563,6 +563,44 @@ func TestDurableRefusals(t *testing.T) {
 		}
 		if _, err := cairnq.DurableOf(odd); !errors.As(err, &fe) {
 			t.Fatalf("DurableOf a record it cannot read = %v, want a *cairnq.DurableFormatError", err)
+		}
+	})
+}
+
+// waitLong is waitFor with two minutes' patience, for work that a loaded
+// machine under -race slows past waitFor's 15 s.
+func waitLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// Events may not take a task's metadata past MaxValueBytes: the one that
+// would is refused, and the task's steps still record.
+func TestDurableEventsBoundedByTheMetadataLimit(t *testing.T) {
+	bothClients(t, func(t *testing.T, c *cairnq.Client) {
+		ctx := t.Context()
+		task, err := c.Submit(ctx, "bounded", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := strings.Repeat("x", 9<<20)
+		if err := c.SendEvent(ctx, task.ID, "first", big); err != nil {
+			t.Fatal(err)
+		}
+		err = c.SendEvent(ctx, task.ID, "second", big)
+		if !errors.Is(err, cairnq.ErrValueTooLarge) || !errors.Is(err, cairnq.ErrInvalidArgument) {
+			t.Fatalf("an event past MaxValueBytes = %v, want ErrValueTooLarge", err)
+		}
+		got, err := c.Get(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := cairnq.DurableOf(got); err != nil || len(rec.Events) != 1 {
+			t.Fatalf("events after a refused one: %v, %v; want the first alone", len(rec.Events), err)
 		}
 	})
 }

@@ -220,14 +220,17 @@ type Worker struct {
 
 	pause *claimloop.Pause // the queues Pause stopped
 
-	// rowsMu keeps this worker's beat and its grouped settlements from
-	// running at once. Both update many of its tasks' rows in one
+	// rowsMu keeps this worker's beat, its grouped settlements and the
+	// groups of durable step records holding its tasks (Postgres) from
+	// running at once. Each updates many of its tasks' rows in one
 	// statement, locking them in whatever order their plans visit them,
 	// so side by side they could deadlock, and the server notices only
 	// after deadlock_timeout (1s by default), rolling one back: under
 	// load a settlement's retries then outlasted a short lease
-	// (TestNoLeaseLostWarningForASettledTask). Each statement holds it
-	// alone, never across a retry's wait.
+	// (TestNoLeaseLostWarningForASettledTask), and a step's attempt
+	// ended (TestDurableStepsBesideHeartbeats). Each statement holds it
+	// (a step group with the other workers' whose tasks it holds), never
+	// across a retry's wait.
 	rowsMu sync.Mutex
 
 	mu   sync.Mutex              // guards live

@@ -8,8 +8,8 @@ import (
 
 // track adds or removes contexts from the set the heartbeat renews.
 func (w *Worker) track(tcs []*TaskContext, add bool) {
+	var stale []*TaskContext
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for _, tc := range tcs {
 		id := tc.task.ID
 		switch old, ok := w.live[id]; {
@@ -18,14 +18,29 @@ func (w *Worker) track(tcs []*TaskContext, add bool) {
 			// attempt's call still runs (its lease lost, or a park whose
 			// answer was lost): the same worker id and, after a park,
 			// the same attempt number, so only this tells them apart.
-			// The earlier one writes nothing more.
-			old.markLost()
+			// The earlier one writes nothing more, and the worker
+			// settles nothing for it.
+			stale = append(stale, old)
 			w.live[id] = tc
 		case add:
 			w.live[id] = tc
 		case ok && old == tc: // not a later claim's
 			delete(w.live, id)
 		}
+	}
+	w.mu.Unlock()
+	for _, tc := range stale { // outside w.mu: it logs, through the user's handler
+		tc.markStale()
+	}
+}
+
+// untrackSettled drops tc, whose success a completer wrote, from the
+// heartbeat's set, unless a later claim of its task took its place.
+func (w *Worker) untrackSettled(tc *TaskContext) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live[tc.task.ID] == tc {
+		delete(w.live, tc.task.ID)
 	}
 }
 

@@ -126,7 +126,7 @@ func (w *Worker) runCall(handlerCtx context.Context, reg *registration, tasks []
 	// lease is gone.
 	var wg sync.WaitGroup
 	for _, tc := range tcs {
-		if tc.isSettled() || (tc.LostLease() && err != attempt.ErrTimeout) {
+		if tc.isSettled() || tc.stale.Load() || (tc.LostLease() && err != attempt.ErrTimeout) {
 			continue
 		}
 		settle := func() bool { return w.settleLeftover(handlerCtx, tc, reg, err, o.Result, o.Results) }

@@ -127,9 +127,7 @@ func (r *settleRecorder) Settled(written engine.Settlement, out engine.Settled, 
 	if !handedOver {
 		return
 	}
-	w.mu.Lock()
-	delete(w.live, tc.task.ID)
-	w.mu.Unlock()
+	w.untrackSettled(tc)
 	w.slots.Settled()
 }
 

@@ -57,7 +57,7 @@ var sqliteParams = map[string][]string{
 	// A durable handler's step checkpoint (issue 48).
 	"durable_step": {"entry", "now_ms", "id", "worker_id", "attempt", "position"},
 	// An event delivered to a durable handler's task.
-	"durable_event": {"event", "entry", "now_ms", "id"},
+	"durable_event": {"event", "entry", "max_bytes", "now_ms", "id"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters

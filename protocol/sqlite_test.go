@@ -290,7 +290,7 @@ func TestSQLitePlans(t *testing.T) {
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
 		// A durable handler's checkpoint finds its task by id.
 		{"durable_step", Args{"id": "task_0010", "worker_id": "w", "attempt": 1, "position": 0, "entry": `{"name":"a"}`, "now_ms": 5000}, "(id=?)"},
-		{"durable_event", Args{"id": "task_0010", "event": "go", "entry": `{"at_ms":1}`, "now_ms": 5000}, "(id=?)"},
+		{"durable_event", Args{"id": "task_0010", "event": "go", "entry": `{"at_ms":1}`, "max_bytes": 1 << 24, "now_ms": 5000}, "(id=?)"},
 		// A global limit counts the leased rows only.
 		{"limit_running", Args{"name": "n1", "tenant_key": "tenant", "now_ms": 5000}, "cairnq_tasks_lease_idx"},
 		// A sweep finds the due records in claim order, without a sort.
@@ -841,7 +841,7 @@ func TestSQLiteDurableEventStatement(t *testing.T) {
 		})
 	}
 	send := func(id, event, entry string, at int64) []row {
-		return call("durable_event", Args{"id": id, "event": event, "entry": entry, "now_ms": at})
+		return call("durable_event", Args{"id": id, "event": event, "entry": entry, "max_bytes": 1 << 24, "now_ms": at})
 	}
 	insert("e1", `{"tenant":"a"}`)
 	if r := send("e1", "early. [0] $x", `{"payload":1,"at_ms":1}`, now); len(r) != 1 || r[0]["woke"] != int64(0) {
@@ -870,6 +870,10 @@ func TestSQLiteDurableEventStatement(t *testing.T) {
 		`"steps":[{"name":"approval","kind":"wait","until_ms":9000000000000}]}}`
 	if got["metadata"] != want {
 		t.Fatalf("metadata = %v\nwant       %v", got["metadata"], want)
+	}
+	// An event that would take the metadata past max_bytes is refused.
+	if r := call("durable_event", Args{"id": "e1", "event": "big", "entry": `{"payload":"xxxxxxxxxx","at_ms":1}`, "max_bytes": 100, "now_ms": now}); len(r) != 0 {
+		t.Fatalf("an event past max_bytes = %v, want nothing", r)
 	}
 	// An event after the end of a wait the task recorded is refused; the
 	// timeout's mark is not.

@@ -47,7 +47,7 @@ func protocolArgs() protocol.Args {
 		// durable_step: a step's record and where it goes.
 		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0), "attempt": int64(1),
 		// snooze and durable_event: the event a durable wait waits for.
-		"event": "approval",
+		"event": "approval", "max_bytes": int64(1 << 24),
 		// durable_step_many: the steps of a group, one task's here.
 		"attempts": `{"1"}`, "positions": `{"0"}`, "entries": `{"{\"name\":\"charge\"}"}`,
 	}
@@ -284,7 +284,7 @@ func TestDurableEventStatement(t *testing.T) {
 	a["id"], a["root_id"], a["metadata"] = "e1", "e1", `{"tenant":"a"}`
 	run("insert_task", a)
 	send := func(id, event, entry string) []executor.Row {
-		return run("durable_event", protocol.Args{"id": id, "event": event, "entry": entry})
+		return run("durable_event", protocol.Args{"id": id, "event": event, "entry": entry, "max_bytes": int64(1 << 24)})
 	}
 	if r := send("e1", "early", `{"payload":1,"at_ms":1}`); len(r) != 1 || r[0]["woke"] != false {
 		t.Fatalf("an event before any wait = %v, want the row, not woken", r)

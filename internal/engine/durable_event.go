@@ -155,12 +155,13 @@ func (s *Store) sendEvent(ctx context.Context, q querier, id, key, name string, 
 			}
 			target = ref.ID
 		}
-		rows, err := s.exec(ctx, q, stmtDurableEvent, protocol.Args{"id": target, "event": name, "entry": entry})
+		rows, err := s.exec(ctx, q, stmtDurableEvent, protocol.Args{"id": target, "event": name, "entry": entry,
+			"max_bytes": int64(cairnqtype.MaxValueBytes)})
 		if err != nil {
 			return err
 		}
 		if len(rows) == 0 {
-			return s.undelivered(ctx, q, target, name, ev)
+			return s.undelivered(ctx, q, target, name, ev, entry)
 		}
 		if woke, err := asBool("woke", rows[0]["woke"]); err != nil || !woke {
 			return err
@@ -186,7 +187,7 @@ func (s *Store) sendEvent(ctx context.Context, q querier, id, key, name string, 
 
 // undelivered tells why ev, the event name, was not delivered to task
 // id, reading its row in q.
-func (s *Store) undelivered(ctx context.Context, q querier, id, name string, ev DurableEvent) error {
+func (s *Store) undelivered(ctx context.Context, q querier, id, name string, ev DurableEvent, entry string) error {
 	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
 	t, err := found(rows, err)
 	if err != nil {
@@ -209,6 +210,10 @@ func (s *Store) undelivered(ctx context.Context, q querier, id, name string, ev 
 		if st.Kind == StepWait && st.Name == name && st.UntilMs < ev.AtMs {
 			return &EventRefusedError{TaskID: id, Event: name, Status: t.Status, WaitEnded: true}
 		}
+	}
+	if size := len(t.Metadata) + len(name) + len(entry); size > cairnqtype.MaxValueBytes {
+		return &cairnqtype.SerializationError{Field: "payload", Err: fmt.Errorf(
+			"%w: event %q would make task %s's metadata %d bytes, past MaxValueBytes", cairnqtype.ErrValueTooLarge, name, id, size)}
 	}
 	return fmt.Errorf("cairnq: task %s: event %q was not delivered, and its row shows no reason", id, name)
 }

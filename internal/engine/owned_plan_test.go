@@ -73,7 +73,7 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 		"id": "task_x", "ids": pgArray([]string{"task_x"}), "worker_id": "w", "worker_ids": pgArray([]string{"w"}),
 		"result": nil, "results": pgArrayNullable([]any{nil}), "lease_ms": int64(30000), "progress": nil,
 		"message": nil, "retryable": true, "error": "{}", "delay_ms": int64(0),
-		"event": "", "entry": "{}", "attempt": int64(1), "position": int64(0),
+		"event": "", "entry": "{}", "attempt": int64(1), "position": int64(0), "max_bytes": int64(1 << 24),
 		"attempts": pgArray([]string{"1"}), "positions": pgArray([]string{"0"}), "entries": pgArray([]string{"{}"}),
 	}
 	scans, indexes, _ = planReads(explainGenericPlan(t, s, db, name, a))

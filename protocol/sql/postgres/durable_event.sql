@@ -6,7 +6,7 @@
 -- out holds its place too), or :entry is an event (not a timeout's mark,
 -- which has timed_out) arriving after the end of a wait for it that the
 -- task recorded: that wait has timed out, whether or not its mark is
--- written yet. When the task is queued and its last durable
+-- written yet, or the metadata with the event would pass :max_bytes. When the task is queued and its last durable
 -- step is a wait for :event, it is made due now, and the cairnq_queued
 -- channel hears of it (the notify trigger fires only on a status change).
 -- Metadata that is not an object, or a cairnq_durable member that is not
@@ -36,6 +36,8 @@ WITH sent AS (
                     AND metadata #> '{cairnq_durable,v}' = '1'::jsonb
                     AND coalesce(jsonb_typeof(metadata #> '{cairnq_durable,events}'), 'object') = 'object'))
            AND metadata #> ARRAY['cairnq_durable', 'events', CAST(:event AS text)] IS NULL
+           AND octet_length(CAST(metadata AS text)) + octet_length(CAST(:entry AS text))
+               + octet_length(CAST(:event AS text)) <= CAST(:max_bytes AS bigint)
            AND (CAST(:entry AS jsonb) ? 'timed_out'
                 OR jsonb_typeof(metadata #> '{cairnq_durable,steps}') IS DISTINCT FROM 'array'
                 OR NOT EXISTS (

@@ -6,7 +6,7 @@
 -- out holds its place too), or :entry is an event (not a timeout's mark,
 -- which has timed_out) arriving after the end of a wait for it that the
 -- task recorded: that wait has timed out, whether or not its mark is
--- written yet. When the task is queued and its last durable
+-- written yet, or the metadata with the event would pass :max_bytes. When the task is queued and its last durable
 -- step is a wait for :event, it is made due now; other processes see the
 -- commit through the database file. :event holds no double quote (the
 -- SDK refuses one), so it can be quoted into a JSON path. Metadata that is
@@ -34,6 +34,7 @@ WHERE id = :id
            AND json_extract(metadata, '$.cairnq_durable.v') = 1
            AND coalesce(json_type(metadata, '$.cairnq_durable.events'), 'object') = 'object'))
   AND NOT EXISTS (SELECT 1 FROM json_each(metadata, '$.cairnq_durable.events') WHERE key = :event)
+  AND length(CAST(metadata AS BLOB)) + length(CAST(:entry AS BLOB)) + length(CAST(:event AS BLOB)) <= :max_bytes
   AND (json_type(:entry, '$.timed_out') IS NOT NULL
        OR coalesce(json_type(metadata, '$.cairnq_durable.steps'), '') <> 'array'
        OR NOT EXISTS (SELECT 1
