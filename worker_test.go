@@ -640,14 +640,17 @@ func TestRetryBackoffAndTaskErrors(t *testing.T) {
 	ctx := context.Background()
 	flaky, _ := c.Submit(ctx, "flaky", nil, nil)
 	fatal, _ := c.Submit(ctx, "fatal", nil, nil)
-	waitFor(t, "the first failure", func() bool {
-		got, _ := c.Get(ctx, flaky.ID)
-		return got.Error != nil
+	var got *cairnq.Task
+	waitFor(t, "a failure's retry to be queued", func() bool {
+		got, _ = c.Get(ctx, flaky.ID)
+		return got.Error != nil && got.Status == cairnq.StatusQueued
 	})
-	got, _ := c.Get(ctx, flaky.ID)
-	// Equal jitter: the first retry waits between half the base and the base.
-	if wait := got.RunAt.Sub(got.UpdatedAt); got.Status != cairnq.StatusQueued || wait < 100*time.Millisecond || wait > 200*time.Millisecond {
-		t.Errorf("first retry: %s, due %v after the failure", got.Status, wait)
+	// Equal jitter: a retry waits between half its base and the base,
+	// which doubles with each attempt (a loaded machine may read the
+	// task after its second failure).
+	base := 200 * time.Millisecond << max(got.Attempt-1, 0)
+	if wait := got.RunAt.Sub(got.UpdatedAt); got.Status != cairnq.StatusQueued || wait < base/2 || wait > base {
+		t.Errorf("retry after attempt %d: %s, due %v after the failure, want between %v and %v", got.Attempt, got.Status, wait, base/2, base)
 	}
 	final := waitTask(t, c, flaky.ID)
 	if final.Status != cairnq.StatusFailed || final.Attempt != 3 || final.Error.Message != "attempt 3 failed" || final.Error.Type != "Error" {
