@@ -118,20 +118,9 @@ func benchDurable(ctx context.Context, cfg *config) {
 
 // durableOnce measures one system on a fresh database of backend.
 func durableOnce(ctx context.Context, cfg *config, sys, backend string) (durableRun, error) {
-	var target string
-	var cleanup func()
-	if backend == "postgres" {
-		db, err := cfg.srv.FreshDatabase(ctx, "durable_"+sys)
-		if err != nil {
-			return durableRun{}, err
-		}
-		target, cleanup = db.DSN, func() { db.Drop() }
-	} else {
-		dir, err := os.MkdirTemp("", "durable-"+sys+"-")
-		if err != nil {
-			return durableRun{}, err
-		}
-		target, cleanup = filepath.Join(dir, "tasks.db"), func() { os.RemoveAll(dir) }
+	target, cleanup, err := freshTarget(ctx, cfg, backend, "durable_"+sys)
+	if err != nil {
+		return durableRun{}, err
 	}
 	defer cleanup()
 	var start func(ctx context.Context) (call func(i int) error, stop func(), err error)
@@ -200,19 +189,7 @@ func callAll(ctx context.Context, n, callers int, call func(i int) error) (time.
 // cairnqDurable starts a worker serving a handler of durable steps, and
 // returns a call that runs one through Client.Call.
 func cairnqDurable(ctx context.Context, cfg *config, backend, target string) (func(int) error, func(), error) {
-	var c *cairnq.Client
-	var closeC func()
-	var err error
-	if backend == "postgres" {
-		var pgx adapter
-		if pgx, err = findAdapter("pgx"); err != nil {
-			return nil, nil, err
-		}
-		c, closeC, err = openClient(ctx, cfg, pgx, target, true, nil)
-	} else {
-		c, err = cairnq.Open(ctx, target, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: quietLogger()}})
-		closeC = func() { c.Close() }
-	}
+	c, closeC, err := openOn(ctx, cfg, backend, target)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -415,4 +392,39 @@ func stepNames(n int) []string {
 		out[i] = fmt.Sprint("step-", i)
 	}
 	return out
+}
+
+// freshTarget is a fresh database of backend for one measurement: a
+// Postgres database on the bench's server, or a SQLite file in a
+// temporary directory; cleanup drops it.
+func freshTarget(ctx context.Context, cfg *config, backend, label string) (target string, cleanup func(), err error) {
+	if backend == "postgres" {
+		db, err := cfg.srv.FreshDatabase(ctx, label)
+		if err != nil {
+			return "", nil, err
+		}
+		return db.DSN, func() { db.Drop() }, nil
+	}
+	dir, err := os.MkdirTemp("", label+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	return filepath.Join(dir, "tasks.db"), func() { os.RemoveAll(dir) }, nil
+}
+
+// openOn opens a cairnq client on target (freshTarget's): through pgx
+// on Postgres.
+func openOn(ctx context.Context, cfg *config, backend, target string) (*cairnq.Client, func(), error) {
+	if backend == "postgres" {
+		pgx, err := findAdapter("pgx")
+		if err != nil {
+			return nil, nil, err
+		}
+		return openClient(ctx, cfg, pgx, target, true, nil)
+	}
+	c, err := cairnq.Open(ctx, target, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: quietLogger()}})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() { c.Close() }, nil
 }

@@ -98,6 +98,7 @@ type config struct {
 	backlog     *backlogConfig
 	durable     durableConfig
 	durableKill killConfig
+	workflow    workflowConfig
 }
 
 func main() {
@@ -110,7 +111,7 @@ func main() {
 func run() error {
 	var (
 		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
-		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable, durable-kill")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable, durable-kill, workflow")
 		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
 		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
 		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
@@ -150,6 +151,7 @@ func run() error {
 	parseBacklog := backlogFlags()
 	parseDurable := durableFlags(&cfg.durable)
 	killFlags(&cfg.durableKill)
+	parseWorkflow := workflowFlags(&cfg.workflow)
 	flag.Parse()
 	if cfg.fleetChild != "" {
 		return runFleetChild(context.Background(), &cfg)
@@ -163,12 +165,12 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable", "durable-kill":
+		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable", "durable-kill", "workflow":
 			cfg.benches = append(cfg.benches, b)
 		case "many":
 			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable, durable-kill)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable, durable-kill, workflow)", b)
 		}
 	}
 	var err error
@@ -176,6 +178,9 @@ func run() error {
 		return err
 	}
 	if err := parseDurable(); err != nil {
+		return err
+	}
+	if err := parseWorkflow(); err != nil {
 		return err
 	}
 	if cfg.adapters, err = pickAdapters(*adapterList); err != nil {
@@ -261,6 +266,8 @@ func run() error {
 			benchDurable(ctx, &cfg)
 		case "durable-kill":
 			benchDurableKill(ctx, &cfg)
+		case "workflow":
+			benchWorkflow(ctx, &cfg)
 		}
 		if ctx.Err() != nil {
 			break
