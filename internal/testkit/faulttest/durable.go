@@ -68,17 +68,17 @@ func DurableKill(t *testing.T, b Backend, o DurableOptions) {
 	dir := t.TempDir()
 	stopPath := dir + "/stop"
 	c := b.Open(t, dsn)
-	procs := newProcs(t, b, dir, envDSN+"="+dsn, envStop+"="+stopPath, envShortLease+"=1")
-	spawned := 0
-	spawn := func() *proc {
-		spawned++
-		name := fmt.Sprintf("d%d", spawned)
-		return procs.spawn(name, roleDurable, envID+"=fault-"+name)
+	f := &durableFleet{procs: newProcs(t, b, dir, envDSN+"="+dsn, envStop+"="+stopPath, envShortLease+"=1"),
+		killed: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 48))}
+	f.alive = []*proc{f.spawn(), f.spawn(), f.spawn()}
+	ended := func() (int, error) {
+		st, err := c.Stats(ctx, "")
+		s := st["default"]
+		if s.Failed+s.Canceled > 0 {
+			return 0, fmt.Errorf("tasks failed or were canceled: %+v", s)
+		}
+		return s.Succeeded, err
 	}
-	alive := []*proc{spawn(), spawn(), spawn()}
-	all := slices.Clone(alive)
-	killed := map[string]bool{}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 48))
 	midway := o.Midway
 	var tasks []*cairnq.Task
 	for round := 0; round == 0 || time.Since(start) < soak; round++ {
@@ -91,56 +91,81 @@ func DurableKill(t *testing.T, b Backend, o DurableOptions) {
 			t.Fatal(err)
 		}
 		tasks = append(tasks, batch...)
-		ended := func() (int, error) {
-			st, err := c.Stats(ctx, "")
-			s := st["default"]
-			if s.Failed+s.Canceled > 0 {
-				return 0, fmt.Errorf("tasks failed or were canceled: %+v", s)
-			}
-			return s.Succeeded, err
-		}
 		for deadline := time.Now().Add(2 * Watchdog); ; {
 			k, err := ended()
 			if err != nil {
-				procs.fatal("%v", err)
+				f.procs.fatal("%v", err)
 			}
 			if k == len(tasks) {
 				break
 			}
 			if time.Now().After(deadline) {
-				procs.fatal("%d of %d tasks succeeded, not all after %v", k, len(tasks), 2*Watchdog)
+				f.procs.fatal("%d of %d tasks succeeded, not all after %v", k, len(tasks), 2*Watchdog)
 			}
 			if midway != nil && k >= n/2 {
-				// Every process has opened its client first (a child makes
-				// its output file once it has): one opening in the fault
-				// would fail its test, which is no subject of this one.
-				procs.await("the workers to open their clients", alive, func() (bool, error) {
-					for _, p := range alive {
-						if _, err := os.Stat(p.out); err != nil {
-							return false, nil
-						}
-					}
-					return true, nil
-				})
-				midway(t)
+				f.midway(t, midway, ended)
 				midway = nil
-				// New processes start only once the database answers again.
-				Wait(t, "the database to answer after the midway fault", func() (bool, error) {
-					_, err := ended()
-					return err == nil, nil
-				})
 			}
-			time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // a random point of the work
-			i := rng.IntN(len(alive))
-			procs.kill(alive[i])
-			killed[alive[i].name] = true
-			alive[i] = spawn()
-			all = append(all, alive[i])
+			f.killOne()
 		}
 	}
-	t.Logf("%d tasks succeeded, %d kills, in %v", len(tasks), len(killed), time.Since(start).Round(time.Millisecond))
-	procs.stopAll(stopPath, alive)
-	lines := map[string][]durableLine{} // by task id and step: "id k"
+	t.Logf("%d tasks succeeded, %d kills, in %v", len(tasks), len(f.killed), time.Since(start).Round(time.Millisecond))
+	f.procs.stopAll(stopPath, f.alive)
+	checkDurable(t, c, tasks, readDurableLines(t, f.all), f.killed)
+}
+
+// durableFleet is DurableKill's worker processes: those alive, every one
+// it started, and those it killed (by name).
+type durableFleet struct {
+	procs      *procs
+	alive, all []*proc
+	killed     map[string]bool
+	rng        *rand.Rand
+}
+
+// spawn starts one more worker process.
+func (f *durableFleet) spawn() *proc {
+	name := fmt.Sprintf("d%d", len(f.all)+1)
+	p := f.procs.spawn(name, roleDurable, envID+"=fault-"+name)
+	f.all = append(f.all, p)
+	return p
+}
+
+// killOne kills a random live process at a random point of the work and
+// starts another in its place.
+func (f *durableFleet) killOne() {
+	time.Sleep(time.Duration(50+f.rng.IntN(200)) * time.Millisecond) // the random point
+	i := f.rng.IntN(len(f.alive))
+	f.procs.kill(f.alive[i])
+	f.killed[f.alive[i].name] = true
+	f.alive[i] = f.spawn()
+}
+
+// midway runs fault once every live process has opened its client (a
+// child makes its output file once it has: one opening in the fault
+// would fail its test, which is no subject of this one), and returns
+// once the database answers again, so that new processes can open.
+func (f *durableFleet) midway(t *testing.T, fault func(t *testing.T), ended func() (int, error)) {
+	f.procs.await("the workers to open their clients", f.alive, func() (bool, error) {
+		for _, p := range f.alive {
+			if _, err := os.Stat(p.out); err != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	fault(t)
+	Wait(t, "the database to answer after the midway fault", func() (bool, error) {
+		_, err := ended()
+		return err == nil, nil
+	})
+}
+
+// readDurableLines reads what the processes wrote, by task id and step
+// ("id k").
+func readDurableLines(t *testing.T, all []*proc) map[string][]durableLine {
+	t.Helper()
+	lines := map[string][]durableLine{}
 	for _, p := range all {
 		out, err := readLines(p.out)
 		if err != nil {
@@ -153,7 +178,7 @@ func DurableKill(t *testing.T, b Backend, o DurableOptions) {
 			}
 		}
 	}
-	checkDurable(t, c, tasks, lines, killed)
+	return lines
 }
 
 // durableLine is a line a durable child wrote: kind "effect" (a step's
