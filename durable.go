@@ -147,15 +147,8 @@ func (p StepPolicy) run(ctx context.Context, fn func(ctx context.Context) error)
 		if err == nil || n >= p.Attempts {
 			return err
 		}
-		if _, retryable := envelopeOf(err); !retryable {
+		if _, retryable := envelopeOf(err); !retryable || !sleepCtx(ctx, wait) {
 			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
 		}
 		wait = min(2*wait, p.MaxBackoff)
 	}
@@ -221,15 +214,8 @@ func (tc *TaskContext) writeRecord(ctx context.Context, pos int, step *engine.Du
 		err := tc.w.st.RecordStep(ctx, tc.task.ID, tc.w.id, tc.task.Attempt, pos, *step, &tc.w.rowsMu)
 		var fe *engine.DurableFormatError
 		if err == nil || errIsLostLease(err) || errors.As(err, &fe) || errors.Is(err, cairnqtype.ErrInvalidArgument) ||
-			tc.lost.Load() || tc.isSettled() {
+			tc.lost.Load() || tc.isSettled() || !sleepCtx(ctx, wait) {
 			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
 		}
 		wait = min(2*wait, time.Second)
 	}

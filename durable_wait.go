@@ -66,20 +66,6 @@ func (e *EventRefusedError) Error() string {
 // Is reports whether target is ErrEventRefused.
 func (e *EventRefusedError) Is(target error) bool { return target == ErrEventRefused }
 
-// eventErr is err with an engine's refused event under this package's
-// name.
-func eventErr(err error) error {
-	var r *engine.EventRefusedError
-	if !errors.As(err, &r) {
-		return userErr(err)
-	}
-	out := &EventRefusedError{TaskID: r.TaskID, Event: r.Event, Status: Status(r.Status), TimedOut: r.WaitEnded}
-	if r.Existing != nil {
-		out.Delivered, out.TimedOut = !r.Existing.TimedOut, r.Existing.TimedOut
-	}
-	return out
-}
-
 // SendEvent delivers the event named event, carrying payload (encoded
 // as a task's payload is), to task id. A handler waiting for it
 // (WaitEvent) is woken at once, on any process; one that waits for it
@@ -90,12 +76,12 @@ func eventErr(err error) error {
 // task's metadata past MaxValueBytes (ErrValueTooLarge). A task gone is
 // ErrNotFound. Nothing is written when it fails.
 func (c *Client) SendEvent(ctx context.Context, id, event string, payload any) error {
-	return eventErr(c.store.SendEvent(ctx, id, event, payload))
+	return userErr(c.store.SendEvent(ctx, id, event, payload))
 }
 
 // SendEventByKey is SendEvent to the task the key names.
 func (c *Client) SendEventByKey(ctx context.Context, key, event string, payload any) error {
-	return eventErr(c.store.SendEventByKey(ctx, key, event, payload))
+	return userErr(c.store.SendEventByKey(ctx, key, event, payload))
 }
 
 // SendEventTx is SendEvent inside a transaction the application holds,
@@ -103,12 +89,12 @@ func (c *Client) SendEventByKey(ctx context.Context, key, event string, payload 
 // if the application commits. Postgres only: on SQLite it returns
 // ErrUnsupported.
 func (c *Client) SendEventTx(ctx context.Context, sess executor.Session, id, event string, payload any) error {
-	return eventErr(c.store.SendEventTx(ctx, sess, id, "", event, payload))
+	return userErr(c.store.SendEventTx(ctx, sess, id, "", event, payload))
 }
 
 // SendEventByKeyTx is SendEventTx to the task the key names.
 func (c *Client) SendEventByKeyTx(ctx context.Context, sess executor.Session, key, event string, payload any) error {
-	return eventErr(c.store.SendEventTx(ctx, sess, "", key, event, payload))
+	return userErr(c.store.SendEventTx(ctx, sess, "", key, event, payload))
 }
 
 // Sleep is a durable sleep of d, the step named name of the task tc
@@ -248,7 +234,7 @@ func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.Du
 		defer cancel()
 		ev, err := tc.w.st.TimeOutWait(wctx, tc.task.ID, step.Name)
 		if err != nil {
-			return nil, eventErr(err)
+			return nil, userErr(err)
 		}
 		d.addEvent(step.Name, ev)
 		return &ev, nil
@@ -260,14 +246,7 @@ func (tc *TaskContext) resume(ctx context.Context, d *durableRun, step engine.Du
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tc.w.lease)
 	defer cancel()
-	var out engine.Settled
-	err := tc.settle(func() error {
-		var err error
-		if out, err = tc.w.st.Settle(wctx, st); err == nil {
-			tc.w.logSettled(ctx, tc, st, out)
-		}
-		return err
-	})
+	out, err := tc.settleNowOut(wctx, st)
 	var arrived *engine.EventArrivedError
 	switch {
 	case errors.As(err, &arrived):

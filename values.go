@@ -190,6 +190,12 @@ func rootView(err error) (error, bool) {
 		return &TaskCanceledError{ID: e.ID, Task: taskOf(e.Task)}, true
 	case *engine.DurableFormatError:
 		return (*DurableFormatError)(e), true
+	case *engine.EventRefusedError:
+		out := &EventRefusedError{TaskID: e.TaskID, Event: e.Event, Status: Status(e.Status), TimedOut: e.WaitEnded}
+		if e.Existing != nil {
+			out.Delivered, out.TimedOut = !e.Existing.TimedOut, e.Existing.TimedOut
+		}
+		return out, true
 	}
 	return nil, false
 }

@@ -200,14 +200,22 @@ func (tc *TaskContext) settlement(outcome engine.Outcome) engine.Settlement {
 // its kin): once, as the handler's own call, where the worker's
 // settlements retry.
 func (tc *TaskContext) settleNow(ctx context.Context, st engine.Settlement) error {
-	return tc.settle(func() error {
-		out, err := tc.w.st.Settle(ctx, st)
+	_, err := tc.settleNowOut(ctx, st)
+	return err
+}
+
+// settleNowOut is settleNow, also returning what the settlement wrote.
+func (tc *TaskContext) settleNowOut(ctx context.Context, st engine.Settlement) (out engine.Settled, err error) {
+	err = tc.settle(func() error {
+		var err error
+		out, err = tc.w.st.Settle(ctx, st)
 		noteRefusal(tc, out)
 		if err == nil {
 			tc.w.logSettled(ctx, tc, st, out)
 		}
 		return err
 	})
+	return out, err
 }
 
 // completerConfig is what w's completers need of it.

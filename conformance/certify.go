@@ -16,6 +16,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -280,6 +281,30 @@ func (s *suite) client(r reporter, e env) *cairnq.Client {
 	}
 	r.test().Cleanup(func() { c.Close() })
 	return c
+}
+
+// runWorker runs w until the stop it returns is called. stop ends Run's
+// context and returns Run's error, or, when Run has not returned 15s
+// later, an error saying the executor's statements do not honour
+// context cancellation (returned false). It is safe to call twice.
+func (s *suite) runWorker(ctx context.Context, w *cairnq.Worker) (stop func() (err error, returned bool)) {
+	runCtx, stopRun := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- w.Run(runCtx) }()
+	var once sync.Once
+	var err error
+	returned := true
+	return func() (error, bool) {
+		once.Do(func() {
+			stopRun()
+			select {
+			case err = <-runErr:
+			case <-time.After(15 * time.Second):
+				err, returned = fmt.Errorf("Worker.Run did not return within 15s of its context ending: a statement of %s does not honour context cancellation", s.name), false
+			}
+		})
+		return err, returned
+	}
 }
 
 // exec runs a script the check needs as setup.

@@ -209,24 +209,10 @@ func (s *suite) workerRun(r reporter) {
 	if err != nil {
 		r.Fatalf("Handle: %v", err)
 	}
-	runCtx, stopRun := context.WithCancel(e.ctx)
-	runErr := make(chan error, 1)
-	go func() { runErr <- w.Run(runCtx) }()
-	stopped := false
-	stop := func() error {
-		stopped = true
-		stopRun()
-		select {
-		case err := <-runErr:
-			return err
-		case <-time.After(15 * time.Second):
-			return fmt.Errorf("Worker.Run did not return within 15s of its context ending: a statement of %s does not honour context cancellation", s.name)
-		}
-	}
+	stopWorker := s.runWorker(e.ctx, w)
+	stop := func() error { err, _ := stopWorker(); return err }
 	defer func() {
-		if !stopped {
-			_ = stop()
-		}
+		_ = stop() // a no-op once the check stopped it
 		mu.Lock()
 		defer mu.Unlock()
 		for _, msg := range survived {

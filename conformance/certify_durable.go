@@ -40,16 +40,10 @@ func (s *suite) durable(r reporter) {
 		ev, err := cairnq.WaitEvent[string](ctx, tc, "go", time.Hour)
 		return ev.Payload, err
 	}, nil)
-	runCtx, stopRun := context.WithCancel(e.ctx)
-	defer stopRun()
-	runErr := make(chan error, 1)
-	go func() { runErr <- w.Run(runCtx) }()
+	stop := s.runWorker(e.ctx, w)
 	defer func() {
-		stopRun()
-		select {
-		case <-runErr:
-		case <-time.After(15 * time.Second):
-			r.Errorf("Worker.Run did not return within 15s of its context ending: a statement of %s does not honour context cancellation", s.name)
+		if err, returned := stop(); !returned {
+			r.Errorf("%v", err)
 		}
 	}()
 

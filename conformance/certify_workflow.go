@@ -43,16 +43,10 @@ func (s *suite) workflow(r reporter) {
 	if err != nil {
 		r.Fatalf("Handle: %v", err)
 	}
-	runCtx, stopRun := context.WithCancel(e.ctx)
-	defer stopRun()
-	runErr := make(chan error, 1)
-	go func() { runErr <- w.Run(runCtx) }()
+	stop := s.runWorker(e.ctx, w)
 	defer func() {
-		stopRun()
-		select {
-		case <-runErr:
-		case <-time.After(15 * time.Second):
-			r.Errorf("Worker.Run did not return within 15s of its context ending: a statement of %s does not honour context cancellation", s.name)
+		if err, returned := stop(); !returned {
+			r.Errorf("%v", err)
 		}
 	}()
 

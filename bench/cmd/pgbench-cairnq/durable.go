@@ -316,13 +316,7 @@ func riverDurable(ctx context.Context, cfg *config, dsn string) (func(int) error
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &durableWorker{steps: stepNames(cfg.durable.steps)})
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:            quietLogger(),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.concurrency}},
-		Workers:           workers,
-		FetchCooldown:     cfg.riverFetchCooldown,
-		FetchPollInterval: cfg.riverFetchPoll,
-	})
+	client, err := river.NewClient(riverpgxv5.New(pool), riverWorkerConfig(cfg, workers, 0))
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
