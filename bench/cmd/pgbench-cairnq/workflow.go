@@ -5,20 +5,25 @@ package main
 // workflow whose root step adds --workflow-n - 2 no-op steps and a join
 // that waits for them all; its step rate (steps / time from submit to
 // the record's end) over the rate of as many plain tasks (submitted with
-// SubmitMany, timed to the last one's end). Diamonds: --workflow-diamonds
-// workflows of five steps (a, then b, c and d, then e) over five times as
-// many plain tasks. Within each run, on each backend, the plain burn-down
-// and the workflow alternate, in fresh databases.
+// SubmitMany, timed to the last one's end); then GetWorkflow on it,
+// timed. Diamonds: --workflow-diamonds workflows of five steps (a, then
+// b, c and d, then e), submitted from as many goroutines as the worker's
+// concurrency, over five times as many plain tasks. Within each run, on
+// each backend, the plain burn-down and the workflow alternate, in fresh
+// databases. With --cpuprofile, each workflow measurement is profiled.
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"golang.org/x/sync/errgroup"
 )
 
 // workflowConfig is --bench workflow's.
@@ -134,6 +139,19 @@ func workflowOnce(ctx context.Context, cfg *config, backend, shape, kind string)
 	defer func() { stopRun(); <-stopped }()
 	settle()
 
+	if cfg.cpuprofile != "" && kind == "workflow" {
+		// With --cpuprofile, each workflow measurement is profiled, into
+		// FILE.BACKEND.SHAPE (the last run's).
+		f, err := os.Create(cfg.cpuprofile + "." + backend + "." + shape)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 0, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	wait := &cairnq.WaitOptions{Timeout: time.Hour, PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond}
 	start := time.Now()
 	switch {
@@ -158,22 +176,44 @@ func workflowOnce(ctx context.Context, cfg *config, backend, shape, kind string)
 			time.Sleep(time.Millisecond)
 		}
 	case shape == "wide":
-		if _, err := c.CallWorkflow(ctx, []cairnq.WorkflowStep{{Step: "fan", Task: wfFan}}, nil, wait); err != nil {
+		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "fan", Task: wfFan}}, nil)
+		if err != nil {
 			return 0, err
 		}
+		if _, err := c.Wait(ctx, rec.ID, wait); err != nil {
+			return 0, err
+		}
+		took := time.Since(start)
+		if err := timeGetWorkflow(ctx, c, rec.ID, backend, wc.n); err != nil {
+			return 0, err
+		}
+		return took, nil
 	default:
 		diamond := []cairnq.WorkflowStep{
 			{Step: "a", Task: wfNoop}, {Step: "b", Task: wfNoop, After: []string{"a"}},
 			{Step: "c", Task: wfNoop, After: []string{"a"}}, {Step: "d", Task: wfNoop, After: []string{"a"}},
 			{Step: "e", Task: wfNoop, After: []string{"b", "c", "d"}},
 		}
+		// Submitted from as many goroutines as the worker's
+		// concurrency, as requests of an API would: the step rate, not
+		// one submitter's round trips, is what is measured.
 		ids := make([]string, wc.diamonds)
-		for i := range ids {
-			rec, err := c.SubmitWorkflow(ctx, diamond, nil)
-			if err != nil {
-				return 0, err
-			}
-			ids[i] = rec.ID
+		var next atomic.Int64
+		g, gctx := errgroup.WithContext(ctx)
+		for range wc.concurrency {
+			g.Go(func() error {
+				for i := int(next.Add(1) - 1); i < len(ids); i = int(next.Add(1) - 1) {
+					rec, err := c.SubmitWorkflow(gctx, diamond, nil)
+					if err != nil {
+						return err
+					}
+					ids[i] = rec.ID
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return 0, err
 		}
 		for _, id := range ids {
 			if _, err := c.Wait(ctx, id, wait); err != nil {
@@ -182,4 +222,25 @@ func workflowOnce(ctx context.Context, cfg *config, backend, shape, kind string)
 		}
 	}
 	return time.Since(start), nil
+}
+
+// timeGetWorkflow prints how long GetWorkflow takes on the wide workflow
+// once it has ended: the first call (which reads and parses the
+// definition) and the median of five (which find it in the process's
+// cache once the first has read it).
+func timeGetWorkflow(ctx context.Context, c *cairnq.Client, id, backend string, steps int) error {
+	var took []float64
+	for range 5 {
+		start := time.Now()
+		wf, err := c.GetWorkflow(ctx, id)
+		if err != nil {
+			return err
+		}
+		took = append(took, float64(time.Since(start).Microseconds())/1000)
+		if len(wf.Steps) != steps {
+			return fmt.Errorf("GetWorkflow read %d steps, want %d", len(wf.Steps), steps)
+		}
+	}
+	fmt.Printf("  GetWorkflow of %d steps: %.1f ms first, %.1f ms median of 5 (%s)\n", steps, took[0], median(took), backend)
+	return nil
 }
