@@ -277,9 +277,11 @@
 //     "task", "payload", "options", "after": [step, ...]}], "seen":
 //     {step: status}, "ended": status, "changed_ms": ms}. A step's
 //     options are {"queue", "max_attempts", "priority", "delay_ms",
-//     "metadata", "correlation_id"}, each optional. seen is the ledger of
-//     the steps submitted, with the last status an advance read for each;
-//     ended is written in the transaction that settles the record. The
+//     "metadata", "correlation_id"}, each optional. seen is the ledger as
+//     the last full advance (below) wrote it: the steps it found
+//     submitted, with the status it read for each; an advance from one
+//     settled step leaves it (and the whole payload) as it is. ended is
+//     written in the transaction that settles the record. The
 //     record stays queued while the workflow runs (due at its next
 //     sweep), and ends succeeded (its result {"steps": {step: {"id",
 //     "status"}}}), failed (envelope type "WorkflowFailed", details
@@ -290,17 +292,40 @@
 //     strategy; parent_id and root_id are the record's id, and its
 //     metadata carries the member "cairnq_workflow": {"v": 1, "record",
 //     "step", "after": {step: task id}}. Step names hold no ':', so a key
-//     splits at its last colon.
-//   - An advance, in one write transaction: take lock_key on the record's
-//     key (an advisory lock on Postgres), read the record and its steps
-//     (by root_id), insert each ready step not in seen, cancel the live
-//     steps when a step failed for good under "cancel" or the record was
-//     canceled, write seen back; once nothing is live or ready, claim the
-//     record by id and complete or fail it. A Go worker advances in the
-//     transaction of each step's settlement; a sweep does it for the
-//     records due (every [WorkerOptions].WorkflowSweep), then hands the
-//     record back due again (snooze: no attempt spent), 1 s after
-//     progress, waiting longer the longer nothing changed, up to 5 min.
+//     splits at its last colon. With the step, its ledger key,
+//     "cairnq:workflow-ledger:<record id>:<step>", pointing at the record,
+//     says the step was submitted, even once a purge took its task and
+//     its own key. When nothing waits for a step, its success
+//     also writes "cairnq:workflow-ledger:<record id>:<step>:succeeded",
+//     pointing at the record; a step others wait for needs none (that
+//     one of them was submitted says it succeeded). The record's own key
+//     is rewritten (its updated_at_ms moves) with every write of the
+//     definition: readers that keep a parsed definition read it again.
+//   - A full advance, in one write transaction: take lock_key on the
+//     record's key (an advisory lock on Postgres), read the record and
+//     its steps, count a step with no task as submitted if seen or its
+//     ledger key says so (and as succeeded if a step waiting for it was
+//     submitted, or its succeeded key says so), insert each ready step
+//     not submitted, cancel the live steps when a step failed for good
+//     under "cancel" or the record was canceled, write seen back when it
+//     decided something or a step failed; once nothing is live or ready,
+//     claim the record by id and complete or fail it.
+//   - An advance from one settled step, in the transaction of a Go
+//     worker's settlement of a success that added no steps: under the
+//     same lock, read by their keys only the record's status and the
+//     steps that the settled step's dependents wait for, and insert each
+//     dependent now ready; the record is not written. Each process keeps
+//     the definitions it parsed, read again when the record's key moved,
+//     and what it read of the steps that cannot change back (a success),
+//     so a fan-in of 10,000 steps costs a few reads per settled step, not
+//     10,000. The workflow's end, a failure, a canceled record and
+//     AddSteps go to a full advance. On Postgres the successes settling
+//     together share one transaction (their workflows locked in one
+//     lock_keys) and its reads.
+//   - A sweep does a full advance for the records due (every
+//     [WorkerOptions].WorkflowSweep), then hands the record back due
+//     again (snooze: no attempt spent), 1 s after progress, waiting
+//     longer the longer no step changed, up to 5 min.
 //
 // Plain task operations on a workflow's tasks, from any SDK:
 //
@@ -325,13 +350,15 @@
 //     of a workflow that has not ended. Another SDK's purge (and
 //     Client.Store().Purge, the protocol's) knows nothing of workflows
 //     and may purge a finished step of a running workflow. The ledger
-//     keeps what it knew: the step is not submitted again (though its key
-//     is free), and GetWorkflow shows its last status. But its result is
+//     and the ledger keys keep what they knew: the step is not submitted
+//     again (though its key is free), and a success is known from the
+//     steps submitted after it or its succeeded key. But its result is
 //     gone: a step reading it gets an error wrapping [ErrNotFound] from
 //     [StepResult] (and fails unless its handler copes), and a step
-//     purged before any advance read that it had finished counts as lost,
-//     which fails the workflow. Where other SDKs purge, keep their
-//     retention longer than a workflow lives.
+//     purged before anything recorded how it ended (a failure, or a
+//     success no Go worker settled) counts as lost, which fails the
+//     workflow. Where other SDKs purge, keep their retention longer than
+//     a workflow lives.
 //
 // What protocol v1 cannot carry: there is no waiting status, so a step
 // not submitted yet is no row, and other SDKs' lists and stats do not

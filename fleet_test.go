@@ -17,19 +17,22 @@ import (
 
 // claimCounter counts the worker's claim-path statements crossing the
 // executor seam, told apart by their text: the idle probe, lease
-// recovery and the claim.
+// recovery and the claim; and the reads of a workflow's every step
+// (workflow_steps).
 type claimCounter struct {
 	executor.Executor
 	l executor.Listener
 
-	mu                       sync.Mutex
-	probes, recovers, claims int
+	mu                                  sync.Mutex
+	probes, recovers, claims, stepReads int
 }
 
 func (c *claimCounter) count(sql string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case strings.Contains(sql, "parent_id = ") && strings.Contains(sql, "'cairnq_workflow' ->> 'step'"):
+		c.stepReads++
 	case strings.Contains(sql, "has_work"):
 		c.probes++
 	case strings.Contains(sql, "SKIP LOCKED") && strings.Contains(sql, "lease_until_ms <="):
@@ -58,6 +61,12 @@ func (c *claimCounter) read() (probes, recovers, claims int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.probes, c.recovers, c.claims
+}
+
+func (c *claimCounter) readSteps() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stepReads
 }
 
 type countingSession struct {

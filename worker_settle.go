@@ -189,7 +189,7 @@ func (tc *TaskContext) failure(env ErrorEnvelope, retryable bool) engine.Settlem
 // settlement is tc's attempt ending with outcome, on its worker's
 // authority; a success carries the steps the handler added.
 func (tc *TaskContext) settlement(outcome engine.Outcome) engine.Settlement {
-	st := engine.Settlement{Task: tc.task, WorkerID: tc.w.id, Outcome: outcome}
+	st := engine.Settlement{Task: tc.task, WorkerID: tc.w.id, Outcome: outcome, Rows: &tc.w.rowsMu}
 	if outcome == engine.Succeeded {
 		st.Added = tc.addedSteps()
 	}

@@ -47,11 +47,15 @@
 // front of the queue), purge_from (both; purge for the SDK's own
 // purges, which keeps every task of a workflow whose record has not
 // ended, and on Postgres starts from a floor of completion times,
-// returning each row's completed_at_ms), six for a workflow's advance
+// returning each row's completed_at_ms), seven for a workflow's advance
 // and sweep (both; internal/engine's workflow files): claim_ids (claim's
 // lease on the queued tasks among ids, whatever their due time, due now
 // if they were not yet), workflow_steps (a record's steps: id, status,
-// attempt and the step's name from metadata's cairnq_workflow member),
+// attempt, last update and the step's name, on Postgres by root and from
+// metadata's cairnq_workflow member, on SQLite through the range of the
+// steps' keys), workflow_look (the id and status of the tasks some keys
+// point at, with when each key last moved, reading no payload: an
+// advance from one settled step),
 // workflow_revise (a live record's payload rewritten), workflow_due (the
 // ids of the records due for a sweep, a read), workflow_ended (the
 // records of ended workflows from a floor of completion times, each with

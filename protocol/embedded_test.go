@@ -48,6 +48,7 @@ var sqliteParams = map[string][]string{
 	"workflow_steps":  {"record_id"},
 	"workflow_revise": {"payload", "now_ms", "id"},
 	"workflow_due":    {"name", "now_ms", "limit"},
+	"workflow_look":   {"keys"},
 	// The sweep's looks over the ended workflows (issue 46).
 	"workflow_ended":           {"name", "from_ms", "from_id", "limit"},
 	"workflow_ended_by_status": {"name", "status", "from_ms", "from_id", "limit"},
@@ -100,7 +101,7 @@ var allStatementNames = []string{
 	"list", "lock_key", "progress", "protocol_version", "purge", "queue_depth",
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
-	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_ended",
+	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
 	"durable_event",
 }
@@ -218,7 +219,7 @@ func TestEmbeddedWrite(t *testing.T) {
 	reads := []string{
 		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
-		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due",
+		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due", "workflow_look",
 		"workflow_ended", "workflow_ended_by_status", "limit_running", "limit_pick",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
@@ -287,6 +288,7 @@ func TestEmbeddedListFilters(t *testing.T) {
 		"heartbeat_batch":        {"ids"},
 		"claim_ids":              {"ids"},
 		"limit_pick":             {"queues"},
+		"workflow_look":          {"keys"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

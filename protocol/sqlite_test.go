@@ -54,7 +54,8 @@ var resultColumns = map[string][]string{
 	"queue_ages":        {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
 	"recent_failures":   {"name", "count", "last_failed_at_ms"},
 	"claim_ids":         taskColumns,
-	"workflow_steps":    {"id", "status", "attempt", "step"},
+	"workflow_steps":    {"id", "status", "attempt", "updated_at_ms", "step"},
+	"workflow_look":     {"task_key", "key_updated_at_ms", "id", "status"},
 	"workflow_due":      {"id"},
 	"limit_running":     {"tenant", "running"},
 	"limit_pick":        {"id", "tenant"},
@@ -286,7 +287,9 @@ func TestSQLitePlans(t *testing.T) {
 		{"recent_failures", Args{"before_ms": 5000}, "cairnq_tasks_status_completed_idx (status=? AND completed_at_ms>?)"},
 		// A workflow's advance reads its steps by root and claims its
 		// record by id.
-		{"workflow_steps", Args{"record_id": "task_0010"}, "cairnq_tasks_root_idx (root_id=?)"},
+		{"workflow_steps", Args{"record_id": "task_0010"}, "sqlite_autoindex_cairnq_task_keys_1 (key>? AND key<?)"},
+		// An advance from a settled step looks its keys up one by one.
+		{"workflow_look", Args{"keys": `["a","b"]`}, "sqlite_autoindex_cairnq_task_keys_1 (key=?)"},
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
 		// A durable handler's checkpoint finds its task by id.
 		{"durable_step", Args{"id": "task_0010", "worker_id": "w", "attempt": 1, "position": 0, "entry": `{"name":"a"}`, "now_ms": 5000}, "(id=?)"},
@@ -715,6 +718,15 @@ func TestSQLiteWorkflowStatements(t *testing.T) {
 	insert("child", "s1", "wf", step("extract"), now) // a step's own child
 	insert("other", "wf", "wf", `{}`, now)            // a task of the record, no step
 	insert("stranger", "wf", "wf", `{"cairnq_workflow":{"v":1,"record":"elsewhere","step":"x"}}`, now)
+	// Steps are found through their keys (cairnq:workflow:<record>:<step>),
+	// which every step is inserted with; the record's own key, and a key
+	// of the range whose task is not the record's child, are no steps.
+	for key, id := range map[string]string{
+		"cairnq:workflow:wf:": "wf", "cairnq:workflow:wf:extract": "s1", "cairnq:workflow:wf:load": "s2",
+		"cairnq:workflow:wf:inner": "child", "cairnq:workflow:elsewhere:x": "stranger",
+	} {
+		call("upsert_key", Args{"key": key, "task_id": id, "now_ms": now})
+	}
 
 	got := map[string]string{}
 	for _, r := range call("workflow_steps", Args{"record_id": "wf"}) {

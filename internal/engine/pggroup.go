@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -102,6 +103,33 @@ func (b *pgBackend) completeGrouped(ctx context.Context, id, workerID string, re
 	return refAt(res.Value.rows, res.Value.i)
 }
 
+// ---------------------------------------------------------------- workers' row locks
+
+// lockingRows is held while a group takes its workers' row locks, so
+// that two groups (of durable steps, of step successes) never each hold
+// one the other waits for. A group holding its locks waits for no other,
+// and nothing else holds more than one, so no wait goes round.
+var lockingRows sync.Mutex
+
+// lockRows takes each distinct non-nil lock of rows and returns what
+// releases them.
+func lockRows(rows []sync.Locker) (unlock func()) {
+	held := make([]sync.Locker, 0, len(rows))
+	lockingRows.Lock()
+	for _, l := range rows {
+		if l != nil && !slices.Contains(held, l) {
+			l.Lock()
+			held = append(held, l)
+		}
+	}
+	lockingRows.Unlock()
+	return func() {
+		for _, l := range held {
+			l.Unlock()
+		}
+	}
+}
+
 // ---------------------------------------------------------------- durable steps
 
 // stepWrite is one durable step's record on its way to durable_step_many.
@@ -120,16 +148,11 @@ func newStepper(s *Store, ex executor.Executor) *group.Grouper[*stepWrite, rowAt
 		// The group updates many workers' rows in one statement, as each
 		// worker's heartbeat does its own: held apart by each worker's
 		// lock, or the two lock rows in different orders and deadlock.
-		// Only this flush holds more than one of those locks, and nothing
-		// waits for another while holding one, so the order is free.
-		held := map[sync.Locker]bool{}
-		for _, w := range ws {
-			if w.rows != nil && !held[w.rows] {
-				held[w.rows] = true
-				w.rows.Lock()
-				defer w.rows.Unlock()
-			}
+		locks := make([]sync.Locker, len(ws))
+		for i, w := range ws {
+			locks[i] = w.rows
 		}
+		defer lockRows(locks)()
 		ids := make([]string, len(ws))
 		workers := make([]string, len(ws))
 		attempts := make([]string, len(ws))

@@ -110,6 +110,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 		be.listeners = []*wake.Demand{s.queuedListen, s.doneListen}
 	}
 	s.statusReads = newStatusReader(s)
+	s.stepSettles = newStepSettler(s)
 	ok = true
 	return s, nil
 }

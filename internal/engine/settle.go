@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -56,6 +57,10 @@ type Settlement struct {
 	// snooze is written only while the task holds no such event, and
 	// Settle returns an *EventArrivedError when it does.
 	Event string
+	// Rows is the worker's lock on its multi-row writes (its heartbeat),
+	// held while a group of step successes on Postgres settles the
+	// worker's task with others' (settleStepsPG); nil for none.
+	Rows sync.Locker
 }
 
 // Settled is what a settlement wrote.
@@ -157,6 +162,9 @@ func (s *Store) settlePlain(ctx context.Context, st Settlement) (Settled, error)
 // settleStep writes a step's settlement and its workflow's advance in
 // one write transaction.
 func (s *Store) settleStep(ctx context.Context, st Settlement, mark StepMark) (Settled, error) {
+	if s.stepSettles != nil && st.Outcome == Succeeded && len(st.Added) == 0 {
+		return s.settleStepGrouped(ctx, st, mark)
+	}
 	stmt, args, err := s.settleStatement(st)
 	if err != nil {
 		return Settled{}, err
@@ -164,7 +172,7 @@ func (s *Store) settleStep(ctx context.Context, st Settlement, mark StepMark) (S
 	var out Settled
 	err = s.be.write(ctx, func(q querier) error {
 		var err error
-		out, err = s.settleStepIn(ctx, q, st, mark, stmt, args)
+		out, err = s.settleStepIn(ctx, q, st, mark, stmt, args, true)
 		return err
 	})
 	if err != nil {
@@ -203,8 +211,11 @@ func (s *Store) settleStatement(st Settlement) (string, protocol.Args, error) {
 }
 
 // settleStepIn runs a step's settlement statement and, if the step
-// ended, the advance, in q's transaction.
-func (s *Store) settleStepIn(ctx context.Context, q querier, st Settlement, mark StepMark, stmt string, a protocol.Args) (Settled, error) {
+// ended, the advance, in q's transaction. own says the transaction is the
+// store's, holding only this settlement: a success that added nothing
+// then advances from the step (advanceFromStep), whose cache must not
+// learn what an application's transaction may roll back.
+func (s *Store) settleStepIn(ctx context.Context, q querier, st Settlement, mark StepMark, stmt string, a protocol.Args, own bool) (Settled, error) {
 	// The workflow's lock before the step's row, as every writer of a
 	// workflow takes them: an advance holding the lock while it cancels
 	// this step would otherwise wait for the row this settlement holds,
@@ -231,6 +242,9 @@ func (s *Store) settleStepIn(ctx context.Context, q querier, st Settlement, mark
 	}
 	if out.Status != cairnqtype.StatusSucceeded {
 		add = nil // a step adds only when it succeeds
+	} else if own && add == nil {
+		out.Advanced, err = s.advanceFromStep(ctx, q, "settle step", mark, st.WorkerID)
+		return out, err
 	}
 	out.Advanced, err = s.advanceIn(ctx, q, "settle step", mark.Record, st.WorkerID, add)
 	return out, err
@@ -244,7 +258,7 @@ func (s *Store) settleTxIn(ctx context.Context, q querier, st Settlement) (Settl
 		return Settled{}, err
 	}
 	if mark, step := StepMarkOf(st.Task); step {
-		return s.settleStepIn(ctx, q, st, mark, stmt, a)
+		return s.settleStepIn(ctx, q, st, mark, stmt, a, false)
 	}
 	return s.settleRowIn(ctx, q, st, stmt, a)
 }

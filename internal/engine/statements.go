@@ -57,6 +57,9 @@ const (
 	stmtWorkflowSteps  = "workflow_steps"
 	stmtWorkflowRevise = "workflow_revise"
 	stmtWorkflowDue    = "workflow_due"
+	// An advance from one settled step (workflow_step_advance.go): the
+	// tasks some keys point at, without their payloads.
+	stmtWorkflowLook = "workflow_look"
 
 	// The sweep's looks over the ended workflows (workflow_ended.go),
 	// ours, beside the protocol's: the records that ended since a floor,

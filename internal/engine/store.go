@@ -44,7 +44,10 @@ type Store struct {
 	// client read their statuses in a handful of statements instead of
 	// one each. statusReading is set while a lone read runs in its
 	// caller's goroutine, which spares it the grouper's two hand-offs.
-	statusReads   *group.Grouper[string, rowAt]
+	statusReads *group.Grouper[string, rowAt]
+	// stepSettles groups the successes of workflow steps into one
+	// transaction each group (settleStepsGrouped).
+	stepSettles   *group.Grouper[*stepSuccess, Settled]
 	statusReading atomic.Bool
 	// How a worker runs on this store, fixed where it is opened; the
 	// root asks these rather than the dialect.
@@ -59,6 +62,9 @@ type Store struct {
 	// endedFull paces its workers' full looks over the ended workflows,
 	// one for all of them (workflow_ended_look.go).
 	endedFull endedFull
+	// flows is what this process read of the workflows it advances from
+	// a settled step (workflow_step_advance.go).
+	flows flowCache
 	// guard notices the SQLite file deleted or replaced under the store
 	// (sqlite_identity.go); nil on Postgres and in memory.
 	guard *fileGuard
@@ -89,6 +95,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	s.queuedListen = be.startSQLiteNotify(s.hub)
 	s.doneListen = s.queuedListen
 	s.statusReads = newStatusReader(s)
+	s.stepSettles = newStepSettler(s)
 	return s, nil
 }
 
@@ -138,6 +145,9 @@ func (s *Store) Dialect() protocol.Dialect { return s.dialect }
 // ErrClosed.
 func (s *Store) Close() error {
 	s.statusReads.Close() // first, so that a read in flight finishes on open connections
+	if s.stepSettles != nil {
+		s.stepSettles.Close()
+	}
 	return s.be.close()
 }
 

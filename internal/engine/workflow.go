@@ -308,18 +308,46 @@ func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParam
 }
 
 // insertSteps inserts the named steps of def, each under its key with
-// the reject strategy, and returns the queues they went to. ids maps the
-// steps already inserted to their task ids (for each step's mark). Every
-// step's task is built before any is written, so a step this SDK cannot
-// submit (options of a later version) is an *unreadableError and writes
-// nothing. No key lock per step: every writer of a workflow's step keys
-// holds the workflow's lock, and a fan-out of thousands of steps would
-// otherwise hold as many advisory locks.
+// the reject strategy and with its ledger key (workflowspec.LedgerKey),
+// and returns the queues they went to. ids maps the steps already
+// inserted to their task ids (for each step's mark). Every step's task is
+// built before any is written, so a step this SDK cannot submit (options
+// of a later version) is an *unreadableError and writes nothing. No key
+// lock per step: every writer of a workflow's step keys holds the
+// workflow's lock, and a fan-out of thousands of steps would otherwise
+// hold as many advisory locks. A step whose key already points at a task
+// was inserted by an advance before this one knew of it, and is left
+// (a key whose task was purged is free, as for Submit).
 func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, def *workflowspec.Definition, names []string, ids map[string]string) ([]string, error) {
-	rows := make([]*insertRow, 0, len(names))
-	keys := make([]string, 0, len(names))
+	ins, err := buildSteps(op, record, def, names, ids, s.now())
+	if err != nil {
+		return nil, err
+	}
+	return s.writeSteps(ctx, q, ins)
+}
+
+// stepInserts are steps to insert, of one workflow or several: each
+// one's row, key, ledger key and record.
+type stepInserts struct {
+	rows                   []*insertRow
+	keys, ledgers, records []string
+}
+
+// buildSteps builds the rows insertSteps writes for names, or an
+// *unreadableError.
+func buildSteps(op, record string, def *workflowspec.Definition, names []string, ids map[string]string, now time.Time) (*stepInserts, error) {
+	byName := make(map[string]int, len(names))
 	for _, name := range names {
-		step := def.Step(name)
+		byName[name] = -1
+	}
+	for i, st := range def.Steps {
+		if _, want := byName[st.Step]; want {
+			byName[st.Step] = i
+		}
+	}
+	out := &stepInserts{}
+	for _, name := range names {
+		step := def.Steps[byName[name]]
 		var after map[string]string
 		for _, a := range step.After {
 			if after == nil {
@@ -331,25 +359,74 @@ func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, d
 		if err != nil {
 			return nil, &unreadableError{err}
 		}
-		ins, err := insertArgs(p, s.now())
+		ins, err := insertArgs(p, now)
 		if err != nil {
 			return nil, &unreadableError{err}
 		}
-		rows, keys = append(rows, ins), append(keys, p.Key)
+		out.add(ins, p.Key, workflowspec.LedgerKey(record, name), record)
 	}
-	var queues []string
-	for i, ins := range rows {
-		t, err := s.submitKeyedIn(ctx, q, keys[i], cairnqtype.ConflictReject, ins)
-		var exists *cairnqtype.AlreadyExistsError
-		if errors.As(err, &exists) {
-			continue // inserted by an advance before the ledger knew of it
+	return out, nil
+}
+
+func (si *stepInserts) add(row *insertRow, key, ledger, record string) {
+	si.rows, si.keys = append(si.rows, row), append(si.keys, key)
+	si.ledgers, si.records = append(si.ledgers, ledger), append(si.records, record)
+}
+
+// writeSteps writes si: the rows whose keys point at no task, their
+// keys, and every ledger key; it returns the queues of the rows written.
+// On Postgres that is three statements whatever the steps: workflow_look
+// (the keys taken), insert_many and upsert_keys.
+func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts) ([]string, error) {
+	if len(si.rows) == 0 {
+		return nil, nil
+	}
+	looks := make(map[string]stepLook, len(si.keys))
+	if err := s.look(ctx, q, si.keys, looks); err != nil {
+		return nil, err
+	}
+	at := make([]int, 0, len(si.rows)) // the steps to insert: their keys point at no task
+	for i, k := range si.keys {
+		if looks[k].id == "" {
+			at = append(at, i)
 		}
-		if err != nil {
+	}
+	out := make([]*cairnqtype.Task, len(si.rows))
+	if s.dialect == protocol.Postgres {
+		if err := s.insertManyPG(ctx, q, &manyBatch{ins: si.rows, maxBytes: insertManyBytes}, at, out); err != nil {
 			return nil, err
 		}
-		queues = append(queues, t.Queue)
+	} else {
+		for _, i := range at {
+			var err error
+			if out[i], err = s.insertTask(ctx, q, si.rows[i]); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return queues, nil
+	keys := make([]string, 0, len(at)+len(si.rows))
+	to := make([]string, 0, len(at)+len(si.rows))
+	queues := make([]string, 0, len(at))
+	for _, i := range at {
+		keys, to, queues = append(keys, si.keys[i]), append(to, out[i].ID), append(queues, out[i].Queue)
+	}
+	keys, to = append(keys, si.ledgers...), append(to, si.records...)
+	return queues, s.pointKeys(ctx, q, keys, to)
+}
+
+// pointKeys points each of keys at the task of the same index in to: one
+// upsert_keys on Postgres, an upsert_key each on SQLite.
+func (s *Store) pointKeys(ctx context.Context, q querier, keys, to []string) error {
+	if s.dialect == protocol.Postgres {
+		_, err := s.exec(ctx, q, stmtUpsertKeys, protocol.Args{"keys": pgArray(keys), "task_ids": pgArray(to)})
+		return err
+	}
+	for i, k := range keys {
+		if _, err := s.exec(ctx, q, stmtUpsertKey, protocol.Args{"key": k, "task_id": to[i]}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unreadableError is a workflow this SDK cannot advance as it stands: a
@@ -429,6 +506,8 @@ type StepRow struct {
 	Step    string
 	Status  cairnqtype.Status
 	Attempt int
+	// UpdatedMS is the row's updated_at_ms.
+	UpdatedMS int64
 }
 
 // WorkflowState is a workflow as Get reads it: its record, the record's
@@ -436,7 +515,7 @@ type StepRow struct {
 // steps' tasks.
 type WorkflowState struct {
 	Record *cairnqtype.Task
-	Def    *workflowspec.Definition
+	Def    *workflowspec.Definition // shared: read it, never change it
 	DefErr error
 	Steps  []StepRow
 }
@@ -450,7 +529,14 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 		return nil, err
 	}
 	var st WorkflowState
+	var generation int64 // the record's key's updated_at_ms (flowEntry)
 	err := s.be.read(ctx, func(q querier) error {
+		head := workflowspec.WorkflowKey(id)
+		looks := map[string]stepLook{}
+		if err := s.look(ctx, q, []string{head}, looks); err != nil {
+			return err
+		}
+		generation = looks[head].keyUpdatedAt
 		rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
 		if err != nil {
 			return err
@@ -470,7 +556,16 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 	if err != nil {
 		return nil, err
 	}
+	// The definition as this process's advances read it, when it is
+	// current: a wide one's parse is most of what reading it costs.
+	if e := s.flows.get(id); e != nil && generation != 0 && e.updatedAt == generation {
+		st.Def = e.def
+		return &st, nil
+	}
 	st.Def, st.DefErr = workflowspec.Parse(st.Record.Payload)
+	if st.DefErr == nil && generation != 0 {
+		s.flows.put(newFlowEntry(id, generation, st.Def, s.flows.get(id)))
+	}
 	return &st, nil
 }
 
@@ -497,6 +592,9 @@ func (s *Store) workflowSteps(ctx context.Context, q querier, record string) ([]
 			return nil, err
 		}
 		if att, _, err = asInt64("attempt", r["attempt"]); err != nil {
+			return nil, err
+		}
+		if sr.UpdatedMS, _, err = asInt64("updated_at_ms", r["updated_at_ms"]); err != nil {
 			return nil, err
 		}
 		sr.Status, sr.Attempt = cairnqtype.Status(st), int(att)

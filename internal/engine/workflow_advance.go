@@ -49,8 +49,13 @@ type Advanced struct {
 	// terminal, or its definition says it ended (a record queued again
 	// after that was retried by someone).
 	Ended bool
-	// changed is when the ledger last changed (Definition.Changed).
+	// changed is when the ledger (Definition.Changed) or a step's row
+	// last changed: the sweep's pace.
 	changed int64
+	// learn, when set, keeps in the store's workflow cache what the
+	// advance read, once its transaction has committed
+	// (advanceFromStep).
+	learn func()
 }
 
 // advanceIn advances the workflow whose record is record, in q's write
@@ -129,8 +134,66 @@ func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *
 	if def, err = workflowspec.Parse(rec.Payload); err != nil {
 		return nil, nil, nil, err.Error(), nil
 	}
-	steps, err = s.workflowSteps(ctx, q, record)
-	return rec, def, steps, "", err
+	if steps, err = s.workflowSteps(ctx, q, record); err != nil {
+		return nil, nil, nil, "", err
+	}
+	return rec, def, steps, "", s.seenByLedger(ctx, q, record, def, steps)
+}
+
+// seenByLedger writes into def's ledger what became of each step with
+// no row that the ledger does not say ended: inserted (the ledger saw it
+// live, or its ledger key marks it) and gone since, maybe inserted and
+// settled by advances from a settled step, which write no ledger into
+// the record. It succeeded if a step waiting for it was inserted, or its
+// succeeded key says so; otherwise it counts as last seen queued, which
+// Advance counts lost. Either way it is never inserted again.
+func (s *Store) seenByLedger(ctx context.Context, q querier, record string, def *workflowspec.Definition, steps []StepRow) error {
+	found := make(map[string]bool, len(steps))
+	for _, st := range steps {
+		found[st.Step] = true
+	}
+	open := func(name string) bool { // no row, and not known ended
+		st, seen := def.Seen[name]
+		return !found[name] && (!seen || st == workflowspec.Queued || st == workflowspec.Running)
+	}
+	var keys []string
+	for _, st := range def.Steps {
+		if open(st.Step) {
+			keys = append(keys, workflowspec.LedgerKey(record, st.Step), workflowspec.SucceededKey(record, st.Step))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	looks := make(map[string]stepLook, len(keys))
+	if err := s.look(ctx, q, keys, looks); err != nil {
+		return err
+	}
+	inserted := func(name string) bool {
+		_, seen := def.Seen[name]
+		return seen || found[name] || looks[workflowspec.LedgerKey(record, name)].id != ""
+	}
+	waitedFor := map[string]bool{} // steps a step inserted waits for
+	for _, st := range def.Steps {
+		if inserted(st.Step) {
+			for _, a := range st.After {
+				waitedFor[a] = true
+			}
+		}
+	}
+	for _, st := range def.Steps {
+		if !open(st.Step) || !inserted(st.Step) {
+			continue
+		}
+		if def.Seen == nil {
+			def.Seen = map[string]workflowspec.Status{}
+		}
+		def.Seen[st.Step] = workflowspec.Queued
+		if waitedFor[st.Step] || looks[workflowspec.SucceededKey(record, st.Step)].id != "" {
+			def.Seen[st.Step] = workflowspec.Succeeded
+		}
+	}
+	return nil
 }
 
 // goOnIn is the advance of a workflow still running, in q's transaction
@@ -149,7 +212,14 @@ func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtyp
 	}
 	before := maps.Clone(def.Seen)
 	dec := def.Advance(statuses, canceled)
-	adv.Progress = adv.Progress || !maps.Equal(before, def.Seen)
+	// Progress is a decision, or a step's end that is not a success:
+	// the statuses of the steps that succeeded since the ledger was last
+	// written are left to the next write. Writing them alone would
+	// rewrite the whole definition (and make every process's cache read
+	// it again) for nothing an advance needs: a step's success is in its
+	// row, and once its row is gone, in the steps inserted after it or
+	// its succeeded key (seenByLedger).
+	adv.Progress = adv.Progress || len(dec.Insert) > 0 || dec.Cancel || endedBadly(before, def.Seen)
 	if len(dec.Insert) > 0 {
 		queues, err := s.insertSteps(ctx, q, op, rec.ID, def, dec.Insert, ids)
 		var unreadable *unreadableError
@@ -183,7 +253,12 @@ func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtyp
 	if adv.Progress {
 		def.Changed = s.now().UnixMilli()
 	}
+	// The sweep's pace: the last change the ledger or a step's row shows
+	// (an advance from a settled step writes no ledger).
 	adv.changed = def.Changed
+	for _, st := range steps {
+		adv.changed = max(adv.changed, st.UpdatedMS)
+	}
 	if !dec.Done {
 		if adv.Progress {
 			err = s.revise(ctx, q, rec.ID, def)
@@ -193,6 +268,18 @@ func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtyp
 	adv.Progress = true
 	adv.Record, err = s.finishRecord(ctx, q, rec, def, dec, steps, workerID)
 	return adv, err
+}
+
+// endedBadly reports whether a step the ledger before did not say failed
+// or canceled is so in after: what the caches' doomed steps are read
+// from (flowEntry.doom), and what a retry of the step looks for.
+func endedBadly(before, after map[string]workflowspec.Status) bool {
+	for name, st := range after {
+		if (st == workflowspec.Failed || st == workflowspec.Canceled) && before[name] != st {
+			return true
+		}
+	}
+	return false
 }
 
 // cancelLive cancels the queued steps among steps and asks the running
@@ -212,13 +299,18 @@ func (s *Store) cancelLive(ctx context.Context, q querier, steps []StepRow) (int
 	return n, nil
 }
 
-// revise writes def back into the record's payload.
+// revise writes def back into the record's payload, and moves the
+// record's own key, which tells every process's cache of it
+// (advanceFromStep) to read the definition again.
 func (s *Store) revise(ctx context.Context, q querier, record string, def *workflowspec.Definition) error {
 	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(def)), "{}")
 	if err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, q, stmtWorkflowRevise, protocol.Args{"id": record, "payload": payload})
+	if _, err = s.exec(ctx, q, stmtWorkflowRevise, protocol.Args{"id": record, "payload": payload}); err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, q, stmtUpsertKey, protocol.Args{"key": workflowspec.WorkflowKey(record), "task_id": record})
 	return err
 }
 
@@ -362,6 +454,9 @@ func (s *Store) AdvanceWorkflow(ctx context.Context, record, workerID string) (A
 // afterAdvance tells this process's workers and waiters what an advance
 // committed.
 func (s *Store) afterAdvance(adv Advanced) {
+	if adv.learn != nil {
+		adv.learn()
+	}
 	for _, queue := range adv.Queues {
 		s.hub.Queued(queue)
 	}

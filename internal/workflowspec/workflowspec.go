@@ -13,8 +13,11 @@
 //	  {"step":"load","task":"etl.load","after":["extract"]}],
 //	 "seen":{"extract":"succeeded","load":"queued"}}
 //
-// seen is the record's ledger: each step some advance has inserted, with
-// the last status an advance read for it. A step in it is never inserted
+// seen is the record's ledger as a full advance last wrote it: each step
+// it found inserted, with the last status it read. An advance from one
+// settled step writes nothing to the record (its payload may be large);
+// every step is marked inserted by its ledger key (LedgerKey) instead,
+// written with it. A step in seen or with a ledger key is never inserted
 // again, even once retention has purged its row (and freed its key).
 // ended is written in the transaction that settles the record, so that a
 // record found queued again with ended set was retried by someone.
@@ -457,6 +460,23 @@ func cycleFrom(steps []Step, index map[string]int, starts []int) []string {
 // most once while the step's row is kept; the ledger (Definition.Seen)
 // keeps a step whose row was purged from running again.
 func StepKey(workflow, step string) string { return KeyPrefix + workflow + ":" + step }
+
+// LedgerPrefix starts every ledger key (LedgerKey).
+const LedgerPrefix = "cairnq:workflow-ledger:"
+
+// LedgerKey is the key that marks step of workflow as inserted:
+// LedgerPrefix, the record task's id, ":" and the step's name, pointing
+// at the record itself, so that it outlives the step's task (a purge
+// takes a task's keys with it) and goes with the record. The step's own
+// key (StepKey) keeps it from being inserted twice while its task is
+// kept; its ledger key, after that.
+func LedgerKey(workflow, step string) string { return LedgerPrefix + workflow + ":" + step }
+
+// SucceededKey marks step of workflow, one that no step waits for, as
+// succeeded, pointing at the record as LedgerKey does: the ledger key
+// followed by ":succeeded" (step names hold no ':'). A step that others
+// wait for needs none: that one of them was inserted says it succeeded.
+func SucceededKey(workflow, step string) string { return LedgerKey(workflow, step) + ":succeeded" }
 
 // WorkflowKey is the record's own key: StepKey with an empty step name,
 // which no step has.

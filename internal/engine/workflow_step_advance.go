@@ -1,0 +1,613 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// A step's success changes only what waits for it. advanceFromStep
+// advances a workflow from one succeeded step in O(its dependents) reads
+// instead of advanceIn's O(steps): it looks up, by their keys, the
+// record and the steps its dependents wait for (workflow_look), inserts
+// each dependent now ready, and writes nothing to the record, whose
+// payload (the whole definition) a wide workflow must not rewrite per
+// step. What it cannot decide that way, it hands to advanceIn: the
+// workflow's end, a record canceled or changed, a step it does not know.
+//
+// The definition comes from this process's flowCache, read again when
+// the record's own key (workflowspec.WorkflowKey) moved: every rewrite
+// of the definition (revise) moves it, and nothing else does, so a
+// sweep's claim and snooze of the record do not cost a reread. (A
+// rewrite in the same millisecond as a read is not seen: the cache then
+// misses steps added or a ledger changed until the next rewrite or a
+// sweep, which inserts what it missed; never more than that, since the
+// end is decided by advanceIn.) The cache also keeps what this
+// process has read that cannot change back: a step that succeeded stays
+// succeeded (only a failed or canceled task is retried), so each
+// dependent's walk over the steps it waits for resumes where it stopped,
+// and a 10,000-step fan-in costs O(1) reads per settled step amortized.
+// The steps read as ended (the walk that finds the workflow's end)
+// can change back (a retry), which only the end's full advance can
+// see; that advance checks every row before it settles the record.
+//
+// What an advance read is kept only once its transaction has committed
+// (Advanced.learn, run by afterAdvance): the step's own success, and on
+// SQLite those of the writes sharing its transaction, are not committed
+// when it reads them, and a transaction rolled back must not leave the
+// cache believing them.
+
+// lookBatch is how many keys one walk asks for in its first look; each
+// look after doubles it. A walk usually stops at its first or second
+// key: the steps before were read in earlier advances.
+const lookBatch = 2
+
+// flowCacheSteps bounds the steps the cache holds, over all workflows.
+const flowCacheSteps = 100_000
+
+// flowCache is what this process knows of the workflows it advances, by
+// record id.
+type flowCache struct {
+	mu      sync.Mutex
+	entries map[string]*flowEntry
+	steps   int
+}
+
+// flowEntry is one workflow as this process last read it. Its
+// definition, index, dependents and doomed steps never change; mu
+// guards what the advances learn (known, ids, ended), which a commit's
+// learn writes while another transaction's advance may read it.
+type flowEntry struct {
+	mu        sync.Mutex
+	record    string
+	updatedAt int64 // the record's key's updated_at_ms when def was read
+	def       *workflowspec.Definition
+	index     map[string]int // step name -> position in def.Steps
+	deps      [][]int        // each step's dependents, by position
+	// known[i] counts the first steps of def.Steps[i].After read
+	// succeeded; ids holds their task ids, by step name.
+	known []int
+	ids   map[string]string
+	// ended counts the first steps of def.Steps read ended (or doomed:
+	// after a step the ledger says failed, never to be inserted).
+	ended  int
+	doomed []bool
+}
+
+// get returns the entry of record, nil when there is none.
+func (c *flowCache) get(record string) *flowEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[record]
+}
+
+// put keeps e, replacing record's entry, dropping others past the bound.
+func (c *flowCache) put(e *flowEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]*flowEntry{}
+	}
+	if old := c.entries[e.record]; old != nil {
+		c.steps -= len(old.def.Steps)
+	}
+	for id, old := range c.entries {
+		if c.steps+len(e.def.Steps) <= flowCacheSteps {
+			break
+		}
+		if id != e.record {
+			delete(c.entries, id)
+			c.steps -= len(old.def.Steps)
+		}
+	}
+	c.entries[e.record] = e
+	c.steps += len(e.def.Steps)
+}
+
+// drop forgets record's entry.
+func (c *flowCache) drop(record string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.entries[record]; old != nil {
+		c.steps -= len(old.def.Steps)
+		delete(c.entries, record)
+	}
+}
+
+// newFlowEntry indexes def, read from record when it was last updated at
+// updatedAt, keeping what old knew of the same steps.
+func newFlowEntry(record string, updatedAt int64, def *workflowspec.Definition, old *flowEntry) *flowEntry {
+	n := len(def.Steps)
+	e := &flowEntry{record: record, updatedAt: updatedAt, def: def,
+		index: make(map[string]int, n), deps: make([][]int, n), known: make([]int, n),
+		ids: map[string]string{}, doomed: make([]bool, n)}
+	for i, st := range def.Steps {
+		e.index[st.Step] = i
+	}
+	for i, st := range def.Steps {
+		for _, a := range st.After {
+			j := e.index[a]
+			e.deps[j] = append(e.deps[j], i)
+		}
+	}
+	// Steps are only ever appended (AddSteps): what old read of its
+	// steps still holds when they are the same.
+	if old != nil && len(old.def.Steps) <= n && (len(old.def.Steps) == 0 ||
+		old.def.Steps[len(old.def.Steps)-1].Step == def.Steps[len(old.def.Steps)-1].Step) {
+		old.mu.Lock()
+		copy(e.known, old.known)
+		e.ids, e.ended = maps.Clone(old.ids), old.ended
+		old.mu.Unlock()
+	}
+	for name, st := range def.Seen {
+		if st == workflowspec.Failed || st == workflowspec.Canceled {
+			e.doom(e.index[name])
+		}
+	}
+	return e
+}
+
+// doom marks every step after step i's, which will never be inserted
+// unless i is retried (which rereads the definition, as it writes it).
+func (e *flowEntry) doom(i int) {
+	for _, d := range e.deps[i] {
+		if !e.doomed[d] {
+			e.doomed[d] = true
+			e.doom(d)
+		}
+	}
+}
+
+// loadFlow reads record's definition into a new entry, nil when the
+// record is gone or is not a definition this SDK reads (advanceIn says
+// why).
+func (s *Store) loadFlow(ctx context.Context, q querier, record string, old *flowEntry) (*flowEntry, error) {
+	head := workflowspec.WorkflowKey(record)
+	looks := map[string]stepLook{}
+	if err := s.look(ctx, q, []string{head}, looks); err != nil {
+		return nil, err
+	}
+	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
+	if err != nil || len(rows) == 0 || looks[head].id != record {
+		return nil, err
+	}
+	rec, err := rowToTask(rows[0])
+	if err != nil {
+		return nil, err
+	}
+	def, err := workflowspec.Parse(rec.Payload)
+	if err != nil {
+		return nil, nil
+	}
+	e := newFlowEntry(record, looks[head].keyUpdatedAt, def, old)
+	s.flows.put(e)
+	return e, nil
+}
+
+// stepLook is what workflow_look read of one key: when it last moved,
+// and the id and status of the task it points at.
+type stepLook struct {
+	keyUpdatedAt int64
+	id           string
+	status       cairnqtype.Status
+}
+
+// look runs workflow_look for keys.
+func (s *Store) look(ctx context.Context, q querier, keys []string, into map[string]stepLook) error {
+	rows, err := s.exec(ctx, q, stmtWorkflowLook, protocol.Args{"keys": s.list(keys)})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		var l stepLook
+		key, _, err := asString("task_key", r["task_key"])
+		if err != nil {
+			return err
+		}
+		if l.id, _, err = asString("id", r["id"]); err != nil {
+			return err
+		}
+		st, _, err := asString("status", r["status"])
+		if err != nil {
+			return err
+		}
+		l.status = cairnqtype.Status(st)
+		if l.keyUpdatedAt, _, err = asInt64("key_updated_at_ms", r["key_updated_at_ms"]); err != nil {
+			return err
+		}
+		into[key] = l
+	}
+	// A key asked for and not answered has no task: so recorded, so that
+	// the walks do not ask again.
+	for _, k := range keys {
+		if _, ok := into[k]; !ok {
+			into[k] = stepLook{}
+		}
+	}
+	return nil
+}
+
+// stepAdvance is one settled step's advance from its dependents, in a
+// group of them (advanceFromSteps).
+type stepAdvance struct {
+	mark     StepMark
+	workerID string
+	e        *flowEntry
+	w        *walks
+	// full says advanceIn decides: the record changed or ended, a step
+	// this process does not know, the workflow's end.
+	full bool
+	adv  Advanced
+}
+
+// advanceFromStep advances mark's workflow after its step succeeded (and
+// added nothing), in q's transaction under the workflow's lock, as
+// workerID: from the step's dependents when it can, else by advanceIn.
+func (s *Store) advanceFromStep(ctx context.Context, q querier, op string, mark StepMark, workerID string) (Advanced, error) {
+	a := &stepAdvance{mark: mark, workerID: workerID}
+	err := s.advanceFromSteps(ctx, q, op, []*stepAdvance{a})
+	return a.adv, err
+}
+
+// advanceFromSteps advances the workflows of steps that succeeded (and
+// added nothing), in q's transaction under every one's lock: each step
+// from its dependents, all of them together in as few statements as
+// their reads allow (a look per round of the walks, one write of every
+// step now ready), and then each workflow that advanceIn must decide, in
+// advanceIn. Each one's Advanced goes into its adv; a workflow's
+// inserted steps and its end are told by the first of its steps.
+func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as []*stepAdvance) error {
+	if err := s.flowEntries(ctx, q, as); err != nil {
+		return err
+	}
+	for _, a := range as {
+		// Walks from the cached definition start in the first look,
+		// beside the records' keys that tell whether it is current.
+		if a.full {
+			continue
+		}
+		if self, ok := a.e.index[a.mark.Step]; ok {
+			a.w = newWalks(a.e, self)
+		}
+	}
+	looks := map[string]stepLook{}
+	checked := map[*flowEntry]bool{}
+	for batch := lookBatch; ; batch *= 2 {
+		var keys []string
+		for _, a := range as {
+			if a.full {
+				continue
+			}
+			if head := workflowspec.WorkflowKey(a.e.record); !checked[a.e] && !slices.Contains(keys, head) {
+				keys = append(keys, head)
+			}
+			if a.w != nil && a.w.pending() {
+				keys = append(keys, a.w.next(looks, batch)...)
+			}
+		}
+		if len(keys) == 0 {
+			break
+		}
+		if err := s.look(ctx, q, keys, looks); err != nil {
+			return err
+		}
+		if err := s.checkHeads(ctx, q, as, looks, checked); err != nil {
+			return err
+		}
+		for _, a := range as {
+			if !a.full && a.w != nil {
+				a.w.advance(looks)
+			}
+		}
+	}
+	return s.finishStepAdvances(ctx, q, op, as)
+}
+
+// flowEntries finds each step's entry, reading each workflow the cache
+// lacks.
+func (s *Store) flowEntries(ctx context.Context, q querier, as []*stepAdvance) error {
+	byRecord := map[string]*flowEntry{}
+	for _, a := range as {
+		e, ok := byRecord[a.mark.Record]
+		if !ok {
+			if e = s.flows.get(a.mark.Record); e == nil {
+				var err error
+				if e, err = s.loadFlow(ctx, q, a.mark.Record, nil); err != nil {
+					return err
+				}
+			}
+			byRecord[a.mark.Record] = e
+		}
+		a.e, a.full = e, e == nil
+	}
+	return nil
+}
+
+// checkHeads checks, once each, the records looks now answers for: one
+// whose definition changed since its entry was read is read again (its
+// steps' walks start over), one not queued is left to advanceIn. Then
+// each step not yet walking starts its walks.
+func (s *Store) checkHeads(ctx context.Context, q querier, as []*stepAdvance, looks map[string]stepLook, checked map[*flowEntry]bool) error {
+	for _, a := range as {
+		if a.full || checked[a.e] {
+			continue
+		}
+		// A record in flight is queued; canceled, it is canceled at once
+		// (cancel.sql), so its status is all there is to read.
+		switch h := looks[workflowspec.WorkflowKey(a.e.record)]; {
+		case h.status != cairnqtype.StatusQueued:
+			s.leaveToFull(as, a.e)
+		case h.keyUpdatedAt != a.e.updatedAt:
+			old := a.e
+			e, err := s.loadFlow(ctx, q, old.record, old)
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				s.leaveToFull(as, old)
+				continue
+			}
+			for _, b := range as {
+				if b.e == old {
+					b.e, b.w = e, nil
+				}
+			}
+			checked[e] = true
+		default:
+			checked[a.e] = true
+		}
+	}
+	for _, a := range as {
+		if a.full || a.w != nil || !checked[a.e] {
+			continue
+		}
+		self, ok := a.e.index[a.mark.Step]
+		if !ok {
+			a.full = true
+			continue
+		}
+		a.w = newWalks(a.e, self)
+	}
+	return nil
+}
+
+// leaveToFull leaves every step of e's workflow to advanceIn.
+func (s *Store) leaveToFull(as []*stepAdvance, e *flowEntry) {
+	for _, a := range as {
+		if a.e == e {
+			a.full = true
+		}
+	}
+}
+
+// finishStepAdvances writes what the walks found: each workflow's steps
+// now ready, inserted together with every other workflow's in one
+// writeSteps; the succeeded keys of the steps nothing waits for; then
+// advanceIn, once each, for the workflows left to it.
+func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as []*stepAdvance) error {
+	type flow struct {
+		first *stepAdvance
+		ready []string
+		end   bool
+	}
+	flows := map[*flowEntry]*flow{}
+	var order []*flowEntry
+	var fulls []*stepAdvance // the first step of each workflow left to advanceIn
+	left := map[string]bool{}
+	leaveFull := func(a *stepAdvance) {
+		if !left[a.mark.Record] {
+			left[a.mark.Record] = true
+			fulls = append(fulls, a)
+		}
+	}
+	var leaves, leafRecords []string
+	for _, a := range as {
+		if a.full {
+			leaveFull(a)
+			continue
+		}
+		f := flows[a.e]
+		if f == nil {
+			f = &flow{first: a}
+			flows[a.e] = f
+			order = append(order, a.e)
+		}
+		a.adv.learn = a.w.learn
+		for i, d := range a.w.deps {
+			if name := a.e.def.Steps[d].Step; a.w.pos[i] == len(a.e.def.Steps[d].After) && !slices.Contains(f.ready, name) {
+				f.ready = append(f.ready, name)
+			}
+		}
+		if len(a.w.deps) == 0 {
+			// Nothing waits for the step to say it succeeded, should its
+			// task be purged before a full advance reads it: its key.
+			leaves = append(leaves, workflowspec.SucceededKey(a.e.record, a.mark.Step))
+			leafRecords = append(leafRecords, a.e.record)
+		}
+		f.end = f.end || a.w.ended == len(a.e.def.Steps)
+	}
+	inserts := &stepInserts{}
+	for _, e := range order {
+		f := flows[e]
+		if len(f.ready) == 0 {
+			if f.end {
+				leaveFull(f.first) // nothing is live: the end
+			}
+			continue
+		}
+		built, err := buildSteps(op, e.record, e.def, f.ready, e.idsOf(f.ready, as), s.now())
+		if err != nil {
+			leaveFull(f.first) // unreadable: advanceIn leaves it, and says why
+			continue
+		}
+		for i, row := range built.rows {
+			inserts.add(row, built.keys[i], built.ledgers[i], built.records[i])
+		}
+		f.first.adv.Inserted, f.first.adv.Progress = len(f.ready), true
+	}
+	queues, err := s.writeSteps(ctx, q, inserts)
+	if err != nil {
+		return err
+	}
+	if len(leaves) > 0 {
+		if err := s.pointKeys(ctx, q, leaves, leafRecords); err != nil {
+			return err
+		}
+	}
+	for _, a := range fulls {
+		adv, err := s.advanceIn(ctx, q, op, a.mark.Record, a.workerID, nil)
+		if err != nil {
+			return err
+		}
+		adv.learn = a.adv.learn
+		a.adv = adv
+		if adv.Record == nil && a.e != nil {
+			// Not the end after all (a step retried since this process
+			// read it ended): the walks to the end start over.
+			for _, b := range as {
+				if b.e == a.e && b.w != nil {
+					b.w.restart = true
+				}
+			}
+		}
+	}
+	as[0].adv.Queues = append(as[0].adv.Queues, queues...)
+	return nil
+}
+
+// idsOf is the task ids of the steps names wait for, as the walks of as
+// read them or the entry knew them.
+func (e *flowEntry) idsOf(names []string, as []*stepAdvance) map[string]string {
+	ids := map[string]string{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, name := range names {
+		for _, a := range e.def.Steps[e.index[name]].After {
+			ids[a] = e.ids[a]
+		}
+	}
+	for _, b := range as {
+		if b.e == e && b.w != nil {
+			for name, id := range b.w.ids {
+				if _, want := ids[name]; want {
+					ids[name] = id
+				}
+			}
+		}
+	}
+	return ids
+}
+
+// walks are one advance's reads. For each dependent of the settled
+// step, pos is how far the steps it waits for read succeeded, and done
+// says its walk stopped (at a step not succeeded, or at the end); ended
+// is how far the workflow's steps read ended. ids are the task ids of
+// the steps read succeeded. restart says the walk to the end must start
+// over: the end it found was not one.
+type walks struct {
+	e         *flowEntry
+	deps      []int
+	pos       []int
+	done      []bool
+	ended     int
+	endedDone bool
+	ids       map[string]string
+	restart   bool
+}
+
+func newWalks(e *flowEntry, self int) *walks {
+	deps := e.deps[self]
+	w := &walks{e: e, deps: deps, pos: make([]int, len(deps)), done: make([]bool, len(deps)), ids: map[string]string{}}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w.ended = e.ended
+	for i, d := range deps {
+		w.pos[i] = e.known[d]
+	}
+	return w
+}
+
+// learn keeps what the walks read in the cache, once their transaction
+// has committed.
+func (w *walks) learn() {
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	for i, d := range w.deps {
+		w.e.known[d] = max(w.e.known[d], w.pos[i])
+	}
+	maps.Copy(w.e.ids, w.ids)
+	if w.restart {
+		w.e.ended = 0
+	} else {
+		w.e.ended = max(w.e.ended, w.ended)
+	}
+}
+
+// key is the key of the step at position i.
+func (w *walks) key(i int) string { return workflowspec.StepKey(w.e.record, w.e.def.Steps[i].Step) }
+
+// next lists up to batch keys per walk not looked up yet, from where
+// each walk stands.
+func (w *walks) next(looks map[string]stepLook, batch int) []string {
+	var keys []string
+	for i, d := range w.deps {
+		after := w.e.def.Steps[d].After
+		for j, n := w.pos[i], 0; !w.done[i] && j < len(after) && n < batch; j++ {
+			if k := w.key(w.e.index[after[j]]); !has(looks, k) {
+				keys, n = append(keys, k), n+1
+			}
+		}
+	}
+	for j, n := w.ended, 0; !w.endedDone && j < len(w.e.def.Steps) && n < batch; j++ {
+		if k := w.key(j); !w.e.doomed[j] && !has(looks, k) {
+			keys, n = append(keys, k), n+1
+		}
+	}
+	return keys
+}
+
+func has(looks map[string]stepLook, k string) bool { _, ok := looks[k]; return ok }
+
+// advance moves every walk as far as looks answer.
+func (w *walks) advance(looks map[string]stepLook) {
+	for i, d := range w.deps {
+		after := w.e.def.Steps[d].After
+		for !w.done[i] && w.pos[i] < len(after) {
+			l, ok := looks[w.key(w.e.index[after[w.pos[i]]])]
+			if !ok {
+				break
+			}
+			if l.status != cairnqtype.StatusSucceeded {
+				w.done[i] = true
+				break
+			}
+			w.ids[after[w.pos[i]]] = l.id
+			w.pos[i]++
+		}
+		w.done[i] = w.done[i] || w.pos[i] == len(after)
+	}
+	for !w.endedDone && w.ended < len(w.e.def.Steps) {
+		if !w.e.doomed[w.ended] {
+			l, ok := looks[w.key(w.ended)]
+			if !ok {
+				break
+			}
+			if !l.status.IsTerminal() {
+				w.endedDone = true
+				break
+			}
+		}
+		w.ended++
+	}
+	w.endedDone = w.endedDone || w.ended == len(w.e.def.Steps)
+}
+
+// pending reports whether a walk needs another look.
+func (w *walks) pending() bool {
+	return !w.endedDone || slices.Contains(w.done, false)
+}

@@ -1,0 +1,201 @@
+package cairnq_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/cairnq/cairnq-go"
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+)
+
+// The advance from a settled step (issue 49): a step's success reads
+// only what waits for it, through each process's cache of the
+// definition, and leaves the whole workflow to a full advance only at
+// its end, on a failure, or when the record changed.
+
+// onBothBackendsTwice runs test on both backends with two clients on one
+// database, as two processes: each has its own cache of the workflows it
+// advances.
+func onBothBackendsTwice(t *testing.T, test func(t *testing.T, a, b *cairnq.Client)) {
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "tasks.db")
+		open := func() *cairnq.Client {
+			c, err := cairnq.Open(context.Background(), path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		test(t, open(), open())
+	})
+	t.Run("postgres", func(t *testing.T) {
+		a, dsn := openPostgresDSN(t, nil)
+		ex, err := cairnqpgx.Open(context.Background(), dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cairnq.OpenPostgres(context.Background(), ex, &cairnq.PostgresOptions{CloseExecutor: true})
+		if err != nil {
+			ex.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		test(t, a, b)
+	})
+}
+
+// runStepsOn runs a worker on c for the steps of these tests: wf.noop
+// counts each step's run by the step named in its payload, wf.fan adds
+// n leaves and a join that waits for them all; the join checks that
+// every leaf ran before it.
+func runStepsOn(t *testing.T, c *cairnq.Client, runs *stepRuns, n int, joinEarly chan<- string) {
+	t.Helper()
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4, WorkflowSweep: cairnq.NoWorkflowSweep})
+	if err := w.Handle("wf.noop", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		var in stepIn
+		if err := json.Unmarshal(tc.Payload(), &in); err != nil {
+			return nil, err
+		}
+		if in.Step == "join" {
+			for i := range n {
+				if runs.get(fmt.Sprint("leaf-", i)) == 0 {
+					joinEarly <- fmt.Sprint("leaf-", i)
+					break
+				}
+			}
+		}
+		runs.add(in.Step)
+		return nil, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("wf.fan", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		steps := make([]cairnq.WorkflowStep, 0, n+1)
+		names := make([]string, 0, n)
+		for i := range n {
+			name := fmt.Sprint("leaf-", i)
+			names = append(names, name)
+			steps = append(steps, cairnq.WorkflowStep{Step: name, Task: "wf.noop", Payload: stepIn{name}})
+		}
+		steps = append(steps, cairnq.WorkflowStep{Step: "join", Task: "wf.noop", Payload: stepIn{"join"}, After: names})
+		return nil, tc.AddSteps(steps...)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+}
+
+// TestWorkflowWideAdvancesFromSteps runs a fan-out of 300 leaves and a
+// join on two processes' workers, whose caches each go stale as the
+// other's settlements and the fan's added steps move the record: every
+// step runs once, the join after every leaf.
+func TestWorkflowWideAdvancesFromSteps(t *testing.T) {
+	const n = 300
+	onBothBackendsTwice(t, func(t *testing.T, a, b *cairnq.Client) {
+		ctx := context.Background()
+		runs := &stepRuns{}
+		joinEarly := make(chan string, 2)
+		runStepsOn(t, a, runs, n, joinEarly)
+		runStepsOn(t, b, runs, n, joinEarly)
+		rec, err := a.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+			{Step: "first", Task: "wf.noop", Payload: stepIn{"first"}},
+			{Step: "fan", Task: "wf.fan", After: []string{"first"}},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if final := waitWorkflow(t, a, rec.ID); final.Status != cairnq.StatusSucceeded {
+			t.Fatalf("workflow %s %+v", final.Status, final.Error)
+		}
+		select {
+		case leaf := <-joinEarly:
+			t.Fatalf("the join ran before %s", leaf)
+		default:
+		}
+		for _, step := range []string{"first", "join", "leaf-0", fmt.Sprint("leaf-", n-1)} {
+			if got := runs.get(step); got != 1 {
+				t.Errorf("step %s ran %d times, want once", step, got)
+			}
+		}
+		states := stepStates(t, b, rec.ID)
+		for i := range n {
+			name := fmt.Sprint("leaf-", i)
+			if runs.get(name) != 1 || states[name] != cairnq.StepState(cairnq.StatusSucceeded) {
+				t.Fatalf("leaf %s ran %d times, state %s", name, runs.get(name), states[name])
+			}
+		}
+	})
+}
+
+// TestWorkflowWideReadsItsStepsRarely pins the cost that issue 49
+// measured as quadratic: a workflow of 300 leaves and a join read every
+// step's row in a handful of advances (the fan's, which adds them, and
+// the end's), not once per settled step.
+func TestWorkflowWideReadsItsStepsRarely(t *testing.T) {
+	const n = 300
+	ctx := context.Background()
+	_, dsn := openPostgresDSN(t, nil)
+	c, counted := openCounted(ctx, t, dsn)
+	runs := &stepRuns{}
+	joinEarly := make(chan string, 1)
+	runStepsOn(t, c, runs, n, joinEarly)
+	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "fan", Task: "wf.fan"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
+		t.Fatalf("workflow %s %+v", final.Status, final.Error)
+	}
+	got := counted.readSteps()
+	t.Logf("%d reads of every step for %d settled steps", got, n+2)
+	if got > 5 {
+		t.Errorf("%d reads of every step for %d settled steps, want at most 5", got, n+2)
+	}
+}
+
+// TestWorkflowLeafPurgedAfterItsAdvance: a step nothing waits for,
+// advanced from its settlement and then purged by another SDK before
+// any full advance read it, still counts as succeeded at the end
+// (its succeeded key), not as lost.
+func TestWorkflowLeafPurgedAfterItsAdvance(t *testing.T) {
+	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
+		ctx := context.Background()
+		release := make(chan struct{})
+		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
+		if err := w.Handle("wf.quick", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			return nil, nil
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Handle("wf.held", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+			<-release
+			return nil, nil
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		startWorker(t, w)
+		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+			{Step: "leaf", Task: "wf.quick"},
+			{Step: "held", Task: "wf.held"},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf := stepTask(t, c, rec.ID, "leaf")
+		waitFor(t, "the leaf to succeed", func() bool {
+			got, err := c.Get(ctx, leaf.ID)
+			return err == nil && got.Status == cairnq.StatusSucceeded
+		})
+		if ids, err := c.Store().Purge(ctx, nil); err != nil || len(ids) != 1 || ids[0] != leaf.ID {
+			t.Fatalf("another SDK's purge: %v %v, want the leaf", ids, err)
+		}
+		close(release)
+		if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
+			t.Fatalf("workflow %s %+v, want succeeded: the leaf's succeeded key", final.Status, final.Error)
+		}
+	})
+}
