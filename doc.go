@@ -295,12 +295,13 @@
 //     splits at its last colon. With the step, its ledger key,
 //     "cairnq:workflow-ledger:<record id>:<step>", pointing at the record,
 //     says the step was submitted, even once a purge took its task and
-//     its own key. When nothing waits for a step, its success
-//     also writes "cairnq:workflow-ledger:<record id>:<step>:succeeded",
-//     pointing at the record; a step others wait for needs none (that
-//     one of them was submitted says it succeeded). The record's own key
-//     is rewritten (its updated_at_ms moves) with every write of the
-//     definition: readers that keep a parsed definition read it again.
+//     its own key. A success that a Go worker advances from also writes
+//     "cairnq:workflow-ledger:<record id>:<step>:succeeded", pointing at
+//     the record (a step one of whose dependents was submitted succeeded
+//     too, key or none). The record's own key moves (its updated_at_ms,
+//     past its last value) with every write of the definition: readers
+//     that keep a parsed definition read it again. A resume that runs a
+//     lost step again deletes its two keys.
 //   - A full advance, in one write transaction: take lock_key on the
 //     record's key (an advisory lock on Postgres), read the record and
 //     its steps, count a step with no task as submitted if seen or its
@@ -318,10 +319,16 @@
 //     the definitions it parsed, read again when the record's key moved,
 //     and what it read of the steps that cannot change back (a success),
 //     so a fan-in of 10,000 steps costs a few reads per settled step, not
-//     10,000. The workflow's end, a failure, a canceled record and
-//     AddSteps go to a full advance. On Postgres the successes settling
-//     together share one transaction (their workflows locked in one
-//     lock_keys) and its reads.
+//     10,000. The workflow's end, a canceled record, AddSteps and a
+//     failure go to a full advance: a Go worker's settlement of a step
+//     that failed or was canceled, a Client.Cancel of a queued step, a
+//     lease recovery that fails a step, and a walk that reads a failure
+//     the ledger does not hold (another SDK's, which a Go worker's
+//     success may otherwise only meet at the next sweep). Such successes are written as plain
+//     ones are, with the worker's other completions (its grouped writes
+//     on Postgres, its next claim on SQLite), sharing one transaction and
+//     its reads; on Postgres their workflows are locked first, in one
+//     lock_keys.
 //   - A sweep does a full advance for the records due (every
 //     [WorkerOptions].WorkflowSweep), then hands the record back due
 //     again (snooze: no attempt spent), 1 s after progress, waiting
@@ -355,9 +362,11 @@
 //     steps submitted after it or its succeeded key. But its result is
 //     gone: a step reading it gets an error wrapping [ErrNotFound] from
 //     [StepResult] (and fails unless its handler copes), and a step
-//     purged before anything recorded how it ended (a failure, or a
-//     success no Go worker settled) counts as lost, which fails the
-//     workflow. Where other SDKs purge, keep their retention longer than
+//     purged before anything recorded how it ended (a success no Go
+//     worker settled, or a failure no full advance read) counts as lost,
+//     which fails the workflow. A step waiting for a purged one is
+//     submitted by the next sweep (a full advance), not by the success
+//     that made it ready. Where other SDKs purge, keep their retention longer than
 //     a workflow lives.
 //
 // What protocol v1 cannot carry: there is no waiting status, so a step

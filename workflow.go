@@ -154,8 +154,9 @@ const (
 	StepWaiting StepState = "waiting"
 	// StepSkipped: the workflow ended before the step could run.
 	StepSkipped StepState = "skipped"
-	// StepLost: the step's task is gone (purged or deleted) while the
-	// workflow last saw it queued or running; its outcome is unknown and
+	// StepLost: the step's task is gone (purged or deleted) and nothing
+	// the workflow keeps says how it ended (its ledger, the steps
+	// submitted after it, its succeeded key); its outcome is unknown and
 	// counts as a failure.
 	StepLost StepState = "lost"
 )
@@ -239,7 +240,7 @@ func (c *Client) GetWorkflow(ctx context.Context, id string) (*Workflow, error) 
 	for _, s := range st.Def.Steps {
 		ss := WorkflowStepState{Step: s.Step, Task: s.Task, After: slices.Clone(s.After)}
 		r, ok := rows[s.Step]
-		seen, inLedger := st.Def.Seen[s.Step]
+		seen, inLedger := st.Seen[s.Step]
 		switch {
 		case ok:
 			ss.State, ss.TaskID, ss.Attempt = StepState(r.Status), r.ID, r.Attempt

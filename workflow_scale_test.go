@@ -163,39 +163,14 @@ func TestWorkflowWideReadsItsStepsRarely(t *testing.T) {
 // (its succeeded key), not as lost.
 func TestWorkflowLeafPurgedAfterItsAdvance(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
-		ctx := context.Background()
 		release := make(chan struct{})
 		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
-		if err := w.Handle("wf.quick", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-			return nil, nil
-		}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Handle("wf.held", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
-			<-release
-			return nil, nil
-		}, nil); err != nil {
-			t.Fatal(err)
-		}
+		handleQuick(t, w, nil)
+		handleHeld(t, w, "wf.held", release)
 		startWorker(t, w)
-		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
+		purgeThenRelease(t, c, []cairnq.WorkflowStep{
 			{Step: "leaf", Task: "wf.quick"},
 			{Step: "held", Task: "wf.held"},
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaf := stepTask(t, c, rec.ID, "leaf")
-		waitFor(t, "the leaf to succeed", func() bool {
-			got, err := c.Get(ctx, leaf.ID)
-			return err == nil && got.Status == cairnq.StatusSucceeded
-		})
-		if ids, err := c.Store().Purge(ctx, nil); err != nil || len(ids) != 1 || ids[0] != leaf.ID {
-			t.Fatalf("another SDK's purge: %v %v, want the leaf", ids, err)
-		}
-		close(release)
-		if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
-			t.Fatalf("workflow %s %+v, want succeeded: the leaf's succeeded key", final.Status, final.Error)
-		}
+		}, "leaf", release)
 	})
 }

@@ -27,14 +27,17 @@
 // exists on Postgres only. Beside the protocol's statements are a few of this
 // SDK's own, which move no version: complete_many (both; grouped
 // settlements, taking the group in each dialect's list form), insert_many
-// (Postgres only; grouped submits and the new tasks of a SubmitMany
-// batch), the rest of a batch's statements, Postgres only: lock_keys
-// (lock_key's advisory lock on each of several keys, taken in ascending
-// order of the lock's hash so that transactions locking overlapping keys
-// wait instead of deadlocking), get_by_keys (get_by_key for several keys,
-// each row the task a key points at with that key as task_key; a key
-// without a task has no row) and upsert_keys (upsert_key for several
-// keys, each pointed at the task id at its place in a parallel array),
+// (both, in each dialect's list form: a text[] per column on Postgres, a
+// JSON array of rows on SQLite; grouped submits and the new tasks of a
+// SubmitMany batch on Postgres, a workflow's new steps on both),
+// upsert_keys (both, likewise: upsert_key for several keys, each pointed
+// at the task id at its place in a parallel array on Postgres, as
+// [key, task_id] pairs on SQLite), the rest of a batch's statements,
+// Postgres only: lock_keys (lock_key's advisory lock on each of several
+// keys, taken in ascending order of the lock's hash so that transactions
+// locking overlapping keys wait instead of deadlocking) and get_by_keys
+// (get_by_key for several keys, each row the task a key points at with
+// that key as task_key; a key without a task has no row),
 // expired_leases, queue_ages and
 // recent_failures (both; read-only, for operators: cairnq doctor),
 // get_status_many (both; read-only, the status of many tasks at once for

@@ -49,6 +49,8 @@ var sqliteParams = map[string][]string{
 	"workflow_revise": {"payload", "now_ms", "id"},
 	"workflow_due":    {"name", "now_ms", "limit"},
 	"workflow_look":   {"keys"},
+	"workflow_touch":  {"now_ms", "key"},
+	"workflow_forget": {"keys"},
 	// The sweep's looks over the ended workflows (issue 46).
 	"workflow_ended":           {"name", "from_ms", "from_id", "limit"},
 	"workflow_ended_by_status": {"name", "status", "from_ms", "from_id", "limit"},
@@ -89,6 +91,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"claim_ids":       {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
 	"workflow_revise": {sqliteOnly: []string{"now_ms"}},
 	"workflow_due":    {sqliteOnly: []string{"now_ms"}},
+	"workflow_touch":  {sqliteOnly: []string{"now_ms"}},
 	"limit_running":   {sqliteOnly: []string{"now_ms"}},
 	"limit_pick":      {sqliteOnly: []string{"now_ms"}},
 	"durable_step":    {sqliteOnly: []string{"now_ms"}},
@@ -101,7 +104,7 @@ var allStatementNames = []string{
 	"list", "lock_key", "progress", "protocol_version", "purge", "queue_depth",
 	"recover_leases", "retry", "stats", "succeed", "upsert_key",
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
-	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_ended",
+	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_touch", "workflow_forget", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
 	"durable_event",
 }
@@ -117,7 +120,7 @@ func without(s, drop []string) []string {
 }
 
 func TestEmbeddedStatementSets(t *testing.T) {
-	want := sorted(append(slices.Clone(allStatementNames), "complete_many"))
+	want := sorted(append(slices.Clone(allStatementNames), "complete_many", "insert_many", "upsert_keys"))
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
@@ -130,6 +133,15 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	// text[] on Postgres.
 	if got := sorted(Statements(SQLite).Get("complete_many").Params); !slices.Equal(got, []string{"done", "now_ms"}) {
 		t.Errorf("sqlite complete_many params = %q", got)
+	}
+	// So do insert_many (a JSON array of rows on SQLite, a text[] per
+	// column on Postgres) and upsert_keys (an array of [key, task_id]
+	// pairs on SQLite, two parallel text[] on Postgres).
+	if got := sorted(Statements(SQLite).Get("insert_many").Params); !slices.Equal(got, []string{"now_ms", "rows"}) {
+		t.Errorf("sqlite insert_many params = %q", got)
+	}
+	if got := sorted(Statements(SQLite).Get("upsert_keys").Params); !slices.Equal(got, []string{"now_ms", "pairs"}) {
+		t.Errorf("sqlite upsert_keys params = %q", got)
 	}
 	if Statements(SQLite).Get("installations") != nil {
 		t.Error("installations is Postgres only")
@@ -289,6 +301,7 @@ func TestEmbeddedListFilters(t *testing.T) {
 		"claim_ids":              {"ids"},
 		"limit_pick":             {"queues"},
 		"workflow_look":          {"keys"},
+		"workflow_forget":        {"keys"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -917,3 +917,39 @@ func TestSQLiteDurableEventStatement(t *testing.T) {
 		}
 	}
 }
+
+// SQLite's insert_many and upsert_keys write what insert_task and
+// upsert_key would, row by row, from one JSON array each.
+func TestSQLiteInsertManyAndUpsertKeys(t *testing.T) {
+	conn := migratedDB(t)
+	const now = int64(1_000_000)
+	run(t, conn, "insert_many", Args{"now_ms": now, "rows": `[` +
+		`["t1","n","q","{\"a\":1}","{}",3,0,0,null,null,null],` +
+		`["t2","n","q2","{}","{\"m\":true}",5,7,60000,"t1","t1","corr"]]`})
+	run(t, conn, "upsert_keys", Args{"now_ms": now, "pairs": `[["k1","t1"],["k2","t2"]]`})
+	run(t, conn, "upsert_keys", Args{"now_ms": now + 1, "pairs": `[["k1","t2"]]`})
+	got := map[string]string{}
+	for _, id := range []string{"t1", "t2"} {
+		for _, r := range run(t, conn, "get", Args{"id": id}) {
+			got[id] = fmt.Sprint(r["queue"], " ", r["status"], " ", r["payload"], " ", r["metadata"], " ",
+				r["max_attempts"], " ", r["priority"], " ", r["run_at_ms"], " ", r["parent_id"], " ",
+				r["correlation_id"], " ", r["created_at_ms"])
+		}
+	}
+	want := map[string]string{
+		"t1": `q queued {"a":1} {} 3 0 1000000 <nil> <nil> 1000000`,
+		"t2": `q2 queued {} {"m":true} 5 7 1060000 t1 corr 1000000`,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("insert_many wrote %v\nwant %v", got, want)
+	}
+	keys := map[string]string{}
+	for _, k := range []string{"k1", "k2"} {
+		for _, r := range run(t, conn, "get_key", Args{"key": k}) {
+			keys[k] = fmt.Sprint(r["task_id"])
+		}
+	}
+	if want := map[string]string{"k1": "t2", "k2": "t2"}; !maps.Equal(keys, want) {
+		t.Fatalf("upsert_keys pointed %v, want %v", keys, want)
+	}
+}

@@ -6,17 +6,20 @@
 //
 //   - inline writes each settlement on the caller's goroutine (a worker
 //     outside Run: WorkOne);
-//   - ride, where the store settles on claims (SQLite): a plain success
-//     waits for the claim loop's next claim, which writes it in the
-//     claim's transaction, so that a busy worker's cycle is one request to
+//   - ride, where the store settles on claims (SQLite): a success waits
+//     for the claim loop's next claim, which writes it in the claim's
+//     transaction, so that a busy worker's cycle is one request to
 //     SQLite's single writer and one commit;
-//   - batch, elsewhere (Postgres): a plain success is handed to a
-//     goroutine of the completer's, which writes everything handed to it
-//     since its last write in one statement, and the call that succeeded
-//     ends without waiting.
+//   - batch, elsewhere (Postgres): a success is handed to a goroutine of
+//     the completer's, which writes everything handed to it since its
+//     last write in one statement (one transaction when a workflow's step
+//     is among them), and the call that succeeded ends without waiting.
 //
-// Every form writes what it cannot group (a failure, a snooze, a
-// workflow's step, a result too large or not JSON) inline, retried while
+// A success that groups is a plain task's, or a workflow step's that
+// added no steps (engine.Completion.Step: the write that carries it
+// advances the workflow). Every form writes what it cannot group (a
+// failure, a snooze, a step that added steps, a result too large or not
+// JSON) inline, retried while
 // its failure may pass (Transient) for up to a lease's length. The
 // claim loop's share of the ride form (Take, Answer, SettleWaiting,
 // OpenRide, EndClaims) is a no-op on the other forms.
@@ -61,8 +64,8 @@ type Config struct {
 	Store Store
 	// Lease bounds how long a settlement is retried.
 	Lease time.Duration
-	// Rows, when set, is held around each grouped write the completer
-	// makes on its own (the batch form's): the worker's heartbeat
+	// Rows, when set, is held around the statement of each grouped write
+	// the completer makes on its own (the batch form's): the worker's heartbeat
 	// updates many of its rows in one statement too, and two such
 	// statements side by side can deadlock. (The ride form's writes go
 	// through SQLite's single writer, which orders them anyway.)
@@ -173,13 +176,14 @@ func (w *writer) retry(ctx context.Context, write func() error) error {
 	}
 }
 
-// grouped writes cs in one write of their own, retried, under cfg.Rows.
+// grouped writes cs in one write of their own, retried. The store holds
+// cfg.Rows around the statement that settles them (Completion.Rows), not
+// while the write waits for a workflow's lock.
 func (w *writer) grouped(ctx context.Context, cs []*engine.Completion) error {
+	for _, c := range cs {
+		c.Rows = w.cfg.Rows
+	}
 	return w.retry(ctx, func() error {
-		if w.cfg.Rows != nil {
-			w.cfg.Rows.Lock()
-			defer w.cfg.Rows.Unlock()
-		}
 		return w.cfg.Store.SettleCompletions(ctx, cs)
 	})
 }
@@ -194,7 +198,7 @@ var errNoOutcome = errors.New("cairnq: the settlement's write gave the task no o
 func outcomeOf(c *engine.Completion) (out engine.Settled, ok bool, err error) {
 	switch {
 	case c.Err == nil && c.Status != "":
-		return engine.Settled{Status: c.Status}, true, nil
+		return engine.Settled{Status: c.Status, Step: c.Step, Advanced: c.Advanced}, true, nil
 	case errors.Is(c.Err, cairnqtype.ErrLostLease):
 		return engine.Settled{}, true, c.Err
 	}
@@ -202,23 +206,31 @@ func outcomeOf(c *engine.Completion) (out engine.Settled, ok bool, err error) {
 }
 
 // groupable returns st as a completion that may share a write with
-// others: a plain success whose result is JSON and small enough
-// (engine.HandOverResult).
+// others: a success whose result is JSON and small enough
+// (engine.HandOverResult), of a plain task or of a workflow's step that
+// added no steps (the write that carries it advances the workflow in
+// its transaction: engine.Completion.Step).
 func groupable(st engine.Settlement) (*engine.Completion, bool) {
 	if st.Outcome != engine.Succeeded {
 		return nil, false
 	}
+	var step *engine.StepMark
 	if engine.MayBeStep(st.Task) {
-		// A step's settlement advances its workflow in the same
-		// transaction, so it joins no group; Settle decides whether
-		// the task is one, reading its mark once.
-		return nil, false
+		mark, ok := engine.StepMarkOf(st.Task)
+		if ok && len(st.Added) > 0 {
+			// Steps it added may be refused, which fails the step
+			// instead: Settle decides, in a write of its own.
+			return nil, false
+		}
+		if ok {
+			step = &mark
+		}
 	}
 	enc, ok := engine.HandOverResult(st.Result)
 	if !ok {
 		return nil, false
 	}
-	return &engine.Completion{ID: st.Task.ID, WorkerID: st.WorkerID, Result: enc}, true
+	return &engine.Completion{ID: st.Task.ID, WorkerID: st.WorkerID, Result: enc, Step: step}, true
 }
 
 // inline is the form that groups nothing.

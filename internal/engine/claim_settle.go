@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -67,6 +70,68 @@ type sessionResult struct {
 // It may run again when the transaction is retried; each run sets every
 // outcome afresh.
 func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error {
+	var steps []string // the workflows' keys, for their locks
+	for _, c := range cs {
+		c.Advanced = Advanced{}
+		if c.Step != nil {
+			steps = append(steps, workflowspec.WorkflowKey(c.Step.Record))
+		}
+	}
+	if len(steps) > 0 && s.dialect == protocol.Postgres {
+		// The workflows' locks before the steps' rows, as every writer of
+		// a workflow takes them, and before the workers' row locks: a
+		// worker's heartbeat must not wait while this waits for a lock.
+		if _, err := s.exec(ctx, q, stmtLockKeys, protocol.Args{"keys": pgArray(steps)}); err != nil {
+			return err
+		}
+	}
+	locks := make([]sync.Locker, len(cs))
+	for i, c := range cs {
+		locks[i] = c.Rows
+	}
+	unlock := lockRows(locks)
+	err := s.completeIn(ctx, q, cs)
+	unlock()
+	if err != nil || len(steps) == 0 {
+		return err
+	}
+	return s.advanceCompletedSteps(ctx, q, cs)
+}
+
+// advanceCompletedSteps advances the workflows of the steps among cs
+// that settleIn settled: each one that succeeded from its dependents
+// (advanceFromSteps), each one the row ended otherwise (a cancel that won
+// the success) by the full advance.
+func (s *Store) advanceCompletedSteps(ctx context.Context, q querier, cs []*Completion) error {
+	var as []*stepAdvance
+	var of []*Completion
+	for _, c := range cs {
+		switch {
+		case c.Step == nil || c.Err != nil || !c.Status.IsTerminal():
+		case c.Status == cairnqtype.StatusSucceeded:
+			as, of = append(as, &stepAdvance{mark: *c.Step, workerID: c.WorkerID}), append(of, c)
+		default:
+			var err error
+			if c.Advanced, err = s.advanceIn(ctx, q, "settle step", c.Step.Record, c.WorkerID, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if len(as) == 0 {
+		return nil
+	}
+	if err := s.advanceFromSteps(ctx, q, "settle step", as); err != nil {
+		return err
+	}
+	for i, a := range as {
+		of[i].Advanced = a.adv
+	}
+	return nil
+}
+
+// completeIn runs complete_many for cs on q and records each one's
+// outcome.
+func (s *Store) completeIn(ctx context.Context, q querier, cs []*Completion) error {
 	if s.dialect == protocol.Postgres {
 		for i, res := range s.completeManyPG(ctx, q, cs) {
 			if res.Err != nil {
@@ -100,6 +165,7 @@ func (s *Store) announce(cs []*Completion) {
 	for _, c := range cs {
 		if c.Err == nil {
 			s.settledRef(cairnqtype.TaskRef{ID: c.ID, Status: c.Status})
+			s.afterAdvance(c.Advanced)
 		}
 	}
 }
@@ -107,14 +173,15 @@ func (s *Store) announce(cs []*Completion) {
 // SettleCompletions settles cs in a write of their own: on SQLite a
 // worker's completions its claim loop could not carry, on Postgres those
 // its completer gathered, there one statement outside any explicit
-// transaction.
+// transaction unless a workflow's step is among them (its advance and
+// its workflow's lock need one).
 func (s *Store) SettleCompletions(ctx context.Context, cs []*Completion) error {
 	if len(cs) == 0 {
 		return nil
 	}
 	write := s.be.write
-	if s.dialect == protocol.Postgres { // settleIn runs one complete_many there
-		write = s.be.writeSingle
+	if s.dialect == protocol.Postgres && !slices.ContainsFunc(cs, func(c *Completion) bool { return c.Step != nil }) {
+		write = s.be.writeSingle // settleIn runs one complete_many there
 	}
 	err := write(ctx, func(q querier) error { return s.settleIn(ctx, q, cs) })
 	if err == nil {

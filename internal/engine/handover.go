@@ -15,6 +15,16 @@ type Completion struct {
 	ID, WorkerID string
 	Result       any // the result's JSON text, or nil to store none
 
+	// Step, when set, says the task is a workflow's step that added no
+	// steps: the write that carries the completion also advances its
+	// workflow (settleIn), and sets Advanced to what that did.
+	Step     *StepMark
+	Advanced Advanced
+	// Rows is the worker's lock on its multi-row writes (its heartbeat),
+	// held while complete_many settles the completion with others; nil
+	// for none.
+	Rows sync.Locker
+
 	// Set by the write that carried it: the status the task took, or
 	// Err, a *LostLeaseError, when its lease was gone.
 	Status cairnqtype.Status

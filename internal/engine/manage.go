@@ -21,6 +21,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (*cairnqtype.Task, error)
 	}
 	t, err := oneTask(rows)
 	s.settled(t)
+	s.stepEnded(ctx, t)
 	return t, err
 }
 
@@ -28,8 +29,28 @@ func (s *Store) Cancel(ctx context.Context, id string) (*cairnqtype.Task, error)
 func (s *Store) CancelByKey(ctx context.Context, key string) (*cairnqtype.Task, error) {
 	t, err := s.byKey(ctx, key, stmtCancel, protocol.Args{})
 	s.settled(t)
+	s.stepEnded(ctx, t)
 	return t, err
 }
+
+// stepEnded advances the workflow of t, when t is a workflow's step that
+// a plain operation ended otherwise than by success (a cancel of a queued
+// step, a lease recovery out of attempts): an advance from a settled step
+// reads no ledger, and must not insert steps after a failure under
+// CancelRest. An error is left to the workflow's sweep, which advances
+// it all the same.
+func (s *Store) stepEnded(ctx context.Context, t *cairnqtype.Task) {
+	if t == nil || !t.IsTerminal() || t.Status == cairnqtype.StatusSucceeded {
+		return
+	}
+	if mark, ok := StepMarkOf(t); ok {
+		_, _ = s.AdvanceWorkflow(ctx, mark.Record, stepEndedWorker)
+	}
+}
+
+// stepEndedWorker is the worker id under which stepEnded finishes a
+// workflow.
+const stepEndedWorker = "cairnq.workflow.step-ended"
 
 // Retry puts a failed or canceled task back in the queue, clearing its
 // error, progress and lease; resetAttempt also restarts its attempt count.

@@ -23,7 +23,7 @@ const (
 	stmtGetStatusMany        = "get_status_many" // ours, beside the protocol's
 	stmtHeartbeat            = "heartbeat"
 	stmtHeartbeatBatch       = "heartbeat_batch"
-	stmtInsertMany           = "insert_many" // Postgres only; ours, beside the protocol's
+	stmtInsertMany           = "insert_many" // ours, beside the protocol's; SQLite's takes rows as JSON
 	stmtInsertTask           = "insert_task"
 	stmtInstallations        = "installations" // Postgres only
 	stmtList                 = "list"
@@ -39,7 +39,7 @@ const (
 	stmtStats                = "stats"
 	stmtSucceed              = "succeed"
 	stmtUpsertKey            = "upsert_key"
-	stmtUpsertKeys           = "upsert_keys" // Postgres only; ours, beside the protocol's
+	stmtUpsertKeys           = "upsert_keys" // ours, beside the protocol's; SQLite's takes pairs as JSON
 
 	// Reads for operators (cairnq doctor), ours, beside the protocol's.
 	stmtExpiredLeases  = "expired_leases"
@@ -60,6 +60,10 @@ const (
 	// An advance from one settled step (workflow_step_advance.go): the
 	// tasks some keys point at, without their payloads.
 	stmtWorkflowLook = "workflow_look"
+	// Move the record's own key with every write of its definition.
+	stmtWorkflowTouch = "workflow_touch"
+	// Delete the ledger keys of steps a resume runs again.
+	stmtWorkflowForget = "workflow_forget"
 
 	// The sweep's looks over the ended workflows (workflow_ended.go),
 	// ours, beside the protocol's: the records that ended since a floor,

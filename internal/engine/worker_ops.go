@@ -221,6 +221,7 @@ func (s *Store) claimSession(ctx context.Context, p cairnqtype.ClaimParams, h cl
 	for _, t := range recovered {
 		s.settled(t)
 		s.requeued(t)
+		s.stepEnded(ctx, t)
 	}
 	return res, nil
 }

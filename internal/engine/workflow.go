@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -323,14 +324,16 @@ func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, d
 	if err != nil {
 		return nil, err
 	}
-	return s.writeSteps(ctx, q, ins)
+	return s.writeSteps(ctx, q, ins, nil, nil)
 }
 
 // stepInserts are steps to insert, of one workflow or several: each
-// one's row, key, ledger key and record.
+// one's row, key, ledger key and record. fresh says an advance from
+// settled steps decided them, which reads no ledger (writeSteps).
 type stepInserts struct {
 	rows                   []*insertRow
 	keys, ledgers, records []string
+	fresh                  bool
 }
 
 // buildSteps builds the rows insertSteps writes for names, or an
@@ -374,21 +377,27 @@ func (si *stepInserts) add(row *insertRow, key, ledger, record string) {
 }
 
 // writeSteps writes si: the rows whose keys point at no task, their
-// keys, and every ledger key; it returns the queues of the rows written.
-// On Postgres that is three statements whatever the steps: workflow_look
-// (the keys taken), insert_many and upsert_keys.
-func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts) ([]string, error) {
-	if len(si.rows) == 0 {
-		return nil, nil
-	}
-	looks := make(map[string]stepLook, len(si.keys))
-	if err := s.look(ctx, q, si.keys, looks); err != nil {
-		return nil, err
-	}
-	at := make([]int, 0, len(si.rows)) // the steps to insert: their keys point at no task
-	for i, k := range si.keys {
-		if looks[k].id == "" {
-			at = append(at, i)
+// keys, and every ledger key; and points each of also at the task of the
+// same index in alsoTo (an advance's succeeded keys). It returns the
+// queues of the rows written. On both backends that is three statements
+// whatever the steps: workflow_look (the keys taken), insert_many and
+// upsert_keys. When si.fresh, a step whose ledger key is there already
+// is not written either: inserted before, and purged since.
+func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also, alsoTo []string) ([]string, error) {
+	var at []int // the steps to insert
+	if len(si.rows) > 0 {
+		asked := si.keys
+		if si.fresh {
+			asked = append(slices.Clone(si.keys), si.ledgers...)
+		}
+		looks := make(map[string]stepLook, len(asked))
+		if err := s.look(ctx, q, asked, looks); err != nil {
+			return nil, err
+		}
+		for i, k := range si.keys {
+			if looks[k].id == "" && (!si.fresh || looks[si.ledgers[i]].id == "") {
+				at = append(at, i)
+			}
 		}
 	}
 	out := make([]*cairnqtype.Task, len(si.rows))
@@ -396,35 +405,70 @@ func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts) ([]s
 		if err := s.insertManyPG(ctx, q, &manyBatch{ins: si.rows, maxBytes: insertManyBytes}, at, out); err != nil {
 			return nil, err
 		}
-	} else {
-		for _, i := range at {
-			var err error
-			if out[i], err = s.insertTask(ctx, q, si.rows[i]); err != nil {
-				return nil, err
-			}
-		}
+	} else if err := s.insertManySQLite(ctx, q, si.rows, at, out); err != nil {
+		return nil, err
 	}
-	keys := make([]string, 0, len(at)+len(si.rows))
-	to := make([]string, 0, len(at)+len(si.rows))
+	keys := make([]string, 0, len(at)+len(si.rows)+len(also))
+	to := make([]string, 0, cap(keys))
 	queues := make([]string, 0, len(at))
 	for _, i := range at {
 		keys, to, queues = append(keys, si.keys[i]), append(to, out[i].ID), append(queues, out[i].Queue)
 	}
 	keys, to = append(keys, si.ledgers...), append(to, si.records...)
+	keys, to = append(keys, also...), append(to, alsoTo...)
+	if len(keys) == 0 {
+		return queues, nil
+	}
 	return queues, s.pointKeys(ctx, q, keys, to)
 }
 
-// pointKeys points each of keys at the task of the same index in to: one
-// upsert_keys on Postgres, an upsert_key each on SQLite.
+// pointKeys points each of keys at the task of the same index in to, in
+// one upsert_keys.
 func (s *Store) pointKeys(ctx context.Context, q querier, keys, to []string) error {
 	if s.dialect == protocol.Postgres {
 		_, err := s.exec(ctx, q, stmtUpsertKeys, protocol.Args{"keys": pgArray(keys), "task_ids": pgArray(to)})
 		return err
 	}
+	pairs := make([][2]string, len(keys))
 	for i, k := range keys {
-		if _, err := s.exec(ctx, q, stmtUpsertKey, protocol.Args{"key": k, "task_id": to[i]}); err != nil {
-			return err
+		pairs[i] = [2]string{k, to[i]}
+	}
+	b, err := json.Marshal(pairs)
+	if err != nil {
+		return err
+	}
+	_, err = s.exec(ctx, q, stmtUpsertKeys, protocol.Args{"pairs": string(b)})
+	return err
+}
+
+// insertManySQLite writes the rows at of rows with SQLite's insert_many,
+// each task into out at its index: queued, as insert_task writes it.
+func (s *Store) insertManySQLite(ctx context.Context, q querier, rows []*insertRow, at []int, out []*cairnqtype.Task) error {
+	if len(at) == 0 {
+		return nil
+	}
+	null := func(v string) any {
+		if v == "" {
+			return nil
 		}
+		return v
+	}
+	each := make([][11]any, len(at))
+	for j, i := range at {
+		r := rows[i]
+		each[j] = [11]any{r.id, r.name, r.queue, r.payload, r.metadata, r.maxAttempts, r.priority, r.delayMS,
+			null(r.parentID), null(r.rootID), null(r.correlationID)}
+	}
+	b, err := json.Marshal(each)
+	if err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, q, stmtInsertMany, protocol.Args{"rows": string(b)}); err != nil {
+		return err
+	}
+	for _, i := range at {
+		r := rows[i]
+		out[i] = &cairnqtype.Task{ID: r.id, Name: r.name, Queue: r.queue, Status: cairnqtype.StatusQueued}
 	}
 	return nil
 }
@@ -518,6 +562,9 @@ type WorkflowState struct {
 	Def    *workflowspec.Definition // shared: read it, never change it
 	DefErr error
 	Steps  []StepRow
+	// Seen is Def's ledger with what the ledger keys say of the steps
+	// with no row (ledgerSeen).
+	Seen map[string]workflowspec.Status
 }
 
 // GetWorkflow reads the workflow whose record is id: ErrNotFound when
@@ -529,14 +576,12 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 		return nil, err
 	}
 	var st WorkflowState
-	var generation int64 // the record's key's updated_at_ms (flowEntry)
 	err := s.be.read(ctx, func(q querier) error {
 		head := workflowspec.WorkflowKey(id)
 		looks := map[string]stepLook{}
 		if err := s.look(ctx, q, []string{head}, looks); err != nil {
 			return err
 		}
-		generation = looks[head].keyUpdatedAt
 		rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
 		if err != nil {
 			return err
@@ -550,23 +595,33 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 		if st.Record.Name != WorkflowName {
 			return argError(op, "id", "task %s is a %q, not a workflow", id, st.Record.Name)
 		}
-		st.Steps, err = s.workflowSteps(ctx, q, id)
+		st.Def, st.DefErr = s.cachedDefinition(id, looks[head].keyUpdatedAt, st.Record.Payload)
+		if st.Steps, err = s.workflowSteps(ctx, q, id); err != nil || st.DefErr != nil {
+			return err
+		}
+		st.Seen, err = s.ledgerSeen(ctx, q, id, st.Def, st.Steps)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	// The definition as this process's advances read it, when it is
-	// current: a wide one's parse is most of what reading it costs.
-	if e := s.flows.get(id); e != nil && generation != 0 && e.updatedAt == generation {
-		st.Def = e.def
-		return &st, nil
-	}
-	st.Def, st.DefErr = workflowspec.Parse(st.Record.Payload)
-	if st.DefErr == nil && generation != 0 {
-		s.flows.put(newFlowEntry(id, generation, st.Def, s.flows.get(id)))
-	}
 	return &st, nil
+}
+
+// cachedDefinition is the definition payload holds, from the store's
+// cache when its entry is current (generation is the record's key's
+// updated_at_ms): a wide definition's parse is most of what reading the
+// workflow costs. A definition parsed here is cached.
+func (s *Store) cachedDefinition(id string, generation int64, payload []byte) (*workflowspec.Definition, error) {
+	e := s.flows.get(id)
+	if e != nil && generation != 0 && e.updatedAt == generation {
+		return e.def, nil
+	}
+	def, err := workflowspec.Parse(payload)
+	if err == nil && generation != 0 {
+		s.flows.put(newFlowEntry(id, generation, def))
+	}
+	return def, err
 }
 
 // workflowSteps reads the steps' tasks of the workflow whose record is

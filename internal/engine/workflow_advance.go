@@ -86,7 +86,7 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 		// Ended, and live again: someone retried the record (RetryWorkflow,
 		// or any SDK's retry), or a step of it under CancelRest. The
 		// workflow resumes.
-		if steps, adv.Queues, err = s.resumeIn(ctx, q, def, steps); err != nil {
+		if steps, adv.Queues, err = s.resumeIn(ctx, q, record, def, steps); err != nil {
 			return adv, err
 		}
 		adv.Progress = true
@@ -137,17 +137,18 @@ func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *
 	if steps, err = s.workflowSteps(ctx, q, record); err != nil {
 		return nil, nil, nil, "", err
 	}
-	return rec, def, steps, "", s.seenByLedger(ctx, q, record, def, steps)
+	def.Seen, err = s.ledgerSeen(ctx, q, record, def, steps)
+	return rec, def, steps, "", err
 }
 
-// seenByLedger writes into def's ledger what became of each step with
-// no row that the ledger does not say ended: inserted (the ledger saw it
+// ledgerSeen returns def's ledger with what became of each step with no
+// row that the ledger does not say ended: inserted (the ledger saw it
 // live, or its ledger key marks it) and gone since, maybe inserted and
 // settled by advances from a settled step, which write no ledger into
 // the record. It succeeded if a step waiting for it was inserted, or its
 // succeeded key says so; otherwise it counts as last seen queued, which
 // Advance counts lost. Either way it is never inserted again.
-func (s *Store) seenByLedger(ctx context.Context, q querier, record string, def *workflowspec.Definition, steps []StepRow) error {
+func (s *Store) ledgerSeen(ctx context.Context, q querier, record string, def *workflowspec.Definition, steps []StepRow) (map[string]workflowspec.Status, error) {
 	found := make(map[string]bool, len(steps))
 	for _, st := range steps {
 		found[st.Step] = true
@@ -163,11 +164,11 @@ func (s *Store) seenByLedger(ctx context.Context, q querier, record string, def 
 		}
 	}
 	if len(keys) == 0 {
-		return nil
+		return def.Seen, nil
 	}
 	looks := make(map[string]stepLook, len(keys))
 	if err := s.look(ctx, q, keys, looks); err != nil {
-		return err
+		return nil, err
 	}
 	inserted := func(name string) bool {
 		_, seen := def.Seen[name]
@@ -181,19 +182,20 @@ func (s *Store) seenByLedger(ctx context.Context, q querier, record string, def 
 			}
 		}
 	}
+	seen := maps.Clone(def.Seen)
 	for _, st := range def.Steps {
 		if !open(st.Step) || !inserted(st.Step) {
 			continue
 		}
-		if def.Seen == nil {
-			def.Seen = map[string]workflowspec.Status{}
+		if seen == nil {
+			seen = map[string]workflowspec.Status{}
 		}
-		def.Seen[st.Step] = workflowspec.Queued
+		seen[st.Step] = workflowspec.Queued
 		if waitedFor[st.Step] || looks[workflowspec.SucceededKey(record, st.Step)].id != "" {
-			def.Seen[st.Step] = workflowspec.Succeeded
+			seen[st.Step] = workflowspec.Succeeded
 		}
 	}
-	return nil
+	return seen, nil
 }
 
 // goOnIn is the advance of a workflow still running, in q's transaction
@@ -310,7 +312,7 @@ func (s *Store) revise(ctx context.Context, q querier, record string, def *workf
 	if _, err = s.exec(ctx, q, stmtWorkflowRevise, protocol.Args{"id": record, "payload": payload}); err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, q, stmtUpsertKey, protocol.Args{"key": workflowspec.WorkflowKey(record), "task_id": record})
+	_, err = s.exec(ctx, q, stmtWorkflowTouch, protocol.Args{"key": workflowspec.WorkflowKey(record)})
 	return err
 }
 
@@ -456,6 +458,9 @@ func (s *Store) AdvanceWorkflow(ctx context.Context, record, workerID string) (A
 func (s *Store) afterAdvance(adv Advanced) {
 	if adv.learn != nil {
 		adv.learn()
+	}
+	if adv.Record != nil {
+		s.flows.drop(adv.Record.ID) // ended: its advances are over
 	}
 	for _, queue := range adv.Queues {
 		s.hub.Queued(queue)

@@ -251,7 +251,7 @@ func (s *Store) stepRetryIn(ctx context.Context, q querier, op, id, record strin
 // whose tasks are gone so that they are submitted again when ready, and
 // clears def's end. It returns steps as they now stand and the queues of
 // the steps it queued again.
-func (s *Store) resumeIn(ctx context.Context, q querier, def *workflowspec.Definition, steps []StepRow) ([]StepRow, []string, error) {
+func (s *Store) resumeIn(ctx context.Context, q querier, record string, def *workflowspec.Definition, steps []StepRow) ([]StepRow, []string, error) {
 	var queues []string
 	if def.Seen == nil {
 		def.Seen = map[string]workflowspec.Status{}
@@ -276,9 +276,17 @@ func (s *Store) resumeIn(ctx context.Context, q querier, def *workflowspec.Defin
 			queues = append(queues, t.Queue)
 		}
 	}
+	var forget []string
 	for name, seen := range def.Seen {
 		if !rowOf[name] && seen != workflowspec.Succeeded {
 			delete(def.Seen, name) // gone, and did not succeed: runs again
+			forget = append(forget, workflowspec.LedgerKey(record, name), workflowspec.SucceededKey(record, name))
+		}
+	}
+	if len(forget) > 0 {
+		// Its ledger keys go too, or they would keep it from running.
+		if _, err := s.exec(ctx, q, stmtWorkflowForget, protocol.Args{"keys": s.list(forget)}); err != nil {
+			return nil, nil, err
 		}
 	}
 	def.Ended = ""

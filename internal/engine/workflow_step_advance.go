@@ -18,23 +18,25 @@ import (
 // each dependent now ready, and writes nothing to the record, whose
 // payload (the whole definition) a wide workflow must not rewrite per
 // step. What it cannot decide that way, it hands to advanceIn: the
-// workflow's end, a record canceled or changed, a step it does not know.
+// workflow's end, a record canceled, ended or changed, a step it does
+// not know, a failure the ledger does not hold.
 //
 // The definition comes from this process's flowCache, read again when
 // the record's own key (workflowspec.WorkflowKey) moved: every rewrite
-// of the definition (revise) moves it, and nothing else does, so a
-// sweep's claim and snooze of the record do not cost a reread. (A
-// rewrite in the same millisecond as a read is not seen: the cache then
-// misses steps added or a ledger changed until the next rewrite or a
-// sweep, which inserts what it missed; never more than that, since the
-// end is decided by advanceIn.) The cache also keeps what this
-// process has read that cannot change back: a step that succeeded stays
-// succeeded (only a failed or canceled task is retried), so each
-// dependent's walk over the steps it waits for resumes where it stopped,
-// and a 10,000-step fan-in costs O(1) reads per settled step amortized.
-// The steps read as ended (the walk that finds the workflow's end)
-// can change back (a retry), which only the end's full advance can
-// see; that advance checks every row before it settles the record.
+// of the definition (revise) moves it past its last value
+// (workflow_touch), and nothing else does, so a sweep's claim and snooze
+// of the record do not cost a reread. Beside the definition the cache
+// keeps what this process read of its steps while the definition stays:
+// a step that succeeded stays succeeded (a retry moves only a failed or
+// canceled task; a resume that runs a lost step again rewrites the
+// definition, and a new entry starts from nothing), so each dependent's
+// walk over the steps it waits for resumes where it stopped, and a
+// 10,000-step fan-in costs O(1) reads per settled step amortized. The
+// steps read as ended (the walk that finds the workflow's end) can
+// change back (another SDK's retry), which only the end's full advance
+// can see; that advance checks every row before it settles the record.
+// A walk that reads a step failed or canceled without the ledger saying
+// so leaves the workflow to advanceIn.
 //
 // What an advance read is kept only once its transaction has committed
 // (Advanced.learn, run by afterAdvance): the step's own success, and on
@@ -56,6 +58,7 @@ type flowCache struct {
 	mu      sync.Mutex
 	entries map[string]*flowEntry
 	steps   int
+	clock   uint64 // stamps each entry's last use, for eviction
 }
 
 // flowEntry is one workflow as this process last read it. Its
@@ -64,6 +67,7 @@ type flowCache struct {
 // learn writes while another transaction's advance may read it.
 type flowEntry struct {
 	mu        sync.Mutex
+	used      uint64 // flowCache.clock at its last use, under the cache's lock
 	record    string
 	updatedAt int64 // the record's key's updated_at_ms when def was read
 	def       *workflowspec.Definition
@@ -83,10 +87,16 @@ type flowEntry struct {
 func (c *flowCache) get(record string) *flowEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.entries[record]
+	e := c.entries[record]
+	if e != nil {
+		c.clock++
+		e.used = c.clock
+	}
+	return e
 }
 
-// put keeps e, replacing record's entry, dropping others past the bound.
+// put keeps e, replacing record's entry, and drops the entries used
+// longest ago while the cache holds more than flowCacheSteps steps.
 func (c *flowCache) put(e *flowEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,17 +106,20 @@ func (c *flowCache) put(e *flowEntry) {
 	if old := c.entries[e.record]; old != nil {
 		c.steps -= len(old.def.Steps)
 	}
-	for id, old := range c.entries {
-		if c.steps+len(e.def.Steps) <= flowCacheSteps {
-			break
-		}
-		if id != e.record {
-			delete(c.entries, id)
-			c.steps -= len(old.def.Steps)
-		}
-	}
+	c.clock++
+	e.used = c.clock
 	c.entries[e.record] = e
 	c.steps += len(e.def.Steps)
+	for c.steps > flowCacheSteps && len(c.entries) > 1 {
+		var oldest *flowEntry
+		for _, x := range c.entries {
+			if x != e && (oldest == nil || x.used < oldest.used) {
+				oldest = x
+			}
+		}
+		delete(c.entries, oldest.record)
+		c.steps -= len(oldest.def.Steps)
+	}
 }
 
 // drop forgets record's entry.
@@ -119,9 +132,12 @@ func (c *flowCache) drop(record string) {
 	}
 }
 
-// newFlowEntry indexes def, read from record when it was last updated at
-// updatedAt, keeping what old knew of the same steps.
-func newFlowEntry(record string, updatedAt int64, def *workflowspec.Definition, old *flowEntry) *flowEntry {
+// newFlowEntry indexes def, read from record when its key was last
+// moved at updatedAt. Nothing the walks learned of an earlier definition
+// is kept: what moved the key may be a resume that runs a step again
+// (RetryWorkflow runs a lost step anew, and the steps after it wait for
+// the new run).
+func newFlowEntry(record string, updatedAt int64, def *workflowspec.Definition) *flowEntry {
 	n := len(def.Steps)
 	e := &flowEntry{record: record, updatedAt: updatedAt, def: def,
 		index: make(map[string]int, n), deps: make([][]int, n), known: make([]int, n),
@@ -134,15 +150,6 @@ func newFlowEntry(record string, updatedAt int64, def *workflowspec.Definition, 
 			j := e.index[a]
 			e.deps[j] = append(e.deps[j], i)
 		}
-	}
-	// Steps are only ever appended (AddSteps): what old read of its
-	// steps still holds when they are the same.
-	if old != nil && len(old.def.Steps) <= n && (len(old.def.Steps) == 0 ||
-		old.def.Steps[len(old.def.Steps)-1].Step == def.Steps[len(old.def.Steps)-1].Step) {
-		old.mu.Lock()
-		copy(e.known, old.known)
-		e.ids, e.ended = maps.Clone(old.ids), old.ended
-		old.mu.Unlock()
 	}
 	for name, st := range def.Seen {
 		if st == workflowspec.Failed || st == workflowspec.Canceled {
@@ -166,7 +173,7 @@ func (e *flowEntry) doom(i int) {
 // loadFlow reads record's definition into a new entry, nil when the
 // record is gone or is not a definition this SDK reads (advanceIn says
 // why).
-func (s *Store) loadFlow(ctx context.Context, q querier, record string, old *flowEntry) (*flowEntry, error) {
+func (s *Store) loadFlow(ctx context.Context, q querier, record string) (*flowEntry, error) {
 	head := workflowspec.WorkflowKey(record)
 	looks := map[string]stepLook{}
 	if err := s.look(ctx, q, []string{head}, looks); err != nil {
@@ -184,7 +191,7 @@ func (s *Store) loadFlow(ctx context.Context, q querier, record string, old *flo
 	if err != nil {
 		return nil, nil
 	}
-	e := newFlowEntry(record, looks[head].keyUpdatedAt, def, old)
+	e := newFlowEntry(record, looks[head].keyUpdatedAt, def)
 	s.flows.put(e)
 	return e, nil
 }
@@ -317,7 +324,7 @@ func (s *Store) flowEntries(ctx context.Context, q querier, as []*stepAdvance) e
 		if !ok {
 			if e = s.flows.get(a.mark.Record); e == nil {
 				var err error
-				if e, err = s.loadFlow(ctx, q, a.mark.Record, nil); err != nil {
+				if e, err = s.loadFlow(ctx, q, a.mark.Record); err != nil {
 					return err
 				}
 			}
@@ -342,9 +349,13 @@ func (s *Store) checkHeads(ctx context.Context, q querier, as []*stepAdvance, lo
 		switch h := looks[workflowspec.WorkflowKey(a.e.record)]; {
 		case h.status != cairnqtype.StatusQueued:
 			s.leaveToFull(as, a.e)
+		case h.keyUpdatedAt == a.e.updatedAt && a.e.def.Ended != "":
+			// Ended, and queued again: retried by someone, to resume
+			// (advanceIn), before any step goes on.
+			s.leaveToFull(as, a.e)
 		case h.keyUpdatedAt != a.e.updatedAt:
 			old := a.e
-			e, err := s.loadFlow(ctx, q, old.record, old)
+			e, err := s.loadFlow(ctx, q, old.record)
 			if err != nil {
 				return err
 			}
@@ -391,9 +402,9 @@ func (s *Store) leaveToFull(as []*stepAdvance, e *flowEntry) {
 // advanceIn, once each, for the workflows left to it.
 func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as []*stepAdvance) error {
 	type flow struct {
-		first *stepAdvance
-		ready []string
-		end   bool
+		first       *stepAdvance
+		ready       []string
+		end, failed bool
 	}
 	flows := map[*flowEntry]*flow{}
 	var order []*flowEntry
@@ -405,7 +416,7 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 			fulls = append(fulls, a)
 		}
 	}
-	var leaves, leafRecords []string
+	var succeeded, succeededOf []string
 	for _, a := range as {
 		if a.full {
 			leaveFull(a)
@@ -418,26 +429,30 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 			order = append(order, a.e)
 		}
 		a.adv.learn = a.w.learn
+		// Its succeeded key: should its task be purged before its
+		// dependents are all inserted, a full advance still knows it
+		// succeeded (seenByLedger).
+		succeeded = append(succeeded, workflowspec.SucceededKey(a.e.record, a.mark.Step))
+		succeededOf = append(succeededOf, a.e.record)
+		if a.w.failed {
+			f.failed = true
+			continue
+		}
 		for i, d := range a.w.deps {
 			if name := a.e.def.Steps[d].Step; a.w.pos[i] == len(a.e.def.Steps[d].After) && !slices.Contains(f.ready, name) {
 				f.ready = append(f.ready, name)
 			}
 		}
-		if len(a.w.deps) == 0 {
-			// Nothing waits for the step to say it succeeded, should its
-			// task be purged before a full advance reads it: its key.
-			leaves = append(leaves, workflowspec.SucceededKey(a.e.record, a.mark.Step))
-			leafRecords = append(leafRecords, a.e.record)
-		}
 		f.end = f.end || a.w.ended == len(a.e.def.Steps)
 	}
-	inserts := &stepInserts{}
+	inserts := &stepInserts{fresh: true}
 	for _, e := range order {
 		f := flows[e]
+		if f.failed || (len(f.ready) == 0 && f.end) {
+			leaveFull(f.first) // a failure no full advance saw, or the end
+			continue
+		}
 		if len(f.ready) == 0 {
-			if f.end {
-				leaveFull(f.first) // nothing is live: the end
-			}
 			continue
 		}
 		built, err := buildSteps(op, e.record, e.def, f.ready, e.idsOf(f.ready, as), s.now())
@@ -450,14 +465,9 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 		}
 		f.first.adv.Inserted, f.first.adv.Progress = len(f.ready), true
 	}
-	queues, err := s.writeSteps(ctx, q, inserts)
+	queues, err := s.writeSteps(ctx, q, inserts, succeeded, succeededOf)
 	if err != nil {
 		return err
-	}
-	if len(leaves) > 0 {
-		if err := s.pointKeys(ctx, q, leaves, leafRecords); err != nil {
-			return err
-		}
 	}
 	for _, a := range fulls {
 		adv, err := s.advanceIn(ctx, q, op, a.mark.Record, a.workerID, nil)
@@ -518,6 +528,11 @@ type walks struct {
 	endedDone bool
 	ids       map[string]string
 	restart   bool
+	// failed says a walk read a step failed or canceled that the
+	// definition's ledger does not say ended so: a cancel, a lease
+	// recovery or another SDK's failure no full advance has seen, which
+	// under CancelRest stops the workflow; advanceIn decides.
+	failed bool
 }
 
 func newWalks(e *flowEntry, self int) *walks {
@@ -584,6 +599,7 @@ func (w *walks) advance(looks map[string]stepLook) {
 			}
 			if l.status != cairnqtype.StatusSucceeded {
 				w.done[i] = true
+				w.failed = w.failed || w.endedBadly(after[w.pos[i]], l.status)
 				break
 			}
 			w.ids[after[w.pos[i]]] = l.id
@@ -601,13 +617,24 @@ func (w *walks) advance(looks map[string]stepLook) {
 				w.endedDone = true
 				break
 			}
+			w.failed = w.failed || w.endedBadly(w.e.def.Steps[w.ended].Step, l.status)
 		}
 		w.ended++
 	}
 	w.endedDone = w.endedDone || w.ended == len(w.e.def.Steps)
 }
 
+// endedBadly reports whether the step named step, read in status, failed
+// or was canceled without the ledger saying so.
+func (w *walks) endedBadly(step string, status cairnqtype.Status) bool {
+	if status != cairnqtype.StatusFailed && status != cairnqtype.StatusCanceled {
+		return false
+	}
+	seen := w.e.def.Seen[step]
+	return seen != workflowspec.Failed && seen != workflowspec.Canceled
+}
+
 // pending reports whether a walk needs another look.
 func (w *walks) pending() bool {
-	return !w.endedDone || slices.Contains(w.done, false)
+	return !w.failed && (!w.endedDone || slices.Contains(w.done, false))
 }

@@ -472,10 +472,11 @@ const LedgerPrefix = "cairnq:workflow-ledger:"
 // kept; its ledger key, after that.
 func LedgerKey(workflow, step string) string { return LedgerPrefix + workflow + ":" + step }
 
-// SucceededKey marks step of workflow, one that no step waits for, as
-// succeeded, pointing at the record as LedgerKey does: the ledger key
-// followed by ":succeeded" (step names hold no ':'). A step that others
-// wait for needs none: that one of them was inserted says it succeeded.
+// SucceededKey marks step of workflow as succeeded, pointing at the
+// record as LedgerKey does: the ledger key followed by ":succeeded"
+// (step names hold no ':'). Written by a success an advance from a
+// settled step reads (which writes no ledger into the record), so that a
+// purge of the step's task leaves it known to have succeeded.
 func SucceededKey(workflow, step string) string { return LedgerKey(workflow, step) + ":succeeded" }
 
 // WorkflowKey is the record's own key: StepKey with an empty step name,
