@@ -1,8 +1,9 @@
 package conformance
 
 // The workflow check (workflow): a workflow's record and steps go
-// through the executor as the keyed submit's statements plus the
-// workflow's own (claim_ids, workflow_steps, workflow_revise), each
+// through the executor as a bulk submit's statements (insert_many,
+// upsert_keys) plus the workflow's own (workflow_look, workflow_heads,
+// workflow_steps, workflow_finish, a writing WITH on Postgres), each
 // advance in the settling step's transaction.
 
 import (

@@ -50,15 +50,22 @@
 // front of the queue), purge_from (both; purge for the SDK's own
 // purges, which keeps every task of a workflow whose record has not
 // ended, and on Postgres starts from a floor of completion times,
-// returning each row's completed_at_ms), seven for a workflow's advance
+// returning each row's completed_at_ms), eleven for a workflow's advance
 // and sweep (both; internal/engine's workflow files): claim_ids (claim's
 // lease on the queued tasks among ids, whatever their due time, due now
-// if they were not yet), workflow_steps (a record's steps: id, status,
-// attempt, last update and the step's name, on Postgres by root and from
+// if they were not yet), workflow_steps (the steps of a list of records:
+// each one's record, id, status, attempt, last update and the step's
+// name, on Postgres by root and from
 // metadata's cairnq_workflow member, on SQLite through the range of the
 // steps' keys), workflow_look (the id and status of the tasks some keys
 // point at, with when each key last moved, reading no payload: an
-// advance from one settled step),
+// advance from one settled step), workflow_touch (a record's own key
+// moved past its last value: its definition changed), workflow_forget
+// (keys deleted: the ledger keys of steps a resume runs again),
+// workflow_finish (a queued record claimed and completed at once, with
+// its definition written: every step succeeded), workflow_heads (the
+// records some workflows' own keys point at, whole, with when each key
+// last moved: a process's first read of a workflow),
 // workflow_revise (a live record's payload rewritten), workflow_due (the
 // ids of the records due for a sweep, a read), workflow_ended (the
 // records of ended workflows from a floor of completion times, each with

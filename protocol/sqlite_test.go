@@ -54,12 +54,14 @@ var resultColumns = map[string][]string{
 	"queue_ages":        {"queue", "due", "oldest_run_at_ms", "oldest_age_ms"},
 	"recent_failures":   {"name", "count", "last_failed_at_ms"},
 	"claim_ids":         taskColumns,
-	"workflow_steps":    {"id", "status", "attempt", "updated_at_ms", "step"},
+	"workflow_steps":    {"record_id", "id", "status", "attempt", "updated_at_ms", "step"},
 	"workflow_look":     {"task_key", "key_updated_at_ms", "id", "status"},
 	"workflow_due":      {"id"},
 	"limit_running":     {"tenant", "running"},
 	"limit_pick":        {"id", "tenant"},
 	"workflow_revise":   {"id"},
+	"workflow_finish":   taskColumns,
+	"workflow_heads":    append([]string{"key_updated_at_ms"}, taskColumns...),
 	// The sweep's looks over the ended workflows.
 	"workflow_ended":           {"id", "at_ms", "moved"},
 	"workflow_ended_by_status": {"id", "at_ms", "moved"},
@@ -287,7 +289,7 @@ func TestSQLitePlans(t *testing.T) {
 		{"recent_failures", Args{"before_ms": 5000}, "cairnq_tasks_status_completed_idx (status=? AND completed_at_ms>?)"},
 		// A workflow's advance reads its steps by root and claims its
 		// record by id.
-		{"workflow_steps", Args{"record_id": "task_0010"}, "sqlite_autoindex_cairnq_task_keys_1 (key>? AND key<?)"},
+		{"workflow_steps", Args{"record_ids": `["task_0010"]`}, "sqlite_autoindex_cairnq_task_keys_1 (key>? AND key<?)"},
 		// An advance from a settled step looks its keys up one by one.
 		{"workflow_look", Args{"keys": `["a","b"]`}, "sqlite_autoindex_cairnq_task_keys_1 (key=?)"},
 		{"claim_ids", Args{"ids": One("task_0010"), "worker_id": "w", "lease_until_ms": 9000, "now_ms": 5000}, "(id=?)"},
@@ -729,7 +731,7 @@ func TestSQLiteWorkflowStatements(t *testing.T) {
 	}
 
 	got := map[string]string{}
-	for _, r := range call("workflow_steps", Args{"record_id": "wf"}) {
+	for _, r := range call("workflow_steps", Args{"record_ids": `["wf"]`}) {
 		got[fmt.Sprint(r["id"])] = fmt.Sprint(r["step"], " ", r["status"], " ", r["attempt"])
 	}
 	if want := map[string]string{"s1": "extract queued 0", "s2": "load queued 0"}; !maps.Equal(got, want) {

@@ -38,9 +38,9 @@ func protocolArgs() protocol.Args {
 		"floor_ms": int64(0), "floor_id": "", "from_ms": int64(0),
 		// the probes: whether to look for an expired lease.
 		"look_for_expired": true,
-		// workflow_steps: a workflow's record; workflow_ended and
+		// workflow_steps: workflows' records; workflow_ended and
 		// workflow_ended_by_status: where the last look stopped.
-		"record_id": "t1", "from_id": "",
+		"record_ids": `{"t1"}`, "from_id": "",
 		// limit_running and limit_pick: a tenant's metadata member, the
 		// tenants at their limit.
 		"tenant_key": "tenant", "full": `{"acme"}`,
@@ -144,7 +144,7 @@ func TestWorkflowStatements(t *testing.T) {
 	insert("stranger", "wf", `{"cairnq_workflow":{"v":1,"record":"elsewhere","step":"x"}}`, 0)
 
 	got := map[string]string{}
-	for _, r := range run("workflow_steps", protocol.Args{"record_id": "wf"}) {
+	for _, r := range run("workflow_steps", protocol.Args{"record_ids": `{"wf"}`}) {
 		got[fmt.Sprint(r["id"])] = fmt.Sprint(r["step"], " ", r["status"], " ", r["attempt"])
 	}
 	if want := map[string]string{"s1": "extract queued 0", "s2": "load queued 0"}; !maps.Equal(got, want) {

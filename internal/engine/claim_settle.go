@@ -112,7 +112,7 @@ func (s *Store) advanceCompletedSteps(ctx context.Context, q querier, cs []*Comp
 			as, of = append(as, &stepAdvance{mark: *c.Step, workerID: c.WorkerID}), append(of, c)
 		default:
 			var err error
-			if c.Advanced, err = s.advanceIn(ctx, q, "settle step", c.Step.Record, c.WorkerID, nil); err != nil {
+			if c.Advanced, err = s.advanceHeldIn(ctx, q, "settle step", c.Step.Record, c.WorkerID, nil); err != nil {
 				return err
 			}
 		}

@@ -111,6 +111,7 @@ func OpenPostgres(ctx context.Context, ex executor.Executor, o PostgresOptions) 
 	}
 	s.statusReads = newStatusReader(s)
 	s.stepSettles = newStepSettler(s)
+	s.workflowSubmits = newWorkflowSubmitter(s)
 	ok = true
 	return s, nil
 }

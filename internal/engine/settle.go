@@ -246,7 +246,7 @@ func (s *Store) settleStepIn(ctx context.Context, q querier, st Settlement, mark
 		out.Advanced, err = s.advanceFromStep(ctx, q, "settle step", mark, st.WorkerID)
 		return out, err
 	}
-	out.Advanced, err = s.advanceIn(ctx, q, "settle step", mark.Record, st.WorkerID, add)
+	out.Advanced, err = s.advanceHeldIn(ctx, q, "settle step", mark.Record, st.WorkerID, add)
 	return out, err
 }
 

@@ -64,6 +64,10 @@ const (
 	stmtWorkflowTouch = "workflow_touch"
 	// Delete the ledger keys of steps a resume runs again.
 	stmtWorkflowForget = "workflow_forget"
+	// Claim and complete a record whose every step succeeded, at once.
+	stmtWorkflowFinish = "workflow_finish"
+	// The records of workflows a process reads before caching them.
+	stmtWorkflowHeads = "workflow_heads"
 
 	// The sweep's looks over the ended workflows (workflow_ended.go),
 	// ours, beside the protocol's: the records that ended since a floor,

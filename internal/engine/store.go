@@ -49,6 +49,9 @@ type Store struct {
 	// transaction each group (settleStepsGrouped).
 	stepSettles   *group.Grouper[*stepSuccess, Settled]
 	statusReading atomic.Bool
+	// workflowSubmits groups the workflows submitted together into one
+	// transaction (workflow_submit.go).
+	workflowSubmits *group.Grouper[*preparedWorkflow, *cairnqtype.Task]
 	// How a worker runs on this store, fixed where it is opened; the
 	// root asks these rather than the dialect.
 	settleOnClaim bool // SQLite: completions ride on the next claim
@@ -96,6 +99,7 @@ func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*Store, erro
 	s.doneListen = s.queuedListen
 	s.statusReads = newStatusReader(s)
 	s.stepSettles = newStepSettler(s)
+	s.workflowSubmits = newWorkflowSubmitter(s)
 	return s, nil
 }
 
@@ -147,6 +151,9 @@ func (s *Store) Close() error {
 	s.statusReads.Close() // first, so that a read in flight finishes on open connections
 	if s.stepSettles != nil {
 		s.stepSettles.Close()
+	}
+	if s.workflowSubmits != nil {
+		s.workflowSubmits.Close()
 	}
 	return s.be.close()
 }

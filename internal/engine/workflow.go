@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -233,79 +232,6 @@ type WorkflowParams struct {
 	Def           *workflowspec.Definition
 	Metadata      any
 	CorrelationID string
-}
-
-// SubmitWorkflow writes a workflow's record and the steps that wait for
-// nothing, in one transaction, and returns the record: all of it or
-// nothing.
-func (s *Store) SubmitWorkflow(ctx context.Context, p WorkflowParams) (*cairnqtype.Task, error) {
-	var rec *cairnqtype.Task
-	var queues []string
-	err := s.be.write(ctx, func(q querier) error {
-		var err error
-		rec, queues, err = s.submitWorkflowIn(ctx, q, p)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, queue := range queues {
-		s.hub.Queued(queue)
-	}
-	return rec, nil
-}
-
-// SubmitWorkflowTx is SubmitWorkflow inside a transaction the application
-// holds, through sess. Postgres only.
-func (s *Store) SubmitWorkflowTx(ctx context.Context, sess executor.Session, p WorkflowParams) (*cairnqtype.Task, error) {
-	if err := s.needsPostgres(ctx, "SubmitWorkflowTx", sess); err != nil {
-		return nil, err
-	}
-	rec, _, err := s.submitWorkflowIn(ctx, pgQuerier{sess}, p)
-	return rec, err
-}
-
-// submitWorkflowIn is SubmitWorkflow's body in q's transaction; it
-// returns the record and the queues its first steps went to.
-func (s *Store) submitWorkflowIn(ctx context.Context, q querier, p WorkflowParams) (*cairnqtype.Task, []string, error) {
-	const op = "submit workflow"
-	if p.Def == nil {
-		return nil, nil, argError(op, "definition", "is nil")
-	}
-	def := *p.Def // the ledger the advance writes is this call's
-	def.Seen, def.Ended = nil, ""
-	if err := def.Validate(); err != nil {
-		return nil, nil, definitionError(op, err)
-	}
-	recP := SubmitParams{Name: WorkflowName, SubmitOptions: cairnqtype.SubmitOptions{
-		Queue: WorkflowName, MaxAttempts: cairnqtype.MaxAttemptsLimit, Delay: firstCheck,
-		Metadata: p.Metadata, CorrelationID: p.CorrelationID,
-	}}
-	ins, err := submitArgs(recP)
-	if err != nil {
-		return nil, nil, err
-	}
-	stampID(ins, recP, s.now())
-	dec := def.Advance(nil, false)
-	def.Changed = s.now().UnixMilli()
-	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(&def)), "{}")
-	if err != nil {
-		return nil, nil, err
-	}
-	ins.payload = payload
-	rec, err := s.submitIn(ctx, q, workflowspec.WorkflowKey(ins.id), cairnqtype.ConflictReject, ins)
-	if err != nil {
-		return nil, nil, err
-	}
-	queues, err := s.insertSteps(ctx, q, op, rec.ID, &def, dec.Insert, nil)
-	var unreadable *unreadableError
-	if errors.As(err, &unreadable) {
-		return nil, nil, unreadable.err // NewDefinition checked them: not expected
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return rec, queues, nil
 }
 
 // insertSteps inserts the named steps of def, each under its key with
@@ -575,33 +501,59 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 	if err := checkID(op, id); err != nil {
 		return nil, err
 	}
+	// The steps are read beside the record, on a read of their own,
+	// while the record's definition (a megabyte at 10,000 steps) is read
+	// and parsed. (Each read is its own snapshot, as every statement on
+	// Postgres always was: a step may move between them.)
+	var steps []StepRow
+	stepsRead := make(chan error, 1)
+	go func() {
+		stepsRead <- s.be.read(ctx, func(q querier) error {
+			var err error
+			steps, err = s.workflowSteps(ctx, q, id)
+			return err
+		})
+	}()
 	var st WorkflowState
 	err := s.be.read(ctx, func(q querier) error {
-		head := workflowspec.WorkflowKey(id)
-		looks := map[string]stepLook{}
-		if err := s.look(ctx, q, []string{head}, looks); err != nil {
-			return err
-		}
-		rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
+		hs, err := s.heads(ctx, q, []string{id})
 		if err != nil {
 			return err
 		}
-		if len(rows) == 0 {
-			return cairnqtype.ErrNotFound
+		h, ok := hs[id]
+		if !ok {
+			// Not a record through its key: say what it is.
+			rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": id})
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				return cairnqtype.ErrNotFound
+			}
+			if h.rec, err = rowToTask(rows[0]); err != nil {
+				return err
+			}
 		}
-		if st.Record, err = rowToTask(rows[0]); err != nil {
-			return err
-		}
-		if st.Record.Name != WorkflowName {
+		if st.Record = h.rec; st.Record.Name != WorkflowName {
 			return argError(op, "id", "task %s is a %q, not a workflow", id, st.Record.Name)
 		}
-		st.Def, st.DefErr = s.cachedDefinition(id, looks[head].keyUpdatedAt, st.Record.Payload)
-		if st.Steps, err = s.workflowSteps(ctx, q, id); err != nil || st.DefErr != nil {
-			return err
-		}
-		st.Seen, err = s.ledgerSeen(ctx, q, id, st.Def, st.Steps)
-		return err
+		st.Def, st.DefErr = s.cachedDefinition(id, h.keyUpdatedAt, st.Record.Payload)
+		return nil
 	})
+	stepsErr := <-stepsRead
+	if err != nil {
+		return nil, err
+	}
+	if stepsErr != nil {
+		return nil, stepsErr
+	}
+	if st.Steps = steps; st.DefErr == nil {
+		err = s.be.read(ctx, func(q querier) error {
+			var err error
+			st.Seen, err = s.ledgerSeen(ctx, q, id, st.Def, st.Steps)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -627,16 +579,26 @@ func (s *Store) cachedDefinition(id string, generation int64, payload []byte) (*
 // workflowSteps reads the steps' tasks of the workflow whose record is
 // record.
 func (s *Store) workflowSteps(ctx context.Context, q querier, record string) ([]StepRow, error) {
-	rows, err := s.exec(ctx, q, stmtWorkflowSteps, protocol.Args{"record_id": record})
+	steps, err := s.workflowStepsOf(ctx, q, []string{record})
+	return steps[record], err
+}
+
+// workflowStepsOf reads the steps' tasks of the workflows whose records
+// are records, in one workflow_steps, by record.
+func (s *Store) workflowStepsOf(ctx context.Context, q querier, records []string) (map[string][]StepRow, error) {
+	rows, err := s.exec(ctx, q, stmtWorkflowSteps, protocol.Args{"record_ids": s.list(records)})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]StepRow, 0, len(rows))
+	out := make(map[string][]StepRow, len(records))
 	for _, r := range rows {
 		var sr StepRow
-		var st string
+		var record, st string
 		var att int64
 		var err error
+		if record, _, err = asString("record_id", r["record_id"]); err != nil {
+			return nil, err
+		}
 		if sr.ID, _, err = asString("id", r["id"]); err != nil {
 			return nil, err
 		}
@@ -653,7 +615,7 @@ func (s *Store) workflowSteps(ctx context.Context, q querier, record string) ([]
 			return nil, err
 		}
 		sr.Status, sr.Attempt = cairnqtype.Status(st), int(att)
-		out = append(out, sr)
+		out[record] = append(out[record], sr)
 	}
 	return out, nil
 }

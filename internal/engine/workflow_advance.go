@@ -67,12 +67,31 @@ type Advanced struct {
 // failed workflow one of whose steps was retried since is revived first
 // (reviveIn); the steps of a canceled one are asked to stop.
 func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID string, add *Added) (Advanced, error) {
-	var adv Advanced
-	rec, def, steps, unread, err := s.workflowIn(ctx, q, record)
-	if err != nil || unread != "" {
-		adv.Unread = unread
-		return adv, err
+	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
+		return Advanced{}, err
 	}
+	return s.advanceHeldIn(ctx, q, op, record, workerID, add)
+}
+
+// advanceHeldIn is advanceIn once the workflow's lock is held (a
+// settlement's, a sweep's): taking it again would cost a round trip.
+func (s *Store) advanceHeldIn(ctx context.Context, q querier, op, record, workerID string, add *Added) (Advanced, error) {
+	reads, err := s.readWorkflows(ctx, q, []string{record})
+	if err != nil {
+		return Advanced{}, err
+	}
+	return s.advanceReadIn(ctx, q, op, reads[record], workerID, add)
+}
+
+// advanceReadIn is advanceHeldIn once the workflow is read (w).
+func (s *Store) advanceReadIn(ctx context.Context, q querier, op string, w *workflowRead, workerID string, add *Added) (Advanced, error) {
+	var adv Advanced
+	if w.unread != "" {
+		adv.Unread = w.unread
+		return adv, nil
+	}
+	rec, def, steps, record := w.rec, w.def, w.steps, w.rec.ID
+	var err error
 	if rec.Status == cairnqtype.StatusFailed && stepsRetried(def, steps) {
 		// A plain retry of a step (Client.Retry, another SDK's retry)
 		// since the workflow failed: the workflow goes on.
@@ -114,31 +133,67 @@ func (s *Store) advanceIn(ctx context.Context, q querier, op, record, workerID s
 	return s.goOnIn(ctx, q, op, rec, def, steps, workerID, adv)
 }
 
-// workflowIn takes the workflow's lock and reads its record, definition
-// and steps, in q's transaction. unread says why the advance leaves the
-// workflow alone: its record gone, a definition this SDK does not read.
-func (s *Store) workflowIn(ctx context.Context, q querier, record string) (rec *cairnqtype.Task, def *workflowspec.Definition, steps []StepRow, unread string, err error) {
-	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": workflowspec.WorkflowKey(record)}); err != nil {
-		return nil, nil, nil, "", err
-	}
-	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
+// workflowRead is a workflow as an advance reads it, under its lock:
+// its record, definition (with the ledger keys' word on the steps with
+// no row, ledgerSeen) and steps; or why the advance leaves it alone
+// (unread): its record gone, a definition this SDK does not read.
+type workflowRead struct {
+	rec    *cairnqtype.Task
+	def    *workflowspec.Definition
+	steps  []StepRow
+	unread string
+}
+
+// readWorkflows reads the workflows whose records are records, in q's
+// transaction, under their locks the caller holds: the records through
+// their own keys in one workflow_heads (through their ids, one get each,
+// should a key be gone), every one's steps in one workflow_steps. An
+// advance that finishes several workflows reads them together.
+func (s *Store) readWorkflows(ctx context.Context, q querier, records []string) (map[string]*workflowRead, error) {
+	hs, err := s.heads(ctx, q, records)
 	if err != nil {
-		return nil, nil, nil, "", err
+		return nil, err
 	}
-	if len(rows) == 0 {
-		return nil, nil, nil, "the record is gone", nil
+	out := make(map[string]*workflowRead, len(records))
+	var found []string
+	for _, r := range records {
+		h, ok := hs[r]
+		if !ok {
+			rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": r})
+			if err != nil {
+				return nil, err
+			}
+			if len(rows) == 0 {
+				out[r] = &workflowRead{unread: "the record is gone"}
+				continue
+			}
+			if h.rec, err = rowToTask(rows[0]); err != nil {
+				return nil, err
+			}
+		}
+		def, err := workflowspec.Parse(h.rec.Payload)
+		if err != nil {
+			out[r] = &workflowRead{unread: err.Error()}
+			continue
+		}
+		out[r] = &workflowRead{rec: h.rec, def: def}
+		found = append(found, r)
 	}
-	if rec, err = rowToTask(rows[0]); err != nil {
-		return nil, nil, nil, "", err
+	if len(found) == 0 {
+		return out, nil
 	}
-	if def, err = workflowspec.Parse(rec.Payload); err != nil {
-		return nil, nil, nil, err.Error(), nil
+	steps, err := s.workflowStepsOf(ctx, q, found)
+	if err != nil {
+		return nil, err
 	}
-	if steps, err = s.workflowSteps(ctx, q, record); err != nil {
-		return nil, nil, nil, "", err
+	for _, r := range found {
+		w := out[r]
+		w.steps = steps[r]
+		if w.def.Seen, err = s.ledgerSeen(ctx, q, r, w.def, w.steps); err != nil {
+			return nil, err
+		}
 	}
-	def.Seen, err = s.ledgerSeen(ctx, q, record, def, steps)
-	return rec, def, steps, "", err
+	return out, nil
 }
 
 // ledgerSeen returns def's ledger with what became of each step with no
@@ -317,14 +372,21 @@ func (s *Store) revise(ctx context.Context, q querier, record string, def *workf
 }
 
 // finishRecord settles a workflow nothing more will happen in: it claims
-// the record by id and completes it (every step succeeded) or fails it,
-// with the ledger and ended written first. A record another advance holds
+// the record by id and completes it (every step succeeded; one
+// workflow_finish when the record is queued) or fails it, with the
+// ledger and ended written first. A record another advance holds
 // (a sweeper claimed it) is left to that advance, with the ledger
 // written; it returns nil then.
 func (s *Store) finishRecord(ctx context.Context, q querier, rec *cairnqtype.Task, def *workflowspec.Definition, dec workflowspec.Decision, steps []StepRow, workerID string) (*cairnqtype.Task, error) {
 	ended := workflowspec.Succeeded
 	if dec.Failed {
 		ended = workflowspec.Failed
+	}
+	if rec.Status == cairnqtype.StatusQueued && !dec.Failed {
+		if done, err := s.finishQueued(ctx, q, rec.ID, def, steps, workerID); err != nil || done != nil {
+			return done, err
+		}
+		return nil, s.revise(ctx, q, rec.ID, def)
 	}
 	if rec.Status == cairnqtype.StatusQueued {
 		claimed, err := s.claimRecord(ctx, q, rec.ID, workerID)
@@ -361,6 +423,36 @@ func (s *Store) finishRecord(ctx context.Context, q querier, rec *cairnqtype.Tas
 	})
 	if err != nil {
 		return nil, err
+	}
+	return oneTask(out)
+}
+
+// finishQueued claims and completes a queued record whose every step
+// succeeded, with def (ended succeeded) written into it, in one
+// workflow_finish, which moves its key too on Postgres (workflow_touch
+// after it on SQLite). It returns nil, with def as it
+// was, when the record was not queued after all.
+func (s *Store) finishQueued(ctx context.Context, q querier, record string, def *workflowspec.Definition, steps []StepRow, workerID string) (*cairnqtype.Task, error) {
+	res, err := encodeJSON("result", workflowResult(def, steps), "null")
+	if err != nil {
+		return nil, err
+	}
+	def.Ended = workflowspec.Succeeded
+	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(def)), "{}")
+	if err != nil {
+		def.Ended = ""
+		return nil, err
+	}
+	key := workflowspec.WorkflowKey(record)
+	out, err := s.exec(ctx, q, stmtWorkflowFinish, protocol.Args{"id": record, "worker_id": workerID, "payload": payload, "result": res, "key": key})
+	if err != nil || len(out) == 0 {
+		def.Ended = ""
+		return nil, err
+	}
+	if s.dialect == protocol.SQLite { // Postgres's statement moved the key
+		if _, err := s.exec(ctx, q, stmtWorkflowTouch, protocol.Args{"key": key}); err != nil {
+			return nil, err
+		}
 	}
 	return oneTask(out)
 }
@@ -462,9 +554,7 @@ func (s *Store) afterAdvance(adv Advanced) {
 	if adv.Record != nil {
 		s.flows.drop(adv.Record.ID) // ended: its advances are over
 	}
-	for _, queue := range adv.Queues {
-		s.hub.Queued(queue)
-	}
+	s.announceQueued(adv.Queues)
 	s.settled(adv.Record)
 }
 
@@ -585,7 +675,7 @@ func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced
 		if swept, err = s.lockAndClaimRecord(ctx, q, id, workerID); err != nil || !swept {
 			return err
 		}
-		if adv, err = s.advanceIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
+		if adv, err = s.advanceHeldIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
 			return err
 		}
 		if adv.Record != nil {

@@ -174,26 +174,68 @@ func (e *flowEntry) doom(i int) {
 // record is gone or is not a definition this SDK reads (advanceIn says
 // why).
 func (s *Store) loadFlow(ctx context.Context, q querier, record string) (*flowEntry, error) {
-	head := workflowspec.WorkflowKey(record)
-	looks := map[string]stepLook{}
-	if err := s.look(ctx, q, []string{head}, looks); err != nil {
-		return nil, err
-	}
-	rows, err := s.exec(ctx, q, stmtGet, protocol.Args{"id": record})
-	if err != nil || len(rows) == 0 || looks[head].id != record {
-		return nil, err
-	}
-	rec, err := rowToTask(rows[0])
+	es, err := s.loadFlows(ctx, q, []string{record})
+	return es[record], err
+}
+
+// loadFlows reads the definitions of records into new entries, cached,
+// in one workflow_heads; a record gone, or whose definition this SDK
+// does not read, has none.
+func (s *Store) loadFlows(ctx context.Context, q querier, records []string) (map[string]*flowEntry, error) {
+	heads, err := s.heads(ctx, q, records)
 	if err != nil {
 		return nil, err
 	}
-	def, err := workflowspec.Parse(rec.Payload)
-	if err != nil {
-		return nil, nil
+	out := make(map[string]*flowEntry, len(heads))
+	for id, h := range heads {
+		def, err := workflowspec.Parse(h.rec.Payload)
+		if err != nil {
+			continue
+		}
+		e := newFlowEntry(id, h.keyUpdatedAt, def)
+		s.flows.put(e)
+		out[id] = e
 	}
-	e := newFlowEntry(record, looks[head].keyUpdatedAt, def)
-	s.flows.put(e)
-	return e, nil
+	return out, nil
+}
+
+// head is a workflow's record as workflow_heads reads it, with when its
+// own key last moved (the generation of its definition).
+type head struct {
+	rec          *cairnqtype.Task
+	keyUpdatedAt int64
+}
+
+// heads reads the records of records through their own keys, by id; a
+// record gone (or a key pointing elsewhere) is left out.
+func (s *Store) heads(ctx context.Context, q querier, records []string) (map[string]head, error) {
+	keys := make([]string, len(records))
+	for i, r := range records {
+		keys[i] = workflowspec.WorkflowKey(r)
+	}
+	rows, err := s.exec(ctx, q, stmtWorkflowHeads, protocol.Args{"keys": s.list(keys)})
+	if err != nil {
+		return nil, err
+	}
+	asked := make(map[string]bool, len(records))
+	for _, r := range records {
+		asked[r] = true
+	}
+	out := make(map[string]head, len(rows))
+	for _, r := range rows {
+		rec, err := rowToTask(r)
+		if err != nil {
+			return nil, err
+		}
+		at, _, err := asInt64("key_updated_at_ms", r["key_updated_at_ms"])
+		if err != nil {
+			return nil, err
+		}
+		if asked[rec.ID] {
+			out[rec.ID] = head{rec: rec, keyUpdatedAt: at}
+		}
+	}
+	return out, nil
 }
 
 // stepLook is what workflow_look read of one key: when it last moved,
@@ -204,8 +246,11 @@ type stepLook struct {
 	status       cairnqtype.Status
 }
 
-// look runs workflow_look for keys.
+// look runs workflow_look for keys, each asked once: the walks of a
+// group's steps often ask for the same keys, and the statement answers
+// every key it is given.
 func (s *Store) look(ctx context.Context, q querier, keys []string, into map[string]stepLook) error {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys))) // a copy: callers index theirs
 	rows, err := s.exec(ctx, q, stmtWorkflowLook, protocol.Args{"keys": s.list(keys)})
 	if err != nil {
 		return err
@@ -315,21 +360,32 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 	return s.finishStepAdvances(ctx, q, op, as)
 }
 
-// flowEntries finds each step's entry, reading each workflow the cache
-// lacks.
+// flowEntries finds each step's entry, reading the workflows the cache
+// lacks together.
 func (s *Store) flowEntries(ctx context.Context, q querier, as []*stepAdvance) error {
 	byRecord := map[string]*flowEntry{}
+	var missing []string
 	for _, a := range as {
-		e, ok := byRecord[a.mark.Record]
-		if !ok {
-			if e = s.flows.get(a.mark.Record); e == nil {
-				var err error
-				if e, err = s.loadFlow(ctx, q, a.mark.Record); err != nil {
-					return err
-				}
-			}
-			byRecord[a.mark.Record] = e
+		if _, ok := byRecord[a.mark.Record]; ok {
+			continue
 		}
+		e := s.flows.get(a.mark.Record)
+		if e == nil {
+			missing = append(missing, a.mark.Record)
+		}
+		byRecord[a.mark.Record] = e
+	}
+	if len(missing) > 0 {
+		loaded, err := s.loadFlows(ctx, q, missing)
+		if err != nil {
+			return err
+		}
+		for _, r := range missing {
+			byRecord[r] = loaded[r]
+		}
+	}
+	for _, a := range as {
+		e := byRecord[a.mark.Record]
 		a.e, a.full = e, e == nil
 	}
 	return nil
@@ -469,8 +525,18 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 	if err != nil {
 		return err
 	}
+	records := make([]string, len(fulls))
+	for i, a := range fulls {
+		records[i] = a.mark.Record
+	}
+	var reads map[string]*workflowRead
+	if len(fulls) > 0 {
+		if reads, err = s.readWorkflows(ctx, q, records); err != nil {
+			return err
+		}
+	}
 	for _, a := range fulls {
-		adv, err := s.advanceIn(ctx, q, op, a.mark.Record, a.workerID, nil)
+		adv, err := s.advanceReadIn(ctx, q, op, reads[a.mark.Record], a.workerID, nil)
 		if err != nil {
 			return err
 		}

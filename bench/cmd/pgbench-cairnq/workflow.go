@@ -215,6 +215,8 @@ func workflowOnce(ctx context.Context, cfg *config, backend, shape, kind string)
 		if err := g.Wait(); err != nil {
 			return 0, err
 		}
+		fmt.Printf("  %d diamonds submitted in %v, %d of their steps run by then\n",
+			len(ids), time.Since(start).Round(time.Millisecond), ran.Load())
 		for _, id := range ids {
 			if _, err := c.Wait(ctx, id, wait); err != nil {
 				return 0, err

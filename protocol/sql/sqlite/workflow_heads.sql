@@ -1,0 +1,10 @@
+-- Ours, beside the protocol's: the records some workflows' own keys
+-- point at, whole (their payloads are the definitions), each with when
+-- its key last moved: what a process reads of a workflow before it
+-- caches its definition, for every workflow a group of settlements
+-- meets that its cache lacks, in one statement. A key without a task has
+-- no row.
+SELECT ptr.updated_at_ms AS key_updated_at_ms, task.*
+FROM cairnq_task_keys AS ptr
+JOIN cairnq_tasks AS task ON task.id = ptr.task_id
+WHERE ptr.key IN (SELECT value FROM json_each(:keys));
