@@ -250,7 +250,7 @@ func (s *Store) insertSteps(ctx context.Context, q querier, op, record string, d
 	if err != nil {
 		return nil, err
 	}
-	return s.writeSteps(ctx, q, ins, nil, nil)
+	return s.writeSteps(ctx, q, ins, nil, nil, nil)
 }
 
 // stepInserts are steps to insert, of one workflow or several: each
@@ -308,17 +308,30 @@ func (si *stepInserts) add(row *insertRow, key, ledger, record string) {
 // queues of the rows written. On both backends that is three statements
 // whatever the steps: workflow_look (the keys taken), insert_many and
 // upsert_keys. When si.fresh, a step whose ledger key is there already
-// is not written either: inserted before, and purged since.
-func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also, alsoTo []string) ([]string, error) {
+// is not written either: inserted before, and purged since. known holds
+// what looks of this transaction, under the same locks, read already
+// (nil for none): the keys it answers are not looked up again.
+func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also, alsoTo []string, known map[string]stepLook) ([]string, error) {
 	var at []int // the steps to insert
 	if len(si.rows) > 0 {
 		asked := si.keys
 		if si.fresh {
 			asked = append(slices.Clone(si.keys), si.ledgers...)
 		}
-		looks := make(map[string]stepLook, len(asked))
-		if err := s.look(ctx, q, asked, looks); err != nil {
-			return nil, err
+		looks := known
+		if looks == nil {
+			looks = make(map[string]stepLook, len(asked))
+		}
+		var missing []string
+		for _, k := range asked {
+			if !has(looks, k) {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			if err := s.look(ctx, q, missing, looks); err != nil {
+				return nil, err
+			}
 		}
 		for i, k := range si.keys {
 			if looks[k].id == "" && (!si.fresh || looks[si.ledgers[i]].id == "") {

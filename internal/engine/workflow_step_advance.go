@@ -341,6 +341,15 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 			if a.w != nil && a.w.pending() {
 				keys = append(keys, a.w.next(looks, batch)...)
 			}
+			if a.w != nil && !a.w.depsAsked {
+				// The keys writeSteps would look up for the dependents
+				// the walks find ready, asked for now.
+				a.w.depsAsked = true
+				for _, d := range a.w.deps {
+					name := a.e.def.Steps[d].Step
+					keys = append(keys, workflowspec.StepKey(a.e.record, name), workflowspec.LedgerKey(a.e.record, name))
+				}
+			}
 		}
 		if len(keys) == 0 {
 			break
@@ -357,7 +366,7 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 			}
 		}
 	}
-	return s.finishStepAdvances(ctx, q, op, as)
+	return s.finishStepAdvances(ctx, q, op, as, looks)
 }
 
 // flowEntries finds each step's entry, reading the workflows the cache
@@ -456,7 +465,7 @@ func (s *Store) leaveToFull(as []*stepAdvance, e *flowEntry) {
 // now ready, inserted together with every other workflow's in one
 // writeSteps; the succeeded keys of the steps nothing waits for; then
 // advanceIn, once each, for the workflows left to it.
-func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as []*stepAdvance) error {
+func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as []*stepAdvance, looks map[string]stepLook) error {
 	type flow struct {
 		first       *stepAdvance
 		ready       []string
@@ -521,7 +530,7 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 		}
 		f.first.adv.Inserted, f.first.adv.Progress = len(f.ready), true
 	}
-	queues, err := s.writeSteps(ctx, q, inserts, succeeded, succeededOf)
+	queues, err := s.writeSteps(ctx, q, inserts, succeeded, succeededOf, looks)
 	if err != nil {
 		return err
 	}
@@ -594,6 +603,9 @@ type walks struct {
 	endedDone bool
 	ids       map[string]string
 	restart   bool
+	// depsAsked says the dependents' own keys and ledger keys went into
+	// a look already (writeSteps then need not look them up).
+	depsAsked bool
 	// failed says a walk read a step failed or canceled that the
 	// definition's ledger does not say ended so: a cancel, a lease
 	// recovery or another SDK's failure no full advance has seen, which
