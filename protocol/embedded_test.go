@@ -94,7 +94,7 @@ var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"workflow_revise": {sqliteOnly: []string{"now_ms"}},
 	"workflow_due":    {sqliteOnly: []string{"now_ms"}},
 	"workflow_touch":  {sqliteOnly: []string{"now_ms"}},
-	"workflow_finish": {[]string{"now_ms"}, []string{"key"}}, // Postgres moves the record's key too
+	"workflow_finish": {[]string{"payload", "result", "worker_id", "now_ms", "id"}, []string{"ids", "payloads", "results", "worker_ids", "keys"}}, // one record on SQLite, a list on Postgres, which moves their keys too
 	"limit_running":   {sqliteOnly: []string{"now_ms"}},
 	"limit_pick":      {sqliteOnly: []string{"now_ms"}},
 	"durable_step":    {sqliteOnly: []string{"now_ms"}},

@@ -48,6 +48,9 @@ func protocolArgs() protocol.Args {
 		"entry": `{"name":"charge","output":{"n":1}}`, "position": int64(0), "attempt": int64(1),
 		// snooze and durable_event: the event a durable wait waits for.
 		"event": "approval", "max_bytes": int64(1 << 24),
+		// workflow_finish: each record's definition (ids, results,
+		// worker_ids and keys as above).
+		"payloads": `{"{}","{}"}`,
 		// durable_step_many: the steps of a group, one task's here.
 		"attempts": `{"1"}`, "positions": `{"0"}`, "entries": `{"{\"name\":\"charge\"}"}`,
 	}

@@ -85,11 +85,18 @@ func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error
 			return err
 		}
 	}
-	locks := make([]sync.Locker, len(cs))
-	for i, c := range cs {
-		locks[i] = c.Rows
+	// The workers' row locks around complete_many, on Postgres only: on
+	// SQLite this runs in the single writer, which orders every
+	// statement already, and a heartbeat holding its row lock while it
+	// waits for the writer would wait for this forever.
+	unlock := func() {}
+	if s.dialect == protocol.Postgres {
+		locks := make([]sync.Locker, len(cs))
+		for i, c := range cs {
+			locks[i] = c.Rows
+		}
+		unlock = lockRows(locks)
 	}
-	unlock := lockRows(locks)
 	err := s.completeIn(ctx, q, cs)
 	unlock()
 	if err != nil || len(steps) == 0 {

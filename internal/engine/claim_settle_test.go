@@ -1,10 +1,13 @@
 package engine
 
 import (
-	"github.com/cairnq/cairnq-go/cairnqtype"
-
 	"errors"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
 )
 
 // Completions handed to a claim settle in its transaction, each exactly as
@@ -84,4 +87,51 @@ func TestClaimWithoutNamesStillSettles(t *testing.T) {
 			t.Errorf("task %v %v, completion %q: want succeeded", task.Status, err, cs[0].Status)
 		}
 	})
+}
+
+// A group of step successes on SQLite settles in the single writer, and
+// must not wait there for its workers' row locks: a heartbeat holds its
+// row lock while it waits for that writer, so each would wait for the
+// other for ever (the fault tests met it). On Postgres the group takes
+// them, around complete_many only.
+func TestStepGroupOnSQLiteTakesNoRowLock(t *testing.T) {
+	s, err := sqliteInspectDB(t).open(t, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	def, err := NewDefinition("submit workflow", workflowspec.CancelRest, []StepSpec{{Step: "a", Task: "job"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.SubmitWorkflow(ctx, WorkflowParams{Def: def})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := claimOne(t, s, "w", time.Minute)
+	var rows sync.Mutex
+	rows.Lock() // a heartbeat's, held while it waits for the writer
+	defer rows.Unlock()
+	cs := []*Completion{{ID: step.ID, WorkerID: "w", Step: &StepMark{Record: rec.ID, Step: "a"}, Rows: &rows}}
+	settled := make(chan error, 1)
+	go func() { settled <- s.SettleCompletions(ctx, cs) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-settled:
+			if err != nil || cs[0].Status != cairnqtype.StatusSucceeded {
+				t.Fatalf("settled %q, %v", cs[0].Status, err)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			rows.Unlock()
+			<-settled
+			rows.Lock()
+			t.Fatal("the group waited for a row lock inside SQLite's writer")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

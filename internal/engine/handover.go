@@ -21,8 +21,8 @@ type Completion struct {
 	Step     *StepMark
 	Advanced Advanced
 	// Rows is the worker's lock on its multi-row writes (its heartbeat),
-	// held while complete_many settles the completion with others; nil
-	// for none.
+	// held on Postgres while complete_many settles the completion with
+	// others; nil for none.
 	Rows sync.Locker
 
 	// Set by the write that carried it: the status the task took, or

@@ -58,8 +58,9 @@ type Settlement struct {
 	// Settle returns an *EventArrivedError when it does.
 	Event string
 	// Rows is the worker's lock on its multi-row writes (its heartbeat),
-	// held while a group of step successes settles the worker's task with
-	// others' in one statement (settleIn); nil for none.
+	// held on Postgres while a group of step successes settles the
+	// worker's task with others' in one statement (settleIn); nil for
+	// none.
 	Rows sync.Locker
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -80,11 +81,14 @@ func (s *Store) advanceHeldIn(ctx context.Context, q querier, op, record, worker
 	if err != nil {
 		return Advanced{}, err
 	}
-	return s.advanceReadIn(ctx, q, op, reads[record], workerID, add)
+	return s.advanceReadIn(ctx, q, op, reads[record], workerID, add, nil)
 }
 
-// advanceReadIn is advanceHeldIn once the workflow is read (w).
-func (s *Store) advanceReadIn(ctx context.Context, q querier, op string, w *workflowRead, workerID string, add *Added) (Advanced, error) {
+// advanceReadIn is advanceHeldIn once the workflow is read (w). When end
+// is set and every step succeeded, the record's end goes into end, for
+// the caller to write with others' (writeEndings), and Advanced.Record
+// stays nil until then.
+func (s *Store) advanceReadIn(ctx context.Context, q querier, op string, w *workflowRead, workerID string, add *Added, end *endings) (Advanced, error) {
 	var adv Advanced
 	if w.unread != "" {
 		adv.Unread = w.unread
@@ -130,7 +134,7 @@ func (s *Store) advanceReadIn(ctx context.Context, q querier, op string, w *work
 		}
 		adv.Progress = true
 	}
-	return s.goOnIn(ctx, q, op, rec, def, steps, workerID, adv)
+	return s.goOnIn(ctx, q, op, rec, def, steps, workerID, adv, end)
 }
 
 // workflowRead is a workflow as an advance reads it, under its lock:
@@ -257,8 +261,8 @@ func (s *Store) ledgerSeen(ctx context.Context, q querier, record string, def *w
 // under its lock: the ledger updated from steps, the steps now ready
 // inserted, the live ones canceled when the workflow stops, and the
 // record settled once nothing more can run, or else its ledger written
-// back. adv is what the advance did so far.
-func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtype.Task, def *workflowspec.Definition, steps []StepRow, workerID string, adv Advanced) (Advanced, error) {
+// back. adv is what the advance did so far; end is advanceReadIn's.
+func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtype.Task, def *workflowspec.Definition, steps []StepRow, workerID string, adv Advanced, end *endings) (Advanced, error) {
 	var err error
 	canceled := !rec.CancelRequestedAt.IsZero()
 	statuses := make(map[string]workflowspec.Status, len(steps))
@@ -323,7 +327,7 @@ func (s *Store) goOnIn(ctx context.Context, q querier, op string, rec *cairnqtyp
 		return adv, err
 	}
 	adv.Progress = true
-	adv.Record, err = s.finishRecord(ctx, q, rec, def, dec, steps, workerID)
+	adv.Record, err = s.finishRecord(ctx, q, rec, def, dec, steps, workerID, end)
 	return adv, err
 }
 
@@ -373,20 +377,26 @@ func (s *Store) revise(ctx context.Context, q querier, record string, def *workf
 
 // finishRecord settles a workflow nothing more will happen in: it claims
 // the record by id and completes it (every step succeeded; one
-// workflow_finish when the record is queued) or fails it, with the
+// workflow_finish when the record is queued, or into end to write with
+// others' when end is set) or fails it, with the
 // ledger and ended written first. A record another advance holds
 // (a sweeper claimed it) is left to that advance, with the ledger
 // written; it returns nil then.
-func (s *Store) finishRecord(ctx context.Context, q querier, rec *cairnqtype.Task, def *workflowspec.Definition, dec workflowspec.Decision, steps []StepRow, workerID string) (*cairnqtype.Task, error) {
+func (s *Store) finishRecord(ctx context.Context, q querier, rec *cairnqtype.Task, def *workflowspec.Definition, dec workflowspec.Decision, steps []StepRow, workerID string, end *endings) (*cairnqtype.Task, error) {
 	ended := workflowspec.Succeeded
 	if dec.Failed {
 		ended = workflowspec.Failed
 	}
 	if rec.Status == cairnqtype.StatusQueued && !dec.Failed {
-		if done, err := s.finishQueued(ctx, q, rec.ID, def, steps, workerID); err != nil || done != nil {
-			return done, err
+		if end != nil {
+			return nil, end.add(rec.ID, def, steps, workerID)
 		}
-		return nil, s.revise(ctx, q, rec.ID, def)
+		e := &endings{}
+		if err := e.add(rec.ID, def, steps, workerID); err != nil {
+			return nil, err
+		}
+		done, err := s.writeEndings(ctx, q, e)
+		return done[rec.ID], err
 	}
 	if rec.Status == cairnqtype.StatusQueued {
 		claimed, err := s.claimRecord(ctx, q, rec.ID, workerID)
@@ -427,34 +437,82 @@ func (s *Store) finishRecord(ctx context.Context, q querier, rec *cairnqtype.Tas
 	return oneTask(out)
 }
 
-// finishQueued claims and completes a queued record whose every step
-// succeeded, with def (ended succeeded) written into it, in one
-// workflow_finish, which moves its key too on Postgres (workflow_touch
-// after it on SQLite). It returns nil, with def as it
-// was, when the record was not queued after all.
-func (s *Store) finishQueued(ctx context.Context, q querier, record string, def *workflowspec.Definition, steps []StepRow, workerID string) (*cairnqtype.Task, error) {
+// endings are queued records whose every step succeeded, to claim and
+// complete in one workflow_finish (writeEndings): an advance of several
+// workflows (finishStepAdvances) writes all its ends together.
+type endings struct {
+	ids, payloads, results, workers, keys []string
+	defs                                  []*workflowspec.Definition
+}
+
+// add puts record's end into e: def, ended succeeded, with the result
+// of steps, finished as workerID. def is left as it was on an error.
+func (e *endings) add(record string, def *workflowspec.Definition, steps []StepRow, workerID string) error {
 	res, err := encodeJSON("result", workflowResult(def, steps), "null")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	def.Ended = workflowspec.Succeeded
 	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(def)), "{}")
 	if err != nil {
 		def.Ended = ""
-		return nil, err
+		return err
 	}
-	key := workflowspec.WorkflowKey(record)
-	out, err := s.exec(ctx, q, stmtWorkflowFinish, protocol.Args{"id": record, "worker_id": workerID, "payload": payload, "result": res, "key": key})
-	if err != nil || len(out) == 0 {
-		def.Ended = ""
-		return nil, err
+	e.ids, e.payloads, e.results = append(e.ids, record), append(e.payloads, payload), append(e.results, res)
+	e.workers, e.keys = append(e.workers, workerID), append(e.keys, workflowspec.WorkflowKey(record))
+	e.defs = append(e.defs, def)
+	return nil
+}
+
+// writeEndings claims and completes the records of e in one
+// workflow_finish on Postgres, which moves their keys too (on SQLite one
+// workflow_finish and one workflow_touch a record), and returns the finished records by id. A
+// record no longer queued is not finished: its definition is written
+// back without its end (revise), as an advance leaves a record another
+// holds.
+func (s *Store) writeEndings(ctx context.Context, q querier, e *endings) (map[string]*cairnqtype.Task, error) {
+	if len(e.ids) == 0 {
+		return nil, nil
 	}
-	if s.dialect == protocol.SQLite { // Postgres's statement moved the key
-		if _, err := s.exec(ctx, q, stmtWorkflowTouch, protocol.Args{"key": key}); err != nil {
+	var out []executor.Row
+	if s.dialect == protocol.Postgres {
+		var err error
+		if out, err = s.exec(ctx, q, stmtWorkflowFinish, protocol.Args{"ids": pgArray(e.ids), "payloads": pgArray(e.payloads),
+			"results": pgArray(e.results), "worker_ids": pgArray(e.workers), "keys": pgArray(e.keys)}); err != nil {
 			return nil, err
 		}
+	} else {
+		for i, id := range e.ids { // one record a statement on SQLite
+			rows, err := s.exec(ctx, q, stmtWorkflowFinish, protocol.Args{"id": id, "payload": e.payloads[i],
+				"result": e.results[i], "worker_id": e.workers[i]})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rows...)
+		}
 	}
-	return oneTask(out)
+	done := make(map[string]*cairnqtype.Task, len(out))
+	for _, r := range out {
+		t, err := rowToTask(r)
+		if err != nil {
+			return nil, err
+		}
+		done[t.ID] = t
+	}
+	for i, id := range e.ids {
+		switch {
+		case done[id] == nil:
+			e.defs[i].Ended = ""
+			if err := s.revise(ctx, q, id, e.defs[i]); err != nil {
+				return nil, err
+			}
+		case s.dialect == protocol.SQLite:
+			if _, err := s.exec(ctx, q, stmtWorkflowTouch, protocol.Args{"key": e.keys[i]}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return done, nil
 }
 
 // stepOutcome is one step in a succeeded workflow's result.

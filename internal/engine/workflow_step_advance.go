@@ -544,14 +544,25 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 			return err
 		}
 	}
+	end := &endings{}
 	for _, a := range fulls {
-		adv, err := s.advanceReadIn(ctx, q, op, reads[a.mark.Record], a.workerID, nil)
+		adv, err := s.advanceReadIn(ctx, q, op, reads[a.mark.Record], a.workerID, nil, end)
 		if err != nil {
 			return err
 		}
 		adv.learn = a.adv.learn
 		a.adv = adv
-		if adv.Record == nil && a.e != nil {
+	}
+	// The ends the advances found, written together.
+	finished, err := s.writeEndings(ctx, q, end)
+	if err != nil {
+		return err
+	}
+	for _, a := range fulls {
+		if t := finished[a.mark.Record]; t != nil {
+			a.adv.Record = t
+		}
+		if a.adv.Record == nil && a.e != nil {
 			// Not the end after all (a step retried since this process
 			// read it ended): the walks to the end start over.
 			for _, b := range as {
