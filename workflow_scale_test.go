@@ -163,11 +163,7 @@ func TestWorkflowWideReadsItsStepsRarely(t *testing.T) {
 // (its succeeded key), not as lost.
 func TestWorkflowLeafPurgedAfterItsAdvance(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
-		release := make(chan struct{})
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
-		handleQuick(t, w, nil)
-		handleHeld(t, w, "wf.held", release)
-		startWorker(t, w)
+		release := startQuickAndHeld(t, c, cairnq.NoWorkflowSweep)
 		purgeThenRelease(t, c, []cairnq.WorkflowStep{
 			{Step: "leaf", Task: "wf.quick"},
 			{Step: "held", Task: "wf.held"},

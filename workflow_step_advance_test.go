@@ -33,6 +33,19 @@ func handleHeld(t *testing.T, w *cairnq.Worker, name string, release <-chan stru
 	}
 }
 
+// startQuickAndHeld starts a worker on c, its workflow sweep every sweep,
+// running wf.quick and wf.held, and returns the channel whose close
+// releases wf.held.
+func startQuickAndHeld(t *testing.T, c *cairnq.Client, sweep time.Duration) chan struct{} {
+	t.Helper()
+	release := make(chan struct{})
+	w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: sweep})
+	handleQuick(t, w, nil)
+	handleHeld(t, w, "wf.held", release)
+	startWorker(t, w)
+	return release
+}
+
 // waitSettled waits for task id to leave running and returns its status.
 func waitSettled(t *testing.T, c *cairnq.Client, id, what string) cairnq.Status {
 	t.Helper()
@@ -88,11 +101,7 @@ func TestWorkflowStepCanceledByHandStopsTheRest(t *testing.T) {
 // ledger said the step succeeded).
 func TestWorkflowStepPurgedBeforeItsDependentIsReady(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
-		release := make(chan struct{})
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: 50 * time.Millisecond})
-		handleQuick(t, w, nil)
-		handleHeld(t, w, "wf.held", release)
-		startWorker(t, w)
+		release := startQuickAndHeld(t, c, 50*time.Millisecond)
 		purgeThenRelease(t, c, xHeldD(""), "x", release)
 	})
 }
@@ -152,11 +161,7 @@ func xHeldD(queue string) []cairnq.WorkflowStep {
 // ends without a sweep.
 func TestWorkflowGroupedSuccessTurnedCanceledEndsIt(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
-		release := make(chan struct{})
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
-		handleQuick(t, w, nil)
-		handleHeld(t, w, "wf.held", release)
-		startWorker(t, w)
+		release := startQuickAndHeld(t, c, cairnq.NoWorkflowSweep)
 		rec := cancelRunningA(t, c, []cairnq.WorkflowStep{
 			{Step: "a", Task: "wf.held"},
 			{Step: "c", Task: "wf.quick", After: []string{"a"}},
@@ -194,12 +199,8 @@ func cancelRunningA(t *testing.T, c *cairnq.Client, steps []cairnq.WorkflowStep,
 func TestWorkflowGetShowsAPurgedSucceededStep(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
 		ctx := context.Background()
-		release := make(chan struct{})
+		release := startQuickAndHeld(t, c, cairnq.NoWorkflowSweep)
 		defer close(release)
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
-		handleQuick(t, w, nil)
-		handleHeld(t, w, "wf.held", release)
-		startWorker(t, w)
 		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "leaf", Task: "wf.quick"}, {Step: "held", Task: "wf.held"}}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -166,11 +166,7 @@ func TestWorkflowFinishedRecordRow(t *testing.T) {
 func TestWorkflowRecordKeyGone(t *testing.T) {
 	onBothBackendsRaw(t, func(t *testing.T, c *cairnq.Client, exec func(string)) {
 		ctx := context.Background()
-		release := make(chan struct{})
-		w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
-		handleQuick(t, w, nil)
-		handleHeld(t, w, "wf.held", release)
-		startWorker(t, w)
+		release := startQuickAndHeld(t, c, cairnq.NoWorkflowSweep)
 		rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{
 			{Step: "a", Task: "wf.held"},
 			{Step: "b", Task: "wf.quick", After: []string{"a"}},

@@ -464,7 +464,8 @@ func (s *Store) leaveToFull(as []*stepAdvance, e *flowEntry) {
 // finishStepAdvances writes what the walks found: each workflow's steps
 // now ready, inserted together with every other workflow's in one
 // writeSteps; the succeeded keys of the steps nothing waits for; then
-// advanceIn, once each, for the workflows left to it.
+// the full advance, once each, of the workflows left to it
+// (advanceFulls).
 func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as []*stepAdvance, looks map[string]stepLook) error {
 	type flow struct {
 		first       *stepAdvance
@@ -534,15 +535,29 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 	if err != nil {
 		return err
 	}
+	if err := s.advanceFulls(ctx, q, op, as, fulls); err != nil {
+		return err
+	}
+	as[0].adv.Queues = append(as[0].adv.Queues, queues...)
+	return nil
+}
+
+// advanceFulls runs the full advance of each workflow of fulls (the
+// first of its steps among as), the workflows read together and their
+// ends written together, each one's Advanced into its step's adv. A
+// workflow the walks found ended that was not (a step retried since
+// this process read it ended) has its walks to the end start over.
+func (s *Store) advanceFulls(ctx context.Context, q querier, op string, as, fulls []*stepAdvance) error {
+	if len(fulls) == 0 {
+		return nil
+	}
 	records := make([]string, len(fulls))
 	for i, a := range fulls {
 		records[i] = a.mark.Record
 	}
-	var reads map[string]*workflowRead
-	if len(fulls) > 0 {
-		if reads, err = s.readWorkflows(ctx, q, records); err != nil {
-			return err
-		}
+	reads, err := s.readWorkflows(ctx, q, records)
+	if err != nil {
+		return err
 	}
 	end := &endings{}
 	for _, a := range fulls {
@@ -563,8 +578,6 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 			a.adv.Record = t
 		}
 		if a.adv.Record == nil && a.e != nil {
-			// Not the end after all (a step retried since this process
-			// read it ended): the walks to the end start over.
 			for _, b := range as {
 				if b.e == a.e && b.w != nil {
 					b.w.restart = true
@@ -572,7 +585,6 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 			}
 		}
 	}
-	as[0].adv.Queues = append(as[0].adv.Queues, queues...)
 	return nil
 }
 
