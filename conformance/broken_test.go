@@ -36,6 +36,7 @@ func TestBrokenExecutorsFail(t *testing.T) {
 		{"flattens_errors", func(ex executor.Executor) executor.Executor { return flattensErrors{passThrough{ex}} }, "sqlstate_errors"},
 		{"closes_app_pool", func(ex executor.Executor) executor.Executor { return closesAppPool{passThrough{ex}} }, "store_close_keeps_app_pool"},
 		{"rows_by_position_misplaced", func(ex executor.Executor) executor.Executor { return misplacesRows{passThrough{ex}} }, "rows_by_position"},
+		{"copy_drops_a_row", func(ex executor.Executor) executor.Executor { return dropsCopiedRow{passThrough{ex}} }, "copy_rows"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -232,6 +233,33 @@ func (e misplacesRows) QueryPositional(ctx context.Context, sql string, args ...
 		row[0] = last
 	}
 	return rows, nil
+}
+
+// dropsCopiedRow's transaction sessions copy every row but the last and
+// report them all copied.
+type dropsCopiedRow struct{ passThrough }
+
+func (e dropsCopiedRow) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	return e.Executor.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		return fn(ctx, dropsRowSession{s})
+	})
+}
+
+type dropsRowSession struct{ executor.Session }
+
+func (s dropsRowSession) CopyFrom(ctx context.Context, table string, columns []string, rows executor.CopyRows) (int64, error) {
+	var all [][]any
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			return 0, err
+		}
+		all = append(all, slices.Clone(v))
+	}
+	if _, err := s.Session.(executor.Copier).CopyFrom(ctx, table, columns, &sliceRows{rows: all[:len(all)-1]}); err != nil {
+		return 0, err
+	}
+	return int64(len(all)), nil
 }
 
 // decodesJSONB decodes json and jsonb columns into Go values, scalars

@@ -95,6 +95,9 @@ type Factory struct {
 //	submit_many                         a batch (SubmitMany, SubmitManyTx) is
 //	                                    written whole or not at all, in order,
 //	                                    its keys locked without deadlock
+//	copy_rows                           CopyFrom writes the rows given, or
+//	                                    fails its transaction (executor.Copier;
+//	                                    skipped without it)
 //	worker_run                          a worker runs tasks to completion
 //	scenarios/<name>                    every conformance scenario: this
 //	                                    module's, Factory.Scenarios and
@@ -205,6 +208,7 @@ func checks() []check {
 		{"store_close_keeps_app_pool", (*suite).storeCloseKeepsAppPool},
 		{"concurrent_submits", (*suite).concurrentSubmits},
 		{"submit_many", (*suite).submitMany},
+		{"copy_rows", (*suite).copyRows},
 		{"workflow", (*suite).workflow},
 		{"durable", (*suite).durable},
 		{"global_limit", (*suite).globalLimit},

@@ -89,6 +89,31 @@ type PositionalQuerier interface {
 	QueryPositional(ctx context.Context, sql string, args ...any) (*Rows, error)
 }
 
+// Copier is the optional capability of a Session to write many rows into
+// a table with COPY FROM STDIN, Postgres's fastest way in: no statement to
+// parse and no rows returned. The store uses it, where the session of a
+// Postgres transaction has it, for the new tasks of a large SubmitMany
+// batch, and runs insert_many where it does not; the conformance suite
+// certifies that it writes what it is given (copy_rows). It returns how
+// many rows it wrote. A failed COPY, or an error from rows, aborts an
+// enclosing transaction, as a failed statement does.
+type Copier interface {
+	CopyFrom(ctx context.Context, table string, columns []string, rows CopyRows) (int64, error)
+}
+
+// CopyRows yields the rows of a COPY one at a time, so the caller can
+// build each while the ones before it are on their way (its method set
+// is pgx's CopyFromSource). Next advances to the next row and reports
+// whether there is one; Values returns its values in the columns' order,
+// each a string, an int32, an int64 or nil (NULL), a jsonb column's value
+// its JSON text as a string, in a slice that is valid until the next call
+// of Next; Err is the error that ended the rows early, if any.
+type CopyRows interface {
+	Next() bool
+	Values() ([]any, error)
+	Err() error
+}
+
 // Session runs statements on a pool or on one transaction's connection.
 type Session interface {
 	// Query runs one statement with positional arguments ($1..$n) and returns

@@ -29,15 +29,17 @@
 // settlements, taking the group in each dialect's list form), insert_many
 // (both, in each dialect's list form: a text[] per column on Postgres, a
 // JSON array of rows on SQLite; grouped submits and the new tasks of a
-// SubmitMany batch on Postgres, a workflow's new steps on both),
+// SubmitMany batch on Postgres where COPY does not carry them, a
+// workflow's new steps on both),
 // upsert_keys (both, likewise: upsert_key for several keys, each pointed
 // at the task id at its place in a parallel array on Postgres, as
 // [key, task_id] pairs on SQLite), the rest of a batch's statements,
 // Postgres only: lock_keys (lock_key's advisory lock on each of several
 // keys, taken in ascending order of the lock's hash so that transactions
-// locking overlapping keys wait instead of deadlocking) and get_by_keys
+// locking overlapping keys wait instead of deadlocking), get_by_keys
 // (get_by_key for several keys, each row the task a key points at with
-// that key as task_key; a key without a task has no row),
+// that key as task_key; a key without a task has no row) and clock_ms
+// (the database clock, for a batch's new tasks written by COPY),
 // expired_leases, queue_ages and
 // recent_failures (both; read-only, for operators: cairnq doctor),
 // get_status_many (both; read-only, the status of many tasks at once for

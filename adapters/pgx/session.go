@@ -2,6 +2,7 @@ package cairnqpgx
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -101,6 +102,18 @@ func (s *Session) Exec(ctx context.Context, script string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return execScript(ctx, s.querier(), script)
+}
+
+// CopyFrom writes rows into table with COPY FROM STDIN, in pgx's binary
+// form, in the session's transaction; see executor.Copier.
+func (s *Session) CopyFrom(ctx context.Context, table string, columns []string, rows executor.CopyRows) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.querier().CopyFrom(ctx, pgx.Identifier{table}, columns, rows)
+	if err != nil {
+		return n, mark(ctx, fmt.Errorf("cairnq/pgx: copy: %w", err))
+	}
+	return n, nil
 }
 
 // PgxTx returns the pgx.Tx behind a session cairnq hands out (such as the

@@ -28,10 +28,11 @@
 // request to the writer, each item through Submit's own statements. On
 // Postgres it is a handful of statements whatever its size: lock_keys
 // (every key's advisory lock, in one fixed order), get_by_keys (what
-// each key points at), insert_many (every new task), cancel for each
-// live task a replace supersedes, and upsert_keys (where each key points
-// after the batch); which items write a task is decided in between, in
-// Go, by Submit's own rule applied item after item.
+// each key points at), insert_many (every new task; from 256 of them,
+// COPY where the session is an executor.Copier: submit_copy.go), cancel
+// for each live task a replace supersedes, and upsert_keys (where each
+// key points after the batch); which items write a task is decided in
+// between, in Go, by Submit's own rule applied item after item.
 //
 // Beside the protocol's operations it holds what a worker's claim loop
 // needs (Claims, with its LeaseLook, and the subscriptions of wakeups.go over

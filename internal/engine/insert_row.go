@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
 	"strconv"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
 
 	"github.com/cairnq/cairnq-go/protocol"
 )
@@ -50,6 +53,18 @@ func (r *insertRow) args() protocol.Args {
 		a[c.name] = c.value(r)
 	}
 	return a
+}
+
+// task is the task r stored, created at createdMS (its update time too,
+// and due delayMS after it), its JSON as the server printed it: every
+// other column is what r sent or the column's default (attempt 0, the
+// rest NULL), as the whole row would read.
+func (r *insertRow) task(createdMS int64, payload, metadata json.RawMessage) *cairnqtype.Task {
+	return &cairnqtype.Task{ID: r.id, Name: r.name, Queue: r.queue, Status: cairnqtype.StatusQueued,
+		Payload: payload, Metadata: metadata,
+		ParentID: r.parentID, RootID: r.rootID, CorrelationID: r.correlationID,
+		MaxAttempts: int(r.maxAttempts), Priority: int(r.priority),
+		CreatedAt: msTime(createdMS, true), UpdatedAt: msTime(createdMS, true), RunAt: msTime(createdMS+r.delayMS, true)}
 }
 
 // weight is how many bytes of JSON r carries.

@@ -203,21 +203,16 @@ func insertedTask(rs rowSet, i int, ins *insertRow) (*cairnqtype.Task, error) {
 	if rs.value(i, "name") != nil { // NOT NULL: the whole row
 		return taskAt(rs, i)
 	}
-	t := &cairnqtype.Task{ID: ins.id, Name: ins.name, Queue: ins.queue, Status: cairnqtype.StatusQueued,
-		ParentID: ins.parentID, RootID: ins.rootID, CorrelationID: ins.correlationID,
-		MaxAttempts: int(ins.maxAttempts), Priority: int(ins.priority)}
 	created, ok, err := asInt64("created_at_ms", rs.value(i, "created_at_ms"))
 	if err == nil && !ok {
 		err = errors.New("created_at_ms is NULL")
 	}
-	var e1, e2 error
-	t.Payload, e1 = asJSON("payload", rs.value(i, "payload"))
-	t.Metadata, e2 = asJSON("metadata", rs.value(i, "metadata"))
+	payload, e1 := asJSON("payload", rs.value(i, "payload"))
+	metadata, e2 := asJSON("metadata", rs.value(i, "metadata"))
 	if err = errors.Join(err, e1, e2); err != nil {
 		return nil, fmt.Errorf("cairnq: reading inserted task row %q: %w", ins.id, err)
 	}
-	t.CreatedAt, t.UpdatedAt, t.RunAt = msTime(created, true), msTime(created, true), msTime(created+ins.delayMS, true)
-	return t, nil
+	return ins.task(created, payload, metadata), nil
 }
 
 // newInserter groups unkeyed submits (their rows) into insert_many. A lone

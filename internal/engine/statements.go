@@ -11,6 +11,7 @@ const (
 	// Postgres only, ours, beside the protocol's.
 	stmtClaimWindow          = "claim_window"
 	stmtClaimableProbeWindow = "claimable_probe_window"
+	stmtClockMS              = "clock_ms" // Postgres only; ours: the clock for rows written by COPY
 	stmtComplete             = "complete"
 	stmtCompleteMany         = "complete_many" // ours, beside the protocol's
 	stmtFail                 = "fail"

@@ -197,12 +197,12 @@ func (s *Store) submitManyIn(ctx context.Context, q querier, b *manyBatch) ([]*c
 
 // submitManyPG writes b in a handful of statements whatever its size:
 // lock_keys (every key, in one fixed order), get_by_keys (what each key
-// points at), insert_many (every new task), cancel for each live task a
-// replace supersedes, and upsert_keys (where each key points after the
-// batch). Which items write a task is decided in between, in Go, by
-// Submit's own rule (submitIn) applied item after item to what the keys
-// point at as the batch goes, so the batch does what the same Submits
-// one after another would.
+// points at), insert_many or COPY (every new task: writeManyPG), cancel
+// for each live task a replace supersedes, and upsert_keys (where each
+// key points after the batch). Which items write a task is decided in
+// between, in Go, by Submit's own rule (submitIn) applied item after
+// item to what the keys point at as the batch goes, so the batch does
+// what the same Submits one after another would.
 func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*cairnqtype.Task, error) {
 	current := map[string]*cairnqtype.Task{} // the task each key points at, as the batch goes
 	if len(b.keys) > 0 {
@@ -250,7 +250,7 @@ func (s *Store) submitManyPG(ctx context.Context, q querier, b *manyBatch) ([]*c
 		current[p.Key] = &cairnqtype.Task{ID: id, Status: cairnqtype.StatusQueued}
 		pending[id] = true
 	}
-	if err := s.insertManyPG(ctx, q, b, writes, out); err != nil {
+	if err := s.writeManyPG(ctx, q, b, writes, out); err != nil {
 		return nil, err
 	}
 	var written map[string]*cairnqtype.Task // by id, where keys need it

@@ -43,6 +43,10 @@ const (
 	bulkCopyRiverBare = "copy-river-notrigger"
 	// bulkCopyBare is the protocol's indexes without the trigger.
 	bulkCopyBare = "copy-notrigger"
+	// bulkCopyTx is the floor as SubmitMany sends it: BEGIN, the clock
+	// read (clock_ms), the COPY, COMMIT; the rows built before, as the
+	// floor's are. What SubmitMany takes beyond it is the store's own work.
+	bulkCopyTx = "copy-tx"
 	// bulkInsertMany runs insert_many's SQL (or --bulk-sql's) straight
 	// through pgx, its rows left undecoded: the statement's own cost,
 	// without the store.
@@ -52,7 +56,7 @@ const (
 	bulkInsertManyAll = "sql-insert-many-all"
 )
 
-var bulkSystems = []string{bulkRiver, bulkCairnq, bulkCopy, bulkCopyBare, bulkCopyRiver, bulkCopyRiverBare, bulkInsertMany, bulkInsertManyAll}
+var bulkSystems = []string{bulkRiver, bulkCairnq, bulkCopy, bulkCopyTx, bulkCopyBare, bulkCopyRiver, bulkCopyRiverBare, bulkInsertMany, bulkInsertManyAll}
 
 func bulkLabel(sys string) string {
 	switch sys {
@@ -64,6 +68,8 @@ func bulkLabel(sys string) string {
 		return "COPY floor (protocol schema)"
 	case bulkCopyBare:
 		return "COPY floor, no trigger"
+	case bulkCopyTx:
+		return "COPY floor in SubmitMany's transaction"
 	case bulkCopyRiver:
 		return "COPY floor, River's index set"
 	case bulkCopyRiverBare:
@@ -310,12 +316,31 @@ func bulkSQLWriter(cfg *config, pool *pgxpool.Pool, sys string) (func(ctx contex
 			id := cairnq.NewTaskID()
 			rows[i] = []any{id, noopName, "default", "queued", "{}", "{}", int32(3), int32(0), now, nil, id, nil, now, now}
 		}
+		if sys == bulkCopyTx {
+			return bulkCopyInTx(ctx, pool, rows)
+		}
 		n, err := pool.CopyFrom(ctx, pgx.Identifier{"cairnq_tasks"}, bulkCopyColumns, pgx.CopyFromRows(rows))
 		if err == nil && n != int64(size) {
 			err = fmt.Errorf("COPY wrote %d of %d rows", n, size)
 		}
 		return err
 	}, nil
+}
+
+// bulkCopyInTx copies rows as SubmitMany does: in a transaction, after
+// reading the clock.
+func bulkCopyInTx(ctx context.Context, pool *pgxpool.Pool, rows [][]any) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var now int64
+		if err := tx.QueryRow(ctx, protocol.Statements(protocol.Postgres).Get("clock_ms").SQL).Scan(&now); err != nil {
+			return err
+		}
+		n, err := tx.CopyFrom(ctx, pgx.Identifier{"cairnq_tasks"}, bulkCopyColumns, pgx.CopyFromRows(rows))
+		if err == nil && n != int64(len(rows)) {
+			err = fmt.Errorf("COPY wrote %d of %d rows", n, len(rows))
+		}
+		return err
+	})
 }
 
 // bulkInsertManyArgs are insert_many's arguments for size no-op tasks,

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/outage"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// copyMinRows is the fewest new tasks a SubmitMany batch writes by COPY.
+// Below it insert_many's one round trip is cheaper than COPY's two (the
+// clock, then the rows); from it on, COPY spares the server insert_many's
+// arrays and returned rows (docs/benchmarks.md, "Bulk submit").
+const copyMinRows = 256
+
+// copyColumns are the columns of cairnq_tasks a new task's COPY row
+// fills, in copyRows.Values' order: insert_task's, with the clock's columns
+// written out; the rest take their defaults, as insert_task leaves them.
+var copyColumns = []string{
+	"id", "name", "queue", "status", "payload", "metadata", "max_attempts", "priority",
+	"run_at_ms", "parent_id", "root_id", "correlation_id", "created_at_ms", "updated_at_ms",
+}
+
+// copyRows is the COPY rows of the items at of b, created at nowMS,
+// each built as pgx asks for it (on the goroutine that sends them, while
+// the server writes the ones before), into one reused slice. The JSON
+// goes as given: the server keeps its own text of it, which jsonbText
+// predicts.
+type copyRows struct {
+	b     *manyBatch
+	at    []int
+	next  int
+	row   []any
+	now   any // nowMS, boxed once for every row
+	nowMS int64
+}
+
+func newCopyRows(b *manyBatch, at []int, nowMS int64) *copyRows {
+	return &copyRows{b: b, at: at, row: make([]any, len(copyColumns)), now: nowMS, nowMS: nowMS}
+}
+
+func (c *copyRows) Next() bool {
+	c.next++
+	return c.next <= len(c.at)
+}
+
+func (c *copyRows) Values() ([]any, error) {
+	r := c.b.ins[c.at[c.next-1]]
+	due := c.now
+	if r.delayMS != 0 {
+		due = c.nowMS + r.delayMS
+	}
+	c.row[0], c.row[1], c.row[2], c.row[3] = r.id, r.name, r.queue, string(cairnqtype.StatusQueued)
+	c.row[4], c.row[5], c.row[6], c.row[7] = r.payload, r.metadata, int32(r.maxAttempts), int32(r.priority)
+	c.row[8], c.row[9], c.row[10], c.row[11] = due, nullable(r.parentID), nullable(r.rootID), nullable(r.correlationID)
+	c.row[12], c.row[13] = c.now, c.now
+	return c.row, nil
+}
+
+func (c *copyRows) Err() error { return nil }
+
+// writeManyPG writes the tasks of b's items at, each into out at its
+// item's index: by COPY where the session can (executor.Copier) and the
+// batch is large enough, with insert_many for the rest.
+//
+// COPY returns no rows, so what insert_many returns is had otherwise: the
+// time from clock_ms, read just before (the database's clock, one moment
+// for the batch, as insert_many reads it), and the JSON as jsonb prints
+// it from jsonbText. An item whose JSON jsonbText leaves to the server
+// goes by insert_many, in the same transaction.
+func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []int, out []*cairnqtype.Task) error {
+	pq, ok := q.(pgQuerier)
+	if !ok || len(at) < copyMinRows {
+		return s.insertManyPG(ctx, q, b, at, out)
+	}
+	cp, ok := pq.s.(executor.Copier)
+	if !ok {
+		return s.insertManyPG(ctx, q, b, at, out)
+	}
+	copied := make([]int, 0, len(at))
+	var rest []int
+	printed := make([][2]string, len(b.ins)) // by item: payload, metadata as jsonb prints them
+	for _, i := range at {
+		p, ok1 := jsonbText(b.ins[i].payload)
+		m, ok2 := jsonbText(b.ins[i].metadata)
+		if !ok1 || !ok2 {
+			rest = append(rest, i)
+			continue
+		}
+		printed[i] = [2]string{p, m}
+		copied = append(copied, i)
+	}
+	if len(copied) < copyMinRows {
+		return s.insertManyPG(ctx, q, b, at, out)
+	}
+	rows, err := s.exec(ctx, q, stmtClockMS, protocol.Args{})
+	if err != nil {
+		return err
+	}
+	if len(rows) != 1 {
+		return fmt.Errorf("cairnq: clock_ms returned %d rows", len(rows))
+	}
+	now, ok, err := asInt64("now_ms", rows[0]["now_ms"])
+	if err == nil && !ok {
+		err = errors.New("now_ms is NULL")
+	}
+	if err != nil {
+		return fmt.Errorf("cairnq: reading the clock: %w", err)
+	}
+	// The tasks are known before the server has them (the time is read,
+	// the JSON printed): they are built while the COPY runs, and kept
+	// only if it succeeds.
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		for _, i := range copied {
+			out[i] = b.ins[i].task(now, json.RawMessage(printed[i][0]), json.RawMessage(printed[i][1]))
+		}
+	}()
+	n, err := cp.CopyFrom(ctx, "cairnq_tasks", copyColumns, newCopyRows(b, copied, now))
+	<-built
+	if err != nil {
+		return outage.Mark(ctx, err)
+	}
+	if n != int64(len(copied)) {
+		return fmt.Errorf("cairnq: COPY wrote %d of %d tasks", n, len(copied))
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	return s.insertManyPG(ctx, q, b, rest, out)
+}

@@ -1,0 +1,171 @@
+package cairnq_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"testing"
+
+	cairnq "github.com/cairnq/cairnq-go"
+	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
+)
+
+// copyCounting is the pgx executor with its transactions' COPYs counted:
+// the real executor underneath, so what the store writes is what pgx
+// writes.
+type copyCounting struct {
+	*cairnqpgx.Executor
+	copies, rows atomic.Int64
+}
+
+type copyCountingSession struct {
+	*cairnqpgx.Session
+	ex *copyCounting
+}
+
+func (s copyCountingSession) CopyFrom(ctx context.Context, table string, columns []string, rows executor.CopyRows) (int64, error) {
+	s.ex.copies.Add(1)
+	n, err := s.Session.CopyFrom(ctx, table, columns, rows)
+	s.ex.rows.Add(n)
+	return n, err
+}
+
+func (e *copyCounting) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	return e.Executor.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		return fn(ctx, copyCountingSession{s.(*cairnqpgx.Session), e})
+	})
+}
+
+// openCopyCounting is a Postgres client over copyCounting.
+func openCopyCounting(t *testing.T) (*cairnq.Client, *copyCounting) {
+	t.Helper()
+	pe, err := cairnqpgx.Open(context.Background(), pgtest.DSN(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &copyCounting{Executor: pe}
+	c, err := cairnq.OpenPostgres(context.Background(), ex, &cairnq.PostgresOptions{CloseExecutor: true})
+	if err != nil {
+		pe.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, ex
+}
+
+// bigBatch is manyItems repeated reps times, each repetition's keys its
+// own, with JSON jsonb rewrites (key order, duplicates, spacing, numbers)
+// and, every eleventh item, JSON the store leaves to the server to print
+// (a non-ASCII \u escape).
+func bigBatch(reps int) []cairnq.SubmitItem {
+	var items []cairnq.SubmitItem
+	for r := range reps {
+		for _, it := range manyItems() {
+			if it.Options.Key != "" {
+				it.Options.Key = fmt.Sprintf("%s-%d", it.Options.Key, r)
+			}
+			switch n := len(items); {
+			case n%11 == 5:
+				it.Payload = json.RawMessage(`{"s": "caf\u00e9", "n": 1}`)
+			case n%7 == 3:
+				it.Payload = json.RawMessage(`{"zz": 1.50,"a" :[true,null, 1e2, -0], "a": {"y":1,"x":2}}`)
+				it.Options.Metadata = json.RawMessage(` {"k\"":"\t<>&","":0.0e-3} `)
+			}
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
+// A batch large enough for COPY writes its tasks by COPY, and returns
+// each as reading it back does, field for field: the time of the clock
+// read and the JSON as jsonb prints it, for the items COPY carried and
+// for those insert_many wrote beside them. Its keys behave as the small
+// batches' (TestSubmitManyWritesWhatSubmitWrites): an item reusing an
+// earlier item's key returns that item's task.
+func TestSubmitManyByCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, ex := openCopyCounting(t)
+	items := bigBatch(50) // 600 items, 100 of them keyed
+	items = append(items, items[4])
+	tasks, err := c.SubmitMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.copies.Load() != 1 || ex.rows.Load() < 400 {
+		t.Fatalf("the batch made %d COPYs of %d rows; want one, of most of its tasks", ex.copies.Load(), ex.rows.Load())
+	}
+	if tasks[len(items)-1].ID != tasks[4].ID {
+		t.Errorf("the batch's last item, keyed as item 4, returned %s, not item 4's %s", tasks[len(items)-1].ID, tasks[4].ID)
+	}
+	for i, tk := range tasks {
+		stored, err := c.Get(ctx, tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(tk, stored) {
+			t.Errorf("item %d: SubmitMany returned\n%+v\nthe stored row reads\n%+v", i, tk, stored)
+		}
+	}
+	if n := countTasks(t, c); n != len(items)-1 {
+		t.Errorf("the database holds %d tasks; want %d (the last item reuses a key)", n, len(items)-1)
+	}
+	// The same items through Submit one by one store the same columns.
+	for _, i := range []int{0, 3, 5, 16, 101} {
+		it := items[i]
+		opts := it.Options
+		opts.Key = ""
+		single, err := c.Submit(ctx, it.Name, it.Payload, &opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameAsSubmitted(t, i, tasks[i], single)
+	}
+}
+
+// SubmitManyTx takes COPY too, inside the application's transaction: the
+// batch commits and rolls back with it.
+func TestSubmitManyTxByCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, ex := openCopyCounting(t)
+	items := bigBatch(30)
+	errRollback := errors.New("roll back")
+	for _, commit := range []bool{false, true} {
+		var tasks []*cairnq.Task
+		err := ex.Tx(ctx, func(ctx context.Context, sess executor.Session) (err error) {
+			if tasks, err = c.SubmitManyTx(ctx, sess, items); err != nil || commit {
+				return err
+			}
+			return errRollback
+		})
+		if commit && err != nil || !commit && !errors.Is(err, errRollback) {
+			t.Fatalf("commit %v: %v", commit, err)
+		}
+		want := 0
+		if commit {
+			want = len(items)
+		}
+		if n := countTasks(t, c); n != want {
+			t.Errorf("commit %v: the database holds %d tasks; want %d", commit, n, want)
+		}
+		if !commit {
+			continue
+		}
+		for i, tk := range tasks {
+			stored, err := c.Get(ctx, tk.ID)
+			if err != nil || !reflect.DeepEqual(tk, stored) {
+				t.Errorf("item %d: SubmitManyTx returned\n%+v\nthe stored row reads\n%+v (%v)", i, tk, stored, err)
+			}
+		}
+	}
+	if ex.copies.Load() != 2 {
+		t.Errorf("two batches made %d COPYs; want 2", ex.copies.Load())
+	}
+}
