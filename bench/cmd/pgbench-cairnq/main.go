@@ -99,6 +99,7 @@ type config struct {
 	durable     durableConfig
 	durableKill killConfig
 	workflow    workflowConfig
+	limit       limitConfig
 }
 
 func main() {
@@ -111,7 +112,7 @@ func main() {
 func run() error {
 	var (
 		dsn         = flag.String("dsn", os.Getenv("BENCH_PG_DSN"), "server DSN whose role may CREATE DATABASE (default $BENCH_PG_DSN; bench/pg.sh prints one)")
-		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable, durable-kill, workflow")
+		benches     = flag.String("bench", "burndown,submit,latency", "benchmarks to run: burndown, submit, latency, and (not by default) bulk, fleet, sustained, backlog, durable, durable-kill, workflow, limit")
 		adapterList = flag.String("adapters", "all", "cairnq adapters for the burn-down, comma-separated, or all")
 		latList     = flag.String("latency-adapters", "pgx", "adapters for the latency benchmark, or all")
 		latModes    = flag.String("latency-listen", "on,off", "latency: LISTEN modes to measure (on, off)")
@@ -152,6 +153,7 @@ func run() error {
 	parseDurable := durableFlags(&cfg.durable)
 	killFlags(&cfg.durableKill)
 	parseWorkflow := workflowFlags(&cfg.workflow)
+	parseLimit := limitFlags(&cfg.limit)
 	flag.Parse()
 	if cfg.fleetChild != "" {
 		return runFleetChild(context.Background(), &cfg)
@@ -165,12 +167,12 @@ func run() error {
 	}
 	for _, b := range splitList(*benches) {
 		switch b {
-		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable", "durable-kill", "workflow":
+		case "burndown", "submit", "latency", "bulk", "fleet", "sustained", "backlog", "durable", "durable-kill", "workflow", "limit":
 			cfg.benches = append(cfg.benches, b)
 		case "many":
 			cfg.benches = append(cfg.benches, "bulk")
 		default:
-			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable, durable-kill, workflow)", b)
+			return fmt.Errorf("unknown benchmark %q (burndown, submit, latency, bulk, fleet, sustained, backlog, durable, durable-kill, workflow, limit)", b)
 		}
 	}
 	var err error
@@ -181,6 +183,9 @@ func run() error {
 		return err
 	}
 	if err := parseWorkflow(); err != nil {
+		return err
+	}
+	if err := parseLimit(); err != nil {
 		return err
 	}
 	if cfg.adapters, err = pickAdapters(*adapterList); err != nil {
@@ -268,6 +273,8 @@ func run() error {
 			benchDurableKill(ctx, &cfg)
 		case "workflow":
 			benchWorkflow(ctx, &cfg)
+		case "limit":
+			benchLimit(ctx, &cfg)
 		}
 		if ctx.Err() != nil {
 			break
