@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync/atomic"
 	"testing"
 
@@ -104,15 +103,7 @@ func TestSubmitManyByCopy(t *testing.T) {
 	if tasks[len(items)-1].ID != tasks[4].ID {
 		t.Errorf("the batch's last item, keyed as item 4, returned %s, not item 4's %s", tasks[len(items)-1].ID, tasks[4].ID)
 	}
-	for i, tk := range tasks {
-		stored, err := c.Get(ctx, tk.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(tk, stored) {
-			t.Errorf("item %d: SubmitMany returned\n%+v\nthe stored row reads\n%+v", i, tk, stored)
-		}
-	}
+	sameAsStored(t, c, tasks)
 	if n := countTasks(t, c); n != len(items)-1 {
 		t.Errorf("the database holds %d tasks; want %d (the last item reuses a key)", n, len(items)-1)
 	}
@@ -158,12 +149,7 @@ func TestSubmitManyTxByCopy(t *testing.T) {
 		if !commit {
 			continue
 		}
-		for i, tk := range tasks {
-			stored, err := c.Get(ctx, tk.ID)
-			if err != nil || !reflect.DeepEqual(tk, stored) {
-				t.Errorf("item %d: SubmitManyTx returned\n%+v\nthe stored row reads\n%+v (%v)", i, tk, stored, err)
-			}
-		}
+		sameAsStored(t, c, tasks)
 	}
 	if ex.copies.Load() != 2 {
 		t.Errorf("two batches made %d COPYs; want 2", ex.copies.Load())

@@ -149,16 +149,23 @@ func TestSubmitManyReturnsTheStoredRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, tk := range tasks {
-			stored, err := c.Get(ctx, tk.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(tk, stored) {
-				t.Errorf("item %d: SubmitMany returned\n%+v\nthe stored row reads\n%+v", i, tk, stored)
-			}
-		}
+		sameAsStored(t, c, tasks)
 	})
+}
+
+// sameAsStored checks that each task a batch returned is, field for
+// field, what reading it back returns.
+func sameAsStored(t *testing.T, c *cairnq.Client, tasks []*cairnq.Task) {
+	t.Helper()
+	for i, tk := range tasks {
+		stored, err := c.Get(t.Context(), tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(tk, stored) {
+			t.Errorf("item %d: the batch returned\n%+v\nthe stored row reads\n%+v", i, tk, stored)
+		}
+	}
 }
 
 // keyedStep is one keyed submit of the model test: a key and a strategy.

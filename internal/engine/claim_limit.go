@@ -38,6 +38,21 @@ func ValidateGlobalLimit(name string, l GlobalLimit) error {
 	return nil
 }
 
+// limitPickArgs are limit_pick's arguments for a draw of up to limit
+// tasks of name from queues, leaving out the tenants in full. A single
+// queue goes as an equality (protocol.One), as drawPlain's does: with a
+// list the planner cannot read cairnq_tasks_claim_idx in the pick's
+// order, and sorted every queued task of the name on every claim, a cost
+// that grew with the backlog (docs/benchmarks.md, "Global limits").
+func (s *Store) limitPickArgs(queues []string, base protocol.Args, name string, key any, full []string, limit int) protocol.Args {
+	a := withArgs(base, protocol.Args{"name": name, "tenant_key": key, "full": s.list(full),
+		"limit": int64(max(4*limit, limitPickScan))})
+	if len(queues) == 1 {
+		a["queues"] = protocol.One(queues[0])
+	}
+	return a
+}
+
 // limitPickScan is the fewest candidates a per-tenant draw reads for the
 // slots it may fill: a window with room for some tenants' backlog before
 // another's tasks.
@@ -54,7 +69,7 @@ const limitPickScan = 64
 // is not supported for limited names. Per tenant, the pick reads past
 // the queued tasks of tenants already at their limit (no index holds the
 // metadata member), under the name's lock.
-func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l GlobalLimit, limit int, base protocol.Args,
+func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l GlobalLimit, limit int, queues []string, base protocol.Args,
 	plain func(names []string, limit int) ([]*cairnqtype.Task, error)) ([]*cairnqtype.Task, error) {
 	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": limitKey(name)}); err != nil {
 		return nil, err
@@ -97,9 +112,7 @@ func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l Globa
 		}
 	}
 	slices.Sort(full)
-	a := withArgs(base, protocol.Args{"name": name, "tenant_key": key, "full": s.list(full),
-		"limit": int64(max(4*limit, limitPickScan))})
-	rows, err = s.exec(ctx, q, stmtLimitPick, a)
+	rows, err = s.exec(ctx, q, stmtLimitPick, s.limitPickArgs(queues, base, name, key, full, limit))
 	if err != nil {
 		return nil, err
 	}

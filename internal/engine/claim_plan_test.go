@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -101,5 +102,45 @@ ORDER BY priority DESC, run_at_ms, id LIMIT 4`).Scan(&trap); err != nil {
 				}
 			}
 		}
+	}
+}
+
+// A per-tenant draw's pick from one queue reads a claim index in the
+// pick's order and stops at its limit, under the plan the arguments
+// shape and under the generic one a prepared statement settles on: with
+// the queues as a list it read every queued task of the name and sorted
+// them on every claim, a cost that grew with the backlog (a backlog of
+// 8,000 ran a limit of 2 per tenant of 4 at 424 tasks/s against 1,165
+// for one of 1,600, docs/benchmarks.md, "Global limits").
+func TestTenantPickReadsAClaimIndex(t *testing.T) {
+	ctx := t.Context()
+	s, _, db := openClaimLogPG(t)
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO cairnq_tasks (id, name, status, payload, metadata, run_at_ms, created_at_ms, updated_at_ms)
+SELECT 'task_' || lpad(g::text, 6, '0'), 'limited', 'queued', '{}', jsonb_build_object('tenant', 't' || (g % 4)), g, g, g
+FROM generate_series(1, 5000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE cairnq_tasks"); err != nil {
+		t.Fatal(err)
+	}
+	base := s.claimArgs(cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w"})
+	a := s.limitPickArgs([]string{"default"}, base, "limited", "tenant", []string{"t0", "t1"}, 2)
+	for _, plan := range []struct {
+		name string
+		node planNode
+	}{
+		{"its own plan", explainPlan(t, s, db, stmtLimitPick, a)},
+		{"the generic plan", explainGenericPlan(t, s, db, stmtLimitPick, a)},
+	} {
+		scans, indexes, sorts := planReads(plan.node)
+		if sorts != 0 || slices.Contains(scans, "Seq Scan") || len(indexes) == 0 {
+			t.Errorf("limit_pick from one queue, %s: scans %v through %v with %d sorts; want a claim index read in order", plan.name, scans, indexes, sorts)
+		}
+	}
+	// The control: the same pick with the queues as a list, as it was.
+	a["queues"] = pgArray([]string{"default"})
+	if scans, _, sorts := planReads(explainPlan(t, s, db, stmtLimitPick, a)); sorts == 0 && !slices.Contains(scans, "Seq Scan") {
+		t.Fatalf("limit_pick with the queues as a list reads %v without a sort: the test no longer shows what the equality spares", scans)
 	}
 }

@@ -175,7 +175,7 @@ func (s *Store) claimSession(ctx context.Context, p cairnqtype.ClaimParams, h cl
 			}
 			if len(names) == 1 {
 				if l, ok := h.Limits[names[0]]; ok {
-					return s.limitedDraw(ctx, q, names[0], l, limit, base, drawPlain)
+					return s.limitedDraw(ctx, q, names[0], l, limit, p.Queues, base, drawPlain)
 				}
 			}
 			return drawPlain(names, limit)
