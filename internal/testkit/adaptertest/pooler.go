@@ -25,6 +25,9 @@ const (
 	poolerTasks      = 2000
 	poolerSubmitters = 16
 	poolerWorkers    = 16
+	// poolerBatch is one SubmitMany beside the submits: more new tasks
+	// than the store writes by insert_many (256), so it goes by COPY.
+	poolerBatch = 300
 	// poolerBurnTimeout bounds the burn-down. A task the worker leaves
 	// running waits out its lease (poolerLease) and runs again, which
 	// the checks then catch; it is a bound on a hang, not a timing.
@@ -56,8 +59,8 @@ func BehindPoolersPolling(t *testing.T, open Opener) {
 
 // BehindPooler opens a client through a pgbouncer in mode in front of a
 // fresh database, with the executor open returns, and burns down
-// poolerTasks tasks submitted from poolerSubmitters goroutines by a worker
-// of concurrency poolerWorkers. It checks, from a connection that goes
+// poolerTasks tasks submitted from poolerSubmitters goroutines, and a
+// SubmitMany of poolerBatch, by a worker of concurrency poolerWorkers. It checks, from a connection that goes
 // around the pooler:
 //   - every submit and every worker statement succeeded the first time
 //     (none was refused or retried);
@@ -93,6 +96,19 @@ func BehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener, sessionListen
 	defer worker.stop(t)
 
 	ids, submitErrs := submitFrom(ctx, c, poolerSubmitters, poolerTasks)
+	// A batch large enough to go by COPY where the executor can
+	// (executor.Copier), which pgbouncer passes on in either mode.
+	batch := make([]cairnq.SubmitItem, poolerBatch)
+	for i := range batch {
+		batch[i] = cairnq.SubmitItem{Name: "pooled", Payload: map[string]int{"i": i}}
+	}
+	if tasks, err := c.SubmitMany(ctx, batch); err != nil {
+		submitErrs = append(submitErrs, fmt.Sprintf("SubmitMany of %d: %v", len(batch), err))
+	} else {
+		for _, task := range tasks {
+			ids = append(ids, task.ID)
+		}
+	}
 	awaitBurnDown(t, ctx, direct, len(ids))
 	called, err := c.Call(ctx, "pooled", nil, &cairnq.CallOptions{WaitOptions: cairnq.WaitOptions{Timeout: time.Minute}})
 	if err != nil {
