@@ -37,6 +37,7 @@ func TestBrokenExecutorsFail(t *testing.T) {
 		{"closes_app_pool", func(ex executor.Executor) executor.Executor { return closesAppPool{passThrough{ex}} }, "store_close_keeps_app_pool"},
 		{"rows_by_position_misplaced", func(ex executor.Executor) executor.Executor { return misplacesRows{passThrough{ex}} }, "rows_by_position"},
 		{"copy_drops_a_row", func(ex executor.Executor) executor.Executor { return dropsCopiedRow{passThrough{ex}} }, "copy_rows"},
+		{"copies_outside_the_transaction", func(ex executor.Executor) executor.Executor { return copiesApart{passThrough{ex}} }, "copy_rows"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -260,6 +261,29 @@ func (s dropsRowSession) CopyFrom(ctx context.Context, table string, columns []s
 		return 0, err
 	}
 	return int64(len(all)), nil
+}
+
+// copiesApart's transaction sessions run each COPY in a transaction of
+// its own, which commits whatever the session's does.
+type copiesApart struct{ passThrough }
+
+func (e copiesApart) Tx(ctx context.Context, fn func(ctx context.Context, s executor.Session) error) error {
+	return e.Executor.Tx(ctx, func(ctx context.Context, s executor.Session) error {
+		return fn(ctx, apartSession{s, e.Executor})
+	})
+}
+
+type apartSession struct {
+	executor.Session
+	ex executor.Executor
+}
+
+func (s apartSession) CopyFrom(ctx context.Context, table string, columns []string, rows executor.CopyRows) (n int64, err error) {
+	err = s.ex.Tx(ctx, func(ctx context.Context, own executor.Session) error {
+		n, err = own.(executor.Copier).CopyFrom(ctx, table, columns, rows)
+		return err
+	})
+	return n, err
 }
 
 // decodesJSONB decodes json and jsonb columns into Go values, scalars

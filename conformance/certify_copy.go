@@ -16,8 +16,9 @@ import (
 // copyRows checks executor.Copier where a transaction's session has it:
 // the table holds exactly the rows given (NULLs, integers, JSON text as
 // jsonb keeps it), a COPY the server refuses aborts the transaction and
-// leaves nothing, and a batch large enough for the store to COPY comes
-// back as it reads back.
+// leaves nothing, a COPY whose transaction rolls back leaves nothing,
+// and a batch large enough for the store to COPY comes back as it reads
+// back.
 func (s *suite) copyRows(r reporter) {
 	e := s.setup(r)
 	c := s.client(r, e) // migrates the schema
@@ -86,6 +87,23 @@ func (s *suite) copyRows(r reporter) {
 	}
 	if n := count(r, e.ctx, e.ex, "cairnq_tasks"); n != 2 {
 		r.Errorf("a refused COPY left the table with %d rows, want the 2 before it: its transaction must roll back", n)
+	}
+
+	// A COPY belongs to the session's transaction: rolled back, it
+	// leaves nothing, as a failed SubmitMany or SubmitManyTx must.
+	errRollback := errors.New("roll back")
+	more := [][]any{{"task_copy_5", "certify.copy", "queued", "{}", int32(1), int64(1), nil, int64(1), int64(1)}}
+	err = e.ex.Tx(e.ctx, func(ctx context.Context, sess executor.Session) error {
+		if _, err := sess.(executor.Copier).CopyFrom(ctx, "cairnq_tasks", columns, &sliceRows{rows: more}); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		r.Errorf("a transaction holding a COPY that then returned an error ended with %v; want that error", err)
+	}
+	if n := count(r, e.ctx, e.ex, "cairnq_tasks"); n != 2 {
+		r.Errorf("a COPY in a transaction that rolled back left the table with %d rows, want the 2 before it: CopyFrom must run in the session's own transaction. %s", n, fix)
 	}
 
 	// A batch the store writes by COPY returns each task as it reads back.

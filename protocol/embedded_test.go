@@ -127,7 +127,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window", "durable_step_many", "clock_ms"))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window", "durable_step_many", "clock_ms", "task_json"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -235,7 +235,7 @@ func TestEmbeddedWrite(t *testing.T) {
 		"claimable_probe", "claimable_probe_window", "get", "get_by_key", "get_key", "get_status", "get_status_by_key",
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due", "workflow_look", "workflow_heads",
-		"workflow_ended", "workflow_ended_by_status", "limit_running", "limit_pick", "clock_ms",
+		"workflow_ended", "workflow_ended_by_status", "limit_running", "limit_pick", "clock_ms", "task_json",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

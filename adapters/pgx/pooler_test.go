@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/testkit/adaptertest"
@@ -120,4 +121,41 @@ func TestConnectRefusedByAPoolerIsNoOutage(t *testing.T) {
 			return e, nil
 		})
 	})
+}
+
+// A COPY behind a transaction-mode pooler leaves nothing on the server
+// connection for the next client there: clients of one connection each,
+// taking turns with batches large enough to go by COPY, all succeed.
+// (pgx's own CopyFrom described its statement as a named one in the
+// pool's default mode; the second client to get that server connection
+// failed with "prepared statement ... already exists".)
+func TestCopyBehindTransactionPooler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pooled := pgtest.Pooler(t, pgtest.DSN(t), pgtest.PoolTransaction)
+	var clients []*cairnq.Client
+	for range 3 {
+		e, err := cairnqpgx.Open(ctx, pooled, &cairnqpgx.Options{MaxConns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := cairnq.OpenPostgres(ctx, e, &cairnq.PostgresOptions{CloseExecutor: true})
+		if err != nil {
+			e.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, c)
+	}
+	items := make([]cairnq.SubmitItem, 300)
+	for i := range items {
+		items[i] = cairnq.SubmitItem{Name: "pooled.copy"}
+	}
+	for round := range 2 {
+		for k, c := range clients {
+			if _, err := c.SubmitMany(ctx, items); err != nil {
+				t.Fatalf("round %d, client %d: %v", round, k, err)
+			}
+		}
+	}
 }

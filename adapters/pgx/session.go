@@ -104,12 +104,17 @@ func (s *Session) Exec(ctx context.Context, script string) error {
 	return execScript(ctx, s.querier(), script)
 }
 
-// CopyFrom writes rows into table with COPY FROM STDIN, in pgx's binary
-// form, in the session's transaction; see executor.Copier.
+// CopyFrom writes rows into table with COPY FROM STDIN, in the session's
+// transaction; see executor.Copier. The rows go in COPY's text form,
+// encoded here as the server reads them, so the COPY needs no statement
+// described first: pgx's own CopyFrom describes one in the connection's
+// default mode, which caches it as a named statement, and behind a
+// transaction-mode pooler a named statement outlives the transaction on
+// a server connection other clients then get.
 func (s *Session) CopyFrom(ctx context.Context, table string, columns []string, rows executor.CopyRows) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, err := s.querier().CopyFrom(ctx, pgx.Identifier{table}, columns, rows)
+	n, err := copyText(ctx, s.PgxConn().PgConn(), table, columns, rows)
 	if err != nil {
 		return n, mark(ctx, fmt.Errorf("cairnq/pgx: copy: %w", err))
 	}

@@ -11,7 +11,8 @@ const (
 	// Postgres only, ours, beside the protocol's.
 	stmtClaimWindow          = "claim_window"
 	stmtClaimableProbeWindow = "claimable_probe_window"
-	stmtClockMS              = "clock_ms" // Postgres only; ours: the clock for rows written by COPY
+	stmtClockMS              = "clock_ms"  // Postgres only; ours: the clock for rows written by COPY
+	stmtTaskJSON             = "task_json" // Postgres only; ours: the JSON of rows written by COPY
 	stmtComplete             = "complete"
 	stmtCompleteMany         = "complete_many" // ours, beside the protocol's
 	stmtFail                 = "fail"

@@ -14,9 +14,14 @@ import (
 
 // copyMinRows is the fewest new tasks a SubmitMany batch writes by COPY.
 // Below it insert_many's one round trip is cheaper than COPY's two (the
-// clock, then the rows); from it on, COPY spares the server insert_many's
-// arrays and returned rows (docs/benchmarks.md, "Bulk submit").
+// clock, then the rows); the figure is chosen, not measured at 256
+// (docs/benchmarks.md, "Bulk submit", measured 1,000 and 5,000).
 const copyMinRows = 256
+
+// copyPrintBytes bounds the JSON jsonbText prints for a COPY: the server
+// reads a longer document back to the store faster than jsonbText would
+// print it (about 100 MB/s).
+const copyPrintBytes = 16 << 10
 
 // copyColumns are the columns of cairnq_tasks a new task's COPY row
 // fills, in copyRows.Values' order: insert_task's, with the clock's columns
@@ -66,13 +71,13 @@ func (c *copyRows) Err() error { return nil }
 
 // writeManyPG writes the tasks of b's items at, each into out at its
 // item's index: by COPY where the session can (executor.Copier) and the
-// batch is large enough, with insert_many for the rest.
+// batch is large enough, by insert_many otherwise.
 //
-// COPY returns no rows, so what insert_many returns is had otherwise: the
-// time from clock_ms, read just before (the database's clock, one moment
-// for the batch, as insert_many reads it), and the JSON as jsonb prints
-// it from jsonbText. An item whose JSON jsonbText leaves to the server
-// goes by insert_many, in the same transaction.
+// COPY returns no rows, so what insert_many returns is had otherwise:
+// the time from clock_ms, read just before (the database's clock, one
+// moment for the whole batch, as insert_many reads it), and the JSON as
+// jsonb prints it from jsonbText, or, for the documents jsonbText leaves
+// to the server or that are long, read back after the COPY (task_json).
 func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []int, out []*cairnqtype.Task) error {
 	pq, ok := q.(pgQuerier)
 	if !ok || len(at) < copyMinRows {
@@ -82,56 +87,107 @@ func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []i
 	if !ok {
 		return s.insertManyPG(ctx, q, b, at, out)
 	}
-	copied := make([]int, 0, len(at))
-	var rest []int
 	printed := make([][2]string, len(b.ins)) // by item: payload, metadata as jsonb prints them
-	for _, i := range at {
-		p, ok1 := jsonbText(b.ins[i].payload)
-		m, ok2 := jsonbText(b.ins[i].metadata)
-		if !ok1 || !ok2 {
-			rest = append(rest, i)
-			continue
+	var unread []string                      // the ids whose JSON is read back
+	for k, i := range at {
+		if err := batchCtx(ctx, k); err != nil {
+			return err
 		}
-		printed[i] = [2]string{p, m}
-		copied = append(copied, i)
+		p, ok1 := printJSONB(b.ins[i].payload)
+		m, ok2 := printJSONB(b.ins[i].metadata)
+		if ok1 && ok2 {
+			printed[i] = [2]string{p, m}
+		} else {
+			unread = append(unread, b.ins[i].id)
+		}
 	}
-	if len(copied) < copyMinRows {
-		return s.insertManyPG(ctx, q, b, at, out)
-	}
-	rows, err := s.exec(ctx, q, stmtClockMS, protocol.Args{})
+	now, err := s.clockMS(ctx, q)
 	if err != nil {
 		return err
 	}
+	// The tasks are known before the server has them (the time is read,
+	// most JSON printed): they are built while the COPY runs, and kept
+	// only if it succeeds.
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		for _, i := range at {
+			out[i] = b.ins[i].task(now, json.RawMessage(printed[i][0]), json.RawMessage(printed[i][1]))
+		}
+	}()
+	n, err := cp.CopyFrom(ctx, "cairnq_tasks", copyColumns, newCopyRows(b, at, now))
+	<-built
+	if err != nil {
+		if ctx.Err() != nil { // the driver's words for it may not say so
+			return fmt.Errorf("cairnq: COPY of a batch ended with its context: %w: %w", ctx.Err(), err)
+		}
+		return outage.Mark(ctx, err)
+	}
+	if n != int64(len(at)) {
+		return fmt.Errorf("cairnq: COPY wrote %d of %d tasks", n, len(at))
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	return s.readBackJSON(ctx, q, unread, at, out)
+}
+
+// printJSONB is jsonbText for a document short enough to print.
+func printJSONB(doc string) (string, bool) {
+	if len(doc) > copyPrintBytes {
+		return "", false
+	}
+	return jsonbText(doc)
+}
+
+// clockMS reads the database's clock (clock_ms).
+func (s *Store) clockMS(ctx context.Context, q querier) (int64, error) {
+	rows, err := s.exec(ctx, q, stmtClockMS, protocol.Args{})
+	if err != nil {
+		return 0, err
+	}
 	if len(rows) != 1 {
-		return fmt.Errorf("cairnq: clock_ms returned %d rows", len(rows))
+		return 0, fmt.Errorf("cairnq: clock_ms returned %d rows", len(rows))
 	}
 	now, ok, err := asInt64("now_ms", rows[0]["now_ms"])
 	if err == nil && !ok {
 		err = errors.New("now_ms is NULL")
 	}
 	if err != nil {
-		return fmt.Errorf("cairnq: reading the clock: %w", err)
+		return 0, fmt.Errorf("cairnq: reading the clock: %w", err)
 	}
-	// The tasks are known before the server has them (the time is read,
-	// the JSON printed): they are built while the COPY runs, and kept
-	// only if it succeeds.
-	built := make(chan struct{})
-	go func() {
-		defer close(built)
-		for _, i := range copied {
-			out[i] = b.ins[i].task(now, json.RawMessage(printed[i][0]), json.RawMessage(printed[i][1]))
-		}
-	}()
-	n, err := cp.CopyFrom(ctx, "cairnq_tasks", copyColumns, newCopyRows(b, copied, now))
-	<-built
+	return now, nil
+}
+
+// readBackJSON sets the JSON of the tasks ids, among out's items at, to
+// what the server keeps (task_json).
+func (s *Store) readBackJSON(ctx context.Context, q querier, ids []string, at []int, out []*cairnqtype.Task) error {
+	rows, err := s.exec(ctx, q, stmtTaskJSON, protocol.Args{"ids": pgArray(ids)})
 	if err != nil {
-		return outage.Mark(ctx, err)
+		return err
 	}
-	if n != int64(len(copied)) {
-		return fmt.Errorf("cairnq: COPY wrote %d of %d tasks", n, len(copied))
+	byID := make(map[string]*cairnqtype.Task, len(ids))
+	for _, i := range at {
+		byID[out[i].ID] = out[i]
 	}
-	if len(rest) == 0 {
-		return nil
+	for _, r := range rows {
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return err
+		}
+		t := byID[id]
+		if t == nil {
+			continue
+		}
+		var e1, e2 error
+		t.Payload, e1 = asJSON("payload", r["payload"])
+		t.Metadata, e2 = asJSON("metadata", r["metadata"])
+		if err := errors.Join(e1, e2); err != nil {
+			return fmt.Errorf("cairnq: reading back task %q: %w", id, err)
+		}
 	}
-	return s.insertManyPG(ctx, q, b, rest, out)
+	if len(rows) != len(ids) {
+		return fmt.Errorf("cairnq: task_json read %d of %d tasks the COPY wrote", len(rows), len(ids))
+	}
+	return nil
 }
