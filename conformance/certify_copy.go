@@ -22,11 +22,11 @@ import (
 func (s *suite) copyRows(r reporter) {
 	e := s.setup(r)
 	c := s.client(r, e) // migrates the schema
-	const fix = "Fix: run COPY FROM STDIN on the session's own connection and transaction (pgx: CopyFrom with pgx.CopyFromRows; lib/pq: pq.CopyIn), passing each value as given"
+	const fix = "Fix: run COPY FROM STDIN on the session's own connection and transaction, each value as given (in COPY's text form: a backslash, tab, newline or carriage return escaped, NULL as \\N; pgx: PgConn().CopyFrom, which prepares nothing, so it works behind a transaction-mode pooler; lib/pq: pq.CopyIn)"
 	columns := []string{"id", "name", "status", "payload", "max_attempts", "run_at_ms", "parent_id", "created_at_ms", "updated_at_ms"}
 	rows := [][]any{
 		{"task_copy_1", "certify.copy", "queued", `{"b": 1, "a" :[1.50, null]}`, int32(2), int64(1700000000000), nil, int64(1700000000000), int64(1700000000001)},
-		{"task_copy_2", "certify.copy \"q\" {,} NULL", "queued", `"naïve"`, int32(3), int64(1), "task_copy_1", int64(2), int64(3)},
+		{"task_copy_2", "certify.copy \"q\" {,} NULL \\N \\. a\\b\tc\nd\re", "queued", `"naïve \\ \t"`, int32(3), int64(1), "task_copy_1", int64(2), int64(3)},
 	}
 	var supported bool
 	err := e.ex.Tx(e.ctx, func(ctx context.Context, sess executor.Session) error {
@@ -57,7 +57,7 @@ func (s *suite) copyRows(r reporter) {
 	want := []executor.Row{
 		{"id": "task_copy_1", "name": "certify.copy", "status": "queued", "payload": `{"a": [1.50, null], "b": 1}`, "max_attempts": int64(2),
 			"run_at_ms": int64(1700000000000), "parent_id": nil, "created_at_ms": int64(1700000000000), "updated_at_ms": int64(1700000000001)},
-		{"id": "task_copy_2", "name": "certify.copy \"q\" {,} NULL", "status": "queued", "payload": `"naïve"`, "max_attempts": int64(3),
+		{"id": "task_copy_2", "name": "certify.copy \"q\" {,} NULL \\N \\. a\\b\tc\nd\re", "status": "queued", "payload": `"naïve \\ \t"`, "max_attempts": int64(3),
 			"run_at_ms": int64(1), "parent_id": "task_copy_1", "created_at_ms": int64(2), "updated_at_ms": int64(3)},
 	}
 	if len(got) != len(want) {

@@ -33,9 +33,18 @@ func copyText(ctx context.Context, conn *pgconn.PgConn, table string, columns []
 		written <- err
 	}()
 	tag, err := conn.CopyFrom(ctx, r, sql)
-	r.CloseWithError(io.ErrClosedPipe) // a COPY that ended early stops the writer
-	if werr := <-written; werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
-		err = werr // the rows' own error, which failed the COPY
+	var werr error
+	select {
+	case werr = <-written: // the writer ended first: an error of its own failed the COPY
+	default:
+		// The COPY ended first (the server refused a row, ctx ended):
+		// the writer's next write fails, which ends it, and its error
+		// says nothing of why.
+		r.CloseWithError(io.ErrClosedPipe)
+		<-written
+	}
+	if werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
+		err = werr
 	}
 	if err != nil {
 		return 0, err
@@ -48,6 +57,9 @@ func copyText(ctx context.Context, conn *pgconn.PgConn, table string, columns []
 func writeCopyText(w io.Writer, width int, rows executor.CopyRows) error {
 	b := bufio.NewWriterSize(w, 64<<10)
 	for rows.Next() {
+		if _, err := b.Write(nil); err != nil { // the reader went: stop building rows
+			return err
+		}
 		vals, err := rows.Values()
 		if err != nil {
 			return err

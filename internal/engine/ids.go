@@ -11,11 +11,14 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // NewTaskID returns "task_" and a 26-character ULID: 48 bits of epoch
 // milliseconds then 80 random bits, so ids sort by creation time. Ids a
-// process makes within one millisecond are monotonic, as the ULID spec's
-// monotonic generator makes them: each is the previous one plus one.
+// process makes sort in the order it makes them, as the ULID spec's
+// monotonic generator makes them: within one millisecond each is the
+// previous one plus one, and an id is never of a millisecond older than
+// the last one's (it takes the last one's, as a batch stamped with a
+// time read before another submit minted does, or a clock stepped back).
 // Claims break ties of priority and due time by id, so the tasks one
-// process submits within a millisecond are claimed in the order they were
-// submitted.
+// process submits within a millisecond, or in one batch, are claimed in
+// the order they were submitted.
 func NewTaskID() string { return newTaskID(time.Now()) }
 
 // lastID is the newest id's millisecond and random part.
@@ -26,15 +29,22 @@ var lastID struct {
 }
 
 func newTaskID(now time.Time) string {
-	var b [16]byte
 	ms := uint64(max(now.UnixMilli(), 0))
 	lastID.Lock()
+	ms = max(ms, lastID.ms)
 	if ms != lastID.ms || !increment(lastID.rand[:]) {
 		lastID.ms = ms
 		rand.Read(lastID.rand[:]) // never fails (crypto/rand documents it)
 	}
-	copy(b[6:], lastID.rand[:])
+	r := lastID.rand
 	lastID.Unlock()
+	return encodeTaskID(ms, r)
+}
+
+// encodeTaskID is the id of millisecond ms and random part r.
+func encodeTaskID(ms uint64, r [10]byte) string {
+	var b [16]byte
+	copy(b[6:], r[:])
 	b[0] = byte(ms >> 40)
 	b[1] = byte(ms >> 32)
 	b[2] = byte(ms >> 24)

@@ -232,8 +232,11 @@ func TestPlannerStatisticsBootstrapped(t *testing.T) {
 
 func TestTaskIDShape(t *testing.T) {
 	t.Parallel()
-	at := time.UnixMilli(1795992839448)
-	id := newTaskID(at)
+	// The encoding alone: the generator's ids never go back to an
+	// older millisecond than the process's last (TestTaskIDsNeverGoBack).
+	const ms = 1795992839448
+	r := [10]byte{0xff, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	id := encodeTaskID(ms, r)
 	if !validTaskID(id) {
 		t.Fatalf("%q is not a valid id", id)
 	}
@@ -241,8 +244,11 @@ func TestTaskIDShape(t *testing.T) {
 	if id[:15] != "task_01M8MR7S8R" {
 		t.Errorf("time part of %q differs from the TypeScript SDK's task_01M8MR7S8R", id)
 	}
-	if newTaskID(at.Add(time.Millisecond)) <= id {
+	if encodeTaskID(ms+1, [10]byte{}) <= id {
 		t.Error("a later id does not sort after an earlier one")
+	}
+	if now := newTaskID(time.Now()); !validTaskID(now) {
+		t.Errorf("%q is not a valid id", now)
 	}
 	for _, bad := range []string{"task_01M8MR7S8RZRZV9ENPWTS3JPW", "job_01M8MR7S8RZRZV9ENPWTS3JPW0", "task_01M8MR7S8RZRZV9ENPWTS3JPWU", "task_81M8MR7S8RZRZV9ENPWTS3JPW0"} {
 		if validTaskID(bad) {
@@ -264,6 +270,19 @@ func TestTaskIDsMonotonicWithinAMillisecond(t *testing.T) {
 			t.Fatalf("%s after %s: not the next id of the same millisecond", id, prev)
 		}
 		prev = id
+	}
+}
+
+// An id minted with an older time than the last one's (a batch stamped
+// before another submit minted at the next millisecond) still sorts
+// after it: the batch's ids keep its order, which its claims follow.
+func TestTaskIDsNeverGoBack(t *testing.T) {
+	t0 := time.Now().Add(-10 * time.Second)
+	first := newTaskID(t0)
+	later := newTaskID(t0.Add(time.Millisecond))
+	again := newTaskID(t0)
+	if !(first < later && later < again) {
+		t.Fatalf("ids %s, %s, %s: want each after the one before", first, later, again)
 	}
 }
 

@@ -32,10 +32,10 @@ var copyColumns = []string{
 }
 
 // copyRows is the COPY rows of the items at of b, created at nowMS,
-// each built as pgx asks for it (on the goroutine that sends them, while
-// the server writes the ones before), into one reused slice. The JSON
-// goes as given: the server keeps its own text of it, which jsonbText
-// predicts.
+// each built as the executor asks for it (the pgx adapter's writer
+// goroutine, while the server writes the ones before), into one reused
+// slice. The JSON goes as given: the server keeps its own text of it,
+// which jsonbText predicts or task_json reads back (writeManyPG).
 type copyRows struct {
 	b     *manyBatch
 	at    []int
