@@ -21,7 +21,9 @@
 // int8 and jsonb normalization, null and typed parameters, multi-statement
 // Exec, SQLSTATE reachable through errors.As, Tx commit and rollback (on
 // error and on panic), one connection per Tx, rows by position matching
-// Query's (where the executor has PositionalQuerier), LISTEN channels and
+// Query's (where the executor has PositionalQuerier), COPY writing exactly
+// the rows given inside the session's transaction (where its sessions
+// have Copier), LISTEN channels and
 // stop, that closing the store leaves the application's pool alone, and
 // concurrent submits each getting their own row back; then every scenario
 // and a short worker run. Every adapter in this repository certifies

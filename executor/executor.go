@@ -3,8 +3,9 @@
 // stdlib, a gorm or bun handle, or an adapter somebody else wrote.
 //
 // The seam is deliberately small because strangers implement it: a Session
-// runs statements, an Executor adds transactions and Close, and a Listener is
-// an optional capability found by type assertion. Rows cross the seam exactly
+// runs statements, an Executor adds transactions and Close, and a Listener,
+// a PositionalQuerier, a Copier and Native are optional capabilities found
+// by type assertion. Rows cross the seam exactly
 // as the driver produced them; the store normalizes them in one place, so an
 // adapter never has to reconfigure its driver (or the application's type
 // mapping) to suit cairnq.
