@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
-
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -53,6 +52,28 @@ func (r *insertRow) args() protocol.Args {
 		a[c.name] = c.value(r)
 	}
 	return a
+}
+
+// copyColumns are the columns of cairnq_tasks a new task's COPY row
+// fills (submit_copy.go), in copyRow's order: insert_task's, with the
+// status and the clock's columns written out; the rest take their
+// defaults, as insert_task leaves them.
+var copyColumns = []string{
+	"id", "name", "queue", "status", "payload", "metadata", "max_attempts", "priority",
+	"run_at_ms", "parent_id", "root_id", "correlation_id", "created_at_ms", "updated_at_ms",
+}
+
+// copyRow fills row (len(copyColumns) long) with r's COPY row, created
+// at nowMS (now is nowMS boxed, shared by the rows of a batch).
+func (r *insertRow) copyRow(row []any, now any, nowMS int64) {
+	due := now
+	if r.delayMS != 0 {
+		due = nowMS + r.delayMS
+	}
+	row[0], row[1], row[2], row[3] = r.id, r.name, r.queue, string(cairnqtype.StatusQueued)
+	row[4], row[5], row[6], row[7] = r.payload, r.metadata, int32(r.maxAttempts), int32(r.priority)
+	row[8], row[9], row[10], row[11] = due, nullable(r.parentID), nullable(r.rootID), nullable(r.correlationID)
+	row[12], row[13] = now, now
 }
 
 // task is the task r stored, created at createdMS (its update time too,

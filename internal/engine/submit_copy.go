@@ -23,14 +23,6 @@ const copyMinRows = 256
 // print it (about 100 MB/s).
 const copyPrintBytes = 16 << 10
 
-// copyColumns are the columns of cairnq_tasks a new task's COPY row
-// fills, in copyRows.Values' order: insert_task's, with the clock's columns
-// written out; the rest take their defaults, as insert_task leaves them.
-var copyColumns = []string{
-	"id", "name", "queue", "status", "payload", "metadata", "max_attempts", "priority",
-	"run_at_ms", "parent_id", "root_id", "correlation_id", "created_at_ms", "updated_at_ms",
-}
-
 // copyRows is the COPY rows of the items at of b, created at nowMS,
 // each built as the executor asks for it (the pgx adapter's writer
 // goroutine, while the server writes the ones before), into one reused
@@ -55,15 +47,7 @@ func (c *copyRows) Next() bool {
 }
 
 func (c *copyRows) Values() ([]any, error) {
-	r := c.b.ins[c.at[c.next-1]]
-	due := c.now
-	if r.delayMS != 0 {
-		due = c.nowMS + r.delayMS
-	}
-	c.row[0], c.row[1], c.row[2], c.row[3] = r.id, r.name, r.queue, string(cairnqtype.StatusQueued)
-	c.row[4], c.row[5], c.row[6], c.row[7] = r.payload, r.metadata, int32(r.maxAttempts), int32(r.priority)
-	c.row[8], c.row[9], c.row[10], c.row[11] = due, nullable(r.parentID), nullable(r.rootID), nullable(r.correlationID)
-	c.row[12], c.row[13] = c.now, c.now
+	c.b.ins[c.at[c.next-1]].copyRow(c.row, c.now, c.nowMS)
 	return c.row, nil
 }
 
@@ -88,7 +72,7 @@ func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []i
 		return s.insertManyPG(ctx, q, b, at, out)
 	}
 	printed := make([][2]string, len(b.ins)) // by item: payload, metadata as jsonb prints them
-	var unread []string                      // the ids whose JSON is read back
+	var unread map[string]int                // by id, the items whose JSON is read back
 	for k, i := range at {
 		if err := batchCtx(ctx, k); err != nil {
 			return err
@@ -98,7 +82,10 @@ func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []i
 		if ok1 && ok2 {
 			printed[i] = [2]string{p, m}
 		} else {
-			unread = append(unread, b.ins[i].id)
+			if unread == nil {
+				unread = map[string]int{}
+			}
+			unread[b.ins[i].id] = i
 		}
 	}
 	now, err := s.clockMS(ctx, q)
@@ -129,7 +116,7 @@ func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []i
 	if len(unread) == 0 {
 		return nil
 	}
-	return s.readBackJSON(ctx, q, unread, at, out)
+	return s.readBackJSON(ctx, q, unread, out)
 }
 
 // printJSONB is jsonbText for a document short enough to print.
@@ -159,29 +146,29 @@ func (s *Store) clockMS(ctx context.Context, q querier) (int64, error) {
 	return now, nil
 }
 
-// readBackJSON sets the JSON of the tasks ids, among out's items at, to
-// what the server keeps (task_json).
-func (s *Store) readBackJSON(ctx context.Context, q querier, ids []string, at []int, out []*cairnqtype.Task) error {
+// readBackJSON sets the JSON of the tasks unread names (by id, each its
+// item's index in out) to what the server keeps (task_json).
+func (s *Store) readBackJSON(ctx context.Context, q querier, unread map[string]int, out []*cairnqtype.Task) error {
+	ids := make([]string, 0, len(unread))
+	for id := range unread {
+		ids = append(ids, id)
+	}
 	rows, err := s.exec(ctx, q, stmtTaskJSON, protocol.Args{"ids": pgArray(ids)})
 	if err != nil {
 		return err
-	}
-	byID := make(map[string]*cairnqtype.Task, len(ids))
-	for _, i := range at {
-		byID[out[i].ID] = out[i]
 	}
 	for _, r := range rows {
 		id, _, err := asString("id", r["id"])
 		if err != nil {
 			return err
 		}
-		t := byID[id]
-		if t == nil {
+		i, ok := unread[id]
+		if !ok {
 			continue
 		}
 		var e1, e2 error
-		t.Payload, e1 = asJSON("payload", r["payload"])
-		t.Metadata, e2 = asJSON("metadata", r["metadata"])
+		out[i].Payload, e1 = asJSON("payload", r["payload"])
+		out[i].Metadata, e2 = asJSON("metadata", r["metadata"])
 		if err := errors.Join(e1, e2); err != nil {
 			return fmt.Errorf("cairnq: reading back task %q: %w", id, err)
 		}

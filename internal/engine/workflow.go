@@ -468,19 +468,21 @@ func checkRoom(op string, def *workflowspec.Definition) error {
 		full.Seen[st.Step] = workflowspec.Succeeded
 	}
 	full.Ended, full.Changed = workflowspec.Succeeded, 1<<52
-	if _, err := encodeJSON("payload", json.RawMessage(mustJSON(&full)), "{}"); err != nil {
+	if _, err := definitionPayload(&full); err != nil {
 		return argError(op, "workflow", "its record would outgrow the value limit once every step has run: %v", err)
 	}
 	return nil
 }
 
-// mustJSON encodes a definition, which always encodes.
-func mustJSON(d *workflowspec.Definition) []byte {
+// definitionPayload is d as its record's payload: its JSON, checked as
+// every payload is (encodeJSON, the value limit among its checks). A definition
+// always encodes, so a failure to is a defect, not an error.
+func definitionPayload(d *workflowspec.Definition) (string, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		panic("engine: a workflow definition did not encode: " + err.Error())
 	}
-	return b
+	return encodeJSON("payload", json.RawMessage(b), "{}")
 }
 
 // StepRow is what workflow_steps reads of one step's task.

@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -364,7 +363,7 @@ func (s *Store) cancelLive(ctx context.Context, q querier, steps []StepRow) (int
 // record's own key, which tells every process's cache of it
 // (advanceFromStep) to read the definition again.
 func (s *Store) revise(ctx context.Context, q querier, record string, def *workflowspec.Definition) error {
-	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(def)), "{}")
+	payload, err := definitionPayload(def)
 	if err != nil {
 		return err
 	}
@@ -453,7 +452,7 @@ func (e *endings) add(record string, def *workflowspec.Definition, steps []StepR
 		return err
 	}
 	def.Ended = workflowspec.Succeeded
-	payload, err := encodeJSON("payload", json.RawMessage(mustJSON(def)), "{}")
+	payload, err := definitionPayload(def)
 	if err != nil {
 		def.Ended = ""
 		return err

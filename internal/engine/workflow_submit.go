@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -58,15 +57,7 @@ func (s *Store) SubmitWorkflow(ctx context.Context, p WorkflowParams) (*cairnqty
 		return nil, err
 	}
 	if len(w.steps.rows) > groupedFirstSteps {
-		var rec *cairnqtype.Task
-		var queues []string
-		err := s.be.write(ctx, func(q querier) error {
-			recs, qs, err := s.insertWorkflows(ctx, q, []*preparedWorkflow{w})
-			if err == nil {
-				rec, queues = recs[0], qs
-			}
-			return err
-		})
+		rec, queues, err := s.writeWorkflow(ctx, w)
 		s.announceQueued(queues)
 		return rec, err
 	}
@@ -122,18 +113,25 @@ func (s *Store) submitWorkflowsGrouped(ctx context.Context, ws []*preparedWorkfl
 	default:
 		for i, w := range ws {
 			var qs []string
-			out[i].Err = s.be.write(ctx, func(q querier) error {
-				recs, wq, err := s.insertWorkflows(ctx, q, []*preparedWorkflow{w})
-				if err == nil {
-					out[i].Value, qs = recs[0], wq
-				}
-				return err
-			})
+			out[i].Value, qs, out[i].Err = s.writeWorkflow(ctx, w)
 			queues = append(queues, qs...)
 		}
 	}
 	s.announceQueued(queues)
 	return out
+}
+
+// writeWorkflow writes w in a write transaction of its own and returns
+// its record and the queues its first steps went to.
+func (s *Store) writeWorkflow(ctx context.Context, w *preparedWorkflow) (rec *cairnqtype.Task, queues []string, err error) {
+	err = s.be.write(ctx, func(q querier) error {
+		recs, qs, err := s.insertWorkflows(ctx, q, []*preparedWorkflow{w})
+		if err == nil {
+			rec, queues = recs[0], qs
+		}
+		return err
+	})
+	return rec, queues, err
 }
 
 // announceQueued tells this process's workers of the queues new steps
@@ -167,7 +165,7 @@ func (s *Store) prepareWorkflow(p WorkflowParams) (*preparedWorkflow, error) {
 	stampID(rec, recP, s.now())
 	dec := def.Advance(nil, false)
 	def.Changed = s.now().UnixMilli()
-	if rec.payload, err = encodeJSON("payload", json.RawMessage(mustJSON(&def)), "{}"); err != nil {
+	if rec.payload, err = definitionPayload(&def); err != nil {
 		return nil, err
 	}
 	steps, err := buildSteps(op, rec.id, &def, dec.Insert, nil, s.now())
