@@ -341,7 +341,7 @@ func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also
 	}
 	out := make([]*cairnqtype.Task, len(si.rows))
 	if s.dialect == protocol.Postgres {
-		if err := s.insertManyPG(ctx, q, &manyBatch{ins: si.rows, maxBytes: insertManyBytes}, at, out); err != nil {
+		if err := s.writeManyPG(ctx, q, &manyBatch{ins: si.rows, maxBytes: insertManyBytes}, at, out); err != nil {
 			return nil, err
 		}
 	} else if err := s.insertManySQLite(ctx, q, si.rows, at, out); err != nil {

@@ -623,6 +623,36 @@ const (
 	sweepMax = 5 * time.Minute
 )
 
+// sweepSkipMax bounds how long a sweep of a workflow this process is
+// advancing leaves its steps unread (sweepOne): what other SDKs'
+// settlements left ready is found within sweepSkipMax and sweepMin even
+// while this process's settlements advance it without pause.
+const sweepSkipMax = 5 * time.Second
+
+// skipSweep reports whether the sweep of record may skip its reads: this
+// process advanced it from a step less than sweepMin ago (its steps'
+// settlements do what the sweep would, for the steps they settle) and
+// read it whole less than sweepSkipMax ago. A wide workflow's full read
+// holds its lock for 100 ms and more, while its steps wait to settle.
+func (s *Store) skipSweep(record string, now time.Time) bool {
+	e := s.flows.get(record)
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return now.Sub(e.advanced) < sweepMin && now.Sub(e.swept) < sweepSkipMax
+}
+
+// markSwept notes that this process's sweep read record whole at now.
+func (s *Store) markSwept(record string, now time.Time) {
+	if e := s.flows.get(record); e != nil {
+		e.mu.Lock()
+		e.swept = now
+		e.mu.Unlock()
+	}
+}
+
 // sweepDelay is how long a record waits for its next sweep when the
 // last change it saw was at changedMS (Unix ms): half the quiet time so
 // far, within sweepMin and sweepMax.
@@ -726,24 +756,29 @@ func (s *Store) claimRecord(ctx context.Context, q querier, id, workerID string)
 // (another sweep or advance took it).
 func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced, swept bool, err error) {
 	var snoozed *cairnqtype.Task
+	var skip bool
+	started := s.now()
 	err = s.be.write(ctx, func(q querier) error {
 		adv, swept, snoozed = Advanced{}, false, nil
 		var err error
 		if swept, err = s.lockAndClaimRecord(ctx, q, id, workerID); err != nil || !swept {
 			return err
 		}
-		if adv, err = s.advanceHeldIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
-			return err
-		}
-		if adv.Record != nil {
-			return nil
-		}
-		delay := sweepMax
-		if adv.Unread == "" && !adv.Ended {
-			delay = sweepMin
-			if !adv.Progress {
-				delay = sweepDelay(s.now(), adv.changed)
+		if skip = s.skipSweep(id, started); !skip {
+			if adv, err = s.advanceHeldIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
+				return err
 			}
+			if adv.Record != nil {
+				return nil
+			}
+		}
+		delay := sweepMin
+		switch {
+		case skip:
+		case adv.Unread != "" || adv.Ended:
+			delay = sweepMax
+		case !adv.Progress:
+			delay = sweepDelay(s.now(), adv.changed)
 		}
 		rows, err := s.exec(ctx, q, stmtSnooze, snoozeArgs(id, workerID, delay, ""))
 		if err != nil {
@@ -754,6 +789,9 @@ func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced
 	})
 	if err != nil {
 		return adv, false, err
+	}
+	if swept && !skip {
+		s.markSwept(id, started)
 	}
 	s.afterAdvance(adv)
 	s.settled(snoozed) // a cancel that won the snooze

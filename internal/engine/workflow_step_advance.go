@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
@@ -44,10 +45,15 @@ import (
 // when it reads them, and a transaction rolled back must not leave the
 // cache believing them.
 
-// lookBatch is how many keys one walk asks for in its first look; each
-// look after doubles it. A walk usually stops at its first or second
-// key: the steps before were read in earlier advances.
+// lookBatch is the fewest keys one walk asks for in its first look (a
+// group's walks ask for twice as many as it settles steps); each look
+// after doubles it. A lone advance's walk usually stops at its first or
+// second key: the steps before were read in earlier advances.
 const lookBatch = 2
+
+// lookBatchMax bounds a walk's first look however many steps its group
+// settles.
+const lookBatchMax = 256
 
 // flowCacheSteps bounds the steps the cache holds, over all workflows.
 const flowCacheSteps = 100_000
@@ -81,6 +87,11 @@ type flowEntry struct {
 	// after a step the ledger says failed, never to be inserted).
 	ended  int
 	doomed []bool
+	// advanced is when an advance from a step of this workflow last
+	// committed in this process, swept when this process's sweep last
+	// read it whole (zero: not since the definition was read): sweepOne
+	// skips the reads of a workflow this process is advancing.
+	advanced, swept time.Time
 }
 
 // get returns the entry of record, nil when there is none.
@@ -329,8 +340,12 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 	}
 	looks := map[string]stepLook{}
 	checked := map[*flowEntry]bool{}
-	for batch := lookBatch; ; batch *= 2 {
+	// A walk's first look asks twice as many keys as the group settles
+	// steps (up to lookBatchMax): a wide fan-in's walk moves about that
+	// far each group, and stops in the first look if it asks past that.
+	for batch := min(max(lookBatch, 2*len(as)), lookBatchMax); ; batch *= 2 {
 		var keys []string
+		asked := map[stepAt]bool{} // by the walks before, in this round
 		for _, a := range as {
 			if a.full {
 				continue
@@ -339,7 +354,7 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 				keys = append(keys, head)
 			}
 			if a.w != nil && a.w.pending() {
-				keys = append(keys, a.w.next(looks, batch)...)
+				keys = append(keys, a.w.next(looks, batch, asked)...)
 			}
 			if a.w != nil && !a.w.depsAsked {
 				// The keys writeSteps would look up for the dependents
@@ -354,6 +369,10 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 		if len(keys) == 0 {
 			break
 		}
+		// The advances of one workflow's steps ask for the same heads
+		// and dependents.
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
 		if err := s.look(ctx, q, keys, looks); err != nil {
 			return err
 		}
@@ -494,7 +513,7 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 			flows[a.e] = f
 			order = append(order, a.e)
 		}
-		a.adv.learn = a.w.learn
+		a.w.at, a.adv.learn = s.now(), a.w.learn
 		// Its succeeded key: should its task be purged before its
 		// dependents are all inserted, a full advance still knows it
 		// succeeded (seenByLedger).
@@ -626,6 +645,7 @@ type walks struct {
 	endedDone bool
 	ids       map[string]string
 	restart   bool
+	at        time.Time // when the advance ran (flowEntry.advanced)
 	// depsAsked says the dependents' own keys and ledger keys went into
 	// a look already (writeSteps then need not look them up).
 	depsAsked bool
@@ -653,6 +673,9 @@ func newWalks(e *flowEntry, self int) *walks {
 func (w *walks) learn() {
 	w.e.mu.Lock()
 	defer w.e.mu.Unlock()
+	if w.at.After(w.e.advanced) {
+		w.e.advanced = w.at
+	}
 	for i, d := range w.deps {
 		w.e.known[d] = max(w.e.known[d], w.pos[i])
 	}
@@ -667,21 +690,41 @@ func (w *walks) learn() {
 // key is the key of the step at position i.
 func (w *walks) key(i int) string { return workflowspec.StepKey(w.e.record, w.e.def.Steps[i].Step) }
 
-// next lists up to batch keys per walk not looked up yet, from where
-// each walk stands.
-func (w *walks) next(looks map[string]stepLook, batch int) []string {
+// stepAt is a workflow's step by its position in the definition.
+type stepAt struct {
+	e *flowEntry
+	i int
+}
+
+// next lists the keys of up to batch steps per walk not looked up yet,
+// from where each walk stands. A step another walk asked for in this
+// round (asked) counts toward the batch without being listed again: the
+// walks of a group's steps of one workflow walk the same steps.
+func (w *walks) next(looks map[string]stepLook, batch int, asked map[stepAt]bool) []string {
 	var keys []string
+	ask := func(i int) bool { // whether step i is being looked up
+		if asked[stepAt{w.e, i}] {
+			return true
+		}
+		k := w.key(i)
+		if has(looks, k) {
+			return false
+		}
+		asked[stepAt{w.e, i}] = true
+		keys = append(keys, k)
+		return true
+	}
 	for i, d := range w.deps {
 		after := w.e.def.Steps[d].After
 		for j, n := w.pos[i], 0; !w.done[i] && j < len(after) && n < batch; j++ {
-			if k := w.key(w.e.index[after[j]]); !has(looks, k) {
-				keys, n = append(keys, k), n+1
+			if ask(w.e.index[after[j]]) {
+				n++
 			}
 		}
 	}
 	for j, n := w.ended, 0; !w.endedDone && j < len(w.e.def.Steps) && n < batch; j++ {
-		if k := w.key(j); !w.e.doomed[j] && !has(looks, k) {
-			keys, n = append(keys, k), n+1
+		if !w.e.doomed[j] && ask(j) {
+			n++
 		}
 	}
 	return keys
