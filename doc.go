@@ -333,11 +333,13 @@
 //     [WorkerOptions].WorkflowSweep), then hands the record back due
 //     again (snooze: no attempt spent), 1 s after progress, waiting
 //     longer the longer no step changed, up to 5 min. A process's sweep
-//     skips the full advance of a workflow its own settlements advanced
-//     less than 1 s before, for up to 5 s after its last full advance
-//     of it (a wide workflow's full advance holds its lock for 100 ms
-//     and more): what another SDK's settlement left ready then waits up
-//     to 6 s, not 1 s.
+//     skips the full advance of a workflow its own steps' successes
+//     advanced less than 1 s before, for up to 5 s after its last full
+//     advance of it (a wide workflow's full advance holds its lock for
+//     100 ms and more): what only a full advance sees (steps another
+//     SDK's settlement left ready, its failure under CancelRest, the end
+//     it reached, a step lease recovery failed) then waits up to about
+//     6 s and a sweep interval, not 1 s.
 //
 // Plain task operations on a workflow's tasks, from any SDK:
 //

@@ -170,3 +170,60 @@ func TestWorkflowLeafPurgedAfterItsAdvance(t *testing.T) {
 		}, "leaf", release)
 	})
 }
+
+// A settlement that adds 256 steps or more writes them by COPY through a
+// pgx executor: each added step is the row a smaller settlement's
+// insert_many writes (its queue, payload, parent and root the record),
+// under its key, and runs.
+func TestWorkflowAddedStepsByCopyPostgres(t *testing.T) {
+	const n = 300
+	c, _ := openPostgresDSN(t, nil)
+	ctx := context.Background()
+	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4, WorkflowSweep: cairnq.NoWorkflowSweep})
+	if err := w.Handle("wf.fan", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
+		steps := make([]cairnq.WorkflowStep, n)
+		for i := range steps {
+			name := fmt.Sprint("leaf-", i)
+			steps[i] = cairnq.WorkflowStep{Step: name, Task: "wf.leaf", Payload: stepIn{name},
+				Options: &cairnq.SubmitOptions{Queue: "copied", Priority: 3}}
+		}
+		return nil, tc.AddSteps(steps...)
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w) // serves the default queue only: the leaves wait
+	rec, err := c.SubmitWorkflow(ctx, []cairnq.WorkflowStep{{Step: "fan", Task: "wf.fan"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf *cairnq.Workflow
+	waitFor(t, "the fan's added steps", func() bool {
+		wf, err = c.GetWorkflow(ctx, rec.ID)
+		return err == nil && len(wf.Steps) == n+1 && wf.Steps[n].TaskID != ""
+	})
+	for _, st := range wf.Steps[1:] {
+		task, err := c.Get(ctx, st.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in stepIn
+		if err := json.Unmarshal(task.Payload, &in); err != nil || in.Step != st.Step {
+			t.Fatalf("step %s: payload %s (%v)", st.Step, task.Payload, err)
+		}
+		if task.Name != "wf.leaf" || task.Queue != "copied" || task.Priority != 3 || task.Status != cairnq.StatusQueued ||
+			task.ParentID != rec.ID || task.RootID != rec.ID || task.CreatedAt.IsZero() {
+			t.Fatalf("step %s: %+v, want a queued wf.leaf on copied at priority 3 under the record", st.Step, task)
+		}
+		if key, err := c.GetByKey(ctx, "cairnq:workflow:"+rec.ID+":"+st.Step); err != nil || key.ID != task.ID {
+			t.Fatalf("step %s's key: %+v %v, want %s", st.Step, key, err, task.ID)
+		}
+	}
+	w2 := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"copied"}, WorkflowSweep: cairnq.NoWorkflowSweep})
+	if err := w2.Handle("wf.leaf", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w2)
+	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
+		t.Fatalf("workflow %s %+v", final.Status, final.Error)
+	}
+}

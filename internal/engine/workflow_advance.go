@@ -635,7 +635,7 @@ const sweepSkipMax = 5 * time.Second
 // read it whole less than sweepSkipMax ago. A wide workflow's full read
 // holds its lock for 100 ms and more, while its steps wait to settle.
 func (s *Store) skipSweep(record string, now time.Time) bool {
-	e := s.flows.get(record)
+	e := s.flows.peek(record)
 	if e == nil {
 		return false
 	}
@@ -646,7 +646,7 @@ func (s *Store) skipSweep(record string, now time.Time) bool {
 
 // markSwept notes that this process's sweep read record whole at now.
 func (s *Store) markSwept(record string, now time.Time) {
-	if e := s.flows.get(record); e != nil {
+	if e := s.flows.peek(record); e != nil {
 		e.mu.Lock()
 		e.swept = now
 		e.mu.Unlock()
@@ -757,14 +757,15 @@ func (s *Store) claimRecord(ctx context.Context, q querier, id, workerID string)
 func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced, swept bool, err error) {
 	var snoozed *cairnqtype.Task
 	var skip bool
-	started := s.now()
+	var locked time.Time // when the workflow's lock was taken
 	err = s.be.write(ctx, func(q querier) error {
 		adv, swept, snoozed = Advanced{}, false, nil
 		var err error
 		if swept, err = s.lockAndClaimRecord(ctx, q, id, workerID); err != nil || !swept {
 			return err
 		}
-		if skip = s.skipSweep(id, started); !skip {
+		locked = s.now()
+		if skip = s.skipSweep(id, locked); !skip {
 			if adv, err = s.advanceHeldIn(ctx, q, "sweep workflow", id, workerID, nil); err != nil {
 				return err
 			}
@@ -791,7 +792,7 @@ func (s *Store) sweepOne(ctx context.Context, id, workerID string) (adv Advanced
 		return adv, false, err
 	}
 	if swept && !skip {
-		s.markSwept(id, started)
+		s.markSwept(id, locked)
 	}
 	s.afterAdvance(adv)
 	s.settled(snoozed) // a cancel that won the snooze

@@ -3,6 +3,8 @@ package engine
 import (
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +53,10 @@ func TestStepGroupLooksOnce(t *testing.T) {
 	if err != nil || len(claimed) != leaves {
 		t.Fatalf("claimed %d leaves, %v", len(claimed), err)
 	}
+	// In the definition's order (their ids are minted in it), as a
+	// worker settles them about: each group is the next stretch of the
+	// join's wait.
+	slices.SortFunc(claimed, func(a, b *cairnqtype.Task) int { return strings.Compare(a.ID, b.ID) })
 	for from := 0; from < leaves; from += group {
 		var cs []*Completion
 		for _, task := range claimed[from : from+group] {

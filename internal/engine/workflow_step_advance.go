@@ -46,8 +46,8 @@ import (
 // cache believing them.
 
 // lookBatch is the fewest keys one walk asks for in its first look (a
-// group's walks ask for twice as many as it settles steps); each look
-// after doubles it. A lone advance's walk usually stops at its first or
+// group's walks ask for twice as many as it settles steps of their
+// workflow); each look after doubles it. A lone advance's walk usually stops at its first or
 // second key: the steps before were read in earlier advances.
 const lookBatch = 2
 
@@ -69,8 +69,9 @@ type flowCache struct {
 
 // flowEntry is one workflow as this process last read it. Its
 // definition, index, dependents and doomed steps never change; mu
-// guards what the advances learn (known, ids, ended), which a commit's
-// learn writes while another transaction's advance may read it.
+// guards what the advances learn (known, ids, ended, advanced) and
+// swept, which a commit's learn or a sweep writes while another
+// transaction's advance may read it.
 type flowEntry struct {
 	mu        sync.Mutex
 	used      uint64 // flowCache.clock at its last use, under the cache's lock
@@ -131,6 +132,14 @@ func (c *flowCache) put(e *flowEntry) {
 		delete(c.entries, oldest.record)
 		c.steps -= len(oldest.def.Steps)
 	}
+}
+
+// peek returns the entry of record, nil when there is none, leaving its
+// last use as it was: a sweep's look at it does not keep it cached.
+func (c *flowCache) peek(record string) *flowEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[record]
 }
 
 // drop forgets record's entry.
@@ -338,22 +347,32 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 			a.w = newWalks(a.e, self)
 		}
 	}
+	// A walk's first look asks twice as many keys as the group settles
+	// steps of its workflow (up to lookBatchMax): a wide fan-in's walk
+	// moves about that far each group, and stops in the first look if it
+	// asks past that. Each look after asks twice as many.
+	settles := map[*flowEntry]int{}
+	for _, a := range as {
+		if !a.full {
+			settles[a.e]++
+		}
+	}
 	looks := map[string]stepLook{}
 	checked := map[*flowEntry]bool{}
-	// A walk's first look asks twice as many keys as the group settles
-	// steps (up to lookBatchMax): a wide fan-in's walk moves about that
-	// far each group, and stops in the first look if it asks past that.
-	for batch := min(max(lookBatch, 2*len(as)), lookBatchMax); ; batch *= 2 {
+	for round := 0; ; round++ {
 		var keys []string
+		heads := map[*flowEntry]bool{}
 		asked := map[stepAt]bool{} // by the walks before, in this round
 		for _, a := range as {
 			if a.full {
 				continue
 			}
-			if head := workflowspec.WorkflowKey(a.e.record); !checked[a.e] && !slices.Contains(keys, head) {
-				keys = append(keys, head)
+			if !checked[a.e] && !heads[a.e] {
+				heads[a.e] = true
+				keys = append(keys, workflowspec.WorkflowKey(a.e.record))
 			}
 			if a.w != nil && a.w.pending() {
+				batch := min(max(lookBatch, 2*settles[a.e]), lookBatchMax) << round
 				keys = append(keys, a.w.next(looks, batch, asked)...)
 			}
 			if a.w != nil && !a.w.depsAsked {
@@ -369,10 +388,6 @@ func (s *Store) advanceFromSteps(ctx context.Context, q querier, op string, as [
 		if len(keys) == 0 {
 			break
 		}
-		// The advances of one workflow's steps ask for the same heads
-		// and dependents.
-		slices.Sort(keys)
-		keys = slices.Compact(keys)
 		if err := s.look(ctx, q, keys, looks); err != nil {
 			return err
 		}
