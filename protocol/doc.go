@@ -53,7 +53,7 @@
 // front of the queue), purge_from (both; purge for the SDK's own
 // purges, which keeps every task of a workflow whose record has not
 // ended, and on Postgres starts from a floor of completion times,
-// returning each row's completed_at_ms), eleven for a workflow's advance
+// returning each row's completed_at_ms), twelve for a workflow's advance
 // and sweep (both; internal/engine's workflow files): claim_ids (claim's
 // lease on the queued tasks among ids, whatever their due time, due now
 // if they were not yet), workflow_steps (the steps of a list of records:
@@ -66,7 +66,10 @@
 // moved past its last value: its definition changed), workflow_forget
 // (keys deleted: the ledger keys of steps a resume runs again),
 // workflow_finish (a queued record claimed and completed at once, with
-// its definition written: every step succeeded), workflow_heads (the
+// its definition written: every step succeeded), complete_steps
+// (Postgres only: complete_many for a group of steps, writing in the
+// same statement the succeeded key of each step its update left
+// succeeded, pointed at the step's record), workflow_heads (the
 // records some workflows' own keys point at, whole, with when each key
 // last moved: a process's first read of a workflow),
 // workflow_revise (a live record's payload rewritten), workflow_due (the

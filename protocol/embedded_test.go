@@ -127,7 +127,7 @@ func TestEmbeddedStatementSets(t *testing.T) {
 	if got := Statements(SQLite).Names(); !slices.Equal(got, want) {
 		t.Errorf("sqlite statements = %q\nwant %q", got, want)
 	}
-	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window", "durable_step_many", "clock_ms", "task_json"))
+	wantPG := sorted(append(slices.Clone(allStatementNames), "installations", "complete_many", "insert_many", "lock_keys", "get_by_keys", "upsert_keys", "claim_window", "claimable_probe_window", "durable_step_many", "clock_ms", "task_json", "complete_steps"))
 	if got := Statements(Postgres).Names(); !slices.Equal(got, wantPG) {
 		t.Errorf("postgres statements = %q\nwant %q", got, wantPG)
 	}
@@ -376,5 +376,31 @@ func TestSchemaVersionIsTheNewestMigration(t *testing.T) {
 		if n != SchemaVersion || !strings.Contains(last.SQL, fmt.Sprintf("'%d'", SchemaVersion)) {
 			t.Errorf("%s: newest migration %s, SchemaVersion %d: they must agree", d, last.Name, SchemaVersion)
 		}
+	}
+}
+
+// complete_steps settles as complete_many does: its update is
+// complete_many's statement to the letter (bar indentation), so that a
+// change to one cannot leave the other behind.
+func TestCompleteStepsUpdatesAsCompleteMany(t *testing.T) {
+	read := func(name string) []string {
+		b, err := files.ReadFile("sql/postgres/" + name + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var code []string
+		for line := range strings.Lines(string(b)) {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "--") {
+				code = append(code, line)
+			}
+		}
+		return code
+	}
+	many := read("complete_many")
+	many[len(many)-1] = strings.TrimSuffix(many[len(many)-1], ";")
+	steps := read("complete_steps")
+	at := slices.Index(steps, many[0])
+	if at < 0 || at+len(many) > len(steps) || !slices.Equal(steps[at:at+len(many)], many) {
+		t.Fatalf("complete_steps does not hold complete_many's update:\n%s", strings.Join(many, "\n"))
 	}
 }

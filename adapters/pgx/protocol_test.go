@@ -53,6 +53,8 @@ func protocolArgs() protocol.Args {
 		"payloads": `{"{}","{}"}`,
 		// durable_step_many: the steps of a group, one task's here.
 		"attempts": `{"1"}`, "positions": `{"0"}`, "entries": `{"{\"name\":\"charge\"}"}`,
+		// complete_steps: the succeeded key of each step it settles.
+		"marked_ids": `{"t1"}`, "marked_keys": `{"cairnq:workflow-ledger:r1:a:succeeded"}`, "marked_records": `{"t1"}`,
 	}
 }
 

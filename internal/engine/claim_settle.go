@@ -97,26 +97,30 @@ func (s *Store) settleIn(ctx context.Context, q querier, cs []*Completion) error
 		}
 		unlock = lockRows(locks)
 	}
-	err := s.completeIn(ctx, q, cs)
+	// On Postgres a group of steps writes their succeeded keys in its
+	// completion's statement (complete_steps), not in the advance's.
+	marked := len(steps) > 0 && s.dialect == protocol.Postgres
+	err := s.completeIn(ctx, q, cs, marked)
 	unlock()
 	if err != nil || len(steps) == 0 {
 		return err
 	}
-	return s.advanceCompletedSteps(ctx, q, cs)
+	return s.advanceCompletedSteps(ctx, q, cs, marked)
 }
 
 // advanceCompletedSteps advances the workflows of the steps among cs
 // that settleIn settled: each one that succeeded from its dependents
 // (advanceFromSteps), each one the row ended otherwise (a cancel that won
-// the success) by the full advance.
-func (s *Store) advanceCompletedSteps(ctx context.Context, q querier, cs []*Completion) error {
+// the success) by the full advance. marked says the successes' succeeded
+// keys are written already (complete_steps).
+func (s *Store) advanceCompletedSteps(ctx context.Context, q querier, cs []*Completion, marked bool) error {
 	var as []*stepAdvance
 	var of []*Completion
 	for _, c := range cs {
 		switch {
 		case c.Step == nil || c.Err != nil || !c.Status.IsTerminal():
 		case c.Status == cairnqtype.StatusSucceeded:
-			as, of = append(as, &stepAdvance{mark: *c.Step, workerID: c.WorkerID}), append(of, c)
+			as, of = append(as, &stepAdvance{mark: *c.Step, workerID: c.WorkerID, marked: marked}), append(of, c)
 		default:
 			var err error
 			if c.Advanced, err = s.advanceHeldIn(ctx, q, "settle step", c.Step.Record, c.WorkerID, nil); err != nil {
@@ -136,11 +140,11 @@ func (s *Store) advanceCompletedSteps(ctx context.Context, q querier, cs []*Comp
 	return nil
 }
 
-// completeIn runs complete_many for cs on q and records each one's
-// outcome.
-func (s *Store) completeIn(ctx context.Context, q querier, cs []*Completion) error {
+// completeIn runs complete_many for cs on q (complete_steps when
+// marked) and records each one's outcome.
+func (s *Store) completeIn(ctx context.Context, q querier, cs []*Completion, marked bool) error {
 	if s.dialect == protocol.Postgres {
-		for i, res := range s.completeManyPG(ctx, q, cs) {
+		for i, res := range s.completeManyPG(ctx, q, cs, marked) {
 			if res.Err != nil {
 				return res.Err
 			}

@@ -19,7 +19,7 @@ import (
 func TestOwnedWritesFindTheirTasksByKey(t *testing.T) {
 	ctx := t.Context()
 	s, _, db := openClaimLogPG(t)
-	owned := []string{stmtComplete, stmtCompleteMany, stmtFail, stmtSucceed, stmtSnooze, stmtProgress, stmtHeartbeat,
+	owned := []string{stmtComplete, stmtCompleteMany, stmtCompleteSteps, stmtFail, stmtSucceed, stmtSnooze, stmtProgress, stmtHeartbeat,
 		stmtDurableStep, stmtDurableStepMany, stmtDurableEvent}
 	check := func(table string, names []string) {
 		t.Helper()
@@ -75,6 +75,7 @@ func genericPlanScans(t *testing.T, s *Store, db *sql.DB, name string) (scans, i
 		"message": nil, "retryable": true, "error": "{}", "delay_ms": int64(0),
 		"event": "", "entry": "{}", "attempt": int64(1), "position": int64(0), "max_bytes": int64(1 << 24),
 		"attempts": pgArray([]string{"1"}), "positions": pgArray([]string{"0"}), "entries": pgArray([]string{"{}"}),
+		"marked_ids": pgArray([]string{"task_x"}), "marked_keys": pgArray([]string{"k"}), "marked_records": pgArray([]string{"r"}),
 	}
 	scans, indexes, _ = planReads(explainGenericPlan(t, s, db, name, a))
 	return scans, indexes

@@ -12,6 +12,7 @@ import (
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/executor"
 	"github.com/cairnq/cairnq-go/internal/group"
+	"github.com/cairnq/cairnq-go/internal/workflowspec"
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
@@ -71,22 +72,36 @@ func byID(ids []string, rows rowSet, err error) []groupResult {
 
 func newCompleter(s *Store, ex executor.Executor) *group.Grouper[*Completion, rowAt] {
 	return newGrouper(func(ctx context.Context, cs []*Completion) []groupResult {
-		return s.completeManyPG(ctx, pgQuerier{ex}, cs)
+		return s.completeManyPG(ctx, pgQuerier{ex}, cs, false)
 	}, nil)
 }
 
 // completeManyPG settles cs with one complete_many on q and returns one
 // result per completion, in order: its row (id, status), nil when its
-// lease was gone, or the statement's error.
-func (s *Store) completeManyPG(ctx context.Context, q querier, cs []*Completion) []groupResult {
+// lease was gone, or the statement's error. With marked it runs
+// complete_steps instead, which also writes the succeeded key of each
+// step among cs that the statement left succeeded.
+func (s *Store) completeManyPG(ctx context.Context, q querier, cs []*Completion, marked bool) []groupResult {
 	ids := make([]string, len(cs))
 	workers := make([]string, len(cs))
 	results := make([]any, len(cs))
 	for i, c := range cs {
 		ids[i], workers[i], results[i] = c.ID, c.WorkerID, c.Result
 	}
-	rows, err := s.execRows(ctx, q, stmtCompleteMany,
-		protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)})
+	stmt, args := stmtCompleteMany, protocol.Args{"ids": pgArray(ids), "worker_ids": pgArray(workers), "results": pgArrayNullable(results)}
+	if marked {
+		var stepIDs, keys, records []string
+		for _, c := range cs {
+			if c.Step != nil {
+				stepIDs = append(stepIDs, c.ID)
+				keys = append(keys, workflowspec.SucceededKey(c.Step.Record, c.Step.Step))
+				records = append(records, c.Step.Record)
+			}
+		}
+		stmt = stmtCompleteSteps
+		args["marked_ids"], args["marked_keys"], args["marked_records"] = pgArray(stepIDs), pgArray(keys), pgArray(records)
+	}
+	rows, err := s.execRows(ctx, q, stmt, args)
 	return byID(ids, rows, err)
 }
 

@@ -14,7 +14,8 @@ const (
 	stmtClockMS              = "clock_ms"  // Postgres only; ours: the clock for rows written by COPY
 	stmtTaskJSON             = "task_json" // Postgres only; ours: the JSON of rows written by COPY
 	stmtComplete             = "complete"
-	stmtCompleteMany         = "complete_many" // ours, beside the protocol's
+	stmtCompleteMany         = "complete_many"  // ours, beside the protocol's
+	stmtCompleteSteps        = "complete_steps" // Postgres only; ours: complete_many and the steps' succeeded keys
 	stmtFail                 = "fail"
 	stmtGet                  = "get"
 	stmtGetByKey             = "get_by_key"

@@ -67,22 +67,30 @@ func (c *countingExecutor) snapshot() map[string]int {
 	return out
 }
 
+// openCountingPG opens a migrated Postgres store through database/sql,
+// its statements counted, both closed after tb.
+func openCountingPG(tb testing.TB) (*Store, *countingExecutor) {
+	tb.Helper()
+	db, err := sql.Open("pgx", pgtest.DSN(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	ex := &countingExecutor{Executor: sqlexec.New(db, nil), calls: map[string]int{}}
+	s, err := OpenPostgres(context.Background(), ex, PostgresOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s, ex
+}
+
 // A Postgres batch is a handful of statements whatever its size, and a
 // batch of large values is split only where insert_many's bound says.
 func TestSubmitManyPostgresStatements(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, err := sql.Open("pgx", pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	ex := &countingExecutor{Executor: sqlexec.New(db, nil), calls: map[string]int{}}
-	s, err := OpenPostgres(ctx, ex, PostgresOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s, ex := openCountingPG(t)
 	for i := range 3 { // live tasks for the batch's replaces to supersede
 		if _, err := s.Submit(ctx, SubmitParams{Name: "pre", SubmitOptions: cairnqtype.SubmitOptions{Key: fmt.Sprintf("k%d", i)}}); err != nil {
 			t.Fatal(err)

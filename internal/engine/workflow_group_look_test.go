@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"database/sql"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,8 +10,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/executor/sqlexec"
-	"github.com/cairnq/cairnq-go/internal/testkit/pgtest"
 	"github.com/cairnq/cairnq-go/internal/workflowspec"
 )
 
@@ -21,18 +20,7 @@ import (
 func TestStepGroupLooksOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, err := sql.Open("pgx", pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	ex := &countingExecutor{Executor: sqlexec.New(db, nil), calls: map[string]int{}}
-	s, err := OpenPostgres(ctx, ex, PostgresOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-
+	s, ex := openCountingPG(t)
 	const leaves, group = 60, 20
 	var specs []StepSpec
 	var names []string
@@ -41,14 +29,7 @@ func TestStepGroupLooksOnce(t *testing.T) {
 		specs, names = append(specs, StepSpec{Step: name, Task: "leaf"}), append(names, name)
 	}
 	specs = append(specs, StepSpec{Step: "join", Task: "join", After: names})
-	def, err := NewDefinition("submit workflow", workflowspec.OnFailure(""), specs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := s.SubmitWorkflow(ctx, WorkflowParams{Def: def})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := submitSpecs(t, s, specs)
 	claimed, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Lease: time.Minute, Limit: leaves})
 	if err != nil || len(claimed) != leaves {
 		t.Fatalf("claimed %d leaves, %v", len(claimed), err)
@@ -72,6 +53,18 @@ func TestStepGroupLooksOnce(t *testing.T) {
 		if !last && got[stmtWorkflowLook] != 1 {
 			t.Errorf("leaves %d-%d settled with %d workflow_look, want 1 (%v)", from, from+group-1, got[stmtWorkflowLook], got)
 		}
+		// Their succeeded keys went with their completion.
+		if from > 0 && !last {
+			want := map[string]int{stmtLockKeys: 1, stmtCompleteSteps: 1, stmtWorkflowLook: 1}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("leaves %d-%d settled with %v, want %v", from, from+group-1, got, want)
+			}
+		}
+		for _, c := range cs {
+			if k, err := s.GetByKey(ctx, workflowspec.SucceededKey(rec.ID, c.Step.Step)); err != nil || k.ID != rec.ID {
+				t.Fatalf("%s's succeeded key: %v, want it at the record", c.Step.Step, err)
+			}
+		}
 		joins, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Lease: time.Minute, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -85,4 +78,75 @@ func TestStepGroupLooksOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// complete_steps writes the succeeded key of a step its update left
+// succeeded, and of no other: not one a cancel request made canceled,
+// not one whose lease was gone, not a plain task's in the same group.
+func TestCompleteStepsMarksOnlyTheSucceeded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _ := openCountingPG(t)
+	rec := submitSpecs(t, s, []StepSpec{
+		{Step: "ok", Task: "job"}, {Step: "stopped", Task: "job"}, {Step: "lost", Task: "job"},
+		{Step: "after", Task: "job", After: []string{"ok", "stopped", "lost"}},
+	})
+	if _, err := s.Submit(ctx, SubmitParams{Name: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Lease: time.Minute, Limit: 10})
+	if err != nil || len(claimed) != 4 {
+		t.Fatalf("claimed %d tasks, %v", len(claimed), err)
+	}
+	var cs []*Completion
+	for _, task := range claimed {
+		c := &Completion{ID: task.ID, WorkerID: "w"}
+		if mark, ok := StepMarkOf(task); ok {
+			c.Step = &mark
+			switch mark.Step {
+			case "stopped":
+				if _, err := s.Cancel(ctx, task.ID); err != nil {
+					t.Fatal(err)
+				}
+			case "lost":
+				c.WorkerID = "another" // not the lease's holder
+			}
+		}
+		cs = append(cs, c)
+	}
+	if err := s.SettleCompletions(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Step == nil {
+			if c.Status != cairnqtype.StatusSucceeded {
+				t.Errorf("the plain task settled %q, want succeeded", c.Status)
+			}
+			continue
+		}
+		k, err := s.GetByKey(ctx, workflowspec.SucceededKey(rec.ID, c.Step.Step))
+		if c.Step.Step == "ok" {
+			if err != nil || k.ID != rec.ID {
+				t.Errorf("ok's succeeded key: %v, want it at the record", err)
+			}
+			continue
+		}
+		if !errors.Is(err, cairnqtype.ErrNotFound) {
+			t.Errorf("%s (settled %q, %v): its succeeded key found (%v), want none", c.Step.Step, c.Status, c.Err, err)
+		}
+	}
+}
+
+// submitSpecs submits a workflow of specs on s.
+func submitSpecs(tb testing.TB, s *Store, specs []StepSpec) *cairnqtype.Task {
+	tb.Helper()
+	def, err := NewDefinition("submit workflow", workflowspec.OnFailure(""), specs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec, err := s.SubmitWorkflow(context.Background(), WorkflowParams{Def: def})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rec
 }

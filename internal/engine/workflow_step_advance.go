@@ -314,7 +314,10 @@ type stepAdvance struct {
 	// full says advanceIn decides: the record changed or ended, a step
 	// this process does not know, the workflow's end.
 	full bool
-	adv  Advanced
+	// marked says the step's succeeded key is written already (by its
+	// completion's statement, complete_steps).
+	marked bool
+	adv    Advanced
 }
 
 // advanceFromStep advances mark's workflow after its step succeeded (and
@@ -532,8 +535,10 @@ func (s *Store) finishStepAdvances(ctx context.Context, q querier, op string, as
 		// Its succeeded key: should its task be purged before its
 		// dependents are all inserted, a full advance still knows it
 		// succeeded (seenByLedger).
-		succeeded = append(succeeded, workflowspec.SucceededKey(a.e.record, a.mark.Step))
-		succeededOf = append(succeededOf, a.e.record)
+		if !a.marked {
+			succeeded = append(succeeded, workflowspec.SucceededKey(a.e.record, a.mark.Step))
+			succeededOf = append(succeededOf, a.e.record)
+		}
 		if a.w.failed {
 			f.failed = true
 			continue

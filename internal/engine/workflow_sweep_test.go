@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/internal/workflowspec"
 )
 
 // A sweep of a workflow this process advanced from a step less than
@@ -18,23 +17,14 @@ import (
 func TestSweepSkipsAWorkflowThisProcessAdvances(t *testing.T) {
 	bothStores(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
-		var now atomic.Int64
-		now.Store(time.Now().UnixMilli())
-		s.now = func() time.Time { return time.UnixMilli(now.Load()) }
+		now := fakeClock(s)
 		later := func(d time.Duration) { now.Add(d.Milliseconds()) }
-		def, err := NewDefinition("submit workflow", workflowspec.OnFailure(""), []StepSpec{
+		rec := submitSpecs(t, s, []StepSpec{
 			{Step: "a", Task: "work"}, {Step: "b", Task: "work", After: []string{"a"}},
 			{Step: "c", Task: "work", After: []string{"b"}}, {Step: "d", Task: "work", After: []string{"c"}},
 			{Step: "x", Task: "ts", Options: cairnqtype.SubmitOptions{Queue: "ts"}},
 			{Step: "y", Task: "work", After: []string{"x"}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := s.SubmitWorkflow(ctx, WorkflowParams{Def: def})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// runNext runs the steps queued on default, which must be want.
 		runNext := func(want ...string) {
 			t.Helper()
@@ -103,9 +93,7 @@ func settleOnQueue(t *testing.T, s *Store, queue string) {
 func TestSweepSkipsForAtMostSweepSkipMax(t *testing.T) {
 	bothStores(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
-		var now atomic.Int64
-		now.Store(time.Now().UnixMilli())
-		s.now = func() time.Time { return time.UnixMilli(now.Load()) }
+		now := fakeClock(s)
 		const chain = 12 // steps of this process's, run sweepMin/2 apart
 		specs := []StepSpec{
 			{Step: "x", Task: "ts", Options: cairnqtype.SubmitOptions{Queue: "ts"}},
@@ -118,14 +106,7 @@ func TestSweepSkipsForAtMostSweepSkipMax(t *testing.T) {
 			}
 			specs = append(specs, sp)
 		}
-		def, err := NewDefinition("submit workflow", workflowspec.OnFailure(""), specs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := s.SubmitWorkflow(ctx, WorkflowParams{Def: def})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rec := submitSpecs(t, s, specs)
 		yQueued := func() bool {
 			st, err := s.Stats(ctx, "y")
 			if err != nil {
@@ -162,4 +143,13 @@ func TestSweepSkipsForAtMostSweepSkipMax(t *testing.T) {
 				fullAt, sweptAt, first+sweepSkipMax)
 		}
 	})
+}
+
+// fakeClock gives s a clock that stands still, at the time it was set,
+// until the test moves it (Unix ms).
+func fakeClock(s *Store) *atomic.Int64 {
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	s.now = func() time.Time { return time.UnixMilli(now.Load()) }
+	return &now
 }
