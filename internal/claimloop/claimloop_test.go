@@ -275,3 +275,71 @@ func TestLoopRunEndsWhenTheStoreIsGone(t *testing.T) {
 		}
 	})
 }
+
+// busyRecorder is a Claimer that keeps, for each claim, whether it was
+// made as a busy worker's and whether a global limit capped its draw.
+type busyRecorder struct {
+	Claimer
+	mu     sync.Mutex
+	busy   []bool
+	capped []bool
+}
+
+func (b *busyRecorder) Claims(ctx context.Context, r engine.ClaimRequest) (engine.Claimed, error) {
+	got, err := b.Claimer.Claims(ctx, r)
+	b.mu.Lock()
+	b.busy, b.capped = append(b.busy, r.Busy), append(b.capped, err == nil && got.Capped)
+	b.mu.Unlock()
+	return got, err
+}
+
+// After a draw its global limit capped, the loop's next claim is a busy
+// worker's, without the probe an idle one makes: the name's tasks are
+// queued, held back only until a call ends.
+func TestLoopClaimsAfterACappedDrawAsBusy(t *testing.T) {
+	bothStores(t, func(t *testing.T, s *engine.Store) {
+		submit(t, s, "limited", 6)
+		r := newRunner(s, []Source{{Names: []string{"limited"}, Batch: 1, Global: &engine.GlobalLimit{Max: 1}}}, 4)
+		rec := &busyRecorder{Claimer: s}
+		r.Claims = rec
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			stats, err := s.Stats(t.Context(), "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stats["default"].Succeeded == 6 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not drained: %+v", stats["default"])
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		r.wg.Wait()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		cappedOnes := 0
+		for i := 1; i < len(rec.busy); i++ {
+			if rec.capped[i-1] {
+				cappedOnes++
+				if !rec.busy[i] {
+					t.Errorf("claim %d followed a capped draw as an idle worker's (claims: busy %v, capped %v)", i, rec.busy, rec.capped)
+				}
+			}
+		}
+		if cappedOnes == 0 {
+			t.Errorf("no claim was capped by a limit of 1 over 6 tasks (capped %v)", rec.capped)
+		}
+		if r.peak["limited"] > 1 {
+			t.Errorf("%d calls at once under a limit of 1", r.peak["limited"])
+		}
+	})
+}

@@ -83,6 +83,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer l.Completer.EndClaims()
 	busy := false                             // the last poll claimed something
 	burst := false                            // it claimed several tasks
+	capped := false                           // a global limit bound its draw
 	leases := engine.LeaseLook{Every: l.Poll} // a busy worker recovers as often as an idle one
 	notified := false                         // this poll follows a submit's notification
 	var quiet time.Duration                   // how long idle defers notifications (nextQuiet)
@@ -118,7 +119,10 @@ func (l *Loop) Run(ctx context.Context) error {
 			woken, unsubscribe = l.Store.SubscribeQueued(ctx, l.Queues)
 		}
 		taken := l.Completer.Take()
-		drawn, got, err := l.claim(ctx, queues, free, engine.ClaimRequest{Busy: busy, Settle: taken, Leases: &leases})
+		// After a draw a global limit bound, the loop sleeps until a call
+		// ends, then claims as a busy worker does, without the probe: the
+		// limit's tasks are queued.
+		drawn, got, err := l.claim(ctx, queues, free, engine.ClaimRequest{Busy: busy || capped, Settle: taken, Leases: &leases})
 		l.Completer.Answer(taken, err)
 		if err == nil {
 			quiet = l.nextQuiet(quiet, len(drawn) > 0, notified && !busy, got.Ran)
@@ -132,7 +136,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		busy, burst = len(drawn) > 0, len(drawn) > 1
+		busy, burst, capped = len(drawn) > 0, len(drawn) > 1, got.Capped
 		l.Completer.OpenRide(burst || l.Slots.Busy())
 		if !busy && !subscribed {
 			l.Pause.release()

@@ -78,8 +78,12 @@ type Claimed struct {
 	Ran bool
 	// Drained reports that every draw ran and came back short of its
 	// bound: nothing the worker may claim was left at the claim's
-	// snapshot.
+	// snapshot, but what a global limit held back (Capped).
 	Drained bool
+	// Capped reports that a global limit, not its queue, bound a draw:
+	// the worker's next claim for it is due when one of its calls ends,
+	// and is a busy worker's (no probe first: its tasks are queued).
+	Capped bool
 	// LookDue is set when the pace left out the claim's look for an
 	// expired lease, or a busy worker's recovery (ClaimRequest.Leases):
 	// until when.
@@ -156,7 +160,7 @@ func (s *Store) Claims(ctx context.Context, r ClaimRequest) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, err
 	}
-	out.Ran, out.LookDue = res.Ran, res.LookDue
+	out.Ran, out.LookDue, out.Capped = res.Ran, res.LookDue, res.Capped
 	r.Leases.after(owed, true, h.SkipRecover, res.LookDue)
 	return out, nil
 }

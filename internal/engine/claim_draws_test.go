@@ -168,3 +168,46 @@ func TestClaimsRefusesALimitWithoutOneName(t *testing.T) {
 		t.Fatalf("a draw of batch 0: %v, %v; want both tasks, one a call", got.Tasks, err)
 	}
 }
+
+// A draw a global limit bound says so (Claimed.Capped), on both
+// backends, so that the worker claims again when a call ends, as a busy
+// one, and not as from idle; a draw the queue bound does not, nor does a
+// claim of a limited name with room to spare.
+func TestClaimsSayWhenALimitCapped(t *testing.T) {
+	bothStores(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		for _, tenant := range []string{"a", "a", "a", "b"} {
+			if _, err := s.Submit(ctx, SubmitParams{Name: "lim", SubmitOptions: cairnqtype.SubmitOptions{Metadata: map[string]string{"tenant": tenant}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		claim := func(l GlobalLimit, calls int) Claimed {
+			t.Helper()
+			got, err := s.Claims(ctx, ClaimRequest{ClaimParams: cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Lease: time.Minute},
+				Calls: calls, Draws: []Draw{{Names: []string{"lim"}, Batch: 1, Calls: calls, Tasks: -1, Limit: &l}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if got := claim(GlobalLimit{Max: 10}, 1); len(got.Tasks[0]) != 1 || got.Capped {
+			t.Fatalf("room for 10, one call: %d tasks, capped %v; want 1, not capped", len(got.Tasks[0]), got.Capped)
+		}
+		// Drained all the same: nothing else the worker may claim now,
+		// so it sleeps until a call ends.
+		if got := claim(GlobalLimit{Max: 2}, 4); len(got.Tasks[0]) != 1 || !got.Capped || !got.Drained {
+			t.Fatalf("a limit of 2 with 1 running, 4 calls: %d tasks, capped %v, drained %v; want 1, capped, drained",
+				len(got.Tasks[0]), got.Capped, got.Drained)
+		}
+		if got := claim(GlobalLimit{Max: 2}, 4); len(got.Tasks[0]) != 0 || !got.Capped {
+			t.Fatalf("at the limit: %d tasks, capped %v; want none, capped", len(got.Tasks[0]), got.Capped)
+		}
+		// Per tenant: a holds 2 running (its third queued), b none.
+		if got := claim(GlobalLimit{Max: 2, PerKey: "tenant"}, 4); len(got.Tasks[0]) != 1 || !got.Capped {
+			t.Fatalf("per tenant, a at its limit: %d tasks, capped %v; want b's one, capped", len(got.Tasks[0]), got.Capped)
+		}
+		if got := claim(GlobalLimit{Max: 5}, 4); len(got.Tasks[0]) != 1 || got.Capped {
+			t.Fatalf("room left, the queue short: %d tasks, capped %v; want a's last, not capped", len(got.Tasks[0]), got.Capped)
+		}
+	})
+}

@@ -69,10 +69,15 @@ const limitPickScan = 64
 // is not supported for limited names. Per tenant, the pick reads past
 // the queued tasks of tenants already at their limit (no index holds the
 // metadata member), under the name's lock.
+//
+// capped reports that the limit, not the queue, bound the draw: it
+// left less room than limit asked for, and the draw filled it (per
+// tenant: a tenant at its limit, whose queued tasks the pick leaves
+// out, or a candidate passed over for it).
 func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l GlobalLimit, limit int, queues []string, base protocol.Args,
-	plain func(names []string, limit int) ([]*cairnqtype.Task, error)) ([]*cairnqtype.Task, error) {
+	plain func(names []string, limit int) ([]*cairnqtype.Task, error)) (tasks []*cairnqtype.Task, capped bool, err error) {
 	if _, err := s.exec(ctx, q, stmtLockKey, protocol.Args{"key": limitKey(name)}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var key any
 	if l.PerKey != "" {
@@ -80,30 +85,30 @@ func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l Globa
 	}
 	rows, err := s.exec(ctx, q, stmtLimitRunning, protocol.Args{"name": name, "tenant_key": key})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	running := make(map[string]int, len(rows))
 	total := 0
 	for _, r := range rows {
 		tenant, _, err := asString("tenant", r["tenant"])
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		n, _, err := asInt64("running", r["running"])
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		running[tenant] = int(n)
 		total += int(n)
 	}
 	if l.PerKey == "" {
-		if room := l.Max - total; room < limit {
-			limit = room
+		room := l.Max - total
+		if room <= 0 {
+			return nil, true, nil
 		}
-		if limit <= 0 {
-			return nil, nil
-		}
-		return plain([]string{name}, limit)
+		tasks, err = plain([]string{name}, min(limit, room))
+		// Capped when the limit's room, not the queue, ended the draw.
+		return tasks, room < limit && len(tasks) == room, err
 	}
 	full := []string{} // not nil: an empty list excludes no tenant, NULL would exclude all
 	for tenant, n := range running {
@@ -112,9 +117,10 @@ func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l Globa
 		}
 	}
 	slices.Sort(full)
+	capped = len(full) > 0
 	rows, err = s.exec(ctx, q, stmtLimitPick, s.limitPickArgs(queues, base, name, key, full, limit))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var ids []string
 	for _, r := range rows {
@@ -123,28 +129,28 @@ func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l Globa
 		}
 		id, _, err := asString("id", r["id"])
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		tenant, _, err := asString("tenant", r["tenant"])
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if running[tenant] >= l.Max {
+			capped = true
 			continue
 		}
 		running[tenant]++
 		ids = append(ids, id)
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, capped, nil
 	}
 	claimed, err := s.exec(ctx, q, stmtClaimIDs, withArgs(base, protocol.Args{"ids": s.list(ids)}))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	tasks, err := rowsToTasks(claimed)
-	if err != nil {
-		return nil, err
+	if tasks, err = rowsToTasks(claimed); err != nil {
+		return nil, false, err
 	}
 	// In claim order, as the pick read them: claim_ids returns them in
 	// whatever order it updated them.
@@ -153,5 +159,5 @@ func (s *Store) limitedDraw(ctx context.Context, q querier, name string, l Globa
 		rank[id] = i
 	}
 	slices.SortFunc(tasks, func(a, b *cairnqtype.Task) int { return rank[a.ID] - rank[b.ID] })
-	return tasks, nil
+	return tasks, capped, nil
 }

@@ -48,6 +48,9 @@ type claimHints struct {
 
 // sessionResult is what claimSession reports besides its error.
 type sessionResult struct {
+	// Capped reports that a global limit bound a draw (limitedDraw): its
+	// name's tasks may be queued beyond what the draw took.
+	Capped bool
 	// Ran reports that the claim transaction ran: the probe found work,
 	// or there was none.
 	Ran bool

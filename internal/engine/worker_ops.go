@@ -163,6 +163,7 @@ func (s *Store) claimSession(ctx context.Context, p cairnqtype.ClaimParams, h cl
 		return err
 	}
 	draws := func(q querier) error {
+		res.Capped = false // a retried transaction draws anew
 		drawPlain := func(names []string, limit int) ([]*cairnqtype.Task, error) {
 			return s.drawPlain(ctx, q, p.Queues, names, limit, base)
 		}
@@ -175,7 +176,9 @@ func (s *Store) claimSession(ctx context.Context, p cairnqtype.ClaimParams, h cl
 			}
 			if len(names) == 1 {
 				if l, ok := h.Limits[names[0]]; ok {
-					return s.limitedDraw(ctx, q, names[0], l, limit, p.Queues, base, drawPlain)
+					tasks, capped, err := s.limitedDraw(ctx, q, names[0], l, limit, p.Queues, base, drawPlain)
+					res.Capped = res.Capped || capped
+					return tasks, err
 				}
 			}
 			return drawPlain(names, limit)
