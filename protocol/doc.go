@@ -30,11 +30,14 @@
 // (both, in each dialect's list form: a text[] per column on Postgres, a
 // JSON array of rows on SQLite; grouped submits and the new tasks of a
 // SubmitMany batch on Postgres where COPY does not carry them, a
-// workflow's new steps on both),
+// workflow's new steps on both, on Postgres likewise),
 // upsert_keys (both, likewise: upsert_key for several keys, each pointed
 // at the task id at its place in a parallel array on Postgres, as
 // [key, task_id] pairs on SQLite), the rest of a batch's statements,
-// Postgres only: lock_keys (lock_key's advisory lock on each of several
+// Postgres only: complete_steps (complete_many for a group holding
+// workflows' steps, which in the same statement points the succeeded key
+// of each step its update left succeeded, whose record lives, at that
+// record), lock_keys (lock_key's advisory lock on each of several
 // keys, taken in ascending order of the lock's hash so that transactions
 // locking overlapping keys wait instead of deadlocking), get_by_keys
 // (get_by_key for several keys, each row the task a key points at with
@@ -53,7 +56,7 @@
 // front of the queue), purge_from (both; purge for the SDK's own
 // purges, which keeps every task of a workflow whose record has not
 // ended, and on Postgres starts from a floor of completion times,
-// returning each row's completed_at_ms), twelve for a workflow's advance
+// returning each row's completed_at_ms), eleven for a workflow's advance
 // and sweep (both; internal/engine's workflow files): claim_ids (claim's
 // lease on the queued tasks among ids, whatever their due time, due now
 // if they were not yet), workflow_steps (the steps of a list of records:
@@ -66,10 +69,7 @@
 // moved past its last value: its definition changed), workflow_forget
 // (keys deleted: the ledger keys of steps a resume runs again),
 // workflow_finish (a queued record claimed and completed at once, with
-// its definition written: every step succeeded), complete_steps
-// (Postgres only: complete_many for a group of steps, writing in the
-// same statement the succeeded key of each step its update left
-// succeeded, pointed at the step's record), workflow_heads (the
+// its definition written: every step succeeded), workflow_heads (the
 // records some workflows' own keys point at, whole, with when each key
 // last moved: a process's first read of a workflow),
 // workflow_revise (a live record's payload rewritten), workflow_due (the
@@ -140,7 +140,8 @@
 // # Ownership checks on Postgres
 //
 // Every write a worker makes to a task it holds (complete, complete_many,
-// fail, succeed, snooze, progress, heartbeat, heartbeat_batch) matches the
+// complete_steps, fail, succeed, snooze, progress, heartbeat,
+// heartbeat_batch) matches the
 // task by id and checks that it is running, held by the worker and within
 // its lease. On Postgres that check is written as one (... AND ...) IS TRUE,
 // which selects the same rows as the bare conjunction but is a predicate no

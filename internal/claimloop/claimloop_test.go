@@ -282,20 +282,26 @@ type busyRecorder struct {
 	Claimer
 	mu     sync.Mutex
 	busy   []bool
-	capped []bool
+	capped []bool // capped, and drew tasks
 }
 
 func (b *busyRecorder) Claims(ctx context.Context, r engine.ClaimRequest) (engine.Claimed, error) {
 	got, err := b.Claimer.Claims(ctx, r)
+	drew := false
+	for _, ts := range got.Tasks {
+		drew = drew || len(ts) > 0
+	}
 	b.mu.Lock()
-	b.busy, b.capped = append(b.busy, r.Busy), append(b.capped, err == nil && got.Capped)
+	b.busy, b.capped = append(b.busy, r.Busy), append(b.capped, err == nil && got.Capped && drew)
 	b.mu.Unlock()
 	return got, err
 }
 
 // After a draw its global limit capped, the loop's next claim is a busy
 // worker's, without the probe an idle one makes: the name's tasks are
-// queued, held back only until a call ends.
+// queued, held back only until a call ends. (A capped draw that drew
+// nothing counts only while the worker has calls of its own: one whose
+// limit other processes fill stays idle, and probes.)
 func TestLoopClaimsAfterACappedDrawAsBusy(t *testing.T) {
 	bothStores(t, func(t *testing.T, s *engine.Store) {
 		submit(t, s, "limited", 6)

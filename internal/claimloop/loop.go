@@ -136,7 +136,9 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		busy, burst, capped = len(drawn) > 0, len(drawn) > 1, got.Capped
+		// Capped counts while this worker has calls of its own: a limit
+		// other processes' calls fill leaves an idle one probing.
+		busy, burst, capped = len(drawn) > 0, len(drawn) > 1, got.Capped && (len(drawn) > 0 || l.Slots.Busy())
 		l.Completer.OpenRide(burst || l.Slots.Busy())
 		if !busy && !subscribed {
 			l.Pause.release()

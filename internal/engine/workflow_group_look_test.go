@@ -82,21 +82,30 @@ func TestStepGroupLooksOnce(t *testing.T) {
 
 // complete_steps writes the succeeded key of a step its update left
 // succeeded, and of no other: not one a cancel request made canceled,
-// not one whose lease was gone, not a plain task's in the same group.
+// not one whose lease was gone, not a plain task's in the same group,
+// not one whose record another SDK purged while it ran (the group still
+// settles: a key must point at a row).
 func TestCompleteStepsMarksOnlyTheSucceeded(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, _ := openCountingPG(t)
+	s, ex := openCountingPG(t)
 	rec := submitSpecs(t, s, []StepSpec{
 		{Step: "ok", Task: "job"}, {Step: "stopped", Task: "job"}, {Step: "lost", Task: "job"},
 		{Step: "after", Task: "job", After: []string{"ok", "stopped", "lost"}},
 	})
+	orphaned := submitSpecs(t, s, []StepSpec{{Step: "orphan", Task: "job"}})
 	if _, err := s.Submit(ctx, SubmitParams{Name: "plain"}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := s.Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"default"}, WorkerID: "w", Lease: time.Minute, Limit: 10})
-	if err != nil || len(claimed) != 4 {
+	if err != nil || len(claimed) != 5 {
 		t.Fatalf("claimed %d tasks, %v", len(claimed), err)
+	}
+	// Another SDK's purge of the record, its keys with it.
+	for _, del := range []string{"DELETE FROM cairnq_task_keys WHERE task_id = $1", "DELETE FROM cairnq_tasks WHERE id = $1"} {
+		if _, err := ex.Query(ctx, del, orphaned.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var cs []*Completion
 	for _, task := range claimed {
@@ -124,7 +133,7 @@ func TestCompleteStepsMarksOnlyTheSucceeded(t *testing.T) {
 			}
 			continue
 		}
-		k, err := s.GetByKey(ctx, workflowspec.SucceededKey(rec.ID, c.Step.Step))
+		k, err := s.GetByKey(ctx, workflowspec.SucceededKey(c.Step.Record, c.Step.Step))
 		if c.Step.Step == "ok" {
 			if err != nil || k.ID != rec.ID {
 				t.Errorf("ok's succeeded key: %v, want it at the record", err)
