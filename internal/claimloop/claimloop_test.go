@@ -176,6 +176,36 @@ func (r *runner) start(c Call) {
 	}()
 }
 
+// runUntilSucceeded runs the loop until n tasks of the default queue
+// have succeeded, then stops it and waits for its calls.
+func (r *runner) runUntilSucceeded(t *testing.T, s *engine.Store, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stats, err := s.Stats(t.Context(), "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats["default"].Succeeded == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("not drained: %+v", stats["default"])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.wg.Wait()
+}
+
 // The loop drains the queue through its draws: each task starts once, a
 // batched name's calls hold up to its batch, a name with its own cap
 // never runs more calls at once, and the worker's concurrency is never
@@ -190,28 +220,7 @@ func TestLoopRunDrainsThroughItsDraws(t *testing.T) {
 			{Names: []string{"capped"}, Batch: 1, OwnConc: 1},
 			{Names: []string{"plain"}, Batch: 1},
 		}, 4)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			stats, err := s.Stats(t.Context(), "default")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if stats["default"].Succeeded == 50 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not drained: %+v", stats["default"])
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		r.wg.Wait()
+		r.runUntilSucceeded(t, s, 50)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if len(r.started) != 50 {
@@ -308,28 +317,7 @@ func TestLoopClaimsAfterACappedDrawAsBusy(t *testing.T) {
 		r := newRunner(s, []Source{{Names: []string{"limited"}, Batch: 1, Global: &engine.GlobalLimit{Max: 1}}}, 4)
 		rec := &busyRecorder{Claimer: s}
 		r.Claims = rec
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			stats, err := s.Stats(t.Context(), "default")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if stats["default"].Succeeded == 6 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not drained: %+v", stats["default"])
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		r.wg.Wait()
+		r.runUntilSucceeded(t, s, 6)
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		cappedOnes := 0
