@@ -47,8 +47,9 @@ import (
 
 // lookBatch is the fewest keys one walk asks for in its first look (a
 // group's walks ask for twice as many as it settles steps of their
-// workflow); each look after doubles it. A lone advance's walk usually stops at its first or
-// second key: the steps before were read in earlier advances.
+// workflow); each look after doubles it. A lone advance's walk usually
+// stops at its first or second key: the steps before were read in
+// earlier advances.
 const lookBatch = 2
 
 // lookBatchMax bounds a walk's first look however many steps its group
