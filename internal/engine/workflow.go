@@ -601,32 +601,34 @@ func (s *Store) workflowSteps(ctx context.Context, q querier, record string) ([]
 // workflowStepsOf reads the steps' tasks of the workflows whose records
 // are records, in one workflow_steps, by record.
 func (s *Store) workflowStepsOf(ctx context.Context, q querier, records []string) (map[string][]StepRow, error) {
-	rows, err := s.exec(ctx, q, stmtWorkflowSteps, protocol.Args{"record_ids": s.list(records)})
+	// By position (execRows): a wide workflow's read is 10,000 rows, and a
+	// map for each cost SQLite's read a tenth of its time.
+	rs, err := s.execRows(ctx, q, stmtWorkflowSteps, protocol.Args{"record_ids": s.list(records)})
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string][]StepRow, len(records))
-	for _, r := range rows {
+	for i := range rs.len() {
 		var sr StepRow
 		var record, st string
 		var att int64
 		var err error
-		if record, _, err = asString("record_id", r["record_id"]); err != nil {
+		if record, _, err = asString("record_id", rs.value(i, "record_id")); err != nil {
 			return nil, err
 		}
-		if sr.ID, _, err = asString("id", r["id"]); err != nil {
+		if sr.ID, _, err = asString("id", rs.value(i, "id")); err != nil {
 			return nil, err
 		}
-		if sr.Step, _, err = asString("step", r["step"]); err != nil {
+		if sr.Step, _, err = asString("step", rs.value(i, "step")); err != nil {
 			return nil, err
 		}
-		if st, _, err = asString("status", r["status"]); err != nil {
+		if st, _, err = asString("status", rs.value(i, "status")); err != nil {
 			return nil, err
 		}
-		if att, _, err = asInt64("attempt", r["attempt"]); err != nil {
+		if att, _, err = asInt64("attempt", rs.value(i, "attempt")); err != nil {
 			return nil, err
 		}
-		if sr.UpdatedMS, _, err = asInt64("updated_at_ms", r["updated_at_ms"]); err != nil {
+		if sr.UpdatedMS, _, err = asInt64("updated_at_ms", rs.value(i, "updated_at_ms")); err != nil {
 			return nil, err
 		}
 		sr.Status, sr.Attempt = cairnqtype.Status(st), int(att)
