@@ -214,9 +214,66 @@ func TestWorkflowAddedStepsByCopyPostgres(t *testing.T) {
 			task.ParentID != rec.ID || task.RootID != rec.ID || task.CreatedAt.IsZero() {
 			t.Fatalf("step %s: %+v, want a queued wf.leaf on copied at priority 3 under the record", st.Step, task)
 		}
-		if key, err := c.GetByKey(ctx, "cairnq:workflow:"+rec.ID+":"+st.Step); err != nil || key.ID != task.ID {
-			t.Fatalf("step %s's key: %+v %v, want %s", st.Step, key, err, task.ID)
+		checkStepKeys(t, c, rec.ID, st.Step, task.ID)
+	}
+	w2 := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"copied"}, WorkflowSweep: cairnq.NoWorkflowSweep})
+	if err := w2.Handle("wf.leaf", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w2)
+	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
+		t.Fatalf("workflow %s %+v", final.Status, final.Error)
+	}
+}
+
+// checkStepKeys fails t unless step's key points at its task and its
+// ledger key at the record.
+func checkStepKeys(t *testing.T, c *cairnq.Client, record, step, taskID string) {
+	t.Helper()
+	ctx := context.Background()
+	if key, err := c.GetByKey(ctx, "cairnq:workflow:"+record+":"+step); err != nil || key.ID != taskID {
+		t.Fatalf("step %s's key: %+v %v, want %s", step, key, err, taskID)
+	}
+	if ledger, err := c.GetByKey(ctx, "cairnq:workflow-ledger:"+record+":"+step); err != nil || ledger.ID != record {
+		t.Fatalf("step %s's ledger key: %+v %v, want the record %s", step, ledger, err, record)
+	}
+}
+
+// A settled step that leaves hundreds of steps ready at once writes
+// them, their keys and their ledger keys by COPY (the keys the look found
+// free), and the workflow runs on as when they were upserted.
+func TestWorkflowStepsReadyTogetherByCopyPostgres(t *testing.T) {
+	const n = 300
+	c, _ := openPostgresDSN(t, nil)
+	ctx := context.Background()
+	steps := []cairnq.WorkflowStep{{Step: "root", Task: "wf.root"}}
+	var names []string
+	for i := range n {
+		name := fmt.Sprint("leaf-", i)
+		names = append(names, name)
+		steps = append(steps, cairnq.WorkflowStep{Step: name, Task: "wf.leaf", After: []string{"root"},
+			Options: &cairnq.SubmitOptions{Queue: "copied"}})
+	}
+	steps = append(steps, cairnq.WorkflowStep{Step: "join", Task: "wf.leaf", After: names, Options: &cairnq.SubmitOptions{Queue: "copied"}})
+	w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
+	if err := w.Handle("wf.root", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w) // serves the default queue only: the leaves wait
+	rec, err := c.SubmitWorkflow(ctx, steps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf *cairnq.Workflow
+	waitFor(t, "the root's dependents", func() bool {
+		wf, err = c.GetWorkflow(ctx, rec.ID)
+		return err == nil && wf.Steps[n].TaskID != ""
+	})
+	for _, st := range wf.Steps[1 : n+1] {
+		if st.State != cairnq.StepState(cairnq.StatusQueued) {
+			t.Fatalf("step %s is %s, want queued", st.Step, st.State)
 		}
+		checkStepKeys(t, c, rec.ID, st.Step, st.TaskID)
 	}
 	w2 := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"copied"}, WorkflowSweep: cairnq.NoWorkflowSweep})
 	if err := w2.Handle("wf.leaf", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {

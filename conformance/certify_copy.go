@@ -1,7 +1,8 @@
 package conformance
 
 // The COPY check (copy_rows): executor.Copier, which the store uses for
-// the new tasks of a large SubmitMany batch.
+// the new tasks of a large SubmitMany batch or of a workflow's steps, and
+// for those steps' new keys.
 
 import (
 	"context"

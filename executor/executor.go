@@ -94,7 +94,8 @@ type PositionalQuerier interface {
 // a table with COPY FROM STDIN, Postgres's fastest way in: no statement to
 // parse and no rows returned. The store uses it, where the session of a
 // Postgres transaction has it, for the new tasks of a large SubmitMany
-// batch, and runs insert_many where it does not; the conformance suite
+// batch or of a workflow's steps, and for those steps' new keys, and
+// runs insert_many and upsert_keys where it does not; the conformance suite
 // certifies that it writes what it is given (copy_rows). It returns how
 // many rows it wrote. A failed COPY, or an error from rows, aborts an
 // enclosing transaction, as a failed statement does.

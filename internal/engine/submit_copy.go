@@ -178,3 +178,57 @@ func (s *Store) readBackJSON(ctx context.Context, q querier, unread map[string]i
 	}
 	return nil
 }
+
+// copyKeys writes keys, none of which exists, each pointing at the task
+// of the same index in to, by COPY: an upsert of a wide fan's 20,000
+// keys took 330 ms in the server, where COPY writes them in a fraction
+// of that (docs/benchmarks.md, "Workflows at scale"). It reports false,
+// having written nothing, where COPY is not to be had (SQLite, a session
+// without executor.Copier) or would not pay (fewer than copyMinRows);
+// the caller then upserts them.
+func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string) (bool, error) {
+	pq, ok := q.(pgQuerier)
+	if !ok || len(keys) < copyMinRows {
+		return false, nil
+	}
+	cp, ok := pq.s.(executor.Copier)
+	if !ok {
+		return false, nil
+	}
+	now, err := s.clockMS(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	n, err := cp.CopyFrom(ctx, "cairnq_task_keys", keyColumns, &keyRows{keys: keys, to: to, now: now, row: make([]any, len(keyColumns))})
+	if err != nil {
+		return false, outage.Mark(ctx, err)
+	}
+	if n != int64(len(keys)) {
+		return false, fmt.Errorf("cairnq: COPY wrote %d of %d keys", n, len(keys))
+	}
+	return true, nil
+}
+
+// keyColumns are the columns copyKeys writes, in keyRows' order.
+var keyColumns = []string{"key", "task_id", "created_at_ms", "updated_at_ms"}
+
+// keyRows are copyKeys' rows, each key created (and updated) at now.
+type keyRows struct {
+	keys, to []string
+	now      int64
+	next     int
+	row      []any
+}
+
+func (r *keyRows) Next() bool {
+	r.next++
+	return r.next <= len(r.keys)
+}
+
+func (r *keyRows) Values() ([]any, error) {
+	i := r.next - 1
+	r.row[0], r.row[1], r.row[2], r.row[3] = r.keys[i], r.to[i], r.now, r.now
+	return r.row, nil
+}
+
+func (r *keyRows) Err() error { return nil }

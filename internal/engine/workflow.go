@@ -307,10 +307,13 @@ func (si *stepInserts) add(row *insertRow, key, ledger, record string) {
 // same index in alsoTo (an advance's succeeded keys). It returns the
 // queues of the rows written. On both backends that is three statements
 // whatever the steps: workflow_look (the keys taken), insert_many and
-// upsert_keys. When si.fresh, a step whose ledger key is there already
-// is not written either: inserted before, and purged since. known holds
-// what looks of this transaction, under the same locks, read already
-// (nil for none): the keys it answers are not looked up again.
+// upsert_keys; on Postgres, from copyMinRows rows, the rows and the keys
+// the look found free go by COPY instead (writeManyPG, copyKeys), each
+// after a read of the clock. When si.fresh, a step whose ledger key is
+// there already is not written either: inserted before, and purged
+// since. known holds what looks of this transaction, under the same
+// locks, read already (nil for none): the keys it answers are not looked
+// up again.
 func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also, alsoTo []string, known map[string]stepLook) ([]string, error) {
 	var at []int // the steps to insert
 	if len(si.rows) > 0 {
@@ -347,14 +350,35 @@ func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also
 	} else if err := s.insertManySQLite(ctx, q, si.rows, at, out); err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(at)+len(si.rows)+len(also))
-	to := make([]string, 0, cap(keys))
+	// The keys the look found free: each inserted step's key, and when
+	// si.fresh its ledger key too. Under the workflow's lock no other
+	// writer takes them, so many go by COPY (copyKeys) rather than an
+	// upsert; the others (the ledger keys of steps not inserted, or of
+	// every step when not fresh, and also) are upserted.
+	free := make([]string, 0, 2*len(at))
+	freeTo := make([]string, 0, cap(free))
 	queues := make([]string, 0, len(at))
+	inserted := make([]bool, len(si.rows))
 	for _, i := range at {
-		keys, to, queues = append(keys, si.keys[i]), append(to, out[i].ID), append(queues, out[i].Queue)
+		free, freeTo, queues = append(free, si.keys[i]), append(freeTo, out[i].ID), append(queues, out[i].Queue)
+		inserted[i] = true
 	}
-	keys, to = append(keys, si.ledgers...), append(to, si.records...)
+	var keys, to []string
+	for i, ledger := range si.ledgers {
+		if si.fresh && inserted[i] {
+			free, freeTo = append(free, ledger), append(freeTo, si.records[i])
+		} else {
+			keys, to = append(keys, ledger), append(to, si.records[i])
+		}
+	}
 	keys, to = append(keys, also...), append(to, alsoTo...)
+	copied, err := s.copyKeys(ctx, q, free, freeTo)
+	if err != nil {
+		return nil, err
+	}
+	if !copied {
+		keys, to = append(free, keys...), append(freeTo, to...)
+	}
 	if len(keys) == 0 {
 		return queues, nil
 	}
