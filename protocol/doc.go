@@ -42,7 +42,8 @@
 // locking overlapping keys wait instead of deadlocking), get_by_keys
 // (get_by_key for several keys, each row the task a key points at with
 // that key as task_key; a key without a task has no row), clock_ms
-// (the database clock, for a batch's new tasks written by COPY) and
+// (the database clock, for a batch's new tasks, or a workflow's new
+// steps and their free keys, written by COPY) and
 // task_json (the JSON of some of those tasks as the server keeps it),
 // expired_leases, queue_ages and
 // recent_failures (both; read-only, for operators: cairnq doctor),
