@@ -216,14 +216,7 @@ func TestWorkflowAddedStepsByCopyPostgres(t *testing.T) {
 		}
 		checkStepKeys(t, c, rec.ID, st.Step, task.ID)
 	}
-	w2 := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"copied"}, WorkflowSweep: cairnq.NoWorkflowSweep})
-	if err := w2.Handle("wf.leaf", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
-		t.Fatal(err)
-	}
-	startWorker(t, w2)
-	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
-		t.Fatalf("workflow %s %+v", final.Status, final.Error)
-	}
+	runCopiedLeaves(t, c, rec.ID)
 }
 
 // checkStepKeys fails t unless step's key points at its task and its
@@ -275,12 +268,19 @@ func TestWorkflowStepsReadyTogetherByCopyPostgres(t *testing.T) {
 		}
 		checkStepKeys(t, c, rec.ID, st.Step, st.TaskID)
 	}
-	w2 := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"copied"}, WorkflowSweep: cairnq.NoWorkflowSweep})
-	if err := w2.Handle("wf.leaf", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
+	runCopiedLeaves(t, c, rec.ID)
+}
+
+// runCopiedLeaves starts a worker for the leaves waiting on the queue
+// "copied" and waits for the workflow whose record is record to succeed.
+func runCopiedLeaves(t *testing.T, c *cairnq.Client, record string) {
+	t.Helper()
+	w := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"copied"}, WorkflowSweep: cairnq.NoWorkflowSweep})
+	if err := w.Handle("wf.leaf", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, w2)
-	if final := waitWorkflow(t, c, rec.ID); final.Status != cairnq.StatusSucceeded {
+	startWorker(t, w)
+	if final := waitWorkflow(t, c, record); final.Status != cairnq.StatusSucceeded {
 		t.Fatalf("workflow %s %+v", final.Status, final.Error)
 	}
 }
