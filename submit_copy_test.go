@@ -21,6 +21,9 @@ import (
 type copyCounting struct {
 	*cairnqpgx.Executor
 	copies, rows atomic.Int64
+	keyRows      atomic.Int64 // of the rows, those copied into cairnq_task_keys
+	// onKeys, when set, runs around each COPY into cairnq_task_keys.
+	onKeys func(ctx context.Context, copy func() (int64, error)) (int64, error)
 }
 
 type copyCountingSession struct {
@@ -30,8 +33,18 @@ type copyCountingSession struct {
 
 func (s copyCountingSession) CopyFrom(ctx context.Context, table string, columns []string, rows executor.CopyRows) (int64, error) {
 	s.ex.copies.Add(1)
-	n, err := s.Session.CopyFrom(ctx, table, columns, rows)
+	run := func() (int64, error) { return s.Session.CopyFrom(ctx, table, columns, rows) }
+	var n int64
+	var err error
+	if table == "cairnq_task_keys" && s.ex.onKeys != nil {
+		n, err = s.ex.onKeys(ctx, run)
+	} else {
+		n, err = run()
+	}
 	s.ex.rows.Add(n)
+	if table == "cairnq_task_keys" {
+		s.ex.keyRows.Add(n)
+	}
 	return n, err
 }
 

@@ -3,8 +3,10 @@ package cairnq_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairnq/cairnq-go"
@@ -177,7 +179,7 @@ func TestWorkflowLeafPurgedAfterItsAdvance(t *testing.T) {
 // under its key, and runs.
 func TestWorkflowAddedStepsByCopyPostgres(t *testing.T) {
 	const n = 300
-	c, _ := openPostgresDSN(t, nil)
+	c, ex := openCopyCounting(t)
 	ctx := context.Background()
 	w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4, WorkflowSweep: cairnq.NoWorkflowSweep})
 	if err := w.Handle("wf.fan", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
@@ -216,6 +218,11 @@ func TestWorkflowAddedStepsByCopyPostgres(t *testing.T) {
 		}
 		checkStepKeys(t, c, rec.ID, st.Step, task.ID)
 	}
+	// The steps' keys, which the look found free; their ledger keys,
+	// which a full advance does not look up, are upserted.
+	if got := ex.keyRows.Load(); got != n {
+		t.Fatalf("%d keys copied, want the %d steps' keys", got, n)
+	}
 	runCopiedLeaves(t, c, rec.ID)
 }
 
@@ -237,8 +244,61 @@ func checkStepKeys(t *testing.T, c *cairnq.Client, record, step, taskID string) 
 // free), and the workflow runs on as when they were upserted.
 func TestWorkflowStepsReadyTogetherByCopyPostgres(t *testing.T) {
 	const n = 300
-	c, _ := openPostgresDSN(t, nil)
-	ctx := context.Background()
+	c, ex := openCopyCounting(t)
+	rec := submitFanOut(t, c, n)
+	startRoot(t, c)
+	wf := waitForLeaves(t, c, rec.ID, n)
+	if got := ex.keyRows.Load(); got != 2*n {
+		t.Fatalf("%d keys copied, want the %d steps' keys and ledger keys", got, 2*n)
+	}
+	for _, st := range wf.Steps[1 : n+1] {
+		if st.State != cairnq.StepState(cairnq.StatusQueued) {
+			t.Fatalf("step %s is %s, want queued", st.Step, st.State)
+		}
+		checkStepKeys(t, c, rec.ID, st.Step, st.TaskID)
+	}
+	runCopiedLeaves(t, c, rec.ID)
+}
+
+// A key the look found free that is taken before the COPY (here by a
+// write outside the workflow's lock, gone again right after) fails the
+// advance's transaction; its retry looks again and writes the steps.
+func TestWorkflowStepKeyTakenDuringCopyPostgres(t *testing.T) {
+	const n = 300
+	c, ex := openCopyCounting(t)
+	rec := submitFanOut(t, c, n)
+	taken := "cairnq:workflow:" + rec.ID + ":leaf-7"
+	var conflicts atomic.Int64
+	ex.onKeys = func(ctx context.Context, copyKeys func() (int64, error)) (int64, error) {
+		if conflicts.Load() > 0 {
+			return copyKeys()
+		}
+		ctx = context.WithoutCancel(ctx)
+		if _, err := ex.Executor.Query(ctx, "INSERT INTO cairnq_task_keys (key, task_id, created_at_ms, updated_at_ms) VALUES ($1, $2, 0, 0)", taken, rec.ID); err != nil {
+			return 0, err
+		}
+		n, err := copyKeys()
+		conflicts.Add(1)
+		if _, derr := ex.Executor.Query(ctx, "DELETE FROM cairnq_task_keys WHERE key = $1", taken); derr != nil {
+			return n, errors.Join(err, derr)
+		}
+		return n, err
+	}
+	startRoot(t, c)
+	wf := waitForLeaves(t, c, rec.ID, n)
+	if conflicts.Load() != 1 || ex.keyRows.Load() != 2*n {
+		t.Fatalf("%d conflicts, %d keys copied; want 1 and the %d of the retry", conflicts.Load(), ex.keyRows.Load(), 2*n)
+	}
+	for _, st := range wf.Steps[1 : n+1] {
+		checkStepKeys(t, c, rec.ID, st.Step, st.TaskID)
+	}
+	runCopiedLeaves(t, c, rec.ID)
+}
+
+// submitFanOut submits a workflow of a root, n leaves on the queue
+// "copied" waiting for it, and a join waiting for them.
+func submitFanOut(t *testing.T, c *cairnq.Client, n int) *cairnq.Task {
+	t.Helper()
 	steps := []cairnq.WorkflowStep{{Step: "root", Task: "wf.root"}}
 	var names []string
 	for i := range n {
@@ -248,27 +308,35 @@ func TestWorkflowStepsReadyTogetherByCopyPostgres(t *testing.T) {
 			Options: &cairnq.SubmitOptions{Queue: "copied"}})
 	}
 	steps = append(steps, cairnq.WorkflowStep{Step: "join", Task: "wf.leaf", After: names, Options: &cairnq.SubmitOptions{Queue: "copied"}})
+	rec, err := c.SubmitWorkflow(context.Background(), steps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// startRoot starts a worker for the default queue, where a fan-out's
+// root runs; its leaves wait on "copied".
+func startRoot(t *testing.T, c *cairnq.Client) {
+	t.Helper()
 	w := newWorker(t, c, &cairnq.WorkerOptions{WorkflowSweep: cairnq.NoWorkflowSweep})
 	if err := w.Handle("wf.root", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
 		t.Fatal(err)
 	}
-	startWorker(t, w) // serves the default queue only: the leaves wait
-	rec, err := c.SubmitWorkflow(ctx, steps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	startWorker(t, w)
+}
+
+// waitForLeaves waits until the root's advance has inserted the n leaves
+// of the workflow whose record is record, and returns the workflow then.
+func waitForLeaves(t *testing.T, c *cairnq.Client, record string, n int) *cairnq.Workflow {
+	t.Helper()
 	var wf *cairnq.Workflow
+	var err error
 	waitFor(t, "the root's dependents", func() bool {
-		wf, err = c.GetWorkflow(ctx, rec.ID)
+		wf, err = c.GetWorkflow(context.Background(), record)
 		return err == nil && wf.Steps[n].TaskID != ""
 	})
-	for _, st := range wf.Steps[1 : n+1] {
-		if st.State != cairnq.StepState(cairnq.StatusQueued) {
-			t.Fatalf("step %s is %s, want queued", st.Step, st.State)
-		}
-		checkStepKeys(t, c, rec.ID, st.Step, st.TaskID)
-	}
-	runCopiedLeaves(t, c, rec.ID)
+	return wf
 }
 
 // runCopiedLeaves starts a worker for the leaves waiting on the queue

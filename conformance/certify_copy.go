@@ -46,7 +46,7 @@ func (s *suite) copyRows(r reporter) {
 		return nil
 	})
 	if !supported {
-		r.Skipf("%s's transaction sessions are not an executor.Copier, so a large SubmitMany batch runs insert_many (slower, never different). Implement CopyFrom to write it by COPY", s.name)
+		r.Skipf("%s's transaction sessions are not an executor.Copier, so a large SubmitMany batch or workflow step write runs insert_many and upsert_keys (slower, never different). Implement CopyFrom to write them by COPY", s.name)
 	}
 	if err != nil {
 		r.Fatalf("%v", err)

@@ -12,10 +12,12 @@ import (
 	"github.com/cairnq/cairnq-go/protocol"
 )
 
-// copyMinRows is the fewest new tasks a SubmitMany batch writes by COPY.
-// Below it insert_many's one round trip is cheaper than COPY's two (the
-// clock, then the rows); the figure is chosen, not measured at 256
-// (docs/benchmarks.md, "Bulk submit", measured 1,000 and 5,000).
+// copyMinRows is the fewest rows a write sends by COPY: a SubmitMany
+// batch's or a workflow step write's new tasks, or the keys of such a
+// write its look found free (copyKeys). Below it insert_many's one round
+// trip is cheaper than COPY's two (the clock, then the rows); the figure
+// is chosen, not measured at 256 (docs/benchmarks.md, "Bulk submit",
+// measured 1,000 and 5,000).
 const copyMinRows = 256
 
 // copyPrintBytes bounds the JSON jsonbText prints for a COPY: the server
@@ -200,7 +202,18 @@ func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string) (boo
 		return false, err
 	}
 	n, err := cp.CopyFrom(ctx, "cairnq_task_keys", keyColumns, &keyRows{keys: keys, to: to, now: now, row: make([]any, len(keyColumns))})
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil: // the driver's words for it may not say so
+		return false, fmt.Errorf("cairnq: COPY of a step write's keys ended with its context: %w: %w", ctx.Err(), err)
+	case isSQLState(err, "23505"):
+		// A key the look found free was taken after all: by a writer
+		// that does not take the workflow's lock, or seen too early by a
+		// look whose snapshot predates the lock (a transaction at
+		// REPEATABLE READ). Run again, the write looks again and upserts
+		// what it then finds, as it did before COPY.
+		return false, &keyTakenError{err}
+	default:
 		return false, outage.Mark(ctx, err)
 	}
 	if n != int64(len(keys)) {
@@ -232,3 +245,22 @@ func (r *keyRows) Values() ([]any, error) {
 }
 
 func (r *keyRows) Err() error { return nil }
+
+// keyTakenError is a step write's COPY of keys meeting a key its look
+// found free (copyKeys): the transaction is lost, and another run of it
+// looks again.
+type keyTakenError struct{ err error }
+
+func (e *keyTakenError) Error() string {
+	return "cairnq: a workflow step's key was taken while its write ran (it is written again): " + e.err.Error()
+}
+
+func (e *keyTakenError) Unwrap() error { return e.err }
+
+// Conflicted reports whether err is a write that lost a race another run
+// of the same write settles (keyTakenError): worth retrying, whatever
+// the SQLSTATE it carries says.
+func Conflicted(err error) bool {
+	var k *keyTakenError
+	return errors.As(err, &k)
+}

@@ -307,9 +307,9 @@ func (si *stepInserts) add(row *insertRow, key, ledger, record string) {
 // same index in alsoTo (an advance's succeeded keys). It returns the
 // queues of the rows written. On both backends that is three statements
 // whatever the steps: workflow_look (the keys taken), insert_many and
-// upsert_keys; on Postgres, from copyMinRows rows, the rows and the keys
-// the look found free go by COPY instead (writeManyPG, copyKeys), each
-// after a read of the clock. When si.fresh, a step whose ledger key is
+// upsert_keys; on Postgres the rows go by COPY from copyMinRows of them
+// (writeManyPG), and so do the keys the look found free from copyMinRows
+// of those (copyKeys), each COPY after a read of the clock. When si.fresh, a step whose ledger key is
 // there already is not written either: inserted before, and purged
 // since. known holds what looks of this transaction, under the same
 // locks, read already (nil for none): the keys it answers are not looked
