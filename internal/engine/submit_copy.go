@@ -25,35 +25,45 @@ const copyMinRows = 256
 // print it (about 100 MB/s).
 const copyPrintBytes = 16 << 10
 
-// copyRows is the COPY rows of the items at of b, created at nowMS,
-// each built as the executor asks for it (the pgx adapter's writer
-// goroutine, while the server writes the ones before), into one reused
-// slice. The JSON goes as given: the server keeps its own text of it,
-// which jsonbText predicts or task_json reads back (writeManyPG).
+// copyRows yields n rows of a COPY, each filled by fill into one reused
+// slice as the executor asks for it (the pgx adapter's writer goroutine,
+// while the server writes the ones before).
 type copyRows struct {
-	b     *manyBatch
-	at    []int
-	next  int
-	row   []any
-	now   any // nowMS, boxed once for every row
-	nowMS int64
-}
-
-func newCopyRows(b *manyBatch, at []int, nowMS int64) *copyRows {
-	return &copyRows{b: b, at: at, row: make([]any, len(copyColumns)), now: nowMS, nowMS: nowMS}
+	n, next int
+	row     []any
+	fill    func(i int, row []any)
 }
 
 func (c *copyRows) Next() bool {
 	c.next++
-	return c.next <= len(c.at)
+	return c.next <= c.n
 }
 
 func (c *copyRows) Values() ([]any, error) {
-	c.b.ins[c.at[c.next-1]].copyRow(c.row, c.now, c.nowMS)
+	c.fill(c.next-1, c.row)
 	return c.row, nil
 }
 
 func (c *copyRows) Err() error { return nil }
+
+// taskRows is the COPY rows of the items at of b, created at nowMS. The
+// JSON goes as given: the server keeps its own text of it, which
+// jsonbText predicts or task_json reads back (writeManyPG).
+func taskRows(b *manyBatch, at []int, nowMS int64) *copyRows {
+	var now any = nowMS // boxed once for every row
+	return &copyRows{n: len(at), row: make([]any, len(copyColumns)), fill: func(i int, row []any) {
+		b.ins[at[i]].copyRow(row, now, nowMS)
+	}}
+}
+
+// copyFailed is the error of a COPY that failed for err (what names the
+// rows), marked as a statement's failure is.
+func copyFailed(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil { // the driver's words for it may not say so
+		return fmt.Errorf("cairnq: COPY of %s ended with its context: %w: %w", what, ctx.Err(), err)
+	}
+	return outage.Mark(ctx, err)
+}
 
 // writeManyPG writes the tasks of b's items at, each into out at its
 // item's index: by COPY where the session can (executor.Copier) and the
@@ -104,14 +114,12 @@ func (s *Store) writeManyPG(ctx context.Context, q querier, b *manyBatch, at []i
 			out[i] = b.ins[i].task(now, json.RawMessage(printed[i][0]), json.RawMessage(printed[i][1]))
 		}
 	}()
-	n, err := cp.CopyFrom(ctx, "cairnq_tasks", copyColumns, newCopyRows(b, at, now))
+	n, err := cp.CopyFrom(ctx, "cairnq_tasks", copyColumns, taskRows(b, at, now))
 	<-built
 	if err != nil {
-		if ctx.Err() != nil { // the driver's words for it may not say so
-			return fmt.Errorf("cairnq: COPY of a batch ended with its context: %w: %w", ctx.Err(), err)
-		}
-		return outage.Mark(ctx, err)
+		return copyFailed(ctx, "a batch", err)
 	}
+	b.copiedAt = now
 	if n != int64(len(at)) {
 		return fmt.Errorf("cairnq: COPY wrote %d of %d tasks", n, len(at))
 	}
@@ -184,11 +192,12 @@ func (s *Store) readBackJSON(ctx context.Context, q querier, unread map[string]i
 // copyKeys writes keys, none of which exists, each pointing at the task
 // of the same index in to, by COPY: an upsert of a wide fan's 20,000
 // keys took 330 ms in the server, where COPY writes them in a fraction
-// of that (docs/benchmarks.md, "Workflows at scale"). It reports false,
-// having written nothing, where COPY is not to be had (SQLite, a session
-// without executor.Copier) or would not pay (fewer than copyMinRows);
-// the caller then upserts them.
-func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string) (bool, error) {
+// of that (docs/benchmarks.md, "Workflows at scale"). They are created
+// at nowMS, the moment their tasks' COPY read, or at a moment read now
+// when nowMS is 0. It reports false, having written nothing, where COPY
+// is not to be had (SQLite, a session without executor.Copier) or would
+// not pay (fewer than copyMinRows); the caller then upserts them.
+func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string, nowMS int64) (bool, error) {
 	pq, ok := q.(pgQuerier)
 	if !ok || len(keys) < copyMinRows {
 		return false, nil
@@ -197,16 +206,20 @@ func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string) (boo
 	if !ok {
 		return false, nil
 	}
-	now, err := s.clockMS(ctx, q)
-	if err != nil {
-		return false, err
+	if nowMS == 0 {
+		var err error
+		if nowMS, err = s.clockMS(ctx, q); err != nil {
+			return false, err
+		}
 	}
-	n, err := cp.CopyFrom(ctx, "cairnq_task_keys", keyColumns, &keyRows{keys: keys, to: to, now: now, row: make([]any, len(keyColumns))})
+	row := make([]any, len(keyColumns))
+	row[2], row[3] = nowMS, nowMS // created and updated, the same for every key
+	n, err := cp.CopyFrom(ctx, "cairnq_task_keys", keyColumns, &copyRows{n: len(keys), row: row, fill: func(i int, row []any) {
+		row[0], row[1] = keys[i], to[i]
+	}})
 	switch {
 	case err == nil:
-	case ctx.Err() != nil: // the driver's words for it may not say so
-		return false, fmt.Errorf("cairnq: COPY of a step write's keys ended with its context: %w: %w", ctx.Err(), err)
-	case isSQLState(err, "23505"):
+	case ctx.Err() == nil && isSQLState(err, "23505"):
 		// A key the look found free was taken after all: by a writer
 		// that does not take the workflow's lock, or seen too early by a
 		// look whose snapshot predates the lock (a transaction at
@@ -214,7 +227,7 @@ func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string) (boo
 		// what it then finds, as it did before COPY.
 		return false, &keyTakenError{err}
 	default:
-		return false, outage.Mark(ctx, err)
+		return false, copyFailed(ctx, "a step write's keys", err)
 	}
 	if n != int64(len(keys)) {
 		return false, fmt.Errorf("cairnq: COPY wrote %d of %d keys", n, len(keys))
@@ -222,29 +235,8 @@ func (s *Store) copyKeys(ctx context.Context, q querier, keys, to []string) (boo
 	return true, nil
 }
 
-// keyColumns are the columns copyKeys writes, in keyRows' order.
+// keyColumns are the columns copyKeys writes.
 var keyColumns = []string{"key", "task_id", "created_at_ms", "updated_at_ms"}
-
-// keyRows are copyKeys' rows, each key created (and updated) at now.
-type keyRows struct {
-	keys, to []string
-	now      int64
-	next     int
-	row      []any
-}
-
-func (r *keyRows) Next() bool {
-	r.next++
-	return r.next <= len(r.keys)
-}
-
-func (r *keyRows) Values() ([]any, error) {
-	i := r.next - 1
-	r.row[0], r.row[1], r.row[2], r.row[3] = r.keys[i], r.to[i], r.now, r.now
-	return r.row, nil
-}
-
-func (r *keyRows) Err() error { return nil }
 
 // keyTakenError is a step write's COPY of keys meeting a key its look
 // found free (copyKeys): the transaction is lost, and another run of it

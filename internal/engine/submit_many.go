@@ -29,6 +29,10 @@ type manyBatch struct {
 	// maxBytes bounds one insert_many's JSON: insertManyBytes (tests
 	// lower it).
 	maxBytes int
+	// copiedAt is the moment (clock_ms) writeManyPG read for the rows it
+	// wrote by COPY, 0 when they went by insert_many: a write's keys
+	// copied after them take the same moment (copyKeys).
+	copiedAt int64
 }
 
 // prepareMany validates ps as Submit validates each (a bad item is a

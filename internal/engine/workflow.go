@@ -309,11 +309,11 @@ func (si *stepInserts) add(row *insertRow, key, ledger, record string) {
 // whatever the steps: workflow_look (the keys taken), insert_many and
 // upsert_keys; on Postgres the rows go by COPY from copyMinRows of them
 // (writeManyPG), and so do the keys the look found free from copyMinRows
-// of those (copyKeys), each COPY after a read of the clock. When si.fresh, a step whose ledger key is
-// there already is not written either: inserted before, and purged
-// since. known holds what looks of this transaction, under the same
-// locks, read already (nil for none): the keys it answers are not looked
-// up again.
+// of those (copyKeys), both at one read of the clock. When si.fresh, a
+// step whose ledger key is there already is not written either: inserted
+// before, and purged since. known holds what looks of this transaction,
+// under the same locks, read already (nil for none): the keys it answers
+// are not looked up again.
 func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also, alsoTo []string, known map[string]stepLook) ([]string, error) {
 	var at []int // the steps to insert
 	if len(si.rows) > 0 {
@@ -343,8 +343,9 @@ func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also
 		}
 	}
 	out := make([]*cairnqtype.Task, len(si.rows))
+	b := &manyBatch{ins: si.rows, maxBytes: insertManyBytes}
 	if s.dialect == protocol.Postgres {
-		if err := s.writeManyPG(ctx, q, &manyBatch{ins: si.rows, maxBytes: insertManyBytes}, at, out); err != nil {
+		if err := s.writeManyPG(ctx, q, b, at, out); err != nil {
 			return nil, err
 		}
 	} else if err := s.insertManySQLite(ctx, q, si.rows, at, out); err != nil {
@@ -372,7 +373,7 @@ func (s *Store) writeSteps(ctx context.Context, q querier, si *stepInserts, also
 		}
 	}
 	keys, to = append(keys, also...), append(to, alsoTo...)
-	copied, err := s.copyKeys(ctx, q, free, freeTo)
+	copied, err := s.copyKeys(ctx, q, free, freeTo, b.copiedAt)
 	if err != nil {
 		return nil, err
 	}
