@@ -118,7 +118,8 @@
 // Per-name and shared capacities ([HandlerOptions], WorkerOptions.Resources)
 // bound what runs at once; a per-name [RateLimit] bounds how fast tasks
 // start, in this process. [Worker.Pause] and [Worker.Resume] stop and
-// restart claiming on queues of a running worker.
+// restart claiming on queues of a running worker; [Client.PauseQueue]
+// and [Client.ResumeQueue] on a queue of every Go worker on the database.
 //
 // When Run's context ends it stops claiming and waits
 // WorkerOptions.ShutdownTimeout for running calls, then cancels their
@@ -206,6 +207,14 @@
 // are recovered by other workers' claims, not this one's. A Rate that is
 // not > 0, a negative Burst, or a queue the worker does not claim from is
 // an [*ArgumentError].
+//
+// [Client.PauseQueue] pauses a queue for every Go worker on the database,
+// from any process: each stops claiming from it within its PollInterval,
+// and one started meanwhile never claims from it, until
+// [Client.ResumeQueue]; [Client.PausedQueues] lists the pauses. A pause is
+// a row of the protocol's cairnq_meta table (docs/operators.md has its
+// format), so it outlives every process; the TypeScript and Python SDKs'
+// workers do not read it and go on claiming from a paused queue.
 //
 // # Periodic tasks
 //
@@ -469,6 +478,10 @@
 //
 //   - info "cairnq: worker started" (queues, concurrency, names) and
 //     "cairnq: worker stopped";
+//   - info "cairnq: queue paused for the fleet; not claiming from it" and
+//     "cairnq: queue resumed for the fleet" (queue, worker_id), when a
+//     worker sees [Client.PauseQueue]'s pause of one of its queues come
+//     or go;
 //   - warn "cairnq: task attempt failed; will retry" (error_type,
 //     error_code, error, max_attempts, retry_in);
 //   - warn "cairnq: task failed": the last attempt, or a non-retryable

@@ -77,6 +77,10 @@ func TestWorkflowKillSQLite(t *testing.T) { faulttest.WorkflowKill(t, sqliteFaul
 // worker processes on one file under a global limit, and per tenant.
 func TestGlobalLimitProcessesSQLite(t *testing.T) { faulttest.GlobalLimit(t, sqliteFault) }
 
+// TestFleetPauseProcessesSQLite runs faulttest.FleetPause: a queue
+// paused from this process stops two worker processes on the file.
+func TestFleetPauseProcessesSQLite(t *testing.T) { faulttest.FleetPause(t, sqliteFault) }
+
 // TestDurableKillSQLite runs faulttest.DurableKill: worker processes
 // running a ten-step durable handler on one file, killed at random points
 // and replaced.

@@ -22,6 +22,11 @@ const (
 	logBusyBackoff   = "cairnq: database busy; backing off"
 	logWorkerError   = "cairnq: worker error"
 
+	// A queue paused or resumed for the whole fleet (Client.PauseQueue),
+	// as a worker saw it.
+	logQueuePaused  = "cairnq: queue paused for the fleet; not claiming from it"
+	logQueueResumed = "cairnq: queue resumed for the fleet"
+
 	// A workflow's: an advance that inserted steps or ended the workflow,
 	// and a record a sweep left alone.
 	logWorkflowAdvanced = "cairnq: workflow advanced"

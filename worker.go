@@ -120,6 +120,8 @@ type WorkerOptions struct {
 	// on Postgres the workers of a Client look for one about once a
 	// second between them (less often while that read is slow), and a
 	// worker whose poll left the look out polls again when it is due.
+	// And it is how often the worker reads the queues paused for the
+	// fleet (Client.PauseQueue): one small read each time.
 	// Default 500ms; at least MinPollInterval.
 	PollInterval time.Duration
 	// ClaimBatch caps the rows one draw takes (never below one call of a

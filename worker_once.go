@@ -18,7 +18,7 @@ const rereadTimeout = 10 * time.Second
 
 // WorkOne claims at most one handler call's tasks, with the claim Run
 // makes (same registrations, queues and per-name limits, free slots
-// counted as one), and runs that call on the caller's goroutine as Run
+// counted as one; the queues paused for the fleet read first), and runs that call on the caller's goroutine as Run
 // would: TaskContext, middleware, MaxRun, settlement. Every lease it
 // holds is renewed by the heartbeat while the call runs. It returns the
 // call's tasks read back after settlement, or none when nothing was
@@ -62,6 +62,9 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 	w.mu.Unlock()
 	w.giveUp = make(chan struct{})
 
+	if err := w.pauseWatch().Read(ctx); err != nil {
+		return nil, fmt.Errorf("cairnq: worker %s: read the fleet's paused queues: %w", w.id, err)
+	}
 	d, ok, err := w.claimOne(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cairnq: worker %s: claim: %w", w.id, err)

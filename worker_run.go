@@ -147,6 +147,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			sweep.Run(loopCtx)
 		}()
 	}
+	// The fleet's pauses are read before the first claim, so a worker
+	// started while its queue is paused claims nothing from it.
+	pauses := w.pauseWatch()
+	pauses.ReadReporting(loopCtx)
+	watchWG.Add(1)
+	go func() {
+		defer watchWG.Done()
+		pauses.Run(loopCtx)
+	}()
 	loop := w.claimLoop(handlerCtx, w.slots)
 	runErr := loop.Run(loopCtx)
 	w.cursor = loop.Cursor
@@ -161,6 +170,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopBeat()
 	beatWG.Wait()
 	return runErr
+}
+
+// pauseWatch keeps w's queues paused for the fleet as the database says
+// (Client.PauseQueue), logging each change it sees.
+func (w *Worker) pauseWatch() *maintenance.PauseWatch {
+	return &maintenance.PauseWatch{Store: w.st, Every: w.poll,
+		Set: func(queues []string) {
+			paused, resumed := w.pause.SetFleet(queues)
+			for _, q := range paused {
+				w.log.LogAttrs(context.Background(), slog.LevelInfo, logQueuePaused, slog.String("queue", q), slog.String("worker_id", w.id))
+			}
+			for _, q := range resumed {
+				w.log.LogAttrs(context.Background(), slog.LevelInfo, logQueueResumed, slog.String("queue", q), slog.String("worker_id", w.id))
+			}
+		},
+		Report: func(err error) { w.report(err, PhaseClaim, "") }}
 }
 
 // drain ends a Run once its loop has: it lets the calls running finish

@@ -100,6 +100,10 @@ func TestWorkflowKillPostgres(t *testing.T) { faulttest.WorkflowKill(t, pgFault)
 // worker processes on one database under a global limit, and per tenant.
 func TestGlobalLimitProcessesPostgres(t *testing.T) { faulttest.GlobalLimit(t, pgFault) }
 
+// TestFleetPauseProcessesPostgres runs faulttest.FleetPause: a queue
+// paused from this process stops two worker processes on the database.
+func TestFleetPauseProcessesPostgres(t *testing.T) { faulttest.FleetPause(t, pgFault) }
+
 // TestFaultPostgresChild is the test a child process of this binary runs
 // (pgFault.ChildTest). Without a role set by a parent test, it skips.
 func TestFaultPostgresChild(t *testing.T) { faulttest.Child(t, pgFault) }

@@ -117,7 +117,12 @@ func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
 		at, took := ms(n.At), n.Took.Milliseconds()
 		countedAt, countMs = &at, &took
 	}
+	paused := make([]pauseJSON, len(o.Pauses))
+	for i, p := range o.Pauses {
+		paused[i] = pauseJSONOf(*p)
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
+		"paused":        paused,
 		"counted_at_ms": countedAt,
 		"count_ms":      countMs,
 		"counting":      o.Counting || o.Counted == nil,

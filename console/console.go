@@ -28,7 +28,11 @@
 //     and failing names read every task they count (no index of protocol v1
 //     holds a count), so they come from a background count, shown with its
 //     age ("counted 3s ago") and never waited on beyond Options.CountWait;
-//     the running tasks and workers are read on each request.
+//     the running tasks, the workers and the queues paused for every Go
+//     worker (Client.PauseQueue: marked in the queue table and listed
+//     below it, with who paused each, when and why) are read on each
+//     request. With writes allowed each queue has a Pause and each
+//     pause a Resume.
 //   - /tasks (Tasks): filters by status, queue, name, key, correlation id,
 //     parent id, root id and id prefix; pages newest first by keyset on the
 //     task id (a time-ordered ULID) through the primary key index, never by
@@ -57,7 +61,7 @@
 // The pages' data is also served as JSON (Content-Type application/json),
 // for scripts. Errors are {"error": "..."} with a 4xx or 5xx status.
 //
-//	GET  /api/overview                  {"now_ms", "counted_at_ms", "count_ms", "counting", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due_ms"}}, "settled": [{"minute_ms", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last_ms"}]}
+//	GET  /api/overview                  {"now_ms", "counted_at_ms", "count_ms", "counting", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due_ms"}}, "settled": [{"minute_ms", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last_ms"}], "paused": [pause]}
 //	                                    counted_at_ms: when the background count that queues,
 //	                                    settled and failing come from began (null: none yet);
 //	                                    count_ms: how long it took; counting: one is under way
@@ -80,6 +84,9 @@
 //	                                    metadata, priority, attempts, correlation id; no key)
 //	POST /api/tasks/bulk                body {"action": "cancel"|"retry", "ids": [...]}
 //	                                    {"changed": [id], "unchanged": [id]}
+//	POST /api/queues/pause              body {"queue", "reason"}: {"pause": pause}, the pause in force
+//	POST /api/queues/resume             body {"queue"}: {"resumed": pause or null}
+//	                                    (a pause: {"queue", "paused_at_ms", "by", "reason"})
 //	GET  /favicon.ico                   the console's icon (SVG)
 //	GET  /events[?counts=1]             text/event-stream: an event "change" (data {"reason",
 //	                                    "queue", "task_id"}) whenever tasks may have changed,
@@ -131,8 +138,9 @@ import (
 // Options configures Handler. The zero value (or nil) is a read-only console
 // with payloads shown and no authorization hook.
 type Options struct {
-	// AllowWrites enables cancel, retry, bulk cancel/retry and submitting a
-	// copy of a task. Off, every write answers 403.
+	// AllowWrites enables cancel, retry, bulk cancel/retry, submitting a
+	// copy of a task, and pausing and resuming a queue for every Go
+	// worker. Off, every write answers 403.
 	AllowWrites bool
 	// Authorize, when set, is called before every request; an error answers
 	// 403 with no body beyond "forbidden".
@@ -271,6 +279,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	mux.HandleFunc("POST /workflows/{id}/{action}", k.writes(k.workflowActionForm))
 	mux.HandleFunc("POST /tasks/{id}/{action}", k.writes(k.taskActionForm))
 	mux.HandleFunc("POST /tasks/bulk", k.writes(k.bulkForm))
+	mux.HandleFunc("POST /queues/{action}", k.writes(k.queueActionForm))
 	mux.HandleFunc("GET /events", k.events)
 
 	mux.HandleFunc("GET /api/overview", k.apiOverview)
@@ -280,6 +289,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	mux.HandleFunc("GET /api/workflows/{id}", k.apiWorkflow)
 	mux.HandleFunc("POST /api/tasks/{id}/{action}", k.writes(k.apiTaskAction))
 	mux.HandleFunc("POST /api/tasks/bulk", k.writes(k.apiBulk))
+	mux.HandleFunc("POST /api/queues/{action}", k.writes(k.apiQueueAction))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such endpoint")
 	})

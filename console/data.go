@@ -53,6 +53,10 @@ type overview struct {
 	Running []*cairnqtype.Task
 	Workers []engine.ConsoleWorker
 	Failing []cairnqtype.FailureCount
+	// Paused holds the queues paused for the fleet, by queue, and Pauses
+	// the same by name; read on each request.
+	Pauses []*cairnq.QueuePause
+	Paused map[string]*cairnq.QueuePause
 	// Counted is the background count Queues, Settled and Failing come
 	// from; nil while the first one runs. Counting: a newer one is under way.
 	Counted  *counts
@@ -79,6 +83,9 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 		return nil, err
 	}
 	if o.Workers, err = k.st.ConsoleWorkers(ctx); err != nil {
+		return nil, err
+	}
+	if o.Pauses, o.Paused, err = k.pauses(ctx); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -39,9 +39,10 @@ var funcs = template.FuncMap{
 	"rows": func(base string, now time.Time, sel bool, ts []*cairnqtype.Task) rowsView {
 		return rowsView{Base: base, Now: now, Select: sel, Tasks: ts}
 	},
-	"at":   func(t, now time.Time) atView { return atView{T: t, Now: now} },
-	"ms":   func(ms int64) time.Time { return time.UnixMilli(ms) },
-	"took": func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond },
+	"at":        func(t, now time.Time) atView { return atView{T: t, Now: now} },
+	"ms":        func(ms int64) time.Time { return time.UnixMilli(ms) },
+	"took":      func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond },
+	"pauseText": pauseText,
 }
 
 // rowsView is what the "taskrows" template takes.
@@ -131,7 +132,8 @@ func (k *console) overviewPage(w http.ResponseWriter, r *http.Request) {
 	k.render(w, r, "overview", o.Now, struct {
 		*overview
 		Chart chart
-	}{o, newChart(o.Settled)})
+		Flash string
+	}{o, newChart(o.Settled), r.URL.Query().Get("done")})
 }
 
 type tasksView struct {

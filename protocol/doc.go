@@ -88,7 +88,12 @@
 // :position of them; durable_step_many, Postgres only, appends the steps
 // of many tasks in one statement) and durable_event (an event delivered to a task that
 // has not ended, once per name, into the member's events, waking the task
-// when it waits for it); the format is in docs/plans/durable-execution.md.
+// when it waits for it); the format is in docs/plans/durable-execution.md;
+// and three for a queue paused for every Go worker (both; issue 50), on
+// cairnq_meta rather than the tasks: queue_pause (insert the queue's
+// row, keeping one there), queue_pauses (read the rows under a key
+// prefix) and queue_resume (delete the queue's row, returning it); the
+// format is in internal/engine/pause.go.
 //
 // # Parameters
 //

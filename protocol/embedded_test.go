@@ -63,6 +63,10 @@ var sqliteParams = map[string][]string{
 	"durable_step": {"entry", "now_ms", "id", "worker_id", "attempt", "position"},
 	// An event delivered to a durable handler's task.
 	"durable_event": {"event", "entry", "max_bytes", "now_ms", "id"},
+	// A queue paused for every Go worker (issue 50): rows of cairnq_meta.
+	"queue_pause":  {"key", "value"},
+	"queue_pauses": {"prefix"},
+	"queue_resume": {"key"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -109,7 +113,7 @@ var allStatementNames = []string{
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_touch", "workflow_forget", "workflow_finish", "workflow_heads", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
-	"durable_event",
+	"durable_event", "queue_pause", "queue_pauses", "queue_resume",
 }
 
 func sorted(s []string) []string {
@@ -236,6 +240,7 @@ func TestEmbeddedWrite(t *testing.T) {
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due", "workflow_look", "workflow_heads",
 		"workflow_ended", "workflow_ended_by_status", "limit_running", "limit_pick", "clock_ms", "task_json",
+		"queue_pauses",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

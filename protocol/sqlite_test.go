@@ -67,6 +67,8 @@ var resultColumns = map[string][]string{
 	"workflow_ended_by_status": {"id", "at_ms", "moved"},
 	"durable_step":             {"id"},
 	"durable_event":            {"id", "queue", "status", "woke"},
+	"queue_pauses":             {"key", "value"},
+	"queue_resume":             {"value"},
 }
 
 func TestSQLiteMigrations(t *testing.T) {

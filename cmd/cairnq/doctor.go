@@ -26,7 +26,10 @@ const doctorHelp = `One screen of health, changing nothing:
   leases    running tasks whose lease has expired: no worker has claimed
             since (a claim recovers them)
   queues    per queue, the due queued tasks and how long the oldest has
-            waited (longer than --max-wait needs attention)
+            waited (longer than --max-wait needs attention, but on a
+            queue paused with 'cairnq pause')
+  paused    the queues paused for every Go worker, since when, by whom
+            and why (information: a pause never needs attention)
   failures  tasks that failed for good within --window, by name (more than
             --max-failures needs attention)
 Exit status 0 when nothing needs attention, 4 when something does, 3 when
@@ -35,11 +38,12 @@ protocol, the task checks are skipped.
 
 --json: {"ok": BOOL, "backend": "sqlite" | "postgres", "database": "...",
 "checks": [{"check": "schema" | "route" | "listen" | "leases" | "queues" |
-"failures", "status": "ok" | "attention" | "n/a" | "skipped", "detail":
+"paused" | "failures", "status": "ok" | "attention" | "n/a" | "skipped", "detail":
 "..."}], "schema": STATUS (see 'cairnq migrate -h'), "expired_leases":
 [{"id", "name", "queue", "worker_id", "lease_until_ms", "attempt",
 "max_attempts"}], "queues": [{"queue", "due", "oldest_run_at_ms",
-"oldest_age_ms"}], "failures": [{"name", "count", "last_failed_at_ms"}],
+"oldest_age_ms"}], "paused": [{"queue", "paused_at_ms", "by", "reason"}],
+"failures": [{"name", "count", "last_failed_at_ms"}],
 "max_wait_ms": N, "failure_window_ms": N, "max_failures": N}.`
 
 // The statuses of a doctor check.
@@ -78,6 +82,7 @@ type doctorReport struct {
 	Schema          *cairnq.SchemaStatus  `json:"schema"`
 	ExpiredLeases   []leaseEntry          `json:"expired_leases"`
 	Queues          []cairnq.QueueAge     `json:"queues"`
+	Paused          []pauseDoc            `json:"paused"`
 	Failures        []cairnq.FailureCount `json:"failures"`
 	MaxWaitMs       int64                 `json:"max_wait_ms"`
 	FailureWindowMs int64                 `json:"failure_window_ms"`
@@ -115,7 +120,7 @@ func cmdDoctor(ctx context.Context, e *env, args []string) error {
 	t := d.t
 	r := &doctorReport{
 		OK: true, Backend: "sqlite", Database: t.String(),
-		Checks: []doctorCheck{}, ExpiredLeases: []leaseEntry{}, Queues: []cairnq.QueueAge{}, Failures: []cairnq.FailureCount{},
+		Checks: []doctorCheck{}, ExpiredLeases: []leaseEntry{}, Queues: []cairnq.QueueAge{}, Paused: []pauseDoc{}, Failures: []cairnq.FailureCount{},
 		MaxWaitMs: maxWait.Milliseconds(), FailureWindowMs: window.Milliseconds(), MaxFailures: *maxFailures,
 	}
 	if t.postgres {
@@ -171,7 +176,7 @@ func diagnose(ctx context.Context, d *database, r *doctorReport, maxWait, window
 	}
 
 	if !taskChecks {
-		for _, c := range []string{"leases", "queues", "failures"} {
+		for _, c := range []string{"leases", "queues", "paused", "failures"} {
 			r.add(c, checkSkipped, "needs a current schema")
 		}
 	} else if err := taskHealth(ctx, d, r, maxWait, window, maxFailures); err != nil {
@@ -225,12 +230,23 @@ func taskHealth(ctx context.Context, d *database, r *doctorReport, maxWait, wind
 	if err != nil {
 		return err
 	}
+	pauses, err := c.PausedQueues(ctx)
+	if err != nil {
+		return err
+	}
+	paused := map[string]bool{}
+	for _, p := range pauses {
+		paused[p.Queue] = true
+	}
 	r.Queues = append(r.Queues, ages...)
 	status := checkOK
 	var parts []string
 	for _, a := range ages {
 		part := fmt.Sprintf("%s: %d due, oldest waiting %s", a.Queue, a.Due, a.OldestAge.Round(time.Second))
-		if a.OldestAge > maxWait {
+		switch {
+		case paused[a.Queue]:
+			part += " (paused)"
+		case a.OldestAge > maxWait:
 			status = checkAttention
 			part += fmt.Sprintf(" (over %s)", maxWait)
 		}
@@ -240,6 +256,15 @@ func taskHealth(ctx context.Context, d *database, r *doctorReport, maxWait, wind
 		parts = []string{"no task is waiting"}
 	}
 	r.add("queues", status, "%s", strings.Join(parts, "; "))
+	parts = parts[:0]
+	for _, p := range pauses {
+		r.Paused = append(r.Paused, pauseDocOf(p))
+		parts = append(parts, fmt.Sprintf("%s, %s", p.Queue, pauseText(p)))
+	}
+	if len(parts) == 0 {
+		parts = []string{"no queue is paused"}
+	}
+	r.add("paused", checkOK, "%s", strings.Join(parts, "; "))
 
 	fails, err := c.RecentFailures(ctx, window)
 	if err != nil {

@@ -23,10 +23,12 @@ lease_until_ms, run_at_ms, cancel_requested_at_ms, parent_id, root_id,
 correlation_id, created_at_ms, updated_at_ms, completed_at_ms (times in
 epoch milliseconds, absent values null).`
 
-const statsHelp = `Counts the tasks of every queue (or one) per status. Reads only.
+const statsHelp = `Counts the tasks of every queue (or one) per status, and lists the
+queues paused for every Go worker (pause) below. Reads only.
 
 --json: {"queues": {"QUEUE": {"queued": N, "running": N, "succeeded": N,
-"failed": N, "canceled": N}}}; a queue named by --queue is always present.`
+"failed": N, "canceled": N}}, "paused": [{"queue": Q, "paused_at_ms": N,
+"by": S, "reason": S}]}; a queue named by --queue is always present.`
 
 const listHelp = `Lists tasks matching every filter given, newest first, at most --limit
 (default 20); when more match, stderr says so ("showing 20 of at least
@@ -76,16 +78,29 @@ func cmdStats(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	all, err := c.PausedQueues(ctx)
+	if err != nil {
+		return err
+	}
+	pauses := []pauseDoc{}
+	var shown []cairnq.QueuePause
+	for _, p := range all {
+		if *queue == "" || p.Queue == *queue {
+			pauses, shown = append(pauses, pauseDocOf(p)), append(shown, p)
+		}
+	}
 	if e.db.json {
-		return writeJSON(e.out, statsDoc{Queues: stats})
+		return writeJSON(e.out, statsDoc{Queues: stats, Paused: pauses})
 	}
 	printStats(e.out, stats)
+	printPauses(e.out, shown)
 	return nil
 }
 
 // statsDoc is stats --json.
 type statsDoc struct {
 	Queues map[string]cairnq.StatusCounts `json:"queues"`
+	Paused []pauseDoc                     `json:"paused"`
 }
 
 func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {

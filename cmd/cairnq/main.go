@@ -11,6 +11,8 @@
 //	cairnq cancel  [--json] ID
 //	cairnq retry   [--reset-attempt] [--json] ID
 //	cairnq purge   [--older-than 24h] [--status s] [--queue q] [--name n] [--json]
+//	cairnq pause   [--reason text] [--by name] [--json] QUEUE
+//	cairnq resume  [--json] QUEUE
 //	cairnq watch   [--queue q] [--poll 1s] [--for 0] [--json]
 //	cairnq migrate [--check] [--json]
 //	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
@@ -294,6 +296,10 @@ func commands() []*command {
 			details: workflowHelp, args: arity{2, 2, "get, cancel or retry, and a workflow's id"}, run: cmdWorkflow},
 		{name: "event", synopsis: "send [--key] [flags] ID NAME [JSON]", summary: "send an event to a task's durable handler",
 			details: eventHelp, args: arity{3, 4, "send, a task's id, an event's name and an optional JSON payload"}, run: cmdEvent},
+		{name: "pause", synopsis: "[--reason TEXT] [--by NAME] [flags] QUEUE", summary: "pause a queue for every Go worker on the database",
+			details: pauseHelp, args: oneQueue, run: cmdPause},
+		{name: "resume", synopsis: "[flags] QUEUE", summary: "resume a queue paused with pause",
+			details: resumeHelp, args: oneQueue, run: cmdResume},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
 		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",

@@ -35,7 +35,7 @@ func readCommands(id string) [][]string {
 func noDatabaseCommands(id string) [][]string {
 	return append(readCommands(id), []string{"submit", "x"}, []string{"cancel", id}, []string{"retry", id}, []string{"purge"},
 		[]string{"workflow", "get", id}, []string{"workflow", "cancel", id}, []string{"workflow", "retry", id},
-		[]string{"event", "send", id, "go"})
+		[]string{"event", "send", id, "go"}, []string{"pause", "q"}, []string{"resume", "q"})
 }
 
 func withDB(args []string, db ...string) []string {
@@ -331,7 +331,7 @@ func TestDoctor(t *testing.T) {
 			// Every field is there, arrays as arrays.
 			var raw map[string]json.RawMessage
 			json.Unmarshal([]byte(r.stdout), &raw)
-			for _, k := range []string{"ok", "backend", "database", "checks", "schema", "expired_leases", "queues", "failures", "max_wait_ms", "failure_window_ms", "max_failures"} {
+			for _, k := range []string{"ok", "backend", "database", "checks", "schema", "expired_leases", "queues", "paused", "failures", "max_wait_ms", "failure_window_ms", "max_failures"} {
 				if v, ok := raw[k]; !ok || string(v) == "null" {
 					t.Errorf("doctor --json: %s is %s", k, v)
 				}
@@ -345,7 +345,7 @@ func TestDoctor(t *testing.T) {
 			listen = "ok"
 		}
 		if !d.OK || d.Backend != b.name || d.Schema.State != "current" || d.status("schema") != "ok" || d.status("listen") != listen ||
-			d.status("route") != listen || d.status("leases") != "ok" || d.status("queues") != "ok" || d.status("failures") != "ok" || len(d.Checks) != 6 {
+			d.status("route") != listen || d.status("leases") != "ok" || d.status("queues") != "ok" || d.status("paused") != "ok" || d.status("failures") != "ok" || len(d.Checks) != 7 {
 			t.Fatalf("doctor of a healthy database = %+v", d)
 		}
 		if r := ok(t, "doctor", "--db", b.db); !strings.Contains(r.stdout, "nothing needs attention") {

@@ -41,7 +41,7 @@ const queueCountsJS = `(() => {
       const td = tr.querySelectorAll("td");
       if (td.length !== 7) continue;
       const n = i => Number(td[i].textContent.trim());
-      out[td[0].textContent.trim()] = {queued: n(1), running: n(2), succeeded: n(3), failed: n(4), canceled: n(5)};
+      out[td[0].querySelector("a").textContent.trim()] = {queued: n(1), running: n(2), succeeded: n(3), failed: n(4), canceled: n(5)};
     }
   }
   return out;
@@ -104,6 +104,7 @@ func TestConsole(t *testing.T) {
 		{"LiveLost", testLiveLost},
 		{"ListMatchCount", testListMatchCount},
 		{"WorkflowGraphLive", testWorkflowGraphLive},
+		{"FleetPauseFromOverview", testFleetPauseFromOverview},
 	}
 	for _, backend := range []string{"sqlite", "postgres"} {
 		t.Run(backend, func(t *testing.T) {

@@ -108,6 +108,40 @@ func TestPauseLeavesQueuesOut(t *testing.T) {
 	}
 }
 
+// The fleet's pauses replace each other whole, name only the worker's
+// queues, add to the worker's own, and a fleet resume wakes the loop but
+// lifts no pause of the worker's own.
+func TestPauseFleetBesideTheWorkers(t *testing.T) {
+	p := NewPause([]string{"a", "b", "c"})
+	p.Set([]string{"b"}, true)
+	paused, resumed := p.SetFleet([]string{"z", "c", "b"})
+	if fmt.Sprint(paused, resumed) != "[b c] []" {
+		t.Errorf("SetFleet paused %v, resumed %v", paused, resumed)
+	}
+	if got := p.hold(); fmt.Sprint(got) != "[a]" {
+		t.Errorf("claimed on %v", got)
+	}
+	p.release()
+	if paused, resumed := p.SetFleet([]string{"c"}); fmt.Sprint(paused, resumed) != "[] [b]" {
+		t.Errorf("second SetFleet paused %v, resumed %v", paused, resumed)
+	}
+	select {
+	case <-p.resumed:
+	default:
+		t.Error("a fleet resume did not wake the loop")
+	}
+	if got := p.hold(); fmt.Sprint(got) != "[a]" {
+		t.Errorf("claimed on %v with b paused by the worker and c by the fleet", got)
+	}
+	p.release()
+	if got := p.Paused(); fmt.Sprint(got) != "[b]" {
+		t.Errorf("Paused %v, want the worker's own pause only", got)
+	}
+	if paused, resumed := p.SetFleet(nil); fmt.Sprint(paused, resumed) != "[] [c]" {
+		t.Errorf("SetFleet(nil) paused %v, resumed %v", paused, resumed)
+	}
+}
+
 // runner is a loop over a store whose calls succeed at once, settled
 // through the store's completer.
 type runner struct {

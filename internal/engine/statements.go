@@ -49,6 +49,12 @@ const (
 	stmtQueueAges      = "queue_ages"
 	stmtRecentFailures = "recent_failures"
 
+	// A queue paused for every Go worker (pause.go), ours, beside the
+	// protocol's: rows of cairnq_meta.
+	stmtQueuePause  = "queue_pause"
+	stmtQueuePauses = "queue_pauses"
+	stmtQueueResume = "queue_resume"
+
 	// stmtSnooze hands a running task back to the queue with its attempt
 	// given back (both dialects), ours, beside the protocol's.
 	stmtSnooze = "snooze"

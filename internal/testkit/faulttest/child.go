@@ -54,6 +54,10 @@ func Child(t *testing.T, b Backend) {
 		runLimitedChild(t, c, id, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
 		return
 	}
+	if role == rolePausable {
+		runPausableChild(t, c, id, out.record, out.note, func() { waitFile(t, ppid, os.Getenv(envStop)) })
+		return
+	}
 	runWorkerChild(t, b, c, role == roleVictim, id, out, ppid)
 }
 

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/executor"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// A queue paused for every Go worker on the database is one row of
+// cairnq_meta, beside the protocol's protocol_version and schema_version
+// (which every SDK reads by key, and so never sees these): its key
+// PausePrefix followed by the queue's name, its value the pause as JSON,
+//
+//	{"v":1,"queue":"emails","at_ms":1767312000000,"by":"ops@host","reason":"provider down"}
+//
+// at_ms by the pausing process's clock. The row's presence is the pause:
+// a worker reads every such row once a poll interval and claims nothing
+// from the queues they name; deleting the row resumes the queue. A value
+// another writer left unreadable still pauses its queue. No table or
+// column is added; the TypeScript and Python SDKs' workers do not read
+// these rows, and go on claiming from a paused queue.
+
+// PausePrefix starts the cairnq_meta key of every paused queue.
+const PausePrefix = "cairnq:paused:"
+
+// MaxPauseReasonBytes bounds a pause's reason.
+const MaxPauseReasonBytes = 1000
+
+// pauseValue is a pause row's value.
+type pauseValue struct {
+	V      int    `json:"v"`
+	Queue  string `json:"queue"`
+	AtMS   int64  `json:"at_ms"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// PauseQueue pauses queue for every Go worker on the database and
+// returns the pause in force: this one, or the earlier pause of a queue
+// paused already, which it leaves as it was.
+func (s *Store) PauseQueue(ctx context.Context, queue, by, reason string) (cairnqtype.QueuePause, error) {
+	const op = "pause queue"
+	if err := checkPauseQueue(op, queue); err != nil {
+		return cairnqtype.QueuePause{}, err
+	}
+	if err := checkText(op, "by", by, cairnqtype.MaxNameBytes); err != nil {
+		return cairnqtype.QueuePause{}, err
+	}
+	if err := checkText(op, "reason", reason, MaxPauseReasonBytes); err != nil {
+		return cairnqtype.QueuePause{}, err
+	}
+	value, err := json.Marshal(pauseValue{V: 1, Queue: queue, AtMS: s.now().UnixMilli(), By: by, Reason: reason})
+	if err != nil {
+		return cairnqtype.QueuePause{}, err
+	}
+	var out cairnqtype.QueuePause
+	err = s.be.writeSingle(ctx, func(q querier) error {
+		if _, err := s.exec(ctx, q, stmtQueuePause, protocol.Args{"key": PausePrefix + queue, "value": string(value)}); err != nil {
+			return err
+		}
+		rows, err := s.exec(ctx, q, stmtQueuePauses, protocol.Args{"prefix": PausePrefix + queue})
+		if err != nil {
+			return err
+		}
+		pauses, err := pausesOf(rows)
+		if err != nil {
+			return err
+		}
+		for _, p := range pauses {
+			if p.Queue == queue {
+				out = p
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ResumeQueue lifts queue's pause and returns it, or nil when the queue
+// was not paused.
+func (s *Store) ResumeQueue(ctx context.Context, queue string) (*cairnqtype.QueuePause, error) {
+	const op = "resume queue"
+	if err := checkPauseQueue(op, queue); err != nil {
+		return nil, err
+	}
+	rows, err := s.writeOne(ctx, stmtQueueResume, protocol.Args{"key": PausePrefix + queue})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	rows[0]["key"] = PausePrefix + queue
+	pauses, err := pausesOf(rows)
+	if err != nil {
+		return nil, err
+	}
+	return &pauses[0], nil
+}
+
+// PausedQueues returns every queue paused for the fleet, by name.
+func (s *Store) PausedQueues(ctx context.Context) ([]cairnqtype.QueuePause, error) {
+	rows, err := s.readOne(ctx, stmtQueuePauses, protocol.Args{"prefix": PausePrefix})
+	if err != nil {
+		return nil, err
+	}
+	return pausesOf(rows)
+}
+
+// checkPauseQueue checks a queue's name as a submit's.
+func checkPauseQueue(op, queue string) error {
+	if queue == "" {
+		return argError(op, "queue", "is empty")
+	}
+	return checkText(op, "queue", queue, cairnqtype.MaxNameBytes)
+}
+
+// pausesOf reads pause rows (key, value), sorted by queue. The key names
+// the queue; a value that does not read as a pause leaves the rest zero.
+func pausesOf(rows []executor.Row) ([]cairnqtype.QueuePause, error) {
+	out := make([]cairnqtype.QueuePause, 0, len(rows))
+	for _, r := range rows {
+		key, _, err := asString("key", r["key"])
+		if err != nil {
+			return nil, err
+		}
+		queue, ok := strings.CutPrefix(key, PausePrefix)
+		if !ok {
+			continue
+		}
+		p := cairnqtype.QueuePause{Queue: queue}
+		text, _, err := asString("value", r["value"])
+		if err != nil {
+			return nil, err
+		}
+		var v pauseValue
+		if json.Unmarshal([]byte(text), &v) == nil {
+			p.By, p.Reason = v.By, v.Reason
+			if v.AtMS != 0 {
+				p.At = time.UnixMilli(v.AtMS)
+			}
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b cairnqtype.QueuePause) int { return cmp.Compare(a.Queue, b.Queue) })
+	return out, nil
+}
