@@ -98,7 +98,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 	printStats(out, stats)
 	fmt.Fprintf(out, "\nthe worker settled %s in %v, from its start to the last settlement: %.0f tasks/s at concurrency %d\n",
 		plural(len(ran), "task"), elapsed, float64(len(ran))/elapsed.Seconds(), *conc)
-	printNext(out, *db)
+	printNext(out, e.self, *db)
 	return nil
 }
 
@@ -140,13 +140,16 @@ func settledIn(ctx context.Context, c *cairnq.Client, ran []string, start time.T
 
 // printNext ends the demo with the commands that open what it made, on
 // the file it made: without --db they would look in ./tasks.db.
-func printNext(out io.Writer, db string) {
+func printNext(out io.Writer, self, db string) {
+	if self == "" {
+		self = "cairnq"
+	}
 	arg := printable(shellQuote(db))
 	fmt.Fprintln(out, "\nnext, on the tasks the demo left:")
 	w := tabwriter.NewWriter(out, 0, 0, 3, ' ', 0)
-	fmt.Fprintf(w, "  cairnq ui --db %s\tthe web console (http://127.0.0.1:8080)\n", arg)
-	fmt.Fprintf(w, "  cairnq stats --db %s\tthese counts again\n", arg)
-	fmt.Fprintf(w, "  cairnq list --db %s --status failed\tthe task that failed\n", arg)
+	fmt.Fprintf(w, "  %s ui --db %s\tthe web console (http://127.0.0.1:8080)\n", self, arg)
+	fmt.Fprintf(w, "  %s stats --db %s\tthese counts again\n", self, arg)
+	fmt.Fprintf(w, "  %s list --db %s --status failed\tthe task that failed\n", self, arg)
 	w.Flush()
 }
 

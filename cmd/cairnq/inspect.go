@@ -121,7 +121,7 @@ func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {
 func cmdList(ctx context.Context, e *env, args []string) error {
 	fs := e.dbFlags()
 	var o cairnq.ListOptions
-	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
+	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", statusFlag(&o.Status, cairnq.StatusQueued, cairnq.StatusRunning, cairnq.StatusSucceeded, cairnq.StatusFailed, cairnq.StatusCanceled))
 	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
 	fs.StringVar(&o.Name, "name", "", "only this task `name`")
 	limit := fs.Int("limit", 20, "at most this many (at least 1); fewer than match are noted on stderr")
@@ -260,17 +260,14 @@ func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet
 }
 
 func pastTense(verb string) string {
-	if verb == "cancel" {
-		return "canceled"
-	}
-	return verb + "d"
+	return map[string]string{"cancel": "canceled", "retry": "retried"}[verb]
 }
 
 func cmdPurge(ctx context.Context, e *env, args []string) error {
 	fs := e.dbFlags()
 	var o cairnq.PurgeOptions
 	fs.DurationVar(&o.OlderThan, "older-than", 24*time.Hour, "keep tasks that finished more recently than this")
-	fs.Func("status", "only this terminal `status` (succeeded, failed, canceled)", func(s string) error { o.Status = cairnq.Status(s); return nil })
+	fs.Func("status", "only this terminal `status` (succeeded, failed, canceled)", statusFlag(&o.Status, cairnq.StatusSucceeded, cairnq.StatusFailed, cairnq.StatusCanceled))
 	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
 	fs.StringVar(&o.Name, "name", "", "only this task `name`")
 	if err := e.parse(fs, args); err != nil {

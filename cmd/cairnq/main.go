@@ -21,8 +21,10 @@
 //
 // Every command but demo and version also takes --db and --schema; ui
 // takes no --json. Flags may come before or after the arguments (cairnq
-// get ID --db x); -- ends the flags, so that an argument may start with a
-// dash.
+// get ID --db x), and --db, --schema and --json before the command too
+// (cairnq --db x stats); -- ends the flags, so that an argument may start
+// with a dash. A mistyped command, flag, status or workflow verb names the
+// one meant when it is close.
 //
 // # The database
 //
@@ -159,6 +161,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -167,12 +170,23 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], &env{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv})
+	err := run(ctx, os.Args[1:], &env{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv, self: invokedAs()})
 	stop()
 	if err != nil {
 		reportError(os.Stderr, err)
 	}
 	os.Exit(exitCode(err))
+}
+
+// invokedAs is "go run ./cmd/cairnq" when this program is a binary go run
+// built (in a go-build directory, gone once it exits: no "cairnq" is on
+// the user's PATH then), and "" otherwise.
+func invokedAs() string {
+	exe, err := os.Executable()
+	if err == nil && strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/cairnq"
+	}
+	return ""
 }
 
 // The exit statuses; see the package documentation.
@@ -241,9 +255,12 @@ type env struct {
 	// isTerminal reports whether a writer is a terminal; nil means
 	// isTerminal, which asks the operating system.
 	isTerminal func(io.Writer) bool
-	cmd        *command
-	db         *dbFlags  // set by dbFlags
-	database   *database // set by connect
+	// self is how the user runs this program, for the commands it
+	// suggests: "" for "cairnq".
+	self     string
+	cmd      *command
+	db       *dbFlags  // set by dbFlags
+	database *database // set by connect
 }
 
 // terminal reports whether w is a terminal (see env.isTerminal).
@@ -292,7 +309,7 @@ func commands() []*command {
 			details: cancelHelp, args: oneTaskID, run: cmdCancel},
 		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",
 			details: retryHelp, args: oneTaskID, run: cmdRetry},
-		{name: "workflow", synopsis: "get|cancel|retry [flags] ID", summary: "show, cancel or retry a workflow",
+		{name: "workflow", synopsis: "get|cancel|retry [flags] ID", summary: "get (show), cancel or retry a workflow",
 			details: workflowHelp, args: arity{2, 2, "get, cancel or retry, and a workflow's id"}, run: cmdWorkflow},
 		{name: "event", synopsis: "send [--key] [flags] ID NAME [JSON]", summary: "send an event to a task's durable handler",
 			details: eventHelp, args: arity{3, 4, "send, a task's id, an event's name and an optional JSON payload"}, run: cmdEvent},
@@ -368,7 +385,39 @@ func run(ctx context.Context, args []string, e *env) error {
 		// The command defines its flags as it starts, then sees -h.
 		return e.runCommand(ctx, args[1], []string{"-h"})
 	}
-	return e.runCommand(ctx, args[0], args[1:])
+	rest := leadingFlags(args)
+	return e.runCommand(ctx, args[0], rest)
+}
+
+// leadingFlags lets the flags every command takes (--db, --schema,
+// --json) come before the command: "cairnq --db x stats" runs stats with
+// --db x. It returns args[1:] as the command's arguments, with args[0]
+// the command once any such flags are moved after it; args is changed
+// in place.
+func leadingFlags(args []string) []string {
+	i := 0
+	for i < len(args) {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		switch {
+		case !strings.HasPrefix(args[i], "-"):
+			if i == 0 || lookup(args[i]) == nil {
+				return args[1:]
+			}
+			cmd := args[i]
+			copy(args[1:i+1], args[:i])
+			args[0] = cmd
+			return args[1:]
+		case name == "json":
+			i++
+		case (name == "db" || name == "schema") && hasValue:
+			i++
+		case name == "db" || name == "schema":
+			i += 2
+		default:
+			return args[1:]
+		}
+	}
+	return args[1:]
 }
 
 // runCommand runs the command named name on args, and closes the database
@@ -415,11 +464,21 @@ func unknownCommand(name string) error {
 // for a short one), so that "lsit" suggests list but "xy" suggests
 // nothing. Case does not count.
 func suggest(name string) string {
-	best, bestD := "", 3
+	var names []string
 	for _, c := range commands() {
-		d := editDistance(strings.ToLower(name), c.name)
-		if d < bestD && d <= max(1, len(c.name)/3) {
-			best, bestD = c.name, d
+		names = append(names, c.name)
+	}
+	return nearest(name, names)
+}
+
+// nearest returns the one of options closest to name when it is close,
+// by suggest's rule.
+func nearest(name string, options []string) string {
+	best, bestD := "", 3
+	for _, o := range options {
+		d := editDistance(strings.ToLower(name), o)
+		if d < bestD && d <= max(1, len(o)/3) {
+			best, bestD = o, d
 		}
 	}
 	return best
@@ -506,8 +565,36 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 		return errHelp
 	}
 	// One line, as for every other usage error: the whole help would
-	// bury what was wrong.
+	// bury what was wrong; a mistyped flag names the one meant.
+	if bad, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := nearest(strings.TrimLeft(bad, "-"), names); s != "" {
+			return e.usageError("%v; did you mean --%s?", err, s)
+		}
+	}
 	return e.usageError("%v", err)
+}
+
+// statusFlag is a --status flag setting *dst, which must be one of
+// allowed: anything else is refused with the list, and the one meant
+// when it is close.
+func statusFlag(dst *cairnq.Status, allowed ...cairnq.Status) func(string) error {
+	return func(s string) error {
+		names := make([]string, len(allowed))
+		for i, a := range allowed {
+			if string(a) == s {
+				*dst = a
+				return nil
+			}
+			names[i] = string(a)
+		}
+		msg := fmt.Sprintf("unknown status %q: one of %s", s, strings.Join(names, ", "))
+		if n := nearest(s, names); n != "" {
+			msg += "; did you mean " + n + "?"
+		}
+		return errors.New(msg)
+	}
 }
 
 // usage prints the running command's usage with fs's flags.

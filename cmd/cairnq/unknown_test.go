@@ -26,7 +26,10 @@ func TestUnknownCommand(t *testing.T) {
 		{[]string{"xy"}, "unknown command xy; run cairnq help"},
 		{[]string{"lis-t-s"}, "unknown command lis-t-s; run cairnq help"},
 		{[]string{"q\x1b[2J"}, `unknown command q\x1b[2J; run cairnq help`},
-		{[]string{"--db", "x.db", "stats"}, "unknown flag --db; a command comes first (cairnq <command> [flags]); run cairnq help"},
+		// --db, --schema and --json may come first (TestNewcomerMistakes);
+		// a command's own flags may not.
+		{[]string{"--queue", "q", "stats"}, "unknown flag --queue; a command comes first (cairnq <command> [flags]); run cairnq help"},
+		{[]string{"--db", "x.db"}, "unknown flag --db; a command comes first (cairnq <command> [flags]); run cairnq help"},
 	} {
 		r := cli(t, c.args...)
 		if r.code != exitUsage || !errors.Is(r.err, errUsage) || r.stderr != "cairnq: "+c.line+"\n" || r.stdout != "" {

@@ -48,6 +48,9 @@ func cmdWorkflow(ctx context.Context, e *env, args []string) error {
 	switch verb {
 	case "get", "cancel", "retry":
 	default:
+		if n := nearest(verb, []string{"get", "cancel", "retry"}); n != "" {
+			return e.usageError("takes get, cancel or retry before the workflow's id, got %q; did you mean %s?", verb, n)
+		}
 		return e.usageError("takes get, cancel or retry before the workflow's id, got %q", verb)
 	}
 	c, err := e.client(ctx)

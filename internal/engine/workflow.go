@@ -575,7 +575,7 @@ func (s *Store) GetWorkflow(ctx context.Context, id string) (*WorkflowState, err
 			}
 		}
 		if st.Record = h.rec; st.Record.Name != WorkflowName {
-			return argError(op, "id", "task %s is a %q, not a workflow", id, st.Record.Name)
+			return argError(op, "id", "task %s (named %q) is not a workflow's record", id, st.Record.Name)
 		}
 		st.Def, st.DefErr = s.cachedDefinition(id, h.keyUpdatedAt, st.Record.Payload)
 		return nil

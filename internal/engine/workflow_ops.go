@@ -27,7 +27,7 @@ func (s *Store) recordIn(ctx context.Context, q querier, op, id string) (*cairnq
 		return nil, err
 	}
 	if rec.Name != WorkflowName {
-		return nil, argError(op, "id", "task %s is a %q, not a workflow", id, rec.Name)
+		return nil, argError(op, "id", "task %s (named %q) is not a workflow's record", id, rec.Name)
 	}
 	return rec, nil
 }

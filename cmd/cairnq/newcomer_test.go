@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// What a newcomer mistypes gets the one meant, or the list to choose
+// from; the flags every command takes may come before it; a refusal's
+// verb is spelled right (issue 50).
+func TestNewcomerMistakes(t *testing.T) {
+	db := sqliteBackend(t).db
+	ok(t, "migrate", "--db", db)
+	var task taskJSON
+	decode(t, ok(t, "submit", "--json", "--db", db, "x"), &task)
+
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"retry", "--db", db, task.ID}, exitError, "only failed or canceled tasks can be retried"},
+		{[]string{"list", "--db", db, "--stauts", "failed"}, exitUsage, "did you mean --status?"},
+		{[]string{"list", "--db", db, "--status", "faild"}, exitUsage, `unknown status "faild": one of queued, running, succeeded, failed, canceled; did you mean failed?`},
+		{[]string{"purge", "--db", db, "--status", "queued"}, exitUsage, "one of succeeded, failed, canceled"},
+		{[]string{"workflow", "gte", task.ID, "--db", db}, exitUsage, "did you mean get?"},
+		{[]string{"workflow", "get", task.ID, "--db", db}, exitError, `(named "x") is not a workflow's record`},
+	} {
+		r := cli(t, c.args...)
+		want(t, r, c.code, c.args...)
+		if !strings.Contains(r.stderr, c.says) {
+			t.Errorf("cairnq %s: stderr %q, want it to say %q", strings.Join(c.args, " "), r.stderr, c.says)
+		}
+	}
+
+	for _, args := range [][]string{{"--db", db, "stats"}, {"--json", "--db=" + db, "stats"}, {"--db", db, "list", "--limit", "1"}} {
+		if r := ok(t, args...); !strings.Contains(r.stdout, "default") && !strings.Contains(r.stdout, task.ID) {
+			t.Errorf("cairnq %s printed %q", strings.Join(args, " "), r.stdout)
+		}
+	}
+	if r := ok(t, "help"); !strings.Contains(r.stdout, "get (show), cancel or retry a workflow") {
+		t.Errorf("help does not name workflow get:\n%s", r.stdout)
+	}
+}
+
+// The demo's next steps name the program as the user ran it: with go run
+// there is no cairnq on the PATH.
+func TestDemoNextStepsAsInvoked(t *testing.T) {
+	for self, want := range map[string]string{"": "  cairnq ui --db d.db", "go run ./cmd/cairnq": "  go run ./cmd/cairnq ui --db d.db"} {
+		var out bytes.Buffer
+		printNext(&out, self, "d.db")
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printNext as %q:\n%s\nwant a line starting %q", self, out.String(), want)
+		}
+	}
+}
