@@ -493,8 +493,9 @@
 //   - info "cairnq: listening for notifications" the first time
 //     notifications are in effect (LISTEN on Postgres, the watch of the WAL
 //     file on SQLite; debug when they restart after an idle linger), info
-//     "cairnq: notifications unavailable; waiting by polling", and the
-//     adapters' "LISTEN connection lost; reconnecting" (warn) and "LISTEN
+//     "cairnq: notifications unavailable; waiting by polling", info
+//     "cairnq: behind a transaction-mode connection pooler ..." once per
+//     client where LISTEN cannot work, and the adapters' "LISTEN connection lost; reconnecting" (warn) and "LISTEN
 //     connection restored" (info);
 //   - debug "cairnq: task snoozed" (snooze, run_at_ms), for a handler's
 //     [Snooze];
@@ -674,7 +675,8 @@
 //     delivers. So each adapter's listener first proves that its connection
 //     receives what the server sends (the backend key, or a notification on
 //     a channel of its own sent from the pool) and otherwise refuses: the
-//     client logs one WARN naming the pooler and polls. In session mode
+//     client logs one INFO naming the pooler and polls, which is how it is
+//     meant to run there (cairnq doctor says "n/a"). In session mode
 //     LISTEN works as usual, except on bun's pgdriver, which listens only on
 //     connections proven direct.
 //   - Startup parameters: pgbouncer refuses those it does not pass on,

@@ -21,8 +21,9 @@ const doctorHelp = `One screen of health, changing nothing:
             pooler, and so whether cairnq keeps its statements prepared;
             "n/a" on SQLite
   listen    whether LISTEN/NOTIFY works (Postgres: a notification sent and
-            received on a channel of its own; behind a transaction-mode
-            pooler it cannot, and needs attention; "n/a" on SQLite)
+            received on a channel of its own); "n/a" behind a
+            transaction-mode pooler, where it cannot and workers poll, and
+            on SQLite
   leases    running tasks whose lease has expired: no worker has claimed
             since (a claim recovers them)
   queues    per queue, the due queued tasks and how long the oldest has
@@ -164,15 +165,21 @@ func diagnose(ctx context.Context, d *database, r *doctorReport, maxWait, window
 	}
 
 	if d.t.postgres {
-		r.add("route", checkOK, "%s", checkRoute(ctx, d))
-		if ok, detail := checkListen(ctx, d); ok {
+		pooled, route := checkRoute(ctx, d)
+		r.add("route", checkOK, "%s", route)
+		switch ok, detail := checkListen(ctx, d); {
+		case ok:
 			r.add("listen", checkOK, "%s", detail)
-		} else {
+		case pooled:
+			// Behind a transaction-mode pooler no notification can reach
+			// the session that listens: polling is how cairnq runs there.
+			r.add("listen", checkNA, "behind a connection pooler no notification comes back: workers and waiters poll, as they should here; nothing to configure")
+		default:
 			r.add("listen", checkAttention, "%s", detail)
 		}
 	} else {
 		r.add("route", checkNA, "SQLite is a file: there is no connection to route")
-		r.add("listen", checkNA, "SQLite has no LISTEN: other processes' changes are seen by polling")
+		r.add("listen", checkNA, "SQLite has no LISTEN: other processes' commits are seen through a watch of the WAL file, and by polling")
 	}
 
 	if !taskChecks {
@@ -288,16 +295,17 @@ func taskHealth(ctx context.Context, d *database, r *doctorReport, maxWait, wind
 	return nil
 }
 
-// checkRoute says where the connection goes, and what cairnq makes of it.
-func checkRoute(ctx context.Context, d *database) string {
+// checkRoute says where the connection goes, and what cairnq makes of
+// it; pooled is true when it goes through a connection pooler.
+func checkRoute(ctx context.Context, d *database) (pooled bool, detail string) {
 	keeps, route, err := d.ex.Route(ctx)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("not known (%v)", err)
+		return false, fmt.Sprintf("not known (%v)", err)
 	case keeps:
-		return route + "; cairnq keeps its statements prepared"
+		return false, route + "; cairnq keeps its statements prepared"
 	}
-	return route + "; cairnq sends its statements unnamed, which any pooler passes through"
+	return true, route + "; cairnq sends its statements unnamed, which any pooler passes through"
 }
 
 // checkListen listens on a channel of its own and sends itself

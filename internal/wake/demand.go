@@ -83,20 +83,22 @@ func (d *Demand) SetLinger(linger time.Duration) {
 	}
 }
 
-// PoolerWarning says once for a store, at WARN, that its executor's
+// PoolerWarning says once for a store, at INFO, that its executor's
 // connections go through a transaction-mode pooler, whichever listener
-// found it: polling then stands in for LISTEN for good, which costs
-// latency an operator should know of.
+// found it: polling then stands in for LISTEN for good. That is how
+// cairnq is meant to run there (the README says there is nothing to
+// configure), so it is information, not a warning: a WARN on every
+// client's start taught operators to ignore cairnq's warnings.
 type PoolerWarning struct {
 	once sync.Once
-	Log  *slog.Logger // where the warning goes
+	Log  *slog.Logger // where the word goes
 }
 
 func (p *PoolerWarning) warn(channel string, err error) {
 	p.once.Do(func() {
-		p.Log.Warn("cairnq: no LISTEN: the connection goes through a transaction-mode connection pooler "+
-			"(pgbouncer with pool_mode=transaction, a hosted pooled endpoint), where notifications never arrive; "+
-			"workers and waiters poll instead", "channel", channel, "err", err)
+		p.Log.Info("cairnq: behind a transaction-mode connection pooler "+
+			"(pgbouncer with pool_mode=transaction, a hosted pooled endpoint) no notification arrives; "+
+			"workers and waiters poll, as expected there", "channel", channel, "err", err)
 	})
 }
 
