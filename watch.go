@@ -8,11 +8,11 @@ import (
 )
 
 // Signal is why a watch fired: Reason "queued" (with Queue), "done" (with
-// TaskID) or "poll" (the timer, or a change no signal names, such as
-// another process's commit to the SQLite file). It carries no state:
-// re-read the tasks.
+// TaskID), "changed" (a change no signal names: another process's commit
+// to the SQLite file, seen through the watch of its WAL file) or "poll"
+// (the timer). It carries no state: re-read the tasks.
 type Signal struct {
-	Reason string // "queued", "done" or "poll"
+	Reason string // "queued", "done", "changed" or "poll"
 	Queue  string // the queue a task was queued on (queued only)
 	TaskID string // the task that finished (done only)
 }

@@ -3,6 +3,7 @@ package cairnq_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -90,4 +91,48 @@ func TestTransactionSharingNeedsPostgres(t *testing.T) {
 	if got := waitTask(t, c, task.ID); got.Status != cairnq.StatusSucceeded {
 		t.Errorf("task after the unsupported calls: %s", got.Status)
 	}
+}
+
+// On SQLite another client's commit (as another process's would) reaches
+// a watch through the watch of the WAL file, as Reason "changed": not
+// labelled "poll", which is the timer's alone (issue 50).
+func TestWatchSignalsAnotherProcessesCommitAsChanged(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	ctx := context.Background()
+	open := func() *cairnq.Client {
+		c, err := cairnq.Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	watcher, other := open(), open()
+	var mu sync.Mutex
+	var got []cairnq.Signal
+	stop := watcher.Watch(ctx, &cairnq.WatchOptions{PollInterval: time.Hour}, func(s cairnq.Signal) {
+		mu.Lock()
+		got = append(got, s)
+		mu.Unlock()
+	})
+	defer stop()
+	waitFor(t, "a changed signal", func() bool {
+		// Submit until the watch has started and heard one: a signal
+		// is a wakeup, and a commit before the watch began is not one.
+		if _, err := other.Submit(ctx, "x", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range got {
+			if s.Reason == "poll" {
+				t.Fatalf("a poll signal with an hour's timer: %v", got)
+			}
+			if s.Reason == "changed" {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -93,7 +93,7 @@ func TestEventsFromAnotherClient(t *testing.T) {
 		c, other := open(t), open(t)
 		poll := time.Hour // Postgres: the event must come from LISTEN
 		if strings.HasSuffix(t.Name(), "sqlite") {
-			poll = 100 * time.Millisecond // across processes SQLite has only polling
+			poll = 100 * time.Millisecond // across processes SQLite names no queue: "changed", or the timer
 		}
 		srv, returned := serve(t, c, &console.Options{PollInterval: poll})
 		sctx, cancel := context.WithCancel(context.Background())
@@ -102,7 +102,7 @@ func TestEventsFromAnotherClient(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // let the watch subscribe
 		submit(t, other, "from-elsewhere", nil, &cairnq.SubmitOptions{Queue: "elsewhere"})
 		ev := next(t, evs, func(ev event) bool {
-			return ev.Name == "change" && (ev.Data["queue"] == "elsewhere" || ev.Data["reason"] == "poll")
+			return ev.Name == "change" && (ev.Data["queue"] == "elsewhere" || ev.Data["reason"] == "changed" || ev.Data["reason"] == "poll")
 		})
 		if poll == time.Hour && (ev.Data["reason"] != "queued" || ev.Data["queue"] != "elsewhere") {
 			t.Fatalf("event %+v", ev)

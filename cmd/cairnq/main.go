@@ -60,7 +60,7 @@
 //	cancel, retry  TASK
 //	submit --from  TASK per line
 //	purge          {"purged": N}
-//	watch          {"at_ms", "reason": "start"|"queued"|"done"|"poll", "queue"?, "task_id"?, "queues": {...}} per line
+//	watch          {"at_ms", "reason": "start"|"queued"|"done"|"changed"|"poll", "queue"?, "task_id"?, "queues": {...}} per line
 //	migrate        {"applied": [NAME, ...], "status": STATUS}
 //	migrate --check STATUS: {"state": "absent"|"current"|"behind"|"ahead"|"incompatible",
 //	               "schema"? (Postgres), "protocol_version", "schema_version",

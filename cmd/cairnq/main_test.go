@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -498,7 +499,7 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("watch: %v\n%s", err, errOut.String())
 		}
 		for _, l := range lines() {
-			if l.AtMs <= 0 || l.Queues == nil || (l.Reason != "start" && l.Reason != "poll" && l.Reason != "queued" && l.Reason != "done") {
+			if l.AtMs <= 0 || l.Queues == nil || !slices.Contains([]string{"start", "poll", "changed", "queued", "done"}, l.Reason) {
 				t.Errorf("watch line %+v", l)
 			}
 		}

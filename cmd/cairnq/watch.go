@@ -20,7 +20,8 @@ prints a line only when what it shows differs from the line before. Runs
 until interrupted, or for --for. Reads only.
 
 --json: one JSON document per line, {"at_ms": N, "reason": "start" |
-"queued" | "done" | "poll" (what made it re-read), "queue": "Q" (queued
+"queued" | "done" | "changed" (another process's commit to the SQLite
+file) | "poll" (what made it re-read), "queue": "Q" (queued
 only), "task_id": "ID" (done only), "queues": {"QUEUE": {"queued": N,
 "running": N, "succeeded": N, "failed": N, "canceled": N}}}.`
 

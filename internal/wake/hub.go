@@ -75,9 +75,10 @@ func (h *Hub) Queued(queue string) {
 }
 
 // All wakes every subscriber and watcher: something changed that no
-// signal names (another process committed to the SQLite file).
+// signal names (another process committed to the SQLite file), which
+// watchers hear as Reason "changed".
 func (h *Hub) All() {
-	h.broadcast(cairnqtype.Signal{Reason: "poll"})
+	h.broadcast(cairnqtype.Signal{Reason: "changed"})
 	h.mu.Lock()
 	queued, done := h.queuedW, h.doneW
 	h.queuedW, h.doneW = map[chan struct{}][]string{}, map[string][]chan struct{}{}
