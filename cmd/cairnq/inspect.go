@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	cairnq "github.com/cairnq/cairnq-go"
 )
@@ -31,8 +34,10 @@ queues paused for every Go worker (pause) below. Reads only.
 "by": S, "reason": S}]}; a queue named by --queue is always present.`
 
 const listHelp = `Lists tasks matching every filter given, newest first, at most --limit
-(default 20); when more match, stderr says so ("showing 20 of at least
-21 tasks; use --limit for more") and stdout holds the list alone. Reads
+(default 20); when more match, stderr says so ("showing the newest 20
+of 143 tasks; use --limit for more": counted where no --name filters)
+and stdout holds the list alone. A list with failed tasks shows when
+each failed and its error's code (or type) and message, cut short. Reads
 only.
 
 --json: {"tasks": [TASK, ...]}.
@@ -146,7 +151,7 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	}
 	if len(tasks) > *limit {
 		tasks = tasks[:*limit]
-		fmt.Fprintf(e.errOut, "cairnq: showing %d of at least %d tasks; use --limit for more\n", *limit, *limit+1)
+		fmt.Fprintf(e.errOut, "cairnq: showing the newest %d of %s; use --limit for more\n", *limit, matching(ctx, c, &o))
 	}
 	if e.db.json {
 		if tasks == nil {
@@ -156,13 +161,80 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 			Tasks []*cairnq.Task `json:"tasks"`
 		}{tasks})
 	}
+	// A list with failed tasks shows when each failed and why.
+	failed := slices.ContainsFunc(tasks, func(t *cairnq.Task) bool { return t.Status == cairnq.StatusFailed })
 	w := tabwriter.NewWriter(e.out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "id\tname\tqueue\tstatus\tattempt\tcreated")
+	head := "id\tname\tqueue\tstatus\tattempt\tcreated"
+	if failed {
+		head += "\tfailed\terror"
+	}
+	fmt.Fprintln(w, head)
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", printable(t.ID), printable(t.Name), printable(t.Queue), t.Status, t.Attempt, t.MaxAttempts,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s", printable(t.ID), printable(t.Name), printable(t.Queue), t.Status, t.Attempt, t.MaxAttempts,
 			t.CreatedAt.Format(time.DateTime))
+		if failed && t.Status == cairnq.StatusFailed {
+			fmt.Fprintf(w, "\t%s\t%s", t.CompletedAt.Format(time.DateTime), printable(errorLine(t.Error)))
+		}
+		fmt.Fprintln(w)
 	}
 	return w.Flush()
+}
+
+// errorLine is a failed task's error on one short line: its type or
+// code, and its message cut at errorLineMax bytes.
+func errorLine(env *cairnq.ErrorEnvelope) string {
+	if env == nil {
+		return ""
+	}
+	kind := env.Code
+	if kind == "" {
+		kind = env.Type
+	}
+	msg := strings.Join(strings.Fields(env.Message), " ")
+	if len(msg) > errorLineMax {
+		cut := errorLineMax
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	if kind == "" {
+		return msg
+	}
+	return kind + ": " + msg
+}
+
+// errorLineMax bounds the message list shows of a failed task's error.
+const errorLineMax = 60
+
+// matching says how many tasks match o's filters: exactly from the
+// counts per queue and status where no name filters them, else "more".
+func matching(ctx context.Context, c *cairnq.Client, o *cairnq.ListOptions) string {
+	if o.Name != "" {
+		return "more that match"
+	}
+	stats, err := c.Stats(ctx, o.Queue)
+	if err != nil {
+		return "more that match"
+	}
+	n := 0
+	for _, s := range stats {
+		switch o.Status {
+		case "":
+			n += s.Queued + s.Running + s.Succeeded + s.Failed + s.Canceled
+		case cairnq.StatusQueued:
+			n += s.Queued
+		case cairnq.StatusRunning:
+			n += s.Running
+		case cairnq.StatusSucceeded:
+			n += s.Succeeded
+		case cairnq.StatusFailed:
+			n += s.Failed
+		case cairnq.StatusCanceled:
+			n += s.Canceled
+		}
+	}
+	return plural(n, "task")
 }
 
 // writeJSON writes v as one JSON document on one line.

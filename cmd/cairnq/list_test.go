@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	cairnq "github.com/cairnq/cairnq-go"
 )
 
 // list --limit below 1 is a usage error: --limit 0 silently listed 100
@@ -32,7 +37,7 @@ func TestListLimit(t *testing.T) {
 	}
 	rows := func(r result) int { return strings.Count(r.stdout, "task_") }
 	r := ok(t, "list", "--db", db, "--limit", "2")
-	if rows(r) != 2 || r.stderr != "cairnq: showing 2 of at least 3 tasks; use --limit for more\n" {
+	if rows(r) != 2 || r.stderr != "cairnq: showing the newest 2 of 3 tasks; use --limit for more\n" {
 		t.Errorf("list --limit 2 of 3: want 2 rows and the note on stderr\n%s", r)
 	}
 	for _, limit := range []string{"3", "4"} {
@@ -48,7 +53,41 @@ func TestListLimit(t *testing.T) {
 	}
 	r = ok(t, "list", "--db", db, "--json", "--limit", "1")
 	decode(t, r, &list)
-	if len(list.Tasks) != 1 || r.stderr != "cairnq: showing 1 of at least 2 tasks; use --limit for more\n" {
+	if len(list.Tasks) != 1 || r.stderr != "cairnq: showing the newest 1 of 3 tasks; use --limit for more\n" {
 		t.Errorf("list --json --limit 1 of 3: want one task on stdout, the note on stderr\n%s", r)
+	}
+
+	// A name filter has no count to read: the note says more match.
+	if r := ok(t, "list", "--db", db, "--name", "n", "--limit", "1"); r.stderr != "cairnq: showing the newest 1 of more that match; use --limit for more\n" {
+		t.Errorf("list --name n --limit 1 of 3:\n%s", r)
+	}
+}
+
+// A list holding failed tasks says when each failed and why, on its line.
+func TestListShowsFailures(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	c, err := cairnq.Open(t.Context(), db, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Submit(t.Context(), "boom", nil, &cairnq.SubmitOptions{MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("boom", func(context.Context, *cairnq.TaskContext) (any, error) {
+		return nil, &cairnq.TaskError{Code: "smtp_rejected", Message: "550 mailbox\nunavailable " + strings.Repeat("x", 80)}
+	}, nil)
+	if tasks, err := w.WorkOne(t.Context()); err != nil || len(tasks) != 1 || tasks[0].Status != cairnq.StatusFailed {
+		t.Fatalf("WorkOne = %v, %v", tasks, err)
+	}
+	r := ok(t, "list", "--db", db, "--status", "failed")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(strings.Join(strings.Fields(lines[0]), " "), "created failed error") ||
+		!strings.Contains(lines[1], "smtp_rejected: 550 mailbox unavailable xxx") || !strings.HasSuffix(lines[1], "…") {
+		t.Errorf("list --status failed:\n%s", r.stdout)
 	}
 }
