@@ -207,12 +207,20 @@ func errorLine(env *cairnq.ErrorEnvelope) string {
 // errorLineMax bounds the message list shows of a failed task's error.
 const errorLineMax = 60
 
+// matchCountWait bounds the count a cut list reads: the counts read
+// every task they count, which on a large database takes longer than the
+// list itself is worth.
+const matchCountWait = 2 * time.Second
+
 // matching says how many tasks match o's filters: exactly from the
-// counts per queue and status where no name filters them, else "more".
+// counts per queue and status where no name filters them and the count
+// takes at most matchCountWait, else "more that match".
 func matching(ctx context.Context, c *cairnq.Client, o *cairnq.ListOptions) string {
 	if o.Name != "" {
 		return "more that match"
 	}
+	ctx, cancel := context.WithTimeout(ctx, matchCountWait)
+	defer cancel()
 	stats, err := c.Stats(ctx, o.Queue)
 	if err != nil {
 		return "more that match"
