@@ -48,7 +48,7 @@ func (r *RateLimit) validate(name string) error {
 // (another worker's claim recovers them). Pausing a paused queue does
 // nothing; a queue the worker does not claim from is an *ArgumentError.
 // Pause may be called before Run. Client.PauseQueue pauses a queue for
-// every worker on the database instead; a queue paused either way is
+// every Go worker on the database instead; a queue paused either way is
 // not claimed from, and each resume lifts only its own pause.
 func (w *Worker) Pause(queues ...string) error {
 	return w.setPaused("pause", queues, true)

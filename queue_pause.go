@@ -41,7 +41,8 @@ const MaxPauseReasonBytes = engine.MaxPauseReasonBytes
 // that claims from it stops claiming from it within its PollInterval
 // (Worker.Pause stops one worker at once), leaving the calls in flight
 // to run and settle as usual, until ResumeQueue. Submits to the queue go
-// on. It returns the pause in force: this call's, or that of an earlier
+// on. It returns the pause in force, as sync.Map's LoadOrStore returns
+// its value: this call's, or (already true) that of an earlier
 // PauseQueue, which pausing a paused queue leaves as it was.
 //
 // The pause is a row of the protocol's cairnq_meta table (the format is
@@ -51,9 +52,9 @@ const MaxPauseReasonBytes = engine.MaxPauseReasonBytes
 //
 // An empty or overlong queue, By or Reason is an *ArgumentError, and
 // nothing is written.
-func (c *Client) PauseQueue(ctx context.Context, queue string, opts *PauseOptions) (*QueuePause, error) {
+func (c *Client) PauseQueue(ctx context.Context, queue string, opts *PauseOptions) (pause *QueuePause, already bool, err error) {
 	if err := checkCtx(ctx, "pause queue"); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if opts == nil {
 		opts = &PauseOptions{}
@@ -62,12 +63,12 @@ func (c *Client) PauseQueue(ctx context.Context, queue string, opts *PauseOption
 	if by == "" {
 		by = processName()
 	}
-	p, err := c.store.PauseQueue(ctx, queue, by, opts.Reason)
+	p, already, err := c.store.PauseQueue(ctx, queue, by, opts.Reason)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := QueuePause(p)
-	return &out, nil
+	return &out, already, nil
 }
 
 // ResumeQueue lifts PauseQueue's pause of queue and returns it, or nil

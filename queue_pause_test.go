@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestPauseQueueRefusesBadInput(t *testing.T) {
 			{"overlong by", "emails", "by", &cairnq.PauseOptions{By: long}},
 			{"overlong reason", "emails", "reason", &cairnq.PauseOptions{Reason: strings.Repeat("r", cairnq.MaxPauseReasonBytes+1)}},
 		} {
-			_, err := c.PauseQueue(ctx, tc.queue, tc.opts)
+			_, _, err := c.PauseQueue(ctx, tc.queue, tc.opts)
 			var ae *cairnq.ArgumentError
 			if !errors.As(err, &ae) || ae.Arg != tc.arg {
 				t.Errorf("%s: PauseQueue = %v, want an *ArgumentError on %q", tc.name, err, tc.arg)
@@ -54,18 +55,18 @@ func TestPauseQueueRefusesBadInput(t *testing.T) {
 func TestPauseQueueKeepsTheFirstPause(t *testing.T) {
 	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
 		ctx := context.Background()
-		first, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{By: "ops", Reason: "provider down"})
-		if err != nil {
-			t.Fatal(err)
+		first, already, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{By: "ops", Reason: "provider down"})
+		if err != nil || already {
+			t.Fatal(err, already)
 		}
 		if first.Queue != "emails" || first.By != "ops" || first.Reason != "provider down" || time.Since(first.At) > time.Minute {
 			t.Errorf("PauseQueue = %+v", first)
 		}
-		again, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{Reason: "again"})
-		if err != nil || *again != *first {
-			t.Errorf("PauseQueue of a paused queue = %+v, %v; want the first pause %+v", again, err, first)
+		again, already, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{Reason: "again"})
+		if err != nil || !already || *again != *first {
+			t.Errorf("PauseQueue of a paused queue = %+v, %v, %v; want the first pause %+v, already", again, already, err, first)
 		}
-		alpha, err := c.PauseQueue(ctx, "alpha", nil)
+		alpha, _, err := c.PauseQueue(ctx, "alpha", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func TestPauseQueueRowFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	p, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{By: "ops", Reason: "provider down"})
+	p, _, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{By: "ops", Reason: "provider down"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func fleetPauseTwoClients(t *testing.T, ops, workers *cairnq.Client) {
 	if err := w.Handle("job", func(context.Context, *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.PauseQueue(ctx, "held", nil); err != nil {
+	if _, _, err := ops.PauseQueue(ctx, "held", nil); err != nil {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
@@ -225,4 +226,41 @@ func (h pauseHandler) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	return nil
+}
+
+// Pauses and resumes of one queue racing each other: each pause returns
+// a pause of that queue in force when it wrote or met it, never an empty
+// one (a resume between the write and a read after it once left none).
+func TestPauseQueueRacingResumes(t *testing.T) {
+	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for g := range 8 {
+			wg.Go(func() {
+				for range 40 {
+					if g%2 == 1 {
+						if _, err := c.ResumeQueue(ctx, "emails"); err != nil {
+							errs <- err
+							return
+						}
+						continue
+					}
+					p, _, err := c.PauseQueue(ctx, "emails", &cairnq.PauseOptions{By: "ops"})
+					if err == nil && (p == nil || p.Queue != "emails" || p.By != "ops" || p.At.IsZero()) {
+						err = fmt.Errorf("PauseQueue returned %+v", p)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }

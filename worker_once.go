@@ -62,7 +62,7 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 	w.mu.Unlock()
 	w.giveUp = make(chan struct{})
 
-	if err := w.pauseWatch().Read(ctx); err != nil {
+	if err := w.pauseWatch(ctx).Read(ctx); err != nil {
 		return nil, fmt.Errorf("cairnq: worker %s: read the fleet's paused queues: %w", w.id, err)
 	}
 	d, ok, err := w.claimOne(ctx)

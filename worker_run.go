@@ -149,8 +149,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	// The fleet's pauses are read before the first claim, so a worker
 	// started while its queue is paused claims nothing from it.
-	pauses := w.pauseWatch()
-	pauses.ReadReporting(loopCtx)
+	pauses := w.pauseWatch(ctx)
+	pauses.First(loopCtx)
 	watchWG.Add(1)
 	go func() {
 		defer watchWG.Done()
@@ -174,15 +174,15 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // pauseWatch keeps w's queues paused for the fleet as the database says
 // (Client.PauseQueue), logging each change it sees.
-func (w *Worker) pauseWatch() *maintenance.PauseWatch {
+func (w *Worker) pauseWatch(ctx context.Context) *maintenance.PauseWatch {
 	return &maintenance.PauseWatch{Store: w.st, Every: w.poll,
 		Set: func(queues []string) {
 			paused, resumed := w.pause.SetFleet(queues)
 			for _, q := range paused {
-				w.log.LogAttrs(context.Background(), slog.LevelInfo, logQueuePaused, slog.String("queue", q), slog.String("worker_id", w.id))
+				w.log.LogAttrs(ctx, slog.LevelInfo, logQueuePaused, slog.String("queue", q), slog.String("worker_id", w.id))
 			}
 			for _, q := range resumed {
-				w.log.LogAttrs(context.Background(), slog.LevelInfo, logQueueResumed, slog.String("queue", q), slog.String("worker_id", w.id))
+				w.log.LogAttrs(ctx, slog.LevelInfo, logQueueResumed, slog.String("queue", q), slog.String("worker_id", w.id))
 			}
 		},
 		Report: func(err error) { w.report(err, PhaseClaim, "") }}

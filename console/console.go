@@ -84,7 +84,7 @@
 //	                                    metadata, priority, attempts, correlation id; no key)
 //	POST /api/tasks/bulk                body {"action": "cancel"|"retry", "ids": [...]}
 //	                                    {"changed": [id], "unchanged": [id]}
-//	POST /api/queues/pause              body {"queue", "reason"}: {"pause": pause}, the pause in force
+//	POST /api/queues/pause              body {"queue", "by", "reason"}: {"pause": pause}, the pause in force
 //	POST /api/queues/resume             body {"queue"}: {"resumed": pause or null}
 //	                                    (a pause: {"queue", "paused_at_ms", "by", "reason"})
 //	GET  /favicon.ico                   the console's icon (SVG)

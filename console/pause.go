@@ -18,7 +18,11 @@ import (
 // of its table or resumes a paused one, through
 //
 //	POST /queues/{action}       form: queue, reason       (pause, resume)
-//	POST /api/queues/{action}   JSON: {"queue", "reason"} (the same)
+//	POST /api/queues/{action}   JSON: {"queue", "by", "reason"} (the same)
+//
+// A pause's By is the API's "by", else the console process's host and
+// pid: the console knows no user of its own (Options.Authorize decides
+// who may write, not who they are).
 
 // pauseJSON is a pause in the JSON API.
 type pauseJSON struct {
@@ -39,12 +43,15 @@ func pauseJSONOf(p cairnq.QueuePause) pauseJSON {
 
 // pauseAction pauses or resumes queue; resumed is nil for a pause and
 // for a resume of a queue that was not paused, as is paused for a resume.
-func (k *console) pauseAction(ctx context.Context, action, queue, reason string) (paused *cairnq.QueuePause, done string, err error) {
+func (k *console) pauseAction(ctx context.Context, action, queue, by, reason string) (paused *cairnq.QueuePause, done string, err error) {
 	switch action {
 	case "pause":
-		p, err := k.c.PauseQueue(ctx, queue, &cairnq.PauseOptions{Reason: reason})
+		p, already, err := k.c.PauseQueue(ctx, queue, &cairnq.PauseOptions{By: by, Reason: reason})
 		if err != nil {
 			return nil, "", err
+		}
+		if already {
+			return p, "Queue " + queue + " was paused already.", nil
 		}
 		return p, "Queue " + queue + " paused for every Go worker.", nil
 	case "resume":
@@ -67,7 +74,7 @@ func (k *console) queueActionForm(w http.ResponseWriter, r *http.Request) {
 		k.pageFail(w, r, badRequest("malformed form"))
 		return
 	}
-	_, done, err := k.pauseAction(r.Context(), r.PathValue("action"), r.PostForm.Get("queue"), r.PostForm.Get("reason"))
+	_, done, err := k.pauseAction(r.Context(), r.PathValue("action"), r.PostForm.Get("queue"), "", r.PostForm.Get("reason"))
 	if err != nil {
 		k.pageFail(w, r, err)
 		return
@@ -78,16 +85,21 @@ func (k *console) queueActionForm(w http.ResponseWriter, r *http.Request) {
 // apiQueueAction is queueActionForm in JSON: {"pause": PAUSE} for a pause
 // (the pause in force), {"resumed": PAUSE or null} for a resume.
 func (k *console) apiQueueAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if action != "pause" && action != "resume" {
+		k.jsonFail(w, r, &httpError{http.StatusNotFound, "unknown action " + strconv.Quote(action)})
+		return
+	}
 	var body struct {
 		Queue  string `json:"queue"`
+		By     string `json:"by"`
 		Reason string `json:"reason"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body); err != nil {
 		k.jsonFail(w, r, badRequest("body must be JSON {\"queue\", \"reason\"}"))
 		return
 	}
-	action := r.PathValue("action")
-	p, _, err := k.pauseAction(r.Context(), action, body.Queue, body.Reason)
+	p, _, err := k.pauseAction(r.Context(), action, body.Queue, body.By, body.Reason)
 	if err != nil {
 		k.jsonFail(w, r, err)
 		return

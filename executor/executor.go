@@ -165,7 +165,7 @@ var ErrListenUnavailable = errors.New("cairnq: LISTEN is unavailable on this exe
 // "pooled" endpoint). There LISTEN is accepted and never delivers: the
 // pooler runs it on whichever server connection is free and then hands
 // that connection to other clients, which receive its notifications
-// instead. The store says so once, at WARN, and polls.
+// instead. The store says so once, at INFO, and polls.
 var ErrTransactionPooler = errors.New("the connection goes through a transaction-mode connection pooler")
 
 // Native is the optional capability of a Session or an Executor to hand

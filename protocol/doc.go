@@ -91,7 +91,7 @@
 // when it waits for it); the format is in docs/plans/durable-execution.md;
 // and three for a queue paused for every Go worker (both; issue 50), on
 // cairnq_meta rather than the tasks: queue_pause (insert the queue's
-// row, keeping one there), queue_pauses (read the rows under a key
+// row, keeping one there, and return the row in force), queue_pauses (read the rows under a key
 // prefix) and queue_resume (delete the queue's row, returning it); the
 // format is in internal/engine/pause.go.
 //

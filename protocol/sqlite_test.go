@@ -67,6 +67,7 @@ var resultColumns = map[string][]string{
 	"workflow_ended_by_status": {"id", "at_ms", "moved"},
 	"durable_step":             {"id"},
 	"durable_event":            {"id", "queue", "status", "woke"},
+	"queue_pause":              {"value"},
 	"queue_pauses":             {"key", "value"},
 	"queue_resume":             {"value"},
 }

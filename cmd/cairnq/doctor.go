@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/executor"
 )
 
 const doctorHelp = `One screen of health, changing nothing:
@@ -167,13 +169,13 @@ func diagnose(ctx context.Context, d *database, r *doctorReport, maxWait, window
 	if d.t.postgres {
 		pooled, route := checkRoute(ctx, d)
 		r.add("route", checkOK, "%s", route)
-		switch ok, detail := checkListen(ctx, d); {
+		switch ok, silent, detail := checkListen(ctx, d); {
 		case ok:
 			r.add("listen", checkOK, "%s", detail)
-		case pooled:
+		case pooled && silent:
 			// Behind a transaction-mode pooler no notification can reach
 			// the session that listens: polling is how cairnq runs there.
-			r.add("listen", checkNA, "behind a connection pooler no notification comes back: workers and waiters poll, as they should here; nothing to configure")
+			r.add("listen", checkNA, "behind a connection pooler no notification came back within %s: workers and waiters poll, as they should there; nothing to configure", listenTimeout)
 		default:
 			r.add("listen", checkAttention, "%s", detail)
 		}
@@ -310,7 +312,10 @@ func checkRoute(ctx context.Context, d *database) (pooled bool, detail string) {
 
 // checkListen listens on a channel of its own and sends itself
 // notifications until one comes back, for at most listenTimeout.
-func checkListen(ctx context.Context, d *database) (ok bool, detail string) {
+// silent is true when a transaction-mode pooler kept notifications from
+// coming back: the adapter refused to listen, having found one, or
+// LISTEN and NOTIFY were accepted and nothing came back.
+func checkListen(ctx context.Context, d *database) (ok, silent bool, detail string) {
 	ctx, cancel := context.WithTimeout(ctx, listenTimeout)
 	defer cancel()
 	var b [8]byte
@@ -327,20 +332,22 @@ func checkListen(ctx context.Context, d *database) (ok bool, detail string) {
 		}
 	})
 	if err != nil {
-		return false, fmt.Sprintf("LISTEN failed: %v; workers and waiters fall back to polling", err)
+		// An adapter that found a transaction-mode pooler refuses to
+		// listen, as the server would never deliver.
+		return false, errors.Is(err, executor.ErrTransactionPooler), fmt.Sprintf("LISTEN failed: %v; workers and waiters fall back to polling", err)
 	}
 	defer stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if _, err := d.ex.Query(ctx, "SELECT CAST(pg_notify($1, $2) AS text) AS sent", channel, token); err != nil && ctx.Err() == nil {
-			return false, fmt.Sprintf("NOTIFY failed: %v", err)
+			return false, false, fmt.Sprintf("NOTIFY failed: %v", err)
 		}
 		select {
 		case <-got:
-			return true, fmt.Sprintf("a notification came back in %s", time.Since(start).Round(time.Millisecond))
+			return true, false, fmt.Sprintf("a notification came back in %s", time.Since(start).Round(time.Millisecond))
 		case <-ctx.Done():
-			return false, fmt.Sprintf("no notification came back within %s (a transaction-mode pooler?); workers and waiters fall back to polling", listenTimeout)
+			return false, true, fmt.Sprintf("no notification came back within %s (a transaction-mode pooler?); workers and waiters fall back to polling", listenTimeout)
 		case <-tick.C:
 		}
 	}

@@ -242,6 +242,9 @@ func matching(ctx context.Context, c *cairnq.Client, o *cairnq.ListOptions) stri
 			n += s.Canceled
 		}
 	}
+	if n <= o.Limit-1 { // a purge since the list: at least the list and one more match
+		return "more that match"
+	}
 	return plural(n, "task")
 }
 

@@ -368,6 +368,10 @@ func run(ctx context.Context, args []string, e *env) error {
 		usage(e.errOut)
 		return fmt.Errorf("%w: no command given", errUsage)
 	}
+	args, err := leadingFlags(args)
+	if err != nil {
+		return err
+	}
 	switch args[0] {
 	case "-h", "-help", "--help":
 		usage(e.out)
@@ -385,39 +389,45 @@ func run(ctx context.Context, args []string, e *env) error {
 		// The command defines its flags as it starts, then sees -h.
 		return e.runCommand(ctx, args[1], []string{"-h"})
 	}
-	rest := leadingFlags(args)
-	return e.runCommand(ctx, args[0], rest)
+	return e.runCommand(ctx, args[0], args[1:])
 }
 
 // leadingFlags lets the flags every command takes (--db, --schema,
-// --json) come before the command: "cairnq --db x stats" runs stats with
-// --db x. It returns args[1:] as the command's arguments, with args[0]
-// the command once any such flags are moved after it; args is changed
-// in place.
-func leadingFlags(args []string) []string {
+// --json) come before the command: "cairnq --db x stats" is "cairnq stats
+// --db x". It returns args with the word after such flags first and the
+// flags after it (dropped before help, -h and --version, which take
+// none), or an error when no word follows them. Args that do not start
+// with one of those flags come back as they are.
+func leadingFlags(args []string) ([]string, error) {
 	i := 0
 	for i < len(args) {
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		switch {
-		case !strings.HasPrefix(args[i], "-"):
-			if i == 0 || lookup(args[i]) == nil {
-				return args[1:]
-			}
-			cmd := args[i]
-			copy(args[1:i+1], args[:i])
-			args[0] = cmd
-			return args[1:]
+		case !strings.HasPrefix(args[i], "-") || args[i] == "-" || args[i] == "--":
 		case name == "json":
 			i++
+			continue
 		case (name == "db" || name == "schema") && hasValue:
 			i++
+			continue
 		case name == "db" || name == "schema":
 			i += 2
-		default:
-			return args[1:]
+			continue
 		}
+		break
 	}
-	return args[1:]
+	if i == 0 {
+		return args, nil
+	}
+	if i >= len(args) {
+		return nil, lineError(fmt.Sprintf("no command after %s; run cairnq help", strings.Join(args, " ")))
+	}
+	cmd, flags, rest := args[i], args[:i], args[i+1:]
+	switch cmd {
+	case "help", "-h", "-help", "--help", "-version", "--version":
+		return append([]string{cmd}, rest...), nil
+	}
+	return append(append([]string{cmd}, flags...), rest...), nil
 }
 
 // runCommand runs the command named name on args, and closes the database

@@ -39,6 +39,12 @@ func TestNewcomerMistakes(t *testing.T) {
 			t.Errorf("cairnq %s printed %q", strings.Join(args, " "), r.stdout)
 		}
 	}
+	if r := ok(t, "--db", db, "help", "stats"); !strings.Contains(r.stdout, "Counts the tasks") {
+		t.Errorf("cairnq --db DB help stats printed %q", r.stdout)
+	}
+	if r := ok(t, "--db", db, "-h"); !strings.Contains(r.stdout, "Commands") && !strings.Contains(r.stdout, "stats") {
+		t.Errorf("cairnq --db DB -h printed %q", r.stdout)
+	}
 	if r := ok(t, "help"); !strings.Contains(r.stdout, "get (show), cancel or retry a workflow") {
 		t.Errorf("help does not name workflow get:\n%s", r.stdout)
 	}

@@ -66,17 +66,9 @@ func cmdPause(ctx context.Context, e *env, args []string) error {
 		o.By = operatorName()
 	}
 	queue := fs.Arg(0)
-	before, err := c.PausedQueues(ctx)
+	p, already, err := c.PauseQueue(ctx, queue, &o)
 	if err != nil {
 		return err
-	}
-	p, err := c.PauseQueue(ctx, queue, &o)
-	if err != nil {
-		return err
-	}
-	already := false
-	for _, b := range before {
-		already = already || b.Queue == queue
 	}
 	if e.db.json {
 		return writeJSON(e.out, struct {

@@ -29,7 +29,9 @@ func TestUnknownCommand(t *testing.T) {
 		// --db, --schema and --json may come first (TestNewcomerMistakes);
 		// a command's own flags may not.
 		{[]string{"--queue", "q", "stats"}, "unknown flag --queue; a command comes first (cairnq <command> [flags]); run cairnq help"},
-		{[]string{"--db", "x.db"}, "unknown flag --db; a command comes first (cairnq <command> [flags]); run cairnq help"},
+		{[]string{"--db", "x.db"}, "no command after --db x.db; run cairnq help"},
+		{[]string{"--json"}, "no command after --json; run cairnq help"},
+		{[]string{"--db", "x.db", "lsit"}, "unknown command lsit; did you mean list?"},
 	} {
 		r := cli(t, c.args...)
 		if r.code != exitUsage || !errors.Is(r.err, errUsage) || r.stderr != "cairnq: "+c.line+"\n" || r.stdout != "" {

@@ -57,7 +57,7 @@ func testFleetPauseFromOverview(t *testing.T, d db, br *browser) {
 	}
 
 	// Read-only: the pause shows, with nothing to click.
-	if _, err := other.PauseQueue(tctx(t), "emails", &cairnq.PauseOptions{By: "ops", Reason: "provider down"}); err != nil {
+	if _, _, err := other.PauseQueue(tctx(t), "emails", &cairnq.PauseOptions{By: "ops", Reason: "provider down"}); err != nil {
 		t.Fatal(err)
 	}
 	tb.navigate(ro + "/")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -44,43 +45,39 @@ type pauseValue struct {
 
 // PauseQueue pauses queue for every Go worker on the database and
 // returns the pause in force: this one, or the earlier pause of a queue
-// paused already, which it leaves as it was.
-func (s *Store) PauseQueue(ctx context.Context, queue, by, reason string) (cairnqtype.QueuePause, error) {
+// paused already (already true), which it leaves as it was.
+func (s *Store) PauseQueue(ctx context.Context, queue, by, reason string) (p cairnqtype.QueuePause, already bool, err error) {
 	const op = "pause queue"
 	if err := checkPauseQueue(op, queue); err != nil {
-		return cairnqtype.QueuePause{}, err
+		return p, false, err
 	}
 	if err := checkText(op, "by", by, cairnqtype.MaxNameBytes); err != nil {
-		return cairnqtype.QueuePause{}, err
+		return p, false, err
 	}
 	if err := checkText(op, "reason", reason, MaxPauseReasonBytes); err != nil {
-		return cairnqtype.QueuePause{}, err
+		return p, false, err
 	}
 	value, err := json.Marshal(pauseValue{V: 1, Queue: queue, AtMS: s.now().UnixMilli(), By: by, Reason: reason})
 	if err != nil {
-		return cairnqtype.QueuePause{}, err
+		return p, false, err
 	}
-	var out cairnqtype.QueuePause
-	err = s.be.writeSingle(ctx, func(q querier) error {
-		if _, err := s.exec(ctx, q, stmtQueuePause, protocol.Args{"key": PausePrefix + queue, "value": string(value)}); err != nil {
-			return err
-		}
-		rows, err := s.exec(ctx, q, stmtQueuePauses, protocol.Args{"prefix": PausePrefix + queue})
-		if err != nil {
-			return err
-		}
-		pauses, err := pausesOf(rows)
-		if err != nil {
-			return err
-		}
-		for _, p := range pauses {
-			if p.Queue == queue {
-				out = p
-			}
-		}
-		return nil
-	})
-	return out, err
+	rows, err := s.writeOne(ctx, stmtQueuePause, protocol.Args{"key": PausePrefix + queue, "value": string(value)})
+	if err != nil {
+		return p, false, err
+	}
+	if len(rows) != 1 {
+		return p, false, fmt.Errorf("cairnq: pause queue: the upsert returned %d rows, want 1", len(rows))
+	}
+	inForce, _, err := asString("value", rows[0]["value"])
+	if err != nil {
+		return p, false, err
+	}
+	rows[0]["key"] = PausePrefix + queue
+	pauses, err := pausesOf(rows)
+	if err != nil {
+		return p, false, err
+	}
+	return pauses[0], inForce != string(value), nil
 }
 
 // ResumeQueue lifts queue's pause and returns it, or nil when the queue

@@ -2,9 +2,12 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
+	"github.com/cairnq/cairnq-go/internal/wake"
 )
 
 // PauseWatch keeps a worker's queues paused for the fleet as the
@@ -35,10 +38,22 @@ func (p *PauseWatch) Read(ctx context.Context) error {
 	return nil
 }
 
-// ReadReporting is Read, giving Report its error unless ctx has ended.
-func (p *PauseWatch) ReadReporting(ctx context.Context) {
-	if err := p.Read(ctx); err != nil && ctx.Err() == nil {
+// ReadReporting is Read, giving Report its error unless ctx has ended or
+// the database was busy (the next read comes within Every either way).
+func (p *PauseWatch) ReadReporting(ctx context.Context) error {
+	err := p.Read(ctx)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, cairnqtype.ErrBusy) {
 		p.Report(err)
+	}
+	return err
+}
+
+// First reads until a read succeeds or ctx ends, every Every: a worker
+// must know the pauses before its first claim, or it would claim from a
+// queue paused before it started.
+func (p *PauseWatch) First(ctx context.Context) {
+	for p.ReadReporting(ctx) != nil && ctx.Err() == nil {
+		wake.Sleep(ctx, p.Every)
 	}
 }
 
@@ -49,7 +64,7 @@ func (p *PauseWatch) Run(ctx context.Context) {
 	for {
 		select {
 		case <-t.C:
-			p.ReadReporting(ctx)
+			_ = p.ReadReporting(ctx) // the pauses stay as last read
 		case <-ctx.Done():
 			return
 		}

@@ -69,7 +69,7 @@ func BehindPoolersPolling(t *testing.T, open Opener) {
 //   - a Call after the burn-down gets its result;
 //   - LISTEN, where the executor has it: in transaction mode, where
 //     notifications are never delivered, the listener refuses after its
-//     check and the client says so in exactly one WARN naming the pooler;
+//     check and the client says so in exactly one INFO naming the pooler;
 //     in session mode, where they are, it listens and says nothing at
 //     WARN. Without LISTEN nothing is said either way.
 func BehindPooler(t *testing.T, mode pgtest.PoolMode, open Opener, sessionListens bool) {

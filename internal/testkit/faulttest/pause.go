@@ -131,7 +131,7 @@ func FleetPause(t *testing.T, b Backend) {
 
 	submit(PausedQueue, 10)
 	procs.await("the first tasks of the queue to pause to run", alive, succeeded(PausedQueue, 10))
-	if _, err := c.PauseQueue(ctx, PausedQueue, &cairnq.PauseOptions{Reason: "fault suite"}); err != nil {
+	if _, _, err := c.PauseQueue(ctx, PausedQueue, &cairnq.PauseOptions{Reason: "fault suite"}); err != nil {
 		t.Fatal(err)
 	}
 	procs.await("every worker process to see the pause", alive, everyChild("paused "+PausedQueue))
