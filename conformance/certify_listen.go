@@ -70,7 +70,7 @@ func (s *suite) listener(r reporter, e env) executor.Listener {
 	r.Helper()
 	l, ok := e.ex.(executor.Listener)
 	if !ok {
-		r.Skipf("%s is not an executor.Listener, so cairnq polls (which costs latency, never correctness). Implement Listen to wake workers and waiters at once", s.name)
+		r.Skipf("%s is not an executor.Listener: with it cairnq polls, which costs latency, never correctness, so there is no LISTEN to certify (for adapter authors: an executor.Listener wakes workers and waiters at once)", s.name)
 	}
 	return l
 }

@@ -99,6 +99,7 @@ type report struct {
 
 	pkgs     map[string]*pkgState
 	running  []string // packages started and not ended, in start order
+	started  bool     // a package has started
 	builds   map[string][]string
 	skips    []Skip
 	noTests  []string // packages with test files of which none ran
@@ -150,8 +151,13 @@ func (r *report) read(in io.Reader, heartbeat time.Duration) (bool, error) {
 			}
 			r.line(line)
 		case <-tick.C:
-			if len(r.running) > 0 {
+			switch {
+			case len(r.running) > 0:
 				fmt.Fprintf(r.w, "   … %s: running %s\n", time.Since(start).Round(time.Second), strings.Join(r.running, ", "))
+			case !r.started:
+				// go test builds before any package starts: minutes the
+				// first time, with -race.
+				fmt.Fprintf(r.w, "   … %s: building the tests\n", time.Since(start).Round(time.Second))
 			}
 		}
 	}
@@ -218,7 +224,7 @@ func (r *report) line(line string) {
 func (r *report) packageEvent(p *pkgState, e event) {
 	switch e.Action {
 	case "start":
-		r.running = append(r.running, e.Package)
+		r.running, r.started = append(r.running, e.Package), true
 	case "output":
 		p.output = append(p.output, e.Output)
 		if r.echo {

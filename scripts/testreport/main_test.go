@@ -151,6 +151,10 @@ func TestReportHeartbeat(t *testing.T) {
 		ok, _ := newReport(&out, ".", false).read(pr, time.Millisecond)
 		done <- ok
 	}()
+	// Before any package starts, go test is building: it says so.
+	for !strings.Contains(out.String(), "building the tests") {
+		time.Sleep(time.Millisecond)
+	}
 	if _, err := pw.WriteString(`{"Action":"start","Package":"example.com/slow"}` + "\n"); err != nil {
 		t.Fatal(err)
 	}
