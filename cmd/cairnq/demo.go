@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -54,7 +55,8 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	live := &liveLine{out: out, logOut: e.errOut, tty: e.terminal(out)}
-	c, err := cairnq.Open(ctx, *db, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: live.logger()}})
+	onPurpose := &purposeful{}
+	c, err := cairnq.Open(ctx, *db, &cairnq.SQLiteOptions{Options: cairnq.Options{Logger: live.logger(onPurpose)}})
 	if err != nil {
 		return err
 	}
@@ -95,6 +97,7 @@ func cmdDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(out)
+	fmt.Fprintf(out, "%s\n\n", onPurpose)
 	printStats(out, stats)
 	fmt.Fprintf(out, "\nthe worker settled %s in %v, from its start to the last settlement: %.0f tasks/s at concurrency %d\n",
 		plural(len(ran), "task"), elapsed, float64(len(ran))/elapsed.Seconds(), *conc)
@@ -294,9 +297,12 @@ type liveLine struct {
 	plain     string    // the plain progress line printed last
 }
 
-// logger is the demo's logger: WARN and above, as text, through l.
-func (l *liveLine) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{
+// logger is the demo's logger: WARN and above, as text, through l, but
+// for the failures the demo makes on purpose, which it counts instead
+// (onPurpose) and sums up in one line once the run is over: 21 WARN lines
+// of 300 characters buried the run's outcome.
+func (l *liveLine) logger(onPurpose *purposeful) *slog.Logger {
+	return slog.New(&purposeFilter{count: onPurpose, next: slog.NewTextHandler(l, &slog.HandlerOptions{
 		Level: slog.LevelWarn,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
@@ -304,7 +310,53 @@ func (l *liveLine) logger() *slog.Logger {
 			}
 			return a
 		},
-	}))
+	})})
+}
+
+// purposeful counts the demo's deliberate failures: render's first
+// attempts, retried, and flaky's, for good.
+type purposeful struct{ retried, failed atomic.Int64 }
+
+// String is the line that sums them up.
+func (p *purposeful) String() string {
+	return fmt.Sprintf("%s failed on purpose and were retried; %s failed for good on purpose (the list below shows it)",
+		plural(int(p.retried.Load()), "attempt"), plural(int(p.failed.Load()), "task"))
+}
+
+// purposeFilter is a slog handler that counts the demo's deliberate
+// failures into count and hands every other record to next.
+type purposeFilter struct {
+	count *purposeful
+	next  slog.Handler
+}
+
+func (h *purposeFilter) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+func (h *purposeFilter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &purposeFilter{h.count, h.next.WithAttrs(as)}
+}
+func (h *purposeFilter) WithGroup(g string) slog.Handler {
+	return &purposeFilter{h.count, h.next.WithGroup(g)}
+}
+
+func (h *purposeFilter) Handle(ctx context.Context, r slog.Record) error {
+	var name string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "task_name" {
+			name = a.Value.String()
+		}
+		return name == ""
+	})
+	switch {
+	case name == "render" && r.Message == "cairnq: task attempt failed; will retry":
+		h.count.retried.Add(1)
+	case name == "flaky" && r.Message == "cairnq: task failed":
+		h.count.failed.Add(1)
+	default:
+		return h.next.Handle(ctx, r)
+	}
+	return nil
 }
 
 // set shows s as the progress line: in place on a terminal; elsewhere as

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"path/filepath"
 	"regexp"
@@ -80,9 +81,13 @@ func TestDemoLogsAroundTheProgressLine(t *testing.T) {
 			t.Errorf("a log line does not start its line: %q", l)
 		}
 	}
-	// Every tenth render task fails once, the flaky one for good.
-	if logs == 0 || progress != 1 {
-		t.Errorf("%d log lines and %d progress lines, want some and 1 (the final counts):\n%s", logs, progress, strings.Join(lines, "\n"))
+	// Every tenth render task fails once, the flaky one for good: on
+	// purpose, so one line sums them up and none is logged.
+	if logs != 0 || progress != 1 {
+		t.Errorf("%d log lines and %d progress lines, want none and 1 (the final counts):\n%s", logs, progress, strings.Join(lines, "\n"))
+	}
+	if !slices.ContainsFunc(lines, onPurposeLine.MatchString) {
+		t.Errorf("no line sums up the failures made on purpose:\n%s", strings.Join(lines, "\n"))
 	}
 	final := "queued 0  running 0  succeeded 58  failed 1  canceled 1"
 	if i := slices.Index(lines, final); i < 0 || i+1 >= len(lines) || lines[i+1] != "" {
@@ -90,22 +95,42 @@ func TestDemoLogsAroundTheProgressLine(t *testing.T) {
 	}
 }
 
-// Off a terminal, the progress is plain lines on stdout and the log lines
-// go to stderr alone; the library's default logger gets nothing.
+// Off a terminal, the progress is plain lines on stdout, and the failures
+// the demo makes on purpose are one line there too: nothing goes to
+// stderr, and the library's default logger gets nothing.
 func TestDemoLogsPlainOffATerminal(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "demo.db")
 	r := ok(t, "demo", "--db", db, "--n", "60", "--concurrency", "2")
 	if strings.ContainsAny(r.stdout, "\r\033") || strings.Contains(r.stdout, "level=") {
 		t.Errorf("stdout holds a control sequence or a log line:\n%s", r.stdout)
 	}
-	errLines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	for _, l := range errLines {
-		if !strings.HasPrefix(l, "level=WARN msg=") {
-			t.Errorf("stderr line %q is not a log line", l)
-		}
+	if r.stderr != "" {
+		t.Errorf("stderr holds %q, want nothing: the failures are on purpose", r.stderr)
 	}
-	if len(errLines) < 2 || !strings.Contains(r.stderr, "task_name=flaky") {
-		t.Errorf("stderr lacks the sample failures:\n%s", r.stderr)
+	if !onPurposeLine.MatchString(r.stdout) {
+		t.Errorf("stdout does not sum up the failures made on purpose:\n%s", r.stdout)
+	}
+}
+
+// onPurposeLine is the demo's line about the failures it made on purpose:
+// every tenth render task's first attempt, and the flaky task.
+var onPurposeLine = regexp.MustCompile(`(?m)^[1-9]\d* attempts? failed on purpose and were retried; 1 task failed for good on purpose \(the list below shows it\)$`)
+
+// A log line the demo does not make on purpose still shows: the filter
+// takes only the sample failures.
+func TestDemoLogsWhatIsNotOnPurpose(t *testing.T) {
+	var out bytes.Buffer
+	onPurpose := &purposeful{}
+	log := (&liveLine{out: &out, logOut: &out}).logger(onPurpose)
+	log.Warn("cairnq: task attempt failed; will retry", "task_name", "render")
+	log.Warn("cairnq: task failed", "task_name", "flaky")
+	log.Warn("cairnq: task failed", "task_name", "render")
+	log.Warn("cairnq: worker error", "err", "disk full")
+	if got := out.String(); strings.Count(got, "level=WARN") != 2 || !strings.Contains(got, "disk full") || !strings.Contains(got, "task_name=render") {
+		t.Errorf("logged %q, want the render task's failure for good and the worker error", got)
+	}
+	if onPurpose.retried.Load() != 1 || onPurpose.failed.Load() != 1 {
+		t.Errorf("counted %d retried and %d failed, want 1 and 1", onPurpose.retried.Load(), onPurpose.failed.Load())
 	}
 }
 
