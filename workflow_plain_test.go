@@ -82,6 +82,7 @@ func TestWorkflowStepRetriedResumesWorkflow(t *testing.T) {
 		fail.set("b")
 		var holdOnce sync.Once
 		cStarted := make(chan struct{})
+		release := make(chan struct{}) // b's second run: after the check that the workflow runs again
 		w := newWorker(t, c, &cairnq.WorkerOptions{Concurrency: 4, HeartbeatInterval: 50 * time.Millisecond, WorkflowSweep: cairnq.NoWorkflowSweep})
 		if err := w.Handle("wf.step", func(ctx context.Context, tc *cairnq.TaskContext) (any, error) {
 			var in stepIn
@@ -91,7 +92,11 @@ func TestWorkflowStepRetriedResumesWorkflow(t *testing.T) {
 			runs.add(in.Step)
 			switch in.Step {
 			case "b":
-				<-cStarted // c runs when b fails, and is stopped by it
+				if runs.get("b") == 1 {
+					<-cStarted // c runs when b fails, and is stopped by it
+				} else {
+					<-release // else the workflow may end before GetWorkflow looks
+				}
 			case "c":
 				stopped := false
 				holdOnce.Do(func() { close(cStarted); <-ctx.Done(); stopped = true })
@@ -125,7 +130,9 @@ func TestWorkflowStepRetriedResumesWorkflow(t *testing.T) {
 		if err != nil || retried == nil || retried.Status != cairnq.StatusQueued {
 			t.Fatalf("Retry of the failed step: %+v %v, want it queued", retried, err)
 		}
-		if wf, err := c.GetWorkflow(ctx, rec.ID); err != nil || wf.Status != cairnq.StatusRunning {
+		wf, err := c.GetWorkflow(ctx, rec.ID)
+		close(release)
+		if err != nil || wf.Status != cairnq.StatusRunning {
 			t.Fatalf("the workflow after its step's retry: %+v %v, want running again at once", wf, err)
 		}
 		final := waitWorkflow(t, c, rec.ID)
