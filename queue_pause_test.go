@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/testkit/faulttest"
 	"github.com/ncruces/go-sqlite3"
 )
 
@@ -150,7 +150,7 @@ func fleetPauseTwoClients(t *testing.T, ops, workers *cairnq.Client) {
 	ctx := context.Background()
 	seen := make(chan string, 16)
 	w := newWorker(t, workers, &cairnq.WorkerOptions{Queues: []string{"held", "open"},
-		Logger: pauseLog(seen)})
+		Logger: faulttest.PauseLog(func(line string) { seen <- line })})
 	if err := w.Handle("job", func(context.Context, *cairnq.TaskContext) (any, error) { return nil, nil }, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -197,35 +197,6 @@ func fleetPauseTwoClients(t *testing.T, ops, workers *cairnq.Client) {
 		t.Fatal(err)
 	}
 	waitTask(t, ops, held.ID)
-}
-
-// pauseLog is a logger that sends "paused QUEUE" and "resumed QUEUE" to
-// seen for the worker's pause lines, and drops the rest.
-func pauseLog(seen chan<- string) *slog.Logger {
-	return slog.New(pauseHandler{seen})
-}
-
-type pauseHandler struct{ seen chan<- string }
-
-func (h pauseHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h pauseHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h pauseHandler) WithGroup(string) slog.Handler            { return h }
-
-func (h pauseHandler) Handle(_ context.Context, r slog.Record) error {
-	word, ok := map[string]string{
-		"cairnq: queue paused for the fleet; not claiming from it": "paused",
-		"cairnq: queue resumed for the fleet":                      "resumed",
-	}[r.Message]
-	if !ok {
-		return nil
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "queue" {
-			h.seen <- word + " " + a.Value.String()
-		}
-		return true
-	})
-	return nil
 }
 
 // Pauses and resumes of one queue racing each other: each pause returns

@@ -332,7 +332,7 @@ func (k *console) act(ctx context.Context, id, action string) (*cairnq.Task, err
 			Metadata: meta, CorrelationID: t.CorrelationID,
 		})
 	}
-	return nil, &httpError{http.StatusNotFound, "unknown action " + strconv.Quote(action)}
+	return nil, unknownAction(action)
 }
 
 func (k *console) conflictOrMissing(ctx context.Context, id, why string) error {
@@ -376,6 +376,11 @@ type httpError struct {
 func (e *httpError) Error() string { return e.msg }
 
 func badRequest(msg string) error { return &httpError{http.StatusBadRequest, msg} }
+
+// unknownAction is the 404 of a POST to an action the route has not.
+func unknownAction(action string) error {
+	return &httpError{http.StatusNotFound, "unknown action " + strconv.Quote(action)}
+}
 
 // statusOf maps an error to the HTTP status and the message to show.
 func statusOf(err error) (int, string) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,8 +40,9 @@ func pauseJSONOf(p cairnq.QueuePause) pauseJSON {
 	return j
 }
 
-// pauseAction pauses or resumes queue; resumed is nil for a pause and
-// for a resume of a queue that was not paused, as is paused for a resume.
+// pauseAction pauses or resumes queue, and returns the pause it wrote,
+// met or lifted (nil for a resume of a queue not paused) and the line the
+// overview shows about it.
 func (k *console) pauseAction(ctx context.Context, action, queue, by, reason string) (paused *cairnq.QueuePause, done string, err error) {
 	switch action {
 	case "pause":
@@ -64,7 +64,7 @@ func (k *console) pauseAction(ctx context.Context, action, queue, by, reason str
 		}
 		return p, "Queue " + queue + " resumed.", nil
 	}
-	return nil, "", &httpError{http.StatusNotFound, "unknown action " + strconv.Quote(action)}
+	return nil, "", unknownAction(action)
 }
 
 // queueActionForm is the overview's Pause or Resume, then back to the
@@ -87,7 +87,7 @@ func (k *console) queueActionForm(w http.ResponseWriter, r *http.Request) {
 func (k *console) apiQueueAction(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
 	if action != "pause" && action != "resume" {
-		k.jsonFail(w, r, &httpError{http.StatusNotFound, "unknown action " + strconv.Quote(action)})
+		k.jsonFail(w, r, unknownAction(action)) // before the body, which an unknown action has no use for
 		return
 	}
 	var body struct {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	cairnq "github.com/cairnq/cairnq-go"
 )
@@ -173,15 +172,16 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s", printable(t.ID), printable(t.Name), printable(t.Queue), t.Status, t.Attempt, t.MaxAttempts,
 			t.CreatedAt.Format(time.DateTime))
 		if failed && t.Status == cairnq.StatusFailed {
-			fmt.Fprintf(w, "\t%s\t%s", t.CompletedAt.Format(time.DateTime), printable(errorLine(t.Error)))
+			fmt.Fprintf(w, "\t%s\t%s", t.CompletedAt.Format(time.DateTime), errorLine(t.Error))
 		}
 		fmt.Fprintln(w)
 	}
 	return w.Flush()
 }
 
-// errorLine is a failed task's error on one short line: its type or
-// code, and its message cut at errorLineMax bytes.
+// errorLine is a failed task's error on one short line of a table: its
+// code (or type) and its message, its whitespace folded, cut to
+// errorLineMax runes.
 func errorLine(env *cairnq.ErrorEnvelope) string {
 	if env == nil {
 		return ""
@@ -191,21 +191,14 @@ func errorLine(env *cairnq.ErrorEnvelope) string {
 		kind = env.Type
 	}
 	msg := strings.Join(strings.Fields(env.Message), " ")
-	if len(msg) > errorLineMax {
-		cut := errorLineMax
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "…"
+	if kind != "" {
+		msg = kind + ": " + msg
 	}
-	if kind == "" {
-		return msg
-	}
-	return kind + ": " + msg
+	return cut(msg, errorLineMax)
 }
 
-// errorLineMax bounds the message list shows of a failed task's error.
-const errorLineMax = 60
+// errorLineMax bounds the error list shows of a failed task.
+const errorLineMax = 80
 
 // matchCountWait bounds the count a cut list reads: the counts read
 // every task they count, which on a large database takes longer than the

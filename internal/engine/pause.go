@@ -72,12 +72,7 @@ func (s *Store) PauseQueue(ctx context.Context, queue, by, reason string) (p cai
 	if err != nil {
 		return p, false, err
 	}
-	rows[0]["key"] = PausePrefix + queue
-	pauses, err := pausesOf(rows)
-	if err != nil {
-		return p, false, err
-	}
-	return pauses[0], inForce != string(value), nil
+	return pauseOf(queue, inForce), inForce != string(value), nil
 }
 
 // ResumeQueue lifts queue's pause and returns it, or nil when the queue
@@ -91,12 +86,12 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string) (*cairnqtype.Queu
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	rows[0]["key"] = PausePrefix + queue
-	pauses, err := pausesOf(rows)
+	value, _, err := asString("value", rows[0]["value"])
 	if err != nil {
 		return nil, err
 	}
-	return &pauses[0], nil
+	p := pauseOf(queue, value)
+	return &p, nil
 }
 
 // PausedQueues returns every queue paused for the fleet, by name.
@@ -108,16 +103,17 @@ func (s *Store) PausedQueues(ctx context.Context) ([]cairnqtype.QueuePause, erro
 	return pausesOf(rows)
 }
 
-// checkPauseQueue checks a queue's name as a submit's.
+// checkPauseQueue checks a queue's name as a submit's, which may not be
+// empty here: a submit's "" is the default queue, a pause names one.
 func checkPauseQueue(op, queue string) error {
 	if queue == "" {
 		return argError(op, "queue", "is empty")
 	}
-	return checkText(op, "queue", queue, cairnqtype.MaxNameBytes)
+	return checkOptionalName(op, "queue", queue)
 }
 
-// pausesOf reads pause rows (key, value), sorted by queue. The key names
-// the queue; a value that does not read as a pause leaves the rest zero.
+// pausesOf reads pause rows (key, value), sorted by queue: the key names
+// the queue (pauseOf reads the value).
 func pausesOf(rows []executor.Row) ([]cairnqtype.QueuePause, error) {
 	out := make([]cairnqtype.QueuePause, 0, len(rows))
 	for _, r := range rows {
@@ -129,20 +125,26 @@ func pausesOf(rows []executor.Row) ([]cairnqtype.QueuePause, error) {
 		if !ok {
 			continue
 		}
-		p := cairnqtype.QueuePause{Queue: queue}
-		text, _, err := asString("value", r["value"])
+		value, _, err := asString("value", r["value"])
 		if err != nil {
 			return nil, err
 		}
-		var v pauseValue
-		if json.Unmarshal([]byte(text), &v) == nil {
-			p.By, p.Reason = v.By, v.Reason
-			if v.AtMS != 0 {
-				p.At = time.UnixMilli(v.AtMS)
-			}
-		}
-		out = append(out, p)
+		out = append(out, pauseOf(queue, value))
 	}
 	slices.SortFunc(out, func(a, b cairnqtype.QueuePause) int { return cmp.Compare(a.Queue, b.Queue) })
 	return out, nil
+}
+
+// pauseOf is queue's pause whose row holds value; a value that does not
+// read as a pause leaves all but the queue zero.
+func pauseOf(queue, value string) cairnqtype.QueuePause {
+	p := cairnqtype.QueuePause{Queue: queue}
+	var v pauseValue
+	if json.Unmarshal([]byte(value), &v) == nil {
+		p.By, p.Reason = v.By, v.Reason
+		if v.AtMS != 0 {
+			p.At = time.UnixMilli(v.AtMS)
+		}
+	}
+	return p
 }

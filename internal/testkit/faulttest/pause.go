@@ -38,7 +38,7 @@ func runPausableChild(t *testing.T, c *cairnq.Client, id string, record, note fu
 	w := NewWorker(t, c, &cairnq.WorkerOptions{
 		ID: id, Concurrency: 4, PollInterval: 20 * time.Millisecond, WorkflowSweep: cairnq.NoWorkflowSweep,
 		Queues: []string{PausedQueue, OpenQueue},
-		Logger: slog.New(pauseLines{record}),
+		Logger: PauseLog(record),
 		OnError: func(err error, phase cairnq.ErrorPhase, taskID string) {
 			note(fmt.Sprintf("%s: phase %s, task %q: %v", id, phase, taskID, err))
 		},
@@ -54,8 +54,12 @@ func runPausableChild(t *testing.T, c *cairnq.Client, id string, record, note fu
 	stopWorker()
 }
 
-// pauseLines is a slog handler that records the worker's pause and resume
-// lines as "paused QUEUE" and "resumed QUEUE", and drops the rest.
+// PauseLog is a logger that gives record "paused QUEUE" and "resumed
+// QUEUE" for a worker's lines saying it saw the fleet's pause of QUEUE
+// come or go, and drops every other line.
+func PauseLog(record func(string)) *slog.Logger { return slog.New(pauseLines{record}) }
+
+// pauseLines is PauseLog's handler.
 type pauseLines struct{ record func(string) }
 
 func (h pauseLines) Enabled(context.Context, slog.Level) bool { return true }
