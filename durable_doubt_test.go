@@ -45,13 +45,22 @@ func (l *answerLost) Query(ctx context.Context, sql string, args ...any) ([]exec
 // openAnswerLost opens a client on a fresh Postgres database through l.
 func openAnswerLost(t *testing.T, l *answerLost) *cairnq.Client {
 	t.Helper()
+	return openThrough(t, func(ex executor.Executor) executor.Executor {
+		l.Executor = ex
+		return l
+	})
+}
+
+// openThrough opens a client on a fresh Postgres database through the
+// executor wrap makes of a pgx one.
+func openThrough(t *testing.T, wrap func(executor.Executor) executor.Executor) *cairnq.Client {
+	t.Helper()
 	ex, err := cairnqpgx.Open(t.Context(), pgtest.DSN(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ex.Close() })
-	l.Executor = ex
-	c, err := cairnq.OpenPostgres(t.Context(), l, nil)
+	c, err := cairnq.OpenPostgres(t.Context(), wrap(ex), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package claimloop
 import (
 	"context"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
@@ -104,7 +105,10 @@ func (l *Loop) claim(ctx context.Context, queues []string, free int, req engine.
 		req.Draws[i] = l.drawOf(&order[i], now)
 	}
 	req.Resources = l.Slots.resourceRoom(l.Resources)
-	if got, err = l.Claims.Claims(ctx, req); err != nil {
+	cctx, done := claimContext(ctx)
+	got, err = l.Claims.Claims(cctx, req)
+	done()
+	if err != nil {
 		return nil, got, err
 	}
 	now = time.Now()
@@ -176,4 +180,36 @@ func (l *Loop) calls(src *Source, rows []*cairnqtype.Task) []Call {
 		}
 	}
 	return out
+}
+
+// claimGrace is how long a claim in flight when its loop stops may go on.
+// Cancelling it at once could lose what it drew: on Postgres a claim may
+// commit on the server while the driver reports the cancellation, and
+// its tasks would then belong to nobody until their leases expired.
+// Given the grace, the claim returns what it drew and the loop starts
+// it, so that the worker's drain runs it (or WorkOne abandons it, which
+// hands it back). A claim on a database out of reach still ends soon
+// after the stop.
+const claimGrace = 2 * time.Second
+
+// claimContext is the context a claim runs on: ctx's values, and its
+// cancellation claimGrace late. done releases it.
+func claimContext(ctx context.Context) (claimCtx context.Context, done func()) {
+	claimCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var late *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		late = time.AfterFunc(claimGrace, func() { cancel(context.Cause(ctx)) })
+	})
+	return claimCtx, func() {
+		stop()
+		mu.Lock()
+		if late != nil {
+			late.Stop()
+		}
+		mu.Unlock()
+		cancel(nil)
+	}
 }
