@@ -55,6 +55,14 @@
 //     queued, running, succeeded, failed, canceled, skipped, lost), live
 //     like every page, and as a table; cancel and retry when writes are
 //     allowed. A workflow's record task and its steps link to it.
+//   - /metrics: Prometheus' text format, gauges from the overview's
+//     background count: cairnq_tasks{queue,name,status},
+//     cairnq_queue_oldest_due_seconds{queue},
+//     cairnq_settled_per_second{queue,name,status} (over the last 5
+//     minutes), cairnq_queue_paused{queue}, cairnq_workers_leasing,
+//     cairnq_count_age_seconds and cairnq_count_duration_seconds.
+//     MetricsHandler serves them without the console; docs/operators.md
+//     has alert rules and autoscaling on them.
 //
 // # JSON API
 //
@@ -232,6 +240,48 @@ type console struct {
 // minute after the last one, when c is closed, or when the handler's Close
 // is called: the handler returned is also an io.Closer.
 func Handler(c *cairnq.Client, opts *Options) http.Handler {
+	k, static := newConsole(c, opts)
+	o := k.opts
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/{name}", static)
+	mux.Handle("GET /favicon.ico", cacheFor(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/favicon.svg"
+		w.Header().Set("Content-Type", "image/svg+xml")
+		static.files.ServeHTTP(w, r2)
+	}), 24*time.Hour))
+	mux.HandleFunc("GET /{$}", k.overviewPage)
+	mux.HandleFunc("GET /tasks", k.tasksPage)
+	mux.HandleFunc("GET /tasks/{id}", k.taskPage)
+	mux.HandleFunc("GET /workers", k.workersPage)
+	mux.HandleFunc("GET /workflows/{id}", k.workflowPage)
+	mux.HandleFunc("POST /workflows/{id}/{action}", k.writes(k.workflowActionForm))
+	mux.HandleFunc("POST /tasks/{id}/{action}", k.writes(k.taskActionForm))
+	mux.HandleFunc("POST /tasks/bulk", k.writes(k.bulkForm))
+	mux.HandleFunc("POST /queues/{action}", k.writes(k.queueActionForm))
+	mux.HandleFunc("GET /events", k.events)
+	mux.HandleFunc("GET /metrics", k.metrics)
+
+	mux.HandleFunc("GET /api/overview", k.apiOverview)
+	mux.HandleFunc("GET /api/tasks", k.apiTasks)
+	mux.HandleFunc("GET /api/tasks/{id}", k.apiTask)
+	mux.HandleFunc("GET /api/workers", k.apiWorkers)
+	mux.HandleFunc("GET /api/workflows/{id}", k.apiWorkflow)
+	mux.HandleFunc("POST /api/tasks/{id}/{action}", k.writes(k.apiTaskAction))
+	mux.HandleFunc("POST /api/tasks/bulk", k.writes(k.apiBulk))
+	mux.HandleFunc("POST /api/queues/{action}", k.writes(k.apiQueueAction))
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "no such endpoint")
+	})
+
+	o.CrossOrigin.SetDenyHandler(refuseCrossOrigin)
+	return &handler{Handler: k.secure(checkReferer(o.CrossOrigin, o.CrossOrigin.Handler(mux))), k: k}
+}
+
+// newConsole is the console over c with opts' defaults filled in, and
+// its static files. It panics if c is nil.
+func newConsole(c *cairnq.Client, opts *Options) (*console, *staticFiles) {
 	if c == nil {
 		panic("console: nil *cairnq.Client")
 	}
@@ -262,40 +312,7 @@ func Handler(c *cairnq.Client, opts *Options) http.Handler {
 	static := mustStatic()
 	k := &console{c: c, st: engine.Of(c.Store()), opts: o, pages: newPages(static)}
 	k.counter = newCounter(k)
-
-	mux := http.NewServeMux()
-	mux.Handle("GET /static/{name}", static)
-	mux.Handle("GET /favicon.ico", cacheFor(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/favicon.svg"
-		w.Header().Set("Content-Type", "image/svg+xml")
-		static.files.ServeHTTP(w, r2)
-	}), 24*time.Hour))
-	mux.HandleFunc("GET /{$}", k.overviewPage)
-	mux.HandleFunc("GET /tasks", k.tasksPage)
-	mux.HandleFunc("GET /tasks/{id}", k.taskPage)
-	mux.HandleFunc("GET /workers", k.workersPage)
-	mux.HandleFunc("GET /workflows/{id}", k.workflowPage)
-	mux.HandleFunc("POST /workflows/{id}/{action}", k.writes(k.workflowActionForm))
-	mux.HandleFunc("POST /tasks/{id}/{action}", k.writes(k.taskActionForm))
-	mux.HandleFunc("POST /tasks/bulk", k.writes(k.bulkForm))
-	mux.HandleFunc("POST /queues/{action}", k.writes(k.queueActionForm))
-	mux.HandleFunc("GET /events", k.events)
-
-	mux.HandleFunc("GET /api/overview", k.apiOverview)
-	mux.HandleFunc("GET /api/tasks", k.apiTasks)
-	mux.HandleFunc("GET /api/tasks/{id}", k.apiTask)
-	mux.HandleFunc("GET /api/workers", k.apiWorkers)
-	mux.HandleFunc("GET /api/workflows/{id}", k.apiWorkflow)
-	mux.HandleFunc("POST /api/tasks/{id}/{action}", k.writes(k.apiTaskAction))
-	mux.HandleFunc("POST /api/tasks/bulk", k.writes(k.apiBulk))
-	mux.HandleFunc("POST /api/queues/{action}", k.writes(k.apiQueueAction))
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSONError(w, http.StatusNotFound, "no such endpoint")
-	})
-
-	o.CrossOrigin.SetDenyHandler(refuseCrossOrigin)
-	return &handler{Handler: k.secure(checkReferer(o.CrossOrigin, o.CrossOrigin.Handler(mux))), k: k}
+	return k, static
 }
 
 // Defaults of Options.

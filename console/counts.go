@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +36,10 @@ type counts struct {
 	Queues  []queueRow
 	Settled []engine.ConsoleMinute
 	Failing []cairnqtype.FailureCount
+	// Names is Queues by name too, and Rates the tasks each queue and
+	// name settled in the rateWindow before At: the metrics' counts.
+	Names []engine.ConsoleNameCount
+	Rates []engine.ConsoleNameCount
 
 	began time.Time // this process's clock, to tell counts apart from requests
 }
@@ -45,6 +47,7 @@ type counts struct {
 // same reports whether two counts found the same aggregates.
 func (c *counts) same(o *counts) bool {
 	return c != nil && o != nil && reflect.DeepEqual(c.Queues, o.Queues) &&
+		reflect.DeepEqual(c.Names, o.Names) &&
 		reflect.DeepEqual(c.Settled, o.Settled) && reflect.DeepEqual(c.Failing, o.Failing)
 }
 
@@ -227,7 +230,7 @@ func (k *console) count(ctx context.Context) (*counts, error) {
 	if err != nil {
 		return nil, err
 	}
-	stats, err := k.st.Stats(ctx, "")
+	names, err := k.st.ConsoleNameCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -239,11 +242,16 @@ func (k *console) count(ctx context.Context) (*counts, error) {
 	for _, a := range ages {
 		due[a.Queue] = a.OldestRunAt
 	}
-	n := &counts{At: now}
-	for q, s := range stats {
-		n.Queues = append(n.Queues, queueRow{Queue: q, StatusCounts: s, OldestDue: due[q]})
+	n := &counts{At: now, Names: names}
+	for _, c := range names { // ordered by queue
+		if len(n.Queues) == 0 || n.Queues[len(n.Queues)-1].Queue != c.Queue {
+			n.Queues = append(n.Queues, queueRow{Queue: c.Queue, OldestDue: due[c.Queue]})
+		}
+		addCounts(&n.Queues[len(n.Queues)-1].StatusCounts, c.StatusCounts)
 	}
-	slices.SortFunc(n.Queues, func(a, b queueRow) int { return strings.Compare(a.Queue, b.Queue) })
+	if n.Rates, err = k.st.ConsoleSettledSince(ctx, now.Add(-rateWindow)); err != nil {
+		return nil, err
+	}
 	if n.Settled, err = k.st.ConsoleSettled(ctx, now.Add(-settledWindow), now); err != nil {
 		return nil, err
 	}
@@ -252,4 +260,13 @@ func (k *console) count(ctx context.Context) (*counts, error) {
 	}
 	n.Failing = n.Failing[:min(len(n.Failing), failingShown)]
 	return n, nil
+}
+
+// addCounts adds b's counts to a's.
+func addCounts(a *cairnqtype.StatusCounts, b cairnqtype.StatusCounts) {
+	a.Queued += b.Queued
+	a.Running += b.Running
+	a.Succeeded += b.Succeeded
+	a.Failed += b.Failed
+	a.Canceled += b.Canceled
 }

@@ -39,6 +39,8 @@ var examples = []struct {
 	{"etl-workflow", []string{"report: loaded 5250 rows from 4 partitions", "etl-workflow: ok"}, true},
 	{"saga", []string{"booking failed: workflow failed: step charge did not succeed",
 		"released [hotel-002 flight-001]; nothing held", "saga: ok"}, true},
+	{"autoscale", []string{"scaled up to 4 workers at a depth of 200",
+		"scaled down to 0 workers: the queue is empty", "autoscale: ok"}, true},
 	{"payment-saga", []string{"both orders charged on a worker of one slot",
 		`order-1: succeeded "shipped order-1-1, charged order-1-1, approved by ops" (attempt 1)`,
 		`order-2: succeeded "refunded order-2-1 as order-2-1" (attempt 1)`,

@@ -16,8 +16,9 @@ import (
 )
 
 const uiHelp = `Serves the web console (package console) until interrupted: the overview,
-the task list and each task, live as tasks move, and a JSON API under /api/.
-It opens the database without creating or migrating anything.
+the task list and each task, live as tasks move, a JSON API under /api/,
+and Prometheus metrics at /metrics (queue depth, oldest due age, settled
+rates; docs/operators.md has alert rules and autoscaling on them). It opens the database without creating or migrating anything.
 
 It listens on 127.0.0.1:8080 unless --addr names another address; it is
 read-only unless --allow-writes (cancel, retry, bulk actions, submit a

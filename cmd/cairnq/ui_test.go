@@ -94,3 +94,36 @@ func TestUIAllInterfaces(t *testing.T) {
 		}
 	}
 }
+
+// ui serves the metrics at /metrics, in Prometheus' text format, behind
+// --basic-auth like every other route.
+func TestUIMetrics(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	ok(t, "submit", "--db", db, "--queue", "mail", "email", "{}")
+	u := startUI(t, map[string]string{"UI_AUTH": "u:p"}, "--db", db, "--addr", "127.0.0.1:0", "--basic-auth", "UI_AUTH")
+	get := func(auth bool) (int, string, string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u.url+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth {
+			req.SetBasicAuth("u", "p")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
+	}
+	if status, _, _ := get(false); status != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without credentials: %d, want 401", status)
+	}
+	status, ctype, body := get(true)
+	if status != http.StatusOK || !strings.HasPrefix(ctype, "text/plain; version=0.0.4") ||
+		!strings.Contains(body, "\n"+`cairnq_tasks{queue="mail",name="email",status="queued"} 1`+"\n") {
+		t.Errorf("GET /metrics: %d %q\n%s", status, ctype, body)
+	}
+}
