@@ -625,9 +625,17 @@ func execScript(ctx context.Context, q querier, script string) error {
 // it refuses at connect (an unknown database, a startup parameter it does
 // not pass on, a wrong password) and, mid-session, when it lost its
 // server: only the phase tells them apart.
+//
+// pgx from 5.13 reports a connection that an earlier failure of the same
+// operation closed as ErrConnClosed, not safe to retry (a request may
+// have gone out), where 5.12 said safe: the connection is lost all the
+// same, an outage either way.
 func mark(ctx context.Context, err error) error {
 	if errors.As(err, new(*pgconn.ConnectError)) {
 		err = outage.AtConnect(err)
+	}
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		return outage.Lost(ctx, err)
 	}
 	return outage.Mark(ctx, err)
 }

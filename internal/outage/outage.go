@@ -150,6 +150,17 @@ func Mark(ctx context.Context, err error) error {
 	return err
 }
 
+// Lost returns err marked as an outage, as Mark marks one, for an adapter
+// that knows from its driver's own error that the connection was lost
+// where Is cannot tell (pgx's ErrConnClosed: adapters/pgx). Like Mark it
+// leaves err unchanged once ctx has ended.
+func Lost(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || errors.Is(err, cairnqtype.ErrUnavailable) {
+		return err
+	}
+	return &unavailable{err}
+}
+
 // unavailable is an error marked as an outage. It keeps err's text: the
 // mark is for programs, and the driver's words already say what failed.
 type unavailable struct{ err error }
