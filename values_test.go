@@ -36,6 +36,7 @@ var valuePairs = map[reflect.Type]reflect.Type{
 	reflect.TypeFor[QueueAge]():         reflect.TypeFor[cairnqtype.QueueAge](),
 	reflect.TypeFor[FailureCount]():     reflect.TypeFor[cairnqtype.FailureCount](),
 	reflect.TypeFor[QueuePause]():       reflect.TypeFor[cairnqtype.QueuePause](),
+	reflect.TypeFor[TaskFilter]():       reflect.TypeFor[cairnqtype.TaskFilter](),
 
 	reflect.TypeFor[ArgumentError]():                reflect.TypeFor[cairnqtype.ArgumentError](),
 	reflect.TypeFor[AlreadyExistsError]():           reflect.TypeFor[cairnqtype.AlreadyExistsError](),

@@ -217,10 +217,24 @@ func (k *console) apiBulk(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Action string   `json:"action"`
 		IDs    []string `json:"ids"`
+		Filter *struct {
+			Status string `json:"status"`
+			Queue  string `json:"queue"`
+			Name   string `json:"name"`
+		} `json:"filter"`
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	if err := dec.Decode(&body); err != nil {
-		k.jsonFail(w, r, badRequest("body must be JSON {\"action\", \"ids\"}"))
+	if err := dec.Decode(&body); err != nil || (body.Filter != nil) == (body.IDs != nil) {
+		k.jsonFail(w, r, badRequest("body must be JSON {\"action\", \"ids\"} or {\"action\", \"filter\"}"))
+		return
+	}
+	if f := body.Filter; f != nil {
+		n, err := k.bulkByFilter(r.Context(), body.Action, cairnq.TaskFilter{Status: cairnq.Status(f.Status), Queue: f.Queue, Name: f.Name})
+		if err != nil {
+			k.jsonFail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"changed_count": n})
 		return
 	}
 	changed, unchanged, err := k.bulk(r.Context(), body.Action, body.IDs)

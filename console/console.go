@@ -45,6 +45,9 @@
 //     most ScanLimit rows to count them: exactly where an index finds a
 //     filter's value fewer times, or a key finds one task; otherwise
 //     "At least N", the matches among the rows it read.
+//     With writes allowed, the rows checked can be canceled, retried or
+//     deleted, and a list filtered by status, queue and name only offers
+//     the same for every task matching, on every page.
 //   - /tasks/{id} (Task): payload, result and metadata as indented JSON with
 //     large values folded, the error envelope, progress, attempts, every
 //     timestamp absolute and relative, the lease, the key, the task's children
@@ -90,8 +93,13 @@
 //	POST /api/tasks/{id}/retry          {"task": task}; 409 if it is neither failed nor canceled
 //	POST /api/tasks/{id}/copy           {"task": the new task}: a copy (name, queue, payload,
 //	                                    metadata, priority, attempts, correlation id; no key)
-//	POST /api/tasks/bulk                body {"action": "cancel"|"retry", "ids": [...]}
-//	                                    {"changed": [id], "unchanged": [id]}
+//	POST /api/tasks/{id}/delete         {"task": the task as it was}; 409 if it is running or
+//	                                    a workflow that has not ended holds it
+//	POST /api/tasks/bulk                body {"action": "cancel"|"retry"|"delete", "ids": [...]}
+//	                                    {"changed": [id], "unchanged": [id]}; or body {"action",
+//	                                    "filter": {"status", "queue", "name"}}: every task matching
+//	                                    (at least one set), through Client.CancelByFilter and its
+//	                                    kin, {"changed_count": n}
 //	POST /api/queues/pause              body {"queue", "by", "reason"}: {"pause": pause}, the pause in force
 //	POST /api/queues/resume             body {"queue"}: {"resumed": pause or null}
 //	                                    (a pause: {"queue", "paused_at_ms", "by", "reason"})
@@ -146,9 +154,10 @@ import (
 // Options configures Handler. The zero value (or nil) is a read-only console
 // with payloads shown and no authorization hook.
 type Options struct {
-	// AllowWrites enables cancel, retry, bulk cancel/retry, submitting a
-	// copy of a task, and pausing and resuming a queue for every Go
-	// worker. Off, every write answers 403.
+	// AllowWrites enables cancel, retry and delete (of a task, of the
+	// tasks selected, and of every task a list's status, queue and name
+	// match), submitting a copy of a task, and pausing and resuming a
+	// queue for every Go worker. Off, every write answers 403.
 	AllowWrites bool
 	// Authorize, when set, is called before every request; an error answers
 	// 403 with no body beyond "forbidden".

@@ -318,6 +318,12 @@ func (k *console) act(ctx context.Context, id, action string) (*cairnq.Task, err
 			return nil, k.conflictOrMissing(ctx, id, "only a failed or canceled task can be retried")
 		}
 		return t, err
+	case "delete":
+		t, err := k.c.Delete(ctx, id)
+		if err == nil && t == nil {
+			return nil, k.conflictOrMissing(ctx, id, "only a task no worker holds and no live workflow needs can be deleted")
+		}
+		return t, err
 	case "copy":
 		t, err := k.c.Get(ctx, id)
 		if err != nil {
@@ -342,11 +348,14 @@ func (k *console) conflictOrMissing(ctx context.Context, id, why string) error {
 	return &httpError{http.StatusConflict, why}
 }
 
-// bulk runs action (cancel or retry) on each id; ids the action did not
-// change (wrong status, gone) are reported, not failed.
+// bulkActions are the actions of a bulk request.
+var bulkActions = map[string]bool{"cancel": true, "retry": true, "delete": true}
+
+// bulk runs action (cancel, retry or delete) on each id; ids the action
+// did not change (wrong status, gone) are reported, not failed.
 func (k *console) bulk(ctx context.Context, action string, ids []string) (changed, unchanged []string, err error) {
-	if action != "cancel" && action != "retry" {
-		return nil, nil, badRequest("bulk action must be cancel or retry")
+	if !bulkActions[action] {
+		return nil, nil, badRequest("bulk action must be cancel, retry or delete")
 	}
 	if len(ids) > 1000 {
 		return nil, nil, badRequest("at most 1000 ids at once")
@@ -397,4 +406,34 @@ func statusOf(err error) (int, string) {
 		return 499, "request canceled"
 	}
 	return http.StatusInternalServerError, "internal error"
+}
+
+// bulkByFilter runs action (cancel, retry or delete) on every task
+// matching f, through the Client's by-filter actions, and returns how
+// many it changed.
+func (k *console) bulkByFilter(ctx context.Context, action string, f cairnq.TaskFilter) (int, error) {
+	var n int
+	var err error
+	switch action {
+	case "cancel":
+		n, err = k.c.CancelByFilter(ctx, f)
+	case "retry":
+		n, err = k.c.RetryByFilter(ctx, f, nil)
+	case "delete":
+		n, err = k.c.DeleteByFilter(ctx, f)
+	default:
+		return 0, badRequest("bulk action must be cancel, retry or delete")
+	}
+	if ae, ok := errors.AsType[*cairnq.ArgumentError](err); ok {
+		return n, badRequest(ae.Error())
+	}
+	return n, err
+}
+
+// bulkFilter is q's filter as a bulk action by filter takes it: status,
+// queue and name, at least one; ok is false when q filters otherwise.
+func bulkFilter(q engine.ConsoleQuery) (f cairnq.TaskFilter, ok bool) {
+	f = cairnq.TaskFilter{Status: cairnq.Status(q.Status), Queue: q.Queue, Name: q.Name}
+	q.Status, q.Queue, q.Name, q.Before, q.After, q.Limit = "", "", "", "", "", 0
+	return f, q == (engine.ConsoleQuery{}) && f != (cairnq.TaskFilter{})
 }

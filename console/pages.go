@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/engine"
 )
@@ -149,6 +150,9 @@ type tasksView struct {
 	// "At least 5000 tasks match" (the count stopped at the scan bound).
 	MatchText string
 	ScanLimit int // Options.ScanLimit: where a count stops
+	// ByFilter is the list's filter when it is one a bulk action by
+	// filter takes (status, queue and name, no other); nil otherwise.
+	ByFilter *cairnq.TaskFilter
 }
 
 type filterValue struct{ Param, Label, Value string }
@@ -175,6 +179,9 @@ func (k *console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		tv.Filters = append(tv.Filters, filterValue{f.Param, f.Label, v.Get(f.Param)})
 	}
 	tv.MatchText, tv.ScanLimit = matchText(p.Matches, p.MatchesExact, q), k.opts.ScanLimit
+	if f, ok := bulkFilter(q); ok {
+		tv.ByFilter = &f
+	}
 	base := k.base(r) + "/tasks?"
 	link := func(set, to string) string {
 		c := url.Values{}
@@ -235,6 +242,10 @@ func (k *console) taskActionForm(w http.ResponseWriter, r *http.Request) {
 		k.pageFail(w, r, err)
 		return
 	}
+	if action == "delete" { // no task page to go back to
+		http.Redirect(w, r, k.base(r)+"/tasks?"+url.Values{"done": {"Deleted " + id + "."}}.Encode(), http.StatusSeeOther)
+		return
+	}
 	done := map[string]string{"cancel": "Cancel requested.", "retry": "Queued again.", "copy": "Submitted as a copy of " + id + "."}[action]
 	http.Redirect(w, r, k.base(r)+"/tasks/"+url.PathEscape(t.ID)+"?"+url.Values{"done": {done}}.Encode(), http.StatusSeeOther)
 }
@@ -247,14 +258,26 @@ func (k *console) bulkForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := r.PostForm.Get("action")
-	changed, unchanged, err := k.bulk(r.Context(), action, r.PostForm["id"])
-	if err != nil {
-		k.pageFail(w, r, err)
-		return
+	var done string
+	if r.PostForm.Get("scope") == "filter" {
+		f := cairnq.TaskFilter{Status: cairnq.Status(r.PostForm.Get("status")), Queue: r.PostForm.Get("queue"), Name: r.PostForm.Get("name")}
+		n, err := k.bulkByFilter(r.Context(), action, f)
+		if err != nil {
+			k.pageFail(w, r, err)
+			return
+		}
+		done = fmt.Sprintf("%s: %d changed, every matching task.", action, n)
+	} else {
+		changed, unchanged, err := k.bulk(r.Context(), action, r.PostForm["id"])
+		if err != nil {
+			k.pageFail(w, r, err)
+			return
+		}
+		done = fmt.Sprintf("%s: %d changed, %d unchanged.", action, len(changed), len(unchanged))
 	}
 	back, _ := url.ParseQuery(r.PostForm.Get("return")) // re-encoded: only a query string comes back
 	back.Del("done")
-	back.Set("done", fmt.Sprintf("%s: %d changed, %d unchanged.", action, len(changed), len(unchanged)))
+	back.Set("done", done)
 	http.Redirect(w, r, k.base(r)+"/tasks?"+back.Encode(), http.StatusSeeOther)
 }
 

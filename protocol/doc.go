@@ -93,7 +93,9 @@
 // cairnq_meta rather than the tasks: queue_pause (insert the queue's
 // row, keeping one there, and return the row in force), queue_pauses (read the rows under a key
 // prefix) and queue_resume (delete the queue's row, returning it); the
-// format is in internal/engine/pause.go.
+// format is in internal/engine/pause.go; and delete_task (both; issue
+// 50), an operator's delete of one task no worker holds and no live
+// workflow needs, its keys going with it.
 //
 // # Parameters
 //

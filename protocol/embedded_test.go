@@ -67,6 +67,8 @@ var sqliteParams = map[string][]string{
 	"queue_pause":  {"key", "value"},
 	"queue_pauses": {"prefix"},
 	"queue_resume": {"key"},
+	// A task deleted by an operator (issue 50).
+	"delete_task": {"id"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -114,6 +116,7 @@ var allStatementNames = []string{
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_touch", "workflow_forget", "workflow_finish", "workflow_heads", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
 	"durable_event", "queue_pause", "queue_pauses", "queue_resume",
+	"delete_task",
 }
 
 func sorted(s []string) []string {

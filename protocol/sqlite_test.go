@@ -70,6 +70,7 @@ var resultColumns = map[string][]string{
 	"queue_pause":              {"value"},
 	"queue_pauses":             {"key", "value"},
 	"queue_resume":             {"value"},
+	"delete_task":              taskColumns,
 }
 
 func TestSQLiteMigrations(t *testing.T) {

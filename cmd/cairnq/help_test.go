@@ -104,8 +104,11 @@ func TestHelpIsTrue(t *testing.T) {
 		for range c.args.min - len(args) + 3 {
 			args = append(args, "task_x")
 		}
-		if c.name == "submit" {
+		switch c.name {
+		case "submit":
 			args = append(args, "task_x") // NAME, or --from: see lines
+		case "cancel", "retry", "delete":
+			args = append(args, "task_x") // the ID, or a filter flag instead: see byFilter
 		}
 		return args
 	}
@@ -114,6 +117,8 @@ func TestHelpIsTrue(t *testing.T) {
 	if err := os.WriteFile(lines, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// byFilter are the commands that take a filter instead of an ID.
+	byFilter := map[string]bool{"cancel": true, "retry": true, "delete": true}
 	helps := map[string]commandHelp{}
 	for _, c := range commands() {
 		h := readHelp(t, c.name)
@@ -145,6 +150,8 @@ func TestHelpIsTrue(t *testing.T) {
 				arg += "=" + helpValue(f)
 			}
 			switch {
+			case byFilter[c.name] && (f.name == "status" || f.name == "queue" || f.name == "name"):
+				args = args[:3] // the filter instead of the ID
 			case c.name == "submit" && f.name == "from":
 				args, arg = args[:3], "--from="+lines
 			case c.name == "submit" && f.name == "batch":

@@ -56,11 +56,33 @@ canceled when its worker settles it), and prints its id and status
 (--json: the task, as below). Exit status 3 when there is no task with
 that id, 1 when it has already finished.
 
+With --status, --queue or --name instead of an ID it cancels every
+queued or running task matching all of them, a page of ids at a time
+and each task in a statement of its own (workers claim on meanwhile),
+and prints how many (--json: {"canceled": N}).
+
 ` + taskJSONHelp
 
 const retryHelp = `Queues a failed or canceled task again and prints its id and status
 (--json: the task, as below). Exit status 3 when there is no task with
 that id, 1 when it is not failed or canceled.
+
+With --status, --queue or --name instead of an ID it queues again every
+failed or canceled task matching all of them (a step of a canceled
+workflow is left to workflow retry), as cancel does, and prints how
+many (--json: {"retried": N}).
+
+` + taskJSONHelp
+
+const deleteHelp = `Deletes a task no worker holds (queued, succeeded, failed or canceled)
+with its keys, and prints its id (--json: the task as it was, as below).
+Exit status 3 when there is no task with that id, 1 when it is running
+(cancel it first) or a workflow that has not ended holds it (cancel the
+workflow first).
+
+With --status, --queue or --name instead of an ID it deletes every
+such task matching all of them, as cancel does, and prints how many
+(--json: {"deleted": N}).
 
 ` + taskJSONHelp
 
@@ -285,8 +307,9 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdCancel(ctx context.Context, e *env, args []string) error {
-	return settle(ctx, e, args, nil, "queued or running", func(c *cairnq.Client, id string) (*cairnq.Task, error) {
-		return c.Cancel(ctx, id)
+	return settle(ctx, e, args, nil, "queued or running", taskAction{
+		one: func(c *cairnq.Client, id string) (*cairnq.Task, error) { return c.Cancel(ctx, id) },
+		all: func(c *cairnq.Client, f cairnq.TaskFilter) (int, error) { return c.CancelByFilter(ctx, f) },
 	})
 }
 
@@ -295,26 +318,65 @@ func cmdRetry(ctx context.Context, e *env, args []string) error {
 	flags := func(fs *flag.FlagSet) {
 		fs.BoolVar(&o.ResetAttempt, "reset-attempt", false, "restart the attempt count, giving the task its full max attempts again")
 	}
-	return settle(ctx, e, args, flags, "failed or canceled", func(c *cairnq.Client, id string) (*cairnq.Task, error) {
-		return c.Retry(ctx, id, &o)
+	return settle(ctx, e, args, flags, "failed or canceled", taskAction{
+		one: func(c *cairnq.Client, id string) (*cairnq.Task, error) { return c.Retry(ctx, id, &o) },
+		all: func(c *cairnq.Client, f cairnq.TaskFilter) (int, error) { return c.RetryByFilter(ctx, f, &o) },
 	})
 }
 
-// settle runs cancel or retry on the one task id given.
-func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet), states string, op func(*cairnq.Client, string) (*cairnq.Task, error)) error {
+func cmdDelete(ctx context.Context, e *env, args []string) error {
+	return settle(ctx, e, args, nil, "queued or finished tasks no live workflow holds", taskAction{
+		one: func(c *cairnq.Client, id string) (*cairnq.Task, error) { return c.Delete(ctx, id) },
+		all: func(c *cairnq.Client, f cairnq.TaskFilter) (int, error) { return c.DeleteByFilter(ctx, f) },
+	})
+}
+
+// taskAction is what cancel, retry and delete do to one task (one) and
+// to every task matching a filter (all).
+type taskAction struct {
+	one func(*cairnq.Client, string) (*cairnq.Task, error)
+	all func(*cairnq.Client, cairnq.TaskFilter) (int, error)
+}
+
+// settle runs cancel, retry or delete on the one task id given, or on
+// every task matching the filter flags.
+func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet), states string, act taskAction) error {
 	fs := e.dbFlags()
 	if extra != nil {
 		extra(fs)
 	}
+	var f cairnq.TaskFilter
+	fs.Func("status", "with no ID: every task of this `status`", statusFlag(&f.Status, cairnq.StatusQueued,
+		cairnq.StatusRunning, cairnq.StatusSucceeded, cairnq.StatusFailed, cairnq.StatusCanceled))
+	fs.StringVar(&f.Queue, "queue", "", "with no ID: every task of this `queue`")
+	fs.StringVar(&f.Name, "name", "", "with no ID: every task of this `name`")
 	if err := e.parse(fs, args); err != nil {
 		return err
+	}
+	byFilter := f != (cairnq.TaskFilter{})
+	switch {
+	case byFilter && fs.NArg() > 0:
+		return e.usageError("give a task's ID or --status, --queue and --name, not both")
+	case !byFilter && fs.NArg() == 0:
+		return e.usageError("give a task's ID, or --status, --queue or --name for every task matching them")
 	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
+	if byFilter {
+		n, err := act.all(c, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w (after %d %s)", e.cmd.name, err, n, pastTense(e.cmd.name))
+		}
+		if e.db.json {
+			return writeJSON(e.out, map[string]int{pastTense(e.cmd.name): n})
+		}
+		fmt.Fprintf(e.out, "%s %s\n", pastTense(e.cmd.name), plural(n, "task"))
+		return nil
+	}
 	id := fs.Arg(0)
-	t, err := op(c, id)
+	t, err := act.one(c, id)
 	if err != nil {
 		return err
 	}
@@ -326,17 +388,30 @@ func settle(ctx context.Context, e *env, args []string, extra func(*flag.FlagSet
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("%s: task %s is %s; only %s tasks can be %s", e.cmd.name, id, ref.Status, states, pastTense(e.cmd.name))
+		return fmt.Errorf("%s: task %s is %s; only %s can be %s", e.cmd.name, id, ref.Status, statesNoun(states), pastTense(e.cmd.name))
 	}
 	if e.db.json {
 		return writeJSON(e.out, t)
+	}
+	if e.cmd.name == "delete" {
+		fmt.Fprintf(e.out, "%s deleted (was %s)\n", printable(t.ID), t.Status)
+		return nil
 	}
 	fmt.Fprintf(e.out, "%s %s\n", printable(t.ID), t.Status)
 	return nil
 }
 
+// statesNoun is states as the subject of "can be": "failed or canceled
+// tasks", or states as it is when it names the tasks already.
+func statesNoun(states string) string {
+	if strings.Contains(states, "tasks") {
+		return states
+	}
+	return states + " tasks"
+}
+
 func pastTense(verb string) string {
-	return map[string]string{"cancel": "canceled", "retry": "retried"}[verb]
+	return map[string]string{"cancel": "canceled", "retry": "retried", "delete": "deleted"}[verb]
 }
 
 func cmdPurge(ctx context.Context, e *env, args []string) error {

@@ -8,8 +8,9 @@
 //	cairnq get     [--json] ID
 //	cairnq submit  [--queue q] [--key k] [--priority n] [--max-attempts n] [--delay d] [--json] NAME [JSON]
 //	cairnq submit  --from FILE|- [--batch 1000] [--queue q] [--priority n] [--max-attempts n] [--delay d] [--json]
-//	cairnq cancel  [--json] ID
-//	cairnq retry   [--reset-attempt] [--json] ID
+//	cairnq cancel  [--json] ID | [--status s] [--queue q] [--name n] [--json]
+//	cairnq retry   [--reset-attempt] [--json] ID | [--status s] [--queue q] [--name n] [--json]
+//	cairnq delete  [--json] ID | [--status s] [--queue q] [--name n] [--json]
 //	cairnq purge   [--older-than 24h] [--status s] [--queue q] [--name n] [--json]
 //	cairnq pause   [--reason text] [--by name] [--json] QUEUE
 //	cairnq resume  [--json] QUEUE
@@ -288,8 +289,12 @@ type arity struct {
 	what     string // "" for none
 }
 
-// oneTaskID is the argument of get, cancel and retry.
+// oneTaskID is the argument of get.
 var oneTaskID = arity{1, 1, "one task id"}
+
+// idOrFilter is the argument of cancel, retry and delete: one task id,
+// or none with the filter flags (settle checks which).
+var idOrFilter = arity{0, 1, "one task id, or none with --status, --queue or --name"}
 
 // commands is the command table, in the order the usage lists them.
 func commands() []*command {
@@ -305,10 +310,12 @@ func commands() []*command {
 			details: getHelp, args: oneTaskID, run: cmdGet},
 		{name: "submit", synopsis: "[flags] NAME [JSON] | --from FILE [flags]", summary: "submit a task (payload as JSON), or one per line of a file",
 			details: submitHelp, args: arity{0, 2, "NAME and an optional JSON payload"}, run: cmdSubmit},
-		{name: "cancel", synopsis: "[flags] ID", summary: "cancel a queued or running task",
-			details: cancelHelp, args: oneTaskID, run: cmdCancel},
-		{name: "retry", synopsis: "[flags] ID", summary: "queue a failed or canceled task again",
-			details: retryHelp, args: oneTaskID, run: cmdRetry},
+		{name: "cancel", synopsis: "[flags] ID | --status S --queue Q --name N", summary: "cancel a queued or running task, or all matching",
+			details: cancelHelp, args: idOrFilter, run: cmdCancel},
+		{name: "retry", synopsis: "[flags] ID | --status S --queue Q --name N", summary: "queue a failed or canceled task again, or all matching",
+			details: retryHelp, args: idOrFilter, run: cmdRetry},
+		{name: "delete", synopsis: "[flags] ID | --status S --queue Q --name N", summary: "delete a task no worker holds, or all matching",
+			details: deleteHelp, args: idOrFilter, run: cmdDelete},
 		{name: "workflow", synopsis: "get|cancel|retry [flags] ID", summary: "get (show), cancel or retry a workflow",
 			details: workflowHelp, args: arity{2, 2, "get, cancel or retry, and a workflow's id"}, run: cmdWorkflow},
 		{name: "event", synopsis: "send [--key] [flags] ID NAME [JSON]", summary: "send an event to a task's durable handler",

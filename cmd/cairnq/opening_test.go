@@ -26,8 +26,8 @@ func TestArgumentMessages(t *testing.T) {
 		{[]string{"demo", "--n", "1", "a"}, `demo: takes no arguments, got ["a"] (see 'cairnq demo -h')`},
 		{[]string{"ui", "--db", db, "--allow-writes", "a"}, `ui: takes no arguments, got ["a"] (see 'cairnq ui -h')`},
 		{[]string{"get", "--db", db}, `get: takes one task id (see 'cairnq get -h')`},
-		{[]string{"cancel", "--db", db, "a", "b"}, `cancel: takes one task id (see 'cairnq cancel -h')`},
-		{[]string{"retry", "--db", db, "--reset-attempt"}, `retry: takes one task id (see 'cairnq retry -h')`},
+		{[]string{"cancel", "--db", db, "a", "b"}, `cancel: takes one task id, or none with --status, --queue or --name (see 'cairnq cancel -h')`},
+		{[]string{"retry", "--db", db, "--reset-attempt"}, `retry: give a task's ID, or --status, --queue or --name for every task matching them (see 'cairnq retry -h')`},
 		{[]string{"submit", "--db", db, "a", "{}", "c"}, `submit: takes NAME and an optional JSON payload (see 'cairnq submit -h')`},
 		{[]string{"submit", "--db", db, "a", "{"}, `submit: the payload is not valid JSON (see 'cairnq submit -h')`},
 	} {

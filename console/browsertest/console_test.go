@@ -96,6 +96,7 @@ func TestConsole(t *testing.T) {
 		{"TaskPage", testTaskPage},
 		{"CancelFromPage", testCancelFromPage},
 		{"BulkCancelFromList", testBulkCancelFromList},
+		{"RetryByFilterFromList", testRetryByFilterFromList},
 		{"ReadOnly", testReadOnly},
 		{"CrossSiteRefused", testCrossSiteRefused},
 		{"ValuesRenderInert", testValuesRenderInert},
@@ -287,7 +288,7 @@ func testCancelFromPage(t *testing.T, d db, br *browser) {
 		t.Errorf("page shows status %v", s["status"])
 	}
 	buttons := eval[[]string](tb, `[...document.querySelectorAll("#live .actions button")].map(b => b.textContent)`)
-	if !slices.Equal(buttons, []string{"Retry", "Submit a copy"}) {
+	if !slices.Equal(buttons, []string{"Retry", "Submit a copy", "Delete"}) {
 		t.Errorf("buttons of a canceled task: %q", buttons)
 	}
 }

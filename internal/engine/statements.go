@@ -54,6 +54,7 @@ const (
 	stmtQueuePause  = "queue_pause"
 	stmtQueuePauses = "queue_pauses"
 	stmtQueueResume = "queue_resume"
+	stmtDeleteTask  = "delete_task" // ours: one task no worker holds
 
 	// stmtSnooze hands a running task back to the queue with its attempt
 	// given back (both dialects), ours, beside the protocol's.

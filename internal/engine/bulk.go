@@ -1,0 +1,70 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/protocol"
+)
+
+// DeleteTask deletes a task no worker holds (queued or finished) with its
+// keys, unless a workflow that has not ended holds it (its record, or one
+// of its steps), and returns the task as it was. It returns nil, nil when
+// no such task has that id.
+func (s *Store) DeleteTask(ctx context.Context, id string) (*cairnqtype.Task, error) {
+	if err := checkID("delete", id); err != nil {
+		return nil, err
+	}
+	rows, err := s.writeOne(ctx, stmtDeleteTask, protocol.Args{"id": id})
+	if err != nil {
+		return nil, err
+	}
+	t, err := oneTask(rows)
+	if t != nil {
+		s.hub.Done(t.ID) // its waiters read it gone
+	}
+	return t, err
+}
+
+// ValidateFilter checks f for op: at least one field set, each valid.
+func ValidateFilter(op string, f cairnqtype.TaskFilter) error {
+	if f == (cairnqtype.TaskFilter{}) {
+		return argError(op, "filter", "must name a status, a queue or a name")
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return argError(op, "status", "must be queued, running, succeeded, failed or canceled, got %q", f.Status)
+	}
+	if err := checkOptionalName(op, "queue", f.Queue); err != nil {
+		return err
+	}
+	return checkOptionalName(op, "name", f.Name)
+}
+
+// MatchingIDs returns up to limit ids of tasks matching f, in id order,
+// after the id after ("" for the first): a bulk action's next page. It
+// reads through the primary key, each page one short read, so a bulk
+// action holds no lock between its tasks.
+func (s *Store) MatchingIDs(ctx context.Context, f cairnqtype.TaskFilter, after string, limit int) ([]string, error) {
+	where := "id > :after"
+	a := protocol.Args{"after": after, "limit": int64(max(limit, 1))}
+	for _, c := range []struct{ col, v string }{{"status", string(f.Status)}, {"queue", f.Queue}, {"name", f.Name}} {
+		if c.v != "" {
+			where += " AND " + c.col + " = :" + c.col
+			a[c.col] = c.v
+		}
+	}
+	rows, err := s.consoleQuery(ctx, "matching_ids",
+		"SELECT id FROM cairnq_tasks WHERE "+where+" ORDER BY id LIMIT :limit", a)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		id, _, err := asString("id", r["id"])
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
