@@ -44,6 +44,10 @@ type ListOptions struct {
 	Name          string
 	RootID        string
 	CorrelationID string
+	// Search, when set, keeps the tasks whose payload or error, as JSON
+	// text, holds it (ASCII letters in either case). No index serves it:
+	// the list reads every task the other filters leave.
+	Search string
 	// Limit caps the result; default 100.
 	Limit  int
 	Offset int

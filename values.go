@@ -101,7 +101,7 @@ func (o SubmitOptions) row() cairnqtype.SubmitOptions {
 func (o ListOptions) row() cairnqtype.ListOptions {
 	return cairnqtype.ListOptions{
 		Status: cairnqtype.Status(o.Status), Queue: o.Queue, Name: o.Name,
-		RootID: o.RootID, CorrelationID: o.CorrelationID, Limit: o.Limit, Offset: o.Offset,
+		RootID: o.RootID, CorrelationID: o.CorrelationID, Search: o.Search, Limit: o.Limit, Offset: o.Offset,
 	}
 }
 

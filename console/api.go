@@ -150,7 +150,7 @@ func apiWorkers(ws []engine.ConsoleWorker) []apiWorker {
 }
 
 func (k *console) apiTasks(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r.URL.Query())
+	q, err := k.listQuery(r.URL.Query())
 	if err != nil {
 		k.jsonFail(w, r, err)
 		return

@@ -34,7 +34,10 @@
 //     request. With writes allowed each queue has a Pause and each
 //     pause a Resume.
 //   - /tasks (Tasks): filters by status, queue, name, key, correlation id,
-//     parent id, root id and id prefix; pages newest first by keyset on the
+//     parent id, root id, id prefix and text the payload or error holds
+//     (search: no index serves it, so it is looked for among ScanLimit
+//     tasks as a common value is; with HidePayloads it reads the errors
+//     alone); pages newest first by keyset on the
 //     task id (a time-ordered ULID) through the primary key index, never by
 //     OFFSET, so tasks arriving while one pages neither repeat nor vanish.
 //     No index orders a filtered list by id: a filter value its index finds
@@ -57,7 +60,9 @@
 //     a box after the steps it waits for, coloured by its state (waiting,
 //     queued, running, succeeded, failed, canceled, skipped, lost), live
 //     like every page, and as a table; cancel and retry when writes are
-//     allowed. A workflow's record task and its steps link to it.
+//     allowed. A workflow's record task and its steps link to it; the
+//     navigation's Workflows is the task list of the records
+//     (/tasks?name=cairnq.workflow), each record's name a link here.
 //   - /metrics: Prometheus' text format, gauges from the overview's
 //     background count: cairnq_tasks{queue,name,status},
 //     cairnq_queue_oldest_due_seconds{queue},
@@ -76,7 +81,7 @@
 //	                                    counted_at_ms: when the background count that queues,
 //	                                    settled and failing come from began (null: none yet);
 //	                                    count_ms: how long it took; counting: one is under way
-//	GET  /api/tasks?status=&queue=&name=&key=&correlation_id=&parent_id=&root_id=&id_prefix=&before=&after=&limit=
+//	GET  /api/tasks?status=&queue=&name=&key=&correlation_id=&parent_id=&root_id=&id_prefix=&search=&before=&after=&limit=
 //	                                    {"tasks": [task], "next": cursor or null, "prev": cursor or null,
 //	                                    "scanned_to": id or null, "scanned": n, "matches": n,
 //	                                    "matches_exact": bool}; scanned_to: the page stopped at the scan

@@ -95,22 +95,26 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 var filterFields = []struct{ Param, Label string }{
 	{"queue", "Queue"}, {"name", "Name"}, {"key", "Key"}, {"correlation_id", "Correlation id"},
 	{"parent_id", "Parent id"}, {"root_id", "Root id"}, {"id_prefix", "Id prefix"},
+	{"search", "Payload or error has"},
 }
 
-// listQuery reads the list filters and cursor from a query string.
-func listQuery(v url.Values) (engine.ConsoleQuery, error) {
+// listQuery reads the list filters and cursor from a query string. With
+// payloads hidden, a search reads the errors alone.
+func (k *console) listQuery(v url.Values) (engine.ConsoleQuery, error) {
 	q := engine.ConsoleQuery{
-		Status:        v.Get("status"),
-		Queue:         v.Get("queue"),
-		Name:          v.Get("name"),
-		Key:           v.Get("key"),
-		CorrelationID: v.Get("correlation_id"),
-		ParentID:      v.Get("parent_id"),
-		RootID:        v.Get("root_id"),
-		IDPrefix:      v.Get("id_prefix"),
-		Before:        v.Get("before"),
-		After:         v.Get("after"),
-		Limit:         defaultPageSize,
+		Status:          v.Get("status"),
+		Queue:           v.Get("queue"),
+		Name:            v.Get("name"),
+		Key:             v.Get("key"),
+		CorrelationID:   v.Get("correlation_id"),
+		ParentID:        v.Get("parent_id"),
+		RootID:          v.Get("root_id"),
+		IDPrefix:        v.Get("id_prefix"),
+		Search:          v.Get("search"),
+		Before:          v.Get("before"),
+		SearchErrorOnly: k.opts.HidePayloads,
+		After:           v.Get("after"),
+		Limit:           defaultPageSize,
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -124,6 +128,9 @@ func listQuery(v url.Values) (engine.ConsoleQuery, error) {
 	}
 	if q.Before != "" && q.After != "" {
 		return q, badRequest("before and after are exclusive")
+	}
+	if len(q.Search) > engine.MaxSearchBytes {
+		return q, badRequest("search is " + strconv.Itoa(len(q.Search)) + " bytes, the limit is " + strconv.Itoa(engine.MaxSearchBytes))
 	}
 	return q, nil
 }

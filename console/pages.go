@@ -76,8 +76,12 @@ func newPages(static *staticFiles) *pages {
 
 // view is what every page template receives.
 type view struct {
-	Title  string
-	Page   string
+	Title string
+	Page  string
+	// Nav is the navigation item the page is under: Page, but
+	// "workflows" for a workflow's page and the list of workflows (the
+	// task list filtered by the workflows' record name).
+	Nav    string
 	Base   string
 	Writes bool
 	Hide   bool
@@ -120,7 +124,11 @@ func (k *console) pageFail(w http.ResponseWriter, r *http.Request, err error) {
 
 // view is what page name receives: the console's settings, and data.
 func (k *console) view(r *http.Request, name string, now time.Time, data any) view {
-	return view{Title: k.opts.Title, Page: name, Base: k.base(r), Writes: k.opts.AllowWrites,
+	nav := name
+	if tv, ok := data.(tasksView); name == "workflow" || ok && tv.Query.Name == cairnq.WorkflowName {
+		nav = "workflows"
+	}
+	return view{Title: k.opts.Title, Page: name, Nav: nav, Base: k.base(r), Writes: k.opts.AllowWrites,
 		Hide: k.opts.HidePayloads, Now: now, Data: data}
 }
 
@@ -159,7 +167,7 @@ type filterValue struct{ Param, Label, Value string }
 
 func (k *console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	q, err := listQuery(v)
+	q, err := k.listQuery(v)
 	if err != nil {
 		k.pageFail(w, r, err)
 		return

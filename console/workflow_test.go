@@ -114,3 +114,28 @@ func TestConsoleWorkflowGraph(t *testing.T) {
 		}
 	})
 }
+
+// The navigation's Workflows lists the workflows' records, each linking
+// to its workflow's page, and is the item a workflow's page is under.
+func TestWorkflowsListed(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		rec, err := c.SubmitWorkflow(ctx(t), []cairnq.WorkflowStep{{Step: "a", Task: "step"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mount(t, c, nil)
+		r := get(t, h, "/cairnq/")
+		if !strings.Contains(r.Body, `<a href="/cairnq/tasks?name=cairnq.workflow">Workflows</a>`) {
+			t.Fatalf("the overview's navigation has no Workflows:\n%s", r.Body)
+		}
+		r = get(t, h, "/cairnq/tasks?name=cairnq.workflow")
+		if !strings.Contains(r.Body, `<a href="/cairnq/tasks?name=cairnq.workflow" class="here">Workflows</a>`) ||
+			!strings.Contains(r.Body, `<a href="/cairnq/workflows/`+rec.ID+`"`) {
+			t.Errorf("the list of workflows marks no Workflows item or links no workflow page:\n%s", r.Body)
+		}
+		if r := get(t, h, "/cairnq/workflows/"+rec.ID); !strings.Contains(r.Body, `class="here">Workflows</a>`) {
+			t.Errorf("a workflow's page is not under Workflows")
+		}
+	})
+}

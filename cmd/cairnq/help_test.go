@@ -97,7 +97,7 @@ func TestHelpIsTrue(t *testing.T) {
 		args := []string{c.name, "--db", missing}
 		switch c.name {
 		case "workflow":
-			args = append(args, "get") // the verb, then the id below
+			args = append(args, "get", "task_x") // the verb and the id (list: see below)
 		case "event":
 			args = append(args, "send") // the verb, then the task and the event below
 		}
@@ -152,6 +152,8 @@ func TestHelpIsTrue(t *testing.T) {
 			switch {
 			case byFilter[c.name] && (f.name == "status" || f.name == "queue" || f.name == "name"):
 				args = args[:3] // the filter instead of the ID
+			case c.name == "workflow" && (f.name == "status" || f.name == "limit"):
+				args = append(args[:3], "list") // list's flags
 			case c.name == "submit" && f.name == "from":
 				args, arg = args[:3], "--from="+lines
 			case c.name == "submit" && f.name == "batch":

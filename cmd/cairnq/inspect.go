@@ -150,29 +150,35 @@ func cmdList(ctx context.Context, e *env, args []string) error {
 	fs.Func("status", "only this `status` (queued, running, succeeded, failed, canceled)", statusFlag(&o.Status, cairnq.StatusQueued, cairnq.StatusRunning, cairnq.StatusSucceeded, cairnq.StatusFailed, cairnq.StatusCanceled))
 	fs.StringVar(&o.Queue, "queue", "", "only this `queue`")
 	fs.StringVar(&o.Name, "name", "", "only this task `name`")
+	fs.StringVar(&o.Search, "search", "", "only tasks whose payload or error holds this `text` (reads every task the other flags leave)")
 	limit := fs.Int("limit", 20, "at most this many (at least 1); fewer than match are noted on stderr")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if *limit < 1 {
-		return e.usageError("--limit must be at least 1, got %d", *limit)
+	return printList(ctx, e, &o, *limit)
+}
+
+// printList prints the newest limit tasks o matches, as list does.
+func printList(ctx context.Context, e *env, o *cairnq.ListOptions, limit int) error {
+	if limit < 1 {
+		return e.usageError("--limit must be at least 1, got %d", limit)
 	}
 	c, err := e.client(ctx)
 	if err != nil {
 		return err
 	}
 	// One row more than shown tells whether the limit cut the list short.
-	o.Limit = *limit
-	if *limit < math.MaxInt {
+	o.Limit = limit
+	if limit < math.MaxInt {
 		o.Limit++
 	}
-	tasks, err := c.List(ctx, &o)
+	tasks, err := c.List(ctx, o)
 	if err != nil {
 		return err
 	}
-	if len(tasks) > *limit {
-		tasks = tasks[:*limit]
-		fmt.Fprintf(e.errOut, "cairnq: showing the newest %d of %s; use --limit for more\n", *limit, matching(ctx, c, &o))
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		fmt.Fprintf(e.errOut, "cairnq: showing the newest %d of %s; use --limit for more\n", limit, matching(ctx, c, o))
 	}
 	if e.db.json {
 		if tasks == nil {
@@ -228,10 +234,10 @@ const errorLineMax = 80
 const matchCountWait = 2 * time.Second
 
 // matching says how many tasks match o's filters: exactly from the
-// counts per queue and status where no name filters them and the count
+// counts per queue and status where no name or search filters them and the count
 // takes at most matchCountWait, else "more that match".
 func matching(ctx context.Context, c *cairnq.Client, o *cairnq.ListOptions) string {
-	if o.Name != "" {
+	if o.Name != "" || o.Search != "" {
 		return "more that match"
 	}
 	ctx, cancel := context.WithTimeout(ctx, matchCountWait)

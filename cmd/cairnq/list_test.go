@@ -91,3 +91,16 @@ func TestListShowsFailures(t *testing.T) {
 		t.Errorf("list --status failed:\n%s", r.stdout)
 	}
 }
+
+// list --search finds tasks by payload or error text.
+func TestListSearchFlag(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	var ada struct{ ID string }
+	decode(t, ok(t, "submit", "--db", db, "--json", "email", `{"to":"ada@example.com"}`), &ada)
+	ok(t, "submit", "--db", db, "email", `{"to":"bob@example.com"}`)
+	r := ok(t, "list", "--db", db, "--search", "ADA@")
+	if !strings.Contains(r.stdout, ada.ID) || strings.Count(r.stdout, "\n") != 2 {
+		t.Errorf("list --search ADA@:\n%s", r)
+	}
+}

@@ -11,6 +11,7 @@
 //	cairnq cancel  [--json] ID | [--status s] [--queue q] [--name n] [--json]
 //	cairnq retry   [--reset-attempt] [--json] ID | [--status s] [--queue q] [--name n] [--json]
 //	cairnq delete  [--json] ID | [--status s] [--queue q] [--name n] [--json]
+//	cairnq workflow list [--status s] [--limit 20] [--json] | get|cancel|retry [--json] ID
 //	cairnq purge   [--older-than 24h] [--status s] [--queue q] [--name n] [--json]
 //	cairnq pause   [--reason text] [--by name] [--json] QUEUE
 //	cairnq resume  [--json] QUEUE
@@ -316,8 +317,8 @@ func commands() []*command {
 			details: retryHelp, args: idOrFilter, run: cmdRetry},
 		{name: "delete", synopsis: "[flags] ID | --status S --queue Q --name N", summary: "delete a task no worker holds, or all matching",
 			details: deleteHelp, args: idOrFilter, run: cmdDelete},
-		{name: "workflow", synopsis: "get|cancel|retry [flags] ID", summary: "get (show), cancel or retry a workflow",
-			details: workflowHelp, args: arity{2, 2, "get, cancel or retry, and a workflow's id"}, run: cmdWorkflow},
+		{name: "workflow", synopsis: "list [flags] | get|cancel|retry [flags] ID", summary: "list the workflows, or get (show), cancel or retry one",
+			details: workflowHelp, args: arity{1, 2, "list, or get, cancel or retry and a workflow's id"}, run: cmdWorkflow},
 		{name: "event", synopsis: "send [--key] [flags] ID NAME [JSON]", summary: "send an event to a task's durable handler",
 			details: eventHelp, args: arity{3, 4, "send, a task's id, an event's name and an optional JSON payload"}, run: cmdEvent},
 		{name: "pause", synopsis: "[--reason TEXT] [--by NAME] [flags] QUEUE", summary: "pause a queue for every Go worker on the database",

@@ -45,7 +45,7 @@ func TestNewcomerMistakes(t *testing.T) {
 	if r := ok(t, "--db", db, "-h"); !strings.Contains(r.stdout, "Commands") && !strings.Contains(r.stdout, "stats") {
 		t.Errorf("cairnq --db DB -h printed %q", r.stdout)
 	}
-	if r := ok(t, "help"); !strings.Contains(r.stdout, "get (show), cancel or retry a workflow") {
+	if r := ok(t, "help"); !strings.Contains(r.stdout, "or get (show), cancel or retry one") {
 		t.Errorf("help does not name workflow get:\n%s", r.stdout)
 	}
 }

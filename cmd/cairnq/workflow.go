@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -10,9 +11,11 @@ import (
 	cairnq "github.com/cairnq/cairnq-go"
 )
 
-const workflowHelp = `Shows, cancels or retries a workflow (Client.SubmitWorkflow), named by
-its record task's id:
+const workflowHelp = `Lists the workflows (Client.SubmitWorkflow), or shows, cancels or retries
+one, named by its record task's id:
 
+  list       the newest workflows' records, as list prints tasks (--json:
+             {"tasks": [...]}); --status and --limit as list's.
   get ID     the workflow's status and each step's state, task id and
              attempts. Reads only.
   cancel ID  cancels the workflow: the record, its queued steps at once,
@@ -31,6 +34,9 @@ been canceled).
 step's state is its task's status, or waiting, skipped or lost; cancel
 and retry print the record task.`
 
+// workflowVerbs are workflow's verbs.
+var workflowVerbs = []string{"list", "get", "cancel", "retry"}
+
 // workflowJSON is what workflow get --json prints.
 type workflowJSON struct {
 	ID                string                     `json:"id"`
@@ -41,17 +47,32 @@ type workflowJSON struct {
 
 func cmdWorkflow(ctx context.Context, e *env, args []string) error {
 	fs := e.dbFlags()
+	o := cairnq.ListOptions{Name: cairnq.WorkflowName}
+	fs.Func("status", "list: only workflows of this `status` (queued, running, succeeded, failed, canceled)", statusFlag(&o.Status, cairnq.StatusQueued, cairnq.StatusRunning, cairnq.StatusSucceeded, cairnq.StatusFailed, cairnq.StatusCanceled))
+	limit := fs.Int("limit", 20, "list: at most this many (at least 1)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
 	verb, id := fs.Arg(0), fs.Arg(1)
-	switch verb {
-	case "get", "cancel", "retry":
-	default:
-		if n := nearest(verb, []string{"get", "cancel", "retry"}); n != "" {
-			return e.usageError("takes get, cancel or retry before the workflow's id, got %q; did you mean %s?", verb, n)
+	listing := false
+	fs.Visit(func(f *flag.Flag) { listing = listing || f.Name == "status" || f.Name == "limit" })
+	switch {
+	case verb == "list" && fs.NArg() == 1:
+		return printList(ctx, e, &o, *limit)
+	case verb == "list":
+		return e.usageError("list takes no workflow id")
+	case verb == "get" || verb == "cancel" || verb == "retry":
+		if fs.NArg() != 2 {
+			return e.usageError("%s takes one workflow id", verb)
 		}
-		return e.usageError("takes get, cancel or retry before the workflow's id, got %q", verb)
+		if listing {
+			return e.usageError("--status and --limit are list's")
+		}
+	default:
+		if n := nearest(verb, workflowVerbs); n != "" {
+			return e.usageError("takes list, or get, cancel or retry before the workflow's id, got %q; did you mean %s?", verb, n)
+		}
+		return e.usageError("takes list, or get, cancel or retry before the workflow's id, got %q", verb)
 	}
 	c, err := e.client(ctx)
 	if err != nil {

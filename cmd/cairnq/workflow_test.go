@@ -43,6 +43,23 @@ func TestCLIWorkflow(t *testing.T) {
 		return r
 	}
 
+	// list shows the records, not the steps or the plain task.
+	var listed struct {
+		Tasks []struct{ ID string } `json:"tasks"`
+	}
+	decode(t, run("workflow", "list", "--json"), &listed)
+	if len(listed.Tasks) != 1 || listed.Tasks[0].ID != rec.ID {
+		t.Errorf("workflow list --json = %+v, want the record %s alone", listed.Tasks, rec.ID)
+	}
+	if r := run("workflow", "list", "--status", "queued"); !strings.Contains(r.stdout, rec.ID) || strings.Contains(r.stdout, plain.ID) {
+		t.Errorf("workflow list --status queued:\n%s", r)
+	}
+	if r := run("workflow", "list", "--status", "failed"); strings.Contains(r.stdout, rec.ID) {
+		t.Errorf("workflow list --status failed shows the queued workflow:\n%s", r)
+	}
+	code(exitUsage, "workflow", "list", rec.ID)
+	code(exitUsage, "workflow", "get", rec.ID, "--status", "failed")
+
 	r := run("workflow", "get", rec.ID)
 	for _, want := range []string{"workflow " + rec.ID + ": running", "extract", "queued", "load", "waiting"} {
 		if !strings.Contains(r.stdout, want) {

@@ -23,6 +23,13 @@ type ConsoleQuery struct {
 	// on parent_id, so this filter alone walks the id index.
 	ParentID string
 	IDPrefix string // ids starting with it, e.g. "task_01J8"
+	// Search matches tasks whose payload or error, as JSON text, holds
+	// it, ASCII letters in either case. No index serves it: a page
+	// looks among ScanLimit tasks, as for a common filter value.
+	Search string
+	// SearchErrorOnly keeps Search to the error: a console hiding
+	// payloads must not answer questions about them.
+	SearchErrorOnly bool
 	// Before returns the page after a cursor (tasks with smaller ids);
 	// After the page before it (larger ids). Both are task ids; at most one
 	// may be set.
@@ -147,9 +154,13 @@ func (s *Store) ConsoleTasks(ctx context.Context, q ConsoleQuery, scan int) (tas
 
 	// A common value: look among the scan tasks next to the cursor.
 	a["scan"] = int64(scan)
-	window := "SELECT " + consoleColumns + " FROM cairnq_tasks" + where(span) + " ORDER BY id " + order + " LIMIT :scan"
+	cols := consoleColumns
+	if q.Search != "" {
+		cols += ", payload" // for the search's filter only: the page's rows carry none
+	}
+	window := "SELECT " + cols + " FROM cairnq_tasks" + where(span) + " ORDER BY id " + order + " LIMIT :scan"
 	tasks, err = s.consoleTasks(ctx, "console_tasks_window",
-		"SELECT * FROM ("+window+") AS w"+where(filters)+" ORDER BY id "+order+" LIMIT :limit", a)
+		"SELECT "+consoleColumns+" FROM ("+window+") AS w"+where(filters)+" ORDER BY id "+order+" LIMIT :limit", a)
 	if err != nil || len(tasks) >= limit {
 		return tasks, "", err
 	}
@@ -182,6 +193,15 @@ func (s *Store) consoleMatch(q ConsoleQuery) (span, filters []string, a protocol
 	eq("correlation_id", "correlation_id", q.CorrelationID)
 	eq("root_id", "root_id", q.RootID)
 	eq("parent_id", "parent_id", q.ParentID)
+	switch {
+	case q.Search != "" && q.SearchErrorOnly:
+		filters = append(filters, "lower(CAST(error AS TEXT)) LIKE :search ESCAPE '!'")
+	case q.Search != "":
+		filters = append(filters, "(lower(CAST(payload AS TEXT)) LIKE :search ESCAPE '!' OR lower(CAST(error AS TEXT)) LIKE :search ESCAPE '!')")
+	}
+	if q.Search != "" {
+		a["search"] = "%" + likeEscaper.Replace(strings.ToLower(q.Search)) + "%"
+	}
 	if q.Key != "" {
 		// At most one task: the key's primary key finds it.
 		span = append(span, "id = (SELECT task_id FROM cairnq_task_keys WHERE key = :key)")
@@ -202,6 +222,9 @@ func (s *Store) consoleMatch(q ConsoleQuery) (span, filters []string, a protocol
 	}
 	return span, filters, a
 }
+
+// likeEscaper escapes LIKE's wildcards with '!', the search's ESCAPE.
+var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
 
 // consoleWhere is a WHERE clause of every condition of conds, or "".
 func consoleWhere(conds ...[]string) string {

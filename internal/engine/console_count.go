@@ -72,6 +72,9 @@ func (s *Store) ConsoleCount(ctx context.Context, q ConsoleQuery, scan int) (n i
 			cols = append(cols, f.col)
 		}
 	}
+	if q.Search != "" {
+		cols = append(cols, "payload", "error")
+	}
 	src := "SELECT count(*) AS n, count(CASE WHEN " + condsOrTrue(filters) + " THEN 1 END) AS m FROM (SELECT " + strings.Join(cols, ", ") +
 		" FROM " + from + consoleWhere(span, window) + order + " LIMIT :scan) AS w"
 	rows, err := s.consoleQuery(ctx, "console_count_window", src, a)

@@ -114,6 +114,9 @@ func (s *Store) List(ctx context.Context, p cairnqtype.ListOptions) ([]*cairnqty
 	if limit == 0 {
 		limit = 100
 	}
+	if p.Search != "" {
+		return s.search(ctx, p, limit)
+	}
 	rows, err := s.readOne(ctx, stmtList, protocol.Args{
 		"status":         nullable(string(p.Status)),
 		"queue":          nullable(p.Queue),
@@ -183,3 +186,19 @@ func (s *Store) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (
 }
 
 // ---------------------------------------------------------------- client writes
+
+// MaxSearchBytes bounds ListOptions.Search.
+const MaxSearchBytes = 1000
+
+// search is List with a Search: list.sql's filters and order, and the
+// console's search filter (consoleMatch), on the read side.
+func (s *Store) search(ctx context.Context, p cairnqtype.ListOptions, limit int) ([]*cairnqtype.Task, error) {
+	if err := checkText("list", "search", p.Search, MaxSearchBytes); err != nil {
+		return nil, err
+	}
+	span, filters, a := s.consoleMatch(ConsoleQuery{Status: string(p.Status), Queue: p.Queue, Name: p.Name,
+		RootID: p.RootID, CorrelationID: p.CorrelationID, Search: p.Search})
+	a["limit"], a["offset"] = int64(limit), int64(p.Offset)
+	return s.consoleTasks(ctx, "list_search", "SELECT * FROM cairnq_tasks"+consoleWhere(span, filters)+
+		" ORDER BY created_at_ms DESC, id DESC LIMIT :limit OFFSET :offset", a)
+}
