@@ -38,11 +38,13 @@ func (p *PauseWatch) Read(ctx context.Context) error {
 	return nil
 }
 
-// ReadReporting is Read, giving Report its error unless ctx has ended or
-// the database was busy (the next read comes within Every either way).
+// ReadReporting is Read, giving Report its error unless ctx has ended,
+// the database was busy (the next read comes within Every either way) or
+// the store is gone (closed, its file replaced: the worker's claim says
+// so and ends the worker).
 func (p *PauseWatch) ReadReporting(ctx context.Context) error {
 	err := p.Read(ctx)
-	if err != nil && ctx.Err() == nil && !errors.Is(err, cairnqtype.ErrBusy) {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, cairnqtype.ErrBusy) && !engine.Gone(err) {
 		p.Report(err)
 	}
 	return err
@@ -50,9 +52,10 @@ func (p *PauseWatch) ReadReporting(ctx context.Context) error {
 
 // First reads until a read succeeds or ctx ends, every Every: a worker
 // must know the pauses before its first claim, or it would claim from a
-// queue paused before it started.
+// queue paused before it started. It gives up on a store that is gone,
+// whose claims fail as well and end the worker.
 func (p *PauseWatch) First(ctx context.Context) {
-	for p.ReadReporting(ctx) != nil && ctx.Err() == nil {
+	for err := p.ReadReporting(ctx); err != nil && ctx.Err() == nil && !engine.Gone(err); err = p.ReadReporting(ctx) {
 		wake.Sleep(ctx, p.Every)
 	}
 }
