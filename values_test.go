@@ -37,6 +37,7 @@ var valuePairs = map[reflect.Type]reflect.Type{
 	reflect.TypeFor[FailureCount]():     reflect.TypeFor[cairnqtype.FailureCount](),
 	reflect.TypeFor[QueuePause]():       reflect.TypeFor[cairnqtype.QueuePause](),
 	reflect.TypeFor[TaskFilter]():       reflect.TypeFor[cairnqtype.TaskFilter](),
+	reflect.TypeFor[WorkerInfo]():       reflect.TypeFor[cairnqtype.WorkerInfo](),
 
 	reflect.TypeFor[ArgumentError]():                reflect.TypeFor[cairnqtype.ArgumentError](),
 	reflect.TypeFor[AlreadyExistsError]():           reflect.TypeFor[cairnqtype.AlreadyExistsError](),

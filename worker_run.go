@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/attempt"
 	"github.com/cairnq/cairnq-go/internal/claimloop"
 	"github.com/cairnq/cairnq-go/internal/completer"
@@ -79,6 +81,10 @@ func (w *Worker) claimLoop(handlerCtx context.Context, slots *claimloop.Slots) *
 // returns, every other goroutine it started has ended: only such handlers
 // go on, each on its call's goroutine (on a goroutine of its own with
 // MaxRun), which ends when the handler returns.
+//
+// While it runs, the worker keeps a row of cairnq_meta saying who it is
+// and when it last beat, rewritten every 10 seconds and deleted as Run
+// returns, which Client.Workers reads (idle workers too).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := checkCtx(ctx, "worker run"); err != nil {
 		return err
@@ -121,10 +127,14 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var beatWG sync.WaitGroup
 	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
-	beatWG.Add(1)
+	beatWG.Add(2)
 	go func() {
 		defer beatWG.Done()
 		w.heartbeat().Run(beatCtx)
+	}()
+	go func() { // the worker's row, for operators: deleted when Run ends
+		defer beatWG.Done()
+		w.presence().Run(beatCtx)
 	}()
 
 	w.log.LogAttrs(ctx, slog.LevelInfo, logWorkerStarted, slog.String("worker_id", w.id),
@@ -170,6 +180,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopBeat()
 	beatWG.Wait()
 	return runErr
+}
+
+// presenceEvery is how often a running worker rewrites its row of
+// cairnq_meta (Client.Workers).
+const presenceEvery = 10 * time.Second
+
+// presence keeps w's row of cairnq_meta, which Client.Workers reads.
+func (w *Worker) presence() *maintenance.Beat {
+	host, _ := os.Hostname()
+	started := time.Now()
+	return &maintenance.Beat{Store: w.st, Every: presenceEvery,
+		Info: func() cairnqtype.WorkerInfo {
+			w.mu.Lock()
+			running := len(w.live)
+			w.mu.Unlock()
+			return cairnqtype.WorkerInfo{ID: w.id, Host: host, PID: os.Getpid(), Queues: w.queues, Names: w.order,
+				Concurrency: w.conc, Running: running, StartedAt: started}
+		},
+		Report: func(err error) { w.report(err, PhaseClaim, "") }}
 }
 
 // pauseWatch keeps w's queues paused for the fleet as the database says

@@ -8,7 +8,6 @@ import (
 
 	cairnq "github.com/cairnq/cairnq-go"
 	"github.com/cairnq/cairnq-go/cairnqtype"
-	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // taskJSON is a task as the API serves it: the protocol's wire shape, with
@@ -136,17 +135,33 @@ func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
 }
 
 type apiWorker struct {
-	ID           string `json:"id"`
-	Running      int    `json:"running"`
-	LeaseUntilMs int64  `json:"lease_until_ms"`
+	ID           string   `json:"id"`
+	Running      int      `json:"running"`
+	LeaseUntilMs *int64   `json:"lease_until_ms"`
+	Host         string   `json:"host,omitempty"`
+	PID          int      `json:"pid,omitempty"`
+	Queues       []string `json:"queues,omitempty"`
+	Concurrency  int      `json:"concurrency,omitempty"`
+	BeatAtMs     *int64   `json:"beat_at_ms"`
+	State        string   `json:"state"`
 }
 
-func apiWorkers(ws []engine.ConsoleWorker) []apiWorker {
+func apiWorkers(ws []workerRow) []apiWorker {
 	out := make([]apiWorker, len(ws))
 	for i, w := range ws {
-		out[i] = apiWorker{w.ID, w.Running, ms(w.LeaseUntil)}
+		out[i] = apiWorker{ID: w.ID, Running: w.Running, LeaseUntilMs: optionalMs(w.LeaseUntil), Host: w.Host,
+			PID: w.PID, Queues: w.Queues, Concurrency: w.Concurrency, BeatAtMs: optionalMs(w.BeatAt), State: w.State}
 	}
 	return out
+}
+
+// optionalMs is t in epoch milliseconds, nil for the zero time.
+func optionalMs(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	v := ms(t)
+	return &v
 }
 
 func (k *console) apiTasks(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +211,7 @@ func (k *console) apiWorkers(w http.ResponseWriter, r *http.Request) {
 		k.jsonFail(w, r, err)
 		return
 	}
-	ws, err := k.st.ConsoleWorkers(r.Context())
+	ws, err := k.workers(r.Context())
 	if err != nil {
 		k.jsonFail(w, r, err)
 		return

@@ -55,7 +55,11 @@
 //     large values folded, the error envelope, progress, attempts, every
 //     timestamp absolute and relative, the lease, the key, the task's children
 //     and its correlation group.
-//   - /workers: the worker ids holding leases now and how many tasks each runs.
+//   - /workers: the Go workers running on the database, idle ones too,
+//     with their host, queues and last beat (Client.Workers), and the
+//     workers holding leases now with how many tasks each runs (one that
+//     writes no beat, another SDK's, marked "no beat"). The overview
+//     lists the same.
 //   - /workflows/{id} (Workflow): a workflow's steps as a graph, each step
 //     a box after the steps it waits for, coloured by its state (waiting,
 //     queued, running, succeeded, failed, canceled, skipped, lost), live
@@ -68,6 +72,7 @@
 //     cairnq_queue_oldest_due_seconds{queue},
 //     cairnq_settled_per_second{queue,name,status} (over the last 5
 //     minutes), cairnq_queue_paused{queue}, cairnq_workers_leasing,
+//     cairnq_go_workers{state},
 //     cairnq_count_age_seconds and cairnq_count_duration_seconds.
 //     MetricsHandler serves them without the console; docs/operators.md
 //     has alert rules and autoscaling on them.
@@ -90,7 +95,10 @@
 //	                                    every page together, a lower bound unless matches_exact
 //	GET  /api/tasks/{id}[?key=1]        {"task": task, "children": [task], "correlated": [task], "key_skipped", "now_ms"}
 //	                                    key_skipped: the key table was too large to scan (key=1 does)
-//	GET  /api/workers                   {"workers": [{"id", "running", "lease_until"}], "now"}
+//	GET  /api/workers                   {"workers": [worker], "now_ms"}; a worker: {"id", "running",
+//	                                    "lease_until_ms" (null: none), "host", "pid", "queues",
+//	                                    "concurrency", "beat_at_ms" (null: no beat), "state":
+//	                                    "running"|"silent"|"no beat"}; the overview's "workers" too
 //	GET  /api/workflows/{id}            {"id", "status", "continue_on_failure", "steps": [{"step", "task",
 //	                                    "after", "state", "task_id", "attempt"}], "record": task}; 400 if
 //	                                    the task is not a workflow's record

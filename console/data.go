@@ -1,12 +1,15 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
@@ -51,7 +54,7 @@ type overview struct {
 	Queues  []queueRow
 	Settled []engine.ConsoleMinute
 	Running []*cairnqtype.Task
-	Workers []engine.ConsoleWorker
+	Workers []workerRow
 	Failing []cairnqtype.FailureCount
 	// Paused holds the queues paused for the fleet, by queue, and Pauses
 	// the same by name; read on each request.
@@ -82,7 +85,7 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 	if o.Running, err = k.st.ConsoleRunning(ctx, runningShown); err != nil {
 		return nil, err
 	}
-	if o.Workers, err = k.st.ConsoleWorkers(ctx); err != nil {
+	if o.Workers, err = k.workers(ctx); err != nil {
 		return nil, err
 	}
 	if o.Pauses, o.Paused, err = k.pauses(ctx); err != nil {
@@ -443,4 +446,62 @@ func bulkFilter(q engine.ConsoleQuery) (f cairnq.TaskFilter, ok bool) {
 	f = cairnq.TaskFilter{Status: cairnq.Status(q.Status), Queue: q.Queue, Name: q.Name}
 	q.Status, q.Queue, q.Name, q.Before, q.After, q.Limit = "", "", "", "", "", 0
 	return f, q == (engine.ConsoleQuery{}) && f != (cairnq.TaskFilter{})
+}
+
+// workerRow is a worker of the overview and the workers page: one that
+// holds leases now, one a Go worker's beat names (idle ones too), or
+// both.
+type workerRow struct {
+	ID string
+	// Running and LeaseUntil: the tasks it holds leases on, and the
+	// soonest of those leases' expiry (zero: it holds none).
+	Running    int
+	LeaseUntil time.Time
+	// From its beat (Client.Workers); zero for a worker that writes none
+	// (another SDK's).
+	Host        string
+	PID         int
+	Queues      []string
+	Concurrency int
+	BeatAt      time.Time
+	// State is "running" (it beats), "silent" (it missed three beats) or
+	// "no beat" (it holds leases and writes no beat: another SDK's).
+	State string
+}
+
+// workers is every worker the database knows of now: the lease holders
+// and the Go workers' beats, by id.
+func (k *console) workers(ctx context.Context) ([]workerRow, error) {
+	leases, err := k.st.ConsoleWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	beats, err := k.c.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*workerRow{}
+	for _, l := range leases {
+		byID[l.ID] = &workerRow{ID: l.ID, Running: l.Running, LeaseUntil: l.LeaseUntil, State: "no beat"}
+	}
+	now := time.Now()
+	for _, b := range beats {
+		w := byID[b.ID]
+		if w == nil {
+			w = &workerRow{ID: b.ID}
+			byID[b.ID] = w
+		}
+		w.Host, w.PID, w.Queues, w.Concurrency, w.BeatAt, w.State = b.Host, b.PID, b.Queues, b.Concurrency, b.BeatAt, "running"
+		if b.Silent(now) {
+			w.State = "silent"
+		}
+	}
+	out := make([]workerRow, 0, len(byID))
+	for _, w := range byID {
+		out = append(out, *w)
+	}
+	slices.SortFunc(out, func(a, b workerRow) int {
+		return cmp.Or(cmp.Compare(b.Running, a.Running), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
 }

@@ -42,13 +42,12 @@ func (k *console) metrics(w http.ResponseWriter, r *http.Request) {
 	n, err := k.counter.first(ctx)
 	var pauses []*cairnq.QueuePause
 	var now time.Time
-	var workers int
+	var workers []workerRow
 	if err == nil {
 		pauses, _, err = k.pauses(ctx)
 	}
 	if err == nil {
-		ws, werr := k.st.ConsoleWorkers(ctx)
-		workers, err = len(ws), werr
+		workers, err = k.workers(ctx)
 	}
 	if err == nil {
 		now, err = k.st.ConsoleNow(ctx)
@@ -116,9 +115,9 @@ func countOf(c cairnqtype.StatusCounts, s cairnqtype.Status) int {
 	return c.Canceled
 }
 
-// metricsText writes the metrics of count n, the pauses and the workers
-// holding leases, now being the database's clock at the scrape.
-func metricsText(n *counts, pauses []*cairnq.QueuePause, workers int, now time.Time) []byte {
+// metricsText writes the metrics of count n, the pauses and the workers,
+// now being the database's clock at the scrape.
+func metricsText(n *counts, pauses []*cairnq.QueuePause, workers []workerRow, now time.Time) []byte {
 	var m metricsWriter
 	m.family("cairnq_tasks", "Tasks in the database by queue, name and status, as of the last count.")
 	for _, c := range n.Names {
@@ -146,8 +145,21 @@ func metricsText(n *counts, pauses []*cairnq.QueuePause, workers int, now time.T
 	for _, p := range pauses {
 		m.sample(1, "queue", p.Queue)
 	}
-	m.family("cairnq_workers_leasing", "Workers holding at least one lease.")
-	m.sample(float64(workers))
+	leasing, states := 0, map[string]int{"running": 0, "silent": 0}
+	for _, w := range workers {
+		if !w.LeaseUntil.IsZero() {
+			leasing++
+		}
+		if w.State != "no beat" {
+			states[w.State]++
+		}
+	}
+	m.family("cairnq_workers_leasing", "Workers holding at least one lease, of any SDK.")
+	m.sample(float64(leasing))
+	m.family("cairnq_go_workers", "Go workers by the state of their beat: running, or silent (three beats missed).")
+	for _, st := range []string{"running", "silent"} {
+		m.sample(float64(states[st]), "state", st)
+	}
 	m.family("cairnq_count_age_seconds", "How old the last count is.")
 	m.sample(max(now.Sub(n.At).Seconds(), 0))
 	m.family("cairnq_count_duration_seconds", "How long the last count took.")

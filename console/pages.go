@@ -44,6 +44,16 @@ var funcs = template.FuncMap{
 	"ms":        func(ms int64) time.Time { return time.UnixMilli(ms) },
 	"took":      func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond },
 	"pauseText": pauseText,
+	"join":      strings.Join,
+	"workerRows": func(now time.Time, ws []workerRow) workersView {
+		return workersView{Now: now, Workers: ws}
+	},
+}
+
+// workersView is what the "workerrows" template takes.
+type workersView struct {
+	Now     time.Time
+	Workers []workerRow
 }
 
 // rowsView is what the "taskrows" template takes.
@@ -233,7 +243,7 @@ func (k *console) workersPage(w http.ResponseWriter, r *http.Request) {
 		k.pageFail(w, r, err)
 		return
 	}
-	ws, err := k.st.ConsoleWorkers(r.Context())
+	ws, err := k.workers(r.Context())
 	if err != nil {
 		k.pageFail(w, r, err)
 		return

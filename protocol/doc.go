@@ -91,8 +91,8 @@
 // when it waits for it); the format is in docs/plans/durable-execution.md;
 // and three for a queue paused for every Go worker (both; issue 50), on
 // cairnq_meta rather than the tasks: queue_pause (insert the queue's
-// row, keeping one there, and return the row in force), queue_pauses (read the rows under a key
-// prefix) and queue_resume (delete the queue's row, returning it); the
+// row, keeping one there, and return the row in force), meta_rows (read the rows under a key
+// prefix: the pauses, and the workers' beats) and queue_resume (delete the queue's row, returning it); the
 // format is in internal/engine/pause.go; and delete_task (both; issue
 // 50), an operator's delete of one task no worker holds and no live
 // workflow needs, its keys going with it.

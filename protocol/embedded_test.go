@@ -64,9 +64,12 @@ var sqliteParams = map[string][]string{
 	// An event delivered to a durable handler's task.
 	"durable_event": {"event", "entry", "max_bytes", "now_ms", "id"},
 	// A queue paused for every Go worker (issue 50): rows of cairnq_meta.
-	"queue_pause":  {"key", "value"},
-	"queue_pauses": {"prefix"},
-	"queue_resume": {"key"},
+	"queue_pause": {"key", "value"},
+	"meta_rows":   {"prefix"},
+	// A Go worker's beat (issue 50): its row of cairnq_meta.
+	"worker_beat":   {"key", "value"},
+	"worker_forget": {"key"},
+	"queue_resume":  {"key"},
 	// A task deleted by an operator (issue 50).
 	"delete_task": {"id"},
 }
@@ -115,7 +118,7 @@ var allStatementNames = []string{
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_touch", "workflow_forget", "workflow_finish", "workflow_heads", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
-	"durable_event", "queue_pause", "queue_pauses", "queue_resume",
+	"durable_event", "queue_pause", "meta_rows", "queue_resume", "worker_beat", "worker_forget",
 	"delete_task",
 }
 
@@ -243,7 +246,7 @@ func TestEmbeddedWrite(t *testing.T) {
 		"get_status_many", "installations", "list", "lock_key", "lock_keys", "get_by_keys", "protocol_version", "queue_depth", "stats",
 		"expired_leases", "queue_ages", "recent_failures", "workflow_steps", "workflow_due", "workflow_look", "workflow_heads",
 		"workflow_ended", "workflow_ended_by_status", "limit_running", "limit_pick", "clock_ms", "task_json",
-		"queue_pauses",
+		"meta_rows",
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -68,7 +68,9 @@ var resultColumns = map[string][]string{
 	"durable_step":             {"id"},
 	"durable_event":            {"id", "queue", "status", "woke"},
 	"queue_pause":              {"value"},
-	"queue_pauses":             {"key", "value"},
+	"meta_rows":                {"key", "value"},
+	"worker_beat":              nil,
+	"worker_forget":            nil,
 	"queue_resume":             {"value"},
 	"delete_task":              taskColumns,
 }

@@ -15,6 +15,7 @@
 //	cairnq purge   [--older-than 24h] [--status s] [--queue q] [--name n] [--json]
 //	cairnq pause   [--reason text] [--by name] [--json] QUEUE
 //	cairnq resume  [--json] QUEUE
+//	cairnq workers [--json]
 //	cairnq watch   [--queue q] [--poll 1s] [--for 0] [--json]
 //	cairnq migrate [--check] [--json]
 //	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
@@ -325,6 +326,8 @@ func commands() []*command {
 			details: pauseHelp, args: oneQueue, run: cmdPause},
 		{name: "resume", synopsis: "[flags] QUEUE", summary: "resume a queue paused with pause",
 			details: resumeHelp, args: oneQueue, run: cmdResume},
+		{name: "workers", synopsis: "[flags]", summary: "the Go workers running on the database, idle ones too",
+			details: workersHelp, run: cmdWorkers},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
 		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",

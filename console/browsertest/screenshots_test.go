@@ -177,7 +177,9 @@ func testScreenshots(t *testing.T, d db, br *browser) {
 		tb.screenshot("console-overview")
 	}
 	tb.navigate(base + "/workers")
-	if w := eval[string](tb, `document.querySelector("#live tbody").innerText`); !strings.HasPrefix(w, "worker-reports-b2\t2\t") {
+	// The busy worker first, then the idle one, which holds no lease.
+	if w := eval[string](tb, `document.querySelector("#live tbody").innerText`); !strings.HasPrefix(w, "worker-reports-b2\t") ||
+		!strings.Contains(w, "\treports\t2 of 2\t") || !strings.Contains(w, "\nworker-7f3c-a\t") || !strings.HasSuffix(w, "\tno lease") {
 		t.Errorf("workers page: %q", w)
 	}
 

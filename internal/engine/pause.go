@@ -96,7 +96,7 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string) (*cairnqtype.Queu
 
 // PausedQueues returns every queue paused for the fleet, by name.
 func (s *Store) PausedQueues(ctx context.Context) ([]cairnqtype.QueuePause, error) {
-	rows, err := s.readOne(ctx, stmtQueuePauses, protocol.Args{"prefix": PausePrefix})
+	rows, err := s.readOne(ctx, stmtMetaRows, protocol.Args{"prefix": PausePrefix})
 	if err != nil {
 		return nil, err
 	}

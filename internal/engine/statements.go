@@ -52,9 +52,13 @@ const (
 	// A queue paused for every Go worker (pause.go), ours, beside the
 	// protocol's: rows of cairnq_meta.
 	stmtQueuePause  = "queue_pause"
-	stmtQueuePauses = "queue_pauses"
+	stmtMetaRows    = "meta_rows"
 	stmtQueueResume = "queue_resume"
 	stmtDeleteTask  = "delete_task" // ours: one task no worker holds
+
+	// A Go worker's beat (worker_beat.go), ours: a row of cairnq_meta.
+	stmtWorkerBeat   = "worker_beat"
+	stmtWorkerForget = "worker_forget"
 
 	// stmtSnooze hands a running task back to the queue with its attempt
 	// given back (both dialects), ours, beside the protocol's.
