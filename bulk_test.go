@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/cairnqtype"
+	"github.com/cairnq/cairnq-go/executor"
 )
 
 // statusesOf reads each id's status, "gone" for a deleted task.
@@ -180,4 +185,71 @@ func TestDeleteTask(t *testing.T) {
 			t.Errorf("Delete again = %v, %v; want nil, nil", again, err)
 		}
 	})
+}
+
+// pageHook runs after the first page of a bulk action's ids is read, as
+// if a worker, or an operator, acted between the read and the action.
+type pageHook struct {
+	executor.Executor
+	after func()
+	once  sync.Once
+}
+
+func (p *pageHook) Query(ctx context.Context, sql string, args ...any) ([]executor.Row, error) {
+	rows, err := p.Executor.Query(ctx, sql, args...)
+	if err == nil && strings.Contains(sql, "SELECT id, name FROM cairnq_tasks WHERE id >") {
+		p.once.Do(p.after)
+	}
+	return rows, err
+}
+
+// A task that stops matching the filter between the page's read and its
+// turn is left: a queued task claimed meanwhile is not canceled by a
+// cancel of the queued ones, a failed task retried meanwhile is not
+// deleted by a delete of the failed ones.
+func TestByFilterLeavesWhatStoppedMatching(t *testing.T) {
+	hook := &pageHook{}
+	c := openThrough(t, func(ex executor.Executor) executor.Executor {
+		hook.Executor = ex
+		return hook
+	})
+	ctx := context.Background()
+	task, err := c.Submit(ctx, "job", nil, &cairnq.SubmitOptions{Queue: "bulk", MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook.after = func() { // a worker claims it
+		if got, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"bulk"}, WorkerID: "w", Lease: time.Minute}); err != nil || len(got) != 1 {
+			t.Errorf("claim: %v, %v", got, err)
+		}
+	}
+	if n, err := c.CancelByFilter(ctx, cairnq.TaskFilter{Queue: "bulk", Status: cairnq.StatusQueued}); err != nil || n != 0 {
+		t.Errorf("CancelByFilter of the queued = %d, %v; want 0: the task was claimed", n, err)
+	}
+	if got, _ := c.Get(ctx, task.ID); got.Status != cairnq.StatusRunning || !got.CancelRequestedAt.IsZero() {
+		t.Errorf("the claimed task after the cancel: %s, cancel requested %v", got.Status, got.CancelRequestedAt)
+	}
+	if _, err := c.Store().Fail(ctx, task.ID, "w", cairnqtype.ErrorEnvelope{Message: "boom"}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	hook.once, hook.after = sync.Once{}, func() { // an operator retries it
+		if _, err := c.Retry(ctx, task.ID, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	if n, err := c.DeleteByFilter(ctx, cairnq.TaskFilter{Queue: "bulk", Status: cairnq.StatusFailed}); err != nil || n != 0 {
+		t.Errorf("DeleteByFilter of the failed = %d, %v; want 0: the task was retried", n, err)
+	}
+	if got, err := c.Get(ctx, task.ID); err != nil || got.Status != cairnq.StatusQueued {
+		t.Errorf("the retried task after the delete: %v, %v", got, err)
+	}
+	// A running task asked to stop once is not asked, nor counted, again.
+	if got, err := c.Store().Claim(ctx, cairnqtype.ClaimParams{Queues: []string{"bulk"}, WorkerID: "w", Lease: time.Minute}); err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	for want := range []int{1, 0} {
+		if n, err := c.CancelByFilter(ctx, cairnq.TaskFilter{Queue: "bulk"}); err != nil || n != 1-want {
+			t.Errorf("CancelByFilter of a running task, time %d = %d, %v; want %d", want+1, n, err, 1-want)
+		}
+	}
 }

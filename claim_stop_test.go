@@ -2,6 +2,7 @@ package cairnq_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -77,4 +78,44 @@ func TestWorkerStoppedMidClaimRunsWhatItDrew(t *testing.T) {
 		t.Fatalf("task %s after Run returned: status %s, worker %q, want succeeded", task.ID, got.Status, got.WorkerID)
 	}
 	ran.Wait()
+}
+
+// WorkOne whose context ends while its claim is in flight hands what the
+// claim drew back to its queue, its attempt given back, rather than run
+// it for a caller that has gone or leave it to its lease.
+func TestWorkOneStoppedMidClaimHandsBack(t *testing.T) {
+	held := &claimHeld{held: make(chan struct{}), release: make(chan struct{})}
+	c := openThrough(t, func(ex executor.Executor) executor.Executor {
+		held.Executor = ex
+		return held
+	})
+	task, err := c.Submit(t.Context(), "job", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	w := newWorker(t, c, nil)
+	w.Handle("job", func(context.Context, *cairnq.TaskContext) (any, error) {
+		ran = true
+		return nil, nil
+	}, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := w.WorkOne(ctx)
+		errc <- err
+	}()
+	<-held.held
+	cancel()
+	close(held.release)
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WorkOne: %v, want context.Canceled", err)
+	}
+	got, err := c.Get(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran || got.Status != cairnq.StatusQueued || got.Attempt != 0 || got.WorkerID != "" {
+		t.Fatalf("after WorkOne: ran %v, task %s attempt %d worker %q; want queued again, attempt 0, not run", ran, got.Status, got.Attempt, got.WorkerID)
+	}
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnq/cairnq-go/cairnqtype"
 	"github.com/cairnq/cairnq-go/internal/cronspec"
 	"github.com/cairnq/cairnq-go/internal/engine"
 	"github.com/cairnq/cairnq-go/internal/quietlog"
@@ -134,6 +136,10 @@ type ScheduleOptions struct {
 // longer than the window a scheduler may still submit their slot in (the
 // grace, or the CatchUp slots a starting scheduler may submit late), or a
 // purged slot may be submitted again.
+//
+// While it runs, a scheduler rewrites a row of cairnq_meta per entry
+// every 30 seconds (its spec, task, next slot and newest slot submitted),
+// which Client.Schedules reads; docs/operators.md has the format.
 type Scheduler struct {
 	c   *Client
 	log *slog.Logger
@@ -146,6 +152,9 @@ type Scheduler struct {
 	ids     map[string]bool
 	running bool
 	spawn   func(*schedEntry) // starts an entry's loop; set while Run runs
+	// rewrite asks beat to rewrite the rows now: an entry's first
+	// evaluation found its newest slot. Set while Run runs.
+	rewrite chan struct{}
 }
 
 // schedEntry is one added entry.
@@ -158,6 +167,9 @@ type schedEntry struct {
 	sched   cronspec.Schedule
 	policy  cronspec.Policy
 	missed  MissedPolicy
+	// last is the newest slot submitted or found submitted, in Unix
+	// milliseconds (0: none yet), for the entry's row.
+	last atomic.Int64
 }
 
 // NewScheduler returns a scheduler submitting to c. Add entries, then Run
@@ -304,6 +316,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	s.mu.Lock()
+	s.rewrite = make(chan struct{}, 1)
 	s.spawn = func(e *schedEntry) {
 		wg.Add(1)
 		go func() {
@@ -316,6 +329,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for _, e := range s.entries {
 		s.spawn(e)
 	}
+	wg.Add(1)
+	go func(rewrite <-chan struct{}) {
+		defer wg.Done()
+		s.beat(ctx, rewrite)
+	}(s.rewrite)
 	s.mu.Unlock()
 
 	if clock != nil {
@@ -445,6 +463,9 @@ func (s *Scheduler) runEntry(ctx context.Context, e *schedEntry) error {
 			}
 			continue
 		}
+		if !next.IsZero() && e.last.Swap(next.UnixMilli()) == 0 {
+			s.rewriteRows() // the row shows the newest slot from the start
+		}
 		backoff, cursor = 0, next
 		now := s.now()
 		wait := maxSchedSleep
@@ -504,4 +525,71 @@ func schedBackoff(d time.Duration) time.Duration {
 		return time.Second
 	}
 	return min(2*d, 30*time.Second)
+}
+
+// scheduleBeatEvery is how often a running scheduler rewrites its
+// entries' rows of cairnq_meta (Client.Schedules).
+const scheduleBeatEvery = 30 * time.Second
+
+// rewriteRows asks beat to rewrite the entries' rows now.
+func (s *Scheduler) rewriteRows() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.rewrite <- struct{}{}:
+	default:
+	}
+}
+
+// beat keeps the entries' rows of cairnq_meta, which Client.Schedules
+// reads, until ctx ends: written at once, every scheduleBeatEvery and
+// when rewrite asks, after it deletes the rows silent for a day. The
+// rows stay when it stops: another scheduler may run the same entries.
+func (s *Scheduler) beat(ctx context.Context, rewrite <-chan struct{}) {
+	st := s.c.store
+	warn := func(err error) {
+		if err != nil && ctx.Err() == nil && !storeGone(err) {
+			s.log.LogAttrs(ctx, slog.LevelWarn, logSchedError, slog.String("writing", "the schedules' rows"), slog.Any("error", err))
+		}
+	}
+	if rows, err := st.Schedules(ctx); err == nil {
+		for _, r := range rows {
+			if !r.BeatAt.IsZero() && time.Since(r.BeatAt) > engine.WorkerForgetAfter {
+				warn(st.ScheduleForget(ctx, r.ID))
+			}
+		}
+	} else {
+		warn(err)
+	}
+	t := time.NewTicker(scheduleBeatEvery)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		entries := slices.Clone(s.entries)
+		s.mu.Unlock()
+		now := s.now()
+		for _, e := range entries {
+			queue := e.opts.Queue
+			if queue == "" {
+				queue = DefaultQueue
+			}
+			warn(st.ScheduleBeat(ctx, cairnqtype.ScheduleInfo{ID: e.id, Spec: e.spec, Name: e.name, Queue: queue,
+				Missed: e.missed.String(), Next: e.sched.Next(now), LastSlot: msOrZero(e.last.Load()),
+				BeatAt: now, Every: scheduleBeatEvery}))
+		}
+		select {
+		case <-t.C:
+		case <-rewrite:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// msOrZero is the time of Unix milliseconds ms, the zero time for 0.
+func msOrZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }

@@ -27,6 +27,8 @@ func TestListSearch(t *testing.T) {
 		pct := submit("report", map[string]string{"done": "50%"}, "reports")
 		under := submit("report", map[string]string{"file": "a_b"}, "reports")
 		adaElsewhere := submit("email", map[string]string{"to": "ada@example.com"}, "other")
+		html := submit("note", map[string]string{"q": "Tom & Jerry <b>"}, "notes")
+		accent := submit("note", map[string]string{"who": "Élodie"}, "notes")
 		failing := submit("charge", nil, "billing")
 		w := newWorker(t, c, &cairnq.WorkerOptions{Queues: []string{"billing"}})
 		w.Handle("charge", func(context.Context, *cairnq.TaskContext) (any, error) {
@@ -60,6 +62,9 @@ func TestListSearch(t *testing.T) {
 			{cairnq.ListOptions{Search: "a_b"}, sorted(under)},
 			{cairnq.ListOptions{Search: "declined", Status: cairnq.StatusFailed}, sorted(failing)},
 			{cairnq.ListOptions{Search: "nobody"}, nil},
+			{cairnq.ListOptions{Search: "tom & jerry"}, sorted(html)},
+			{cairnq.ListOptions{Search: "<b>"}, sorted(html)},
+			{cairnq.ListOptions{Search: "Élodie"}, sorted(accent)},
 		} {
 			if got := ids(tc.o); !slices.Equal(got, tc.want) {
 				t.Errorf("List %+v = %v, want %v", tc.o, got, tc.want)

@@ -38,6 +38,7 @@ var valuePairs = map[reflect.Type]reflect.Type{
 	reflect.TypeFor[QueuePause]():       reflect.TypeFor[cairnqtype.QueuePause](),
 	reflect.TypeFor[TaskFilter]():       reflect.TypeFor[cairnqtype.TaskFilter](),
 	reflect.TypeFor[WorkerInfo]():       reflect.TypeFor[cairnqtype.WorkerInfo](),
+	reflect.TypeFor[ScheduleInfo]():     reflect.TypeFor[cairnqtype.ScheduleInfo](),
 
 	reflect.TypeFor[ArgumentError]():                reflect.TypeFor[cairnqtype.ArgumentError](),
 	reflect.TypeFor[AlreadyExistsError]():           reflect.TypeFor[cairnqtype.AlreadyExistsError](),

@@ -72,6 +72,9 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 	if !ok {
 		return nil, nil
 	}
+	if ctx.Err() != nil {
+		return w.handBack(ctx, d)
+	}
 
 	handlerCtx, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abandon(nil)
@@ -124,6 +127,27 @@ func (w *Worker) WorkOne(ctx context.Context) ([]*Task, error) {
 		return tasksOf(out), fmt.Errorf("cairnq: worker %s: call on %s abandoned: %w", w.id, d.Tasks[0].ID, context.Cause(ctx))
 	}
 	return tasksOf(out), readErr
+}
+
+// handBack returns to their queue, their attempts given back, the tasks
+// of a claim that ctx's end overtook (the claim runs on past it:
+// claimloop says why), rather than run a handler for a caller that has
+// gone. A task it cannot hand back is left to its lease.
+func (w *Worker) handBack(ctx context.Context, d claimloop.Call) ([]*Task, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
+	defer cancel()
+	out := make([]*cairnqtype.Task, 0, len(d.Tasks))
+	var err error
+	for _, t := range d.Tasks {
+		back, serr := w.st.Snooze(rctx, t.ID, w.id, 0)
+		if serr != nil || back == nil {
+			err = errors.Join(err, serr)
+			back = t
+		}
+		out = append(out, back)
+	}
+	return tasksOf(out), errors.Join(fmt.Errorf("cairnq: worker %s: claim overtaken by the caller's end, tasks handed back: %w",
+		w.id, context.Cause(ctx)), err)
 }
 
 // claimOne makes the claim of one loop iteration with one free slot

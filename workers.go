@@ -30,9 +30,10 @@ type WorkerInfo struct {
 
 // Silent reports whether the worker has missed three beats by now: it
 // was killed, or is cut off from the database. A silent worker's row is
-// deleted by the next worker to start a day after its last beat.
+// deleted by the next worker to start a day after its last beat. A row
+// that did not read as a worker's (BeatAt zero) is silent too.
 func (w WorkerInfo) Silent(now time.Time) bool {
-	return w.Every > 0 && now.Sub(w.BeatAt) > 3*w.Every
+	return w.BeatAt.IsZero() || w.Every > 0 && now.Sub(w.BeatAt) > 3*w.Every
 }
 
 // Workers returns the Go workers running on the database, idle ones

@@ -77,7 +77,7 @@ func TestWorkersRowFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ws) != 3 || ws[0].ID != "fresh" || ws[0].Host != "web-1" || ws[0].PID != 42 || ws[0].Running != 1 ||
-		ws[1].ID != "odd" || ws[1].Host != "" || ws[2].ID != "old" || !ws[2].Silent(time.Now()) {
+		ws[1].ID != "odd" || ws[1].Host != "" || !ws[1].Silent(time.Now()) || ws[2].ID != "old" || !ws[2].Silent(time.Now()) {
 		t.Fatalf("Workers = %+v", ws)
 	}
 	w := newWorker(t, c, &cairnq.WorkerOptions{ID: "new"})

@@ -35,8 +35,11 @@ type ListOptions struct {
 	RootID        string
 	CorrelationID string
 	// Search, when set, keeps the tasks whose payload or error, as JSON
-	// text, holds it (ASCII letters in either case). No index serves it:
-	// the list reads every task the other filters leave.
+	// text, holds it: ASCII letters in either case (on Postgres others
+	// too, where the collation folds them). Search for values rather than
+	// JSON syntax, which each database prints its own way (Postgres puts
+	// a space after ':' and ','). No index serves it: the list reads
+	// every task the other filters leave.
 	Search string
 	// Limit caps the result; default 100.
 	Limit  int

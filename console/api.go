@@ -122,6 +122,7 @@ func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"paused":        paused,
+		"schedules":     apiSchedules(o.Schedules, o.Now),
 		"counted_at_ms": countedAt,
 		"count_ms":      countMs,
 		"counting":      o.Counting || o.Counted == nil,
@@ -151,6 +152,26 @@ func apiWorkers(ws []workerRow) []apiWorker {
 	for i, w := range ws {
 		out[i] = apiWorker{ID: w.ID, Running: w.Running, LeaseUntilMs: optionalMs(w.LeaseUntil), Host: w.Host,
 			PID: w.PID, Queues: w.Queues, Concurrency: w.Concurrency, BeatAtMs: optionalMs(w.BeatAt), State: w.State}
+	}
+	return out
+}
+
+type apiSchedule struct {
+	ID         string `json:"id"`
+	Spec       string `json:"spec"`
+	Name       string `json:"name"`
+	Queue      string `json:"queue"`
+	NextMs     *int64 `json:"next_at_ms"`
+	LastSlotMs *int64 `json:"last_slot_ms"`
+	BeatAtMs   *int64 `json:"beat_at_ms"`
+	Silent     bool   `json:"silent"`
+}
+
+func apiSchedules(es []cairnq.ScheduleInfo, now time.Time) []apiSchedule {
+	out := make([]apiSchedule, len(es))
+	for i, e := range es {
+		out[i] = apiSchedule{ID: e.ID, Spec: e.Spec, Name: e.Name, Queue: e.Queue, NextMs: optionalMs(e.Next),
+			LastSlotMs: optionalMs(e.LastSlot), BeatAtMs: optionalMs(e.BeatAt), Silent: e.Silent(now)}
 	}
 	return out
 }
@@ -239,6 +260,7 @@ func (k *console) apiBulk(w http.ResponseWriter, r *http.Request) {
 		} `json:"filter"`
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields() // a misspelt filter must not widen the action
 	if err := dec.Decode(&body); err != nil || (body.Filter != nil) == (body.IDs != nil) {
 		k.jsonFail(w, r, badRequest("body must be JSON {\"action\", \"ids\"} or {\"action\", \"filter\"}"))
 		return

@@ -33,6 +33,10 @@ func TestBulkByFilterAPI(t *testing.T) {
 		if r := get(t, h, "/cairnq/tasks?queue=mail&limit=2"); !strings.Contains(r.Body, `id="bulk-filter"`) {
 			t.Error("a list filtered by queue offers no action on every matching task")
 		}
+		hidden := mount(t, c, &console.Options{AllowWrites: true, HidePayloads: true})
+		if r := get(t, hidden, "/cairnq/tasks?queue=mail"); !strings.Contains(r.Body, `id="bulk-filter"`) {
+			t.Error("with payloads hidden, a list filtered by queue offers no action on every matching task")
+		}
 		if r := get(t, h, "/cairnq/tasks?id_prefix=task_"); strings.Contains(r.Body, `id="bulk-filter"`) {
 			t.Error("a list filtered by id prefix offers an action by filter, which takes status, queue and name only")
 		}
@@ -60,6 +64,8 @@ func TestBulkByFilterAPI(t *testing.T) {
 			{`{"action": "delete", "filter": {"status": "faild"}}`, http.StatusBadRequest},
 			{`{"action": "explode", "filter": {"queue": "mail"}}`, http.StatusBadRequest},
 			{`{"action": "delete", "filter": {"queue": "mail"}, "ids": ["x"]}`, http.StatusBadRequest},
+			{`{"action": "cancel", "filter": {"queue": "mail", "staus": "failed"}}`, http.StatusBadRequest},
+			{`{"action": "delete", "filter": {"queue": "mail", "search": "x"}}`, http.StatusBadRequest},
 		} {
 			if r := post(bad.body); r.Status != bad.status {
 				t.Errorf("POST %s: %d %s, want %d", bad.body, r.Status, r.Body, bad.status)

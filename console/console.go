@@ -31,7 +31,9 @@
 //     the running tasks, the workers and the queues paused for every Go
 //     worker (Client.PauseQueue: marked in the queue table and listed
 //     below it, with who paused each, when and why) are read on each
-//     request. With writes allowed each queue has a Pause and each
+//     request, as are the periodic schedules (Client.Schedules: each
+//     entry's spec, task, next run and last slot, and "no scheduler" when
+//     none runs it). With writes allowed each queue has a Pause and each
 //     pause a Resume.
 //   - /tasks (Tasks): filters by status, queue, name, key, correlation id,
 //     parent id, root id, id prefix and text the payload or error holds
@@ -82,7 +84,7 @@
 // The pages' data is also served as JSON (Content-Type application/json),
 // for scripts. Errors are {"error": "..."} with a 4xx or 5xx status.
 //
-//	GET  /api/overview                  {"now_ms", "counted_at_ms", "count_ms", "counting", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due_ms"}}, "settled": [{"minute_ms", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last_ms"}], "paused": [pause]}
+//	GET  /api/overview                  {"now_ms", "counted_at_ms", "count_ms", "counting", "queues": {queue: {"queued", "running", "succeeded", "failed", "canceled", "oldest_due_ms"}}, "settled": [{"minute_ms", "succeeded", "failed"}], "running": [task], "workers": [worker], "failing": [{"name", "failures", "last_ms"}], "paused": [pause], "schedules": [{"id", "spec", "name", "queue", "next_at_ms", "last_slot_ms", "beat_at_ms", "silent"}]}
 //	                                    counted_at_ms: when the background count that queues,
 //	                                    settled and failing come from began (null: none yet);
 //	                                    count_ms: how long it took; counting: one is under way

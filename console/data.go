@@ -60,6 +60,9 @@ type overview struct {
 	// the same by name; read on each request.
 	Pauses []*cairnq.QueuePause
 	Paused map[string]*cairnq.QueuePause
+	// Schedules are the periodic schedules' rows (Client.Schedules), read
+	// on each request.
+	Schedules []cairnq.ScheduleInfo
 	// Counted is the background count Queues, Settled and Failing come
 	// from; nil while the first one runs. Counting: a newer one is under way.
 	Counted  *counts
@@ -89,6 +92,9 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 		return nil, err
 	}
 	if o.Pauses, o.Paused, err = k.pauses(ctx); err != nil {
+		return nil, err
+	}
+	if o.Schedules, err = k.c.Schedules(ctx); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -132,8 +138,10 @@ func (k *console) listQuery(v url.Values) (engine.ConsoleQuery, error) {
 	if q.Before != "" && q.After != "" {
 		return q, badRequest("before and after are exclusive")
 	}
-	if len(q.Search) > engine.MaxSearchBytes {
-		return q, badRequest("search is " + strconv.Itoa(len(q.Search)) + " bytes, the limit is " + strconv.Itoa(engine.MaxSearchBytes))
+	if q.Search != "" {
+		if err := engine.CheckSearch("console tasks", q.Search); err != nil {
+			return q, badRequest(err.Error())
+		}
 	}
 	return q, nil
 }
@@ -444,7 +452,7 @@ func (k *console) bulkByFilter(ctx context.Context, action string, f cairnq.Task
 // queue and name, at least one; ok is false when q filters otherwise.
 func bulkFilter(q engine.ConsoleQuery) (f cairnq.TaskFilter, ok bool) {
 	f = cairnq.TaskFilter{Status: cairnq.Status(q.Status), Queue: q.Queue, Name: q.Name}
-	q.Status, q.Queue, q.Name, q.Before, q.After, q.Limit = "", "", "", "", "", 0
+	q.Status, q.Queue, q.Name, q.Before, q.After, q.Limit, q.SearchErrorOnly = "", "", "", "", "", 0, false
 	return f, q == (engine.ConsoleQuery{}) && f != (cairnq.TaskFilter{})
 }
 

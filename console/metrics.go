@@ -49,6 +49,10 @@ func (k *console) metrics(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		workers, err = k.workers(ctx)
 	}
+	var schedules []cairnq.ScheduleInfo
+	if err == nil {
+		schedules, err = k.c.Schedules(ctx)
+	}
 	if err == nil {
 		now, err = k.st.ConsoleNow(ctx)
 	}
@@ -56,12 +60,14 @@ func (k *console) metrics(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() == nil {
 			k.opts.Logger.Error("cairnq console: metrics", "err", err)
 		}
-		http.Error(w, "metrics: "+err.Error(), http.StatusInternalServerError)
+		// The error is logged, not answered: a driver's error may name
+		// the database's user and host.
+		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", metricsContentType)
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(metricsText(n, pauses, workers, now))
+	_, _ = w.Write(metricsText(n, pauses, workers, schedules, now))
 }
 
 // first is get waiting for a count to exist, however long the first one
@@ -117,7 +123,7 @@ func countOf(c cairnqtype.StatusCounts, s cairnqtype.Status) int {
 
 // metricsText writes the metrics of count n, the pauses and the workers,
 // now being the database's clock at the scrape.
-func metricsText(n *counts, pauses []*cairnq.QueuePause, workers []workerRow, now time.Time) []byte {
+func metricsText(n *counts, pauses []*cairnq.QueuePause, workers []workerRow, schedules []cairnq.ScheduleInfo, now time.Time) []byte {
 	var m metricsWriter
 	m.family("cairnq_tasks", "Tasks in the database by queue, name and status, as of the last count.")
 	for _, c := range n.Names {
@@ -159,6 +165,21 @@ func metricsText(n *counts, pauses []*cairnq.QueuePause, workers []workerRow, no
 	m.family("cairnq_go_workers", "Go workers by the state of their beat: running, or silent (three beats missed).")
 	for _, st := range []string{"running", "silent"} {
 		m.sample(float64(states[st]), "state", st)
+	}
+	silent := 0
+	for _, e := range schedules {
+		if e.Silent(time.Now()) {
+			silent++
+		}
+	}
+	m.family("cairnq_schedules", "Periodic schedules by state: running (a scheduler writes the entry), or silent (none has for three beats).")
+	m.sample(float64(len(schedules)-silent), "state", "running")
+	m.sample(float64(silent), "state", "silent")
+	m.family("cairnq_schedule_next_run_timestamp_seconds", "Each periodic schedule's next slot, in Unix seconds.")
+	for _, e := range schedules {
+		if !e.Next.IsZero() {
+			m.sample(float64(e.Next.UnixMilli())/1000, "entry", e.ID)
+		}
 	}
 	m.family("cairnq_count_age_seconds", "How old the last count is.")
 	m.sample(max(now.Sub(n.At).Seconds(), 0))

@@ -66,6 +66,10 @@ func TestMetrics(t *testing.T) {
 			`cairnq_settled_per_second{queue="mail",name="email",status="failed"}`:    1.0 / 300,
 			`cairnq_queue_paused{queue="images"}`:                                     1,
 			`cairnq_workers_leasing`:                                                  0,
+			`cairnq_go_workers{state="running"}`:                                      0,
+			`cairnq_go_workers{state="silent"}`:                                       0,
+			`cairnq_schedules{state="running"}`:                                       0,
+			`cairnq_schedules{state="silent"}`:                                        0,
 		}
 		for k, v := range want {
 			if got, ok := m[k]; !ok || got != v {

@@ -194,7 +194,11 @@ func (k *console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	}
 	tv := tasksView{taskPage: p, Query: q, Return: v.Encode(), Flash: v.Get("done")}
 	for _, f := range filterFields {
-		tv.Filters = append(tv.Filters, filterValue{f.Param, f.Label, v.Get(f.Param)})
+		label := f.Label
+		if f.Param == "search" && k.opts.HidePayloads {
+			label = "Error has" // the search reads no hidden payload
+		}
+		tv.Filters = append(tv.Filters, filterValue{f.Param, label, v.Get(f.Param)})
 	}
 	tv.MatchText, tv.ScanLimit = matchText(p.Matches, p.MatchesExact, q), k.opts.ScanLimit
 	if f, ok := bulkFilter(q); ok {

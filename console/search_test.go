@@ -33,8 +33,13 @@ func TestSearchList(t *testing.T) {
 		if got := l.ids(); len(got) != 0 {
 			t.Errorf("with payloads hidden, search ada@ = %v, want none: it reads no payload", got)
 		}
-		if r := get(t, mount(t, c, nil), "/cairnq/api/tasks?search="+strings.Repeat("x", 1001)); r.Status != 400 {
-			t.Errorf("an overlong search: %d, want 400", r.Status)
+		for _, bad := range []string{strings.Repeat("x", 1001), "%00", "%FF"} {
+			if r := get(t, mount(t, c, nil), "/cairnq/api/tasks?search="+bad); r.Status != 400 {
+				t.Errorf("search %.20q: %d, want 400", bad, r.Status)
+			}
+		}
+		if r := get(t, mount(t, c, &console.Options{HidePayloads: true}), "/cairnq/tasks"); !strings.Contains(r.Body, "Error has") {
+			t.Error("with payloads hidden, the search is not labelled as the errors'")
 		}
 	})
 }

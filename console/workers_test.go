@@ -63,3 +63,38 @@ func TestWorkersPageListsIdleWorkers(t *testing.T) {
 		}
 	})
 }
+
+// The overview lists a running scheduler's entries with their next run,
+// in the page and its JSON.
+func TestOverviewListsSchedules(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		s := cairnq.NewScheduler(c, nil)
+		if _, err := s.Add("0 3 * * *", "report", nil, &cairnq.ScheduleOptions{ID: "nightly"}); err != nil {
+			t.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(sctx) }()
+		defer func() { stop(); <-done }()
+		h := mount(t, c, nil)
+		var ov struct {
+			Schedules []struct {
+				ID     string
+				Spec   string
+				NextMs *int64 `json:"next_at_ms"`
+				Silent bool
+			}
+		}
+		waitFor(t, "the entry listed", func() bool {
+			getJSON(t, h, "/cairnq/api/overview", &ov)
+			return len(ov.Schedules) == 1
+		})
+		if e := ov.Schedules[0]; e.ID != "nightly" || e.Spec != "0 3 * * *" || e.NextMs == nil || time.UnixMilli(*e.NextMs).UTC().Hour() != 3 || e.Silent {
+			t.Errorf("the overview's schedule: %+v", e)
+		}
+		if r := get(t, h, "/cairnq/"); !strings.Contains(r.Body, "Periodic schedules") || !strings.Contains(r.Body, "<code>0 3 * * *</code>") {
+			t.Errorf("the overview page lists no schedule:\n%s", r.Body)
+		}
+	})
+}

@@ -93,9 +93,13 @@
 // cairnq_meta rather than the tasks: queue_pause (insert the queue's
 // row, keeping one there, and return the row in force), meta_rows (read the rows under a key
 // prefix: the pauses, and the workers' beats) and queue_resume (delete the queue's row, returning it); the
-// format is in internal/engine/pause.go; and delete_task (both; issue
-// 50), an operator's delete of one task no worker holds and no live
-// workflow needs, its keys going with it.
+// format is in internal/engine/pause.go; meta_put and meta_delete (both;
+// issue 50: write a cairnq_meta row over what it held, delete one), for
+// a Go worker's beat and a periodic schedule's row (docs/operators.md
+// has their formats); and delete_task (both; issue 50), an operator's
+// delete of one task no worker holds and no live workflow needs, its
+// keys going with it, and cancel_matching (both; issue 50), a bulk
+// cancel's cancel of one task while it still matches.
 //
 // # Parameters
 //

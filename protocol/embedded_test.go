@@ -67,11 +67,12 @@ var sqliteParams = map[string][]string{
 	"queue_pause": {"key", "value"},
 	"meta_rows":   {"prefix"},
 	// A Go worker's beat (issue 50): its row of cairnq_meta.
-	"worker_beat":   {"key", "value"},
-	"worker_forget": {"key"},
-	"queue_resume":  {"key"},
+	"meta_put":     {"key", "value"},
+	"meta_delete":  {"key"},
+	"queue_resume": {"key"},
 	// A task deleted by an operator (issue 50).
-	"delete_task": {"id"},
+	"delete_task":     {"id", "status"},
+	"cancel_matching": {"id", "status", "now_ms"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -80,6 +81,7 @@ var sqliteParams = map[string][]string{
 // Any difference not listed here is drift.
 var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"cancel":          {sqliteOnly: []string{"now_ms"}},
+	"cancel_matching": {sqliteOnly: []string{"now_ms"}},
 	"claim":           {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
 	"claimable_probe": {[]string{"now_ms"}, []string{"look_for_expired"}}, // Postgres: a worker paces the look
 	"complete":        {sqliteOnly: []string{"now_ms"}},
@@ -118,8 +120,8 @@ var allStatementNames = []string{
 	"expired_leases", "queue_ages", "recent_failures", "snooze",
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_touch", "workflow_forget", "workflow_finish", "workflow_heads", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
-	"durable_event", "queue_pause", "meta_rows", "queue_resume", "worker_beat", "worker_forget",
-	"delete_task",
+	"durable_event", "queue_pause", "meta_rows", "queue_resume", "meta_put", "meta_delete",
+	"delete_task", "cancel_matching",
 }
 
 func sorted(s []string) []string {
@@ -227,8 +229,10 @@ func TestEmbeddedOptionalFilters(t *testing.T) {
 		"list":  {"status", "queue", "name", "root_id", "correlation_id"},
 		"purge": {"queue", "status", "name"},
 		// The SDK's own purge, which keeps live workflows' tasks.
-		"purge_from": {"queue", "status", "name"},
-		"stats":      {"queue"},
+		"purge_from":      {"queue", "status", "name"},
+		"delete_task":     {"status"},
+		"cancel_matching": {"status"},
+		"stats":           {"queue"},
 	}
 	for _, d := range []Dialect{SQLite, Postgres} {
 		set := Statements(d)

@@ -69,10 +69,11 @@ var resultColumns = map[string][]string{
 	"durable_event":            {"id", "queue", "status", "woke"},
 	"queue_pause":              {"value"},
 	"meta_rows":                {"key", "value"},
-	"worker_beat":              nil,
-	"worker_forget":            nil,
+	"meta_put":                 nil,
+	"meta_delete":              nil,
 	"queue_resume":             {"value"},
 	"delete_task":              taskColumns,
+	"cancel_matching":          taskColumns,
 }
 
 func TestSQLiteMigrations(t *testing.T) {

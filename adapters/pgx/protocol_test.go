@@ -55,8 +55,8 @@ func protocolArgs() protocol.Args {
 		"attempts": `{"1"}`, "positions": `{"0"}`, "entries": `{"{\"name\":\"charge\"}"}`,
 		// complete_steps: the succeeded key of each step it settles.
 		"marked_ids": `{"t1"}`, "marked_keys": `{"cairnq:workflow-ledger:r1:a:succeeded"}`, "marked_records": `{"t1"}`,
-		// queue_pause, meta_rows, queue_resume, worker_beat and
-		// worker_forget: a row of cairnq_meta.
+		// queue_pause, meta_rows, queue_resume, meta_put and
+		// meta_delete: a row of cairnq_meta.
 		"value": `{"v":1,"queue":"default","at_ms":1,"by":"ops","reason":""}`, "prefix": "cairnq:paused:",
 	}
 }

@@ -16,6 +16,7 @@
 //	cairnq pause   [--reason text] [--by name] [--json] QUEUE
 //	cairnq resume  [--json] QUEUE
 //	cairnq workers [--json]
+//	cairnq schedules [--json]
 //	cairnq watch   [--queue q] [--poll 1s] [--for 0] [--json]
 //	cairnq migrate [--check] [--json]
 //	cairnq doctor  [--max-wait 5m] [--window 1h] [--max-failures 0] [--json]
@@ -328,6 +329,8 @@ func commands() []*command {
 			details: resumeHelp, args: oneQueue, run: cmdResume},
 		{name: "workers", synopsis: "[flags]", summary: "the Go workers running on the database, idle ones too",
 			details: workersHelp, run: cmdWorkers},
+		{name: "schedules", synopsis: "[flags]", summary: "the periodic schedules and their next run",
+			details: schedulesHelp, run: cmdSchedules},
 		{name: "purge", synopsis: "[flags]", summary: "delete finished tasks past a cutoff",
 			details: purgeHelp, run: cmdPurge},
 		{name: "watch", synopsis: "[flags]", summary: "print the counts at the start and whenever they change",

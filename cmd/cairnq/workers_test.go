@@ -51,3 +51,43 @@ func TestWorkersCommand(t *testing.T) {
 		t.Errorf("workers:\n%s", r.stdout)
 	}
 }
+
+// schedules lists a running scheduler's entries with their next run.
+func TestSchedulesCommand(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	if r := ok(t, "schedules", "--db", db); r.stdout != "no periodic schedule has run on this database in the last day\n" {
+		t.Errorf("schedules with none: %q", r.stdout)
+	}
+	c, err := cairnq.Open(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := cairnq.NewScheduler(c, nil)
+	if _, err := s.Add("0 3 * * *", "report", nil, &cairnq.ScheduleOptions{ID: "nightly"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { stop(); <-done }()
+	var got struct {
+		Schedules []struct {
+			ID     string `json:"id"`
+			Spec   string `json:"spec"`
+			Next   int64  `json:"next_at_ms"`
+			Silent bool   `json:"silent"`
+		} `json:"schedules"`
+	}
+	waitFor(t, "the entry listed", func() bool {
+		decode(t, ok(t, "schedules", "--db", db, "--json"), &got)
+		return len(got.Schedules) == 1
+	})
+	if e := got.Schedules[0]; e.ID != "nightly" || e.Spec != "0 3 * * *" || e.Silent || time.UnixMilli(e.Next).UTC().Hour() != 3 {
+		t.Errorf("schedules --json = %+v", got.Schedules)
+	}
+	if r := ok(t, "schedules", "--db", db); !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "03:00:00 UTC (in ") {
+		t.Errorf("schedules:\n%s", r.stdout)
+	}
+}

@@ -15,7 +15,10 @@ const workflowHelp = `Lists the workflows (Client.SubmitWorkflow), or shows, can
 one, named by its record task's id:
 
   list       the newest workflows' records, as list prints tasks (--json:
-             {"tasks": [...]}); --status and --limit as list's.
+             {"tasks": [...]}); --status and --limit as list's. A live
+             workflow's record is queued (running only while a worker
+             advances it): --status queued lists the live workflows,
+             which get shows as running.
   get ID     the workflow's status and each step's state, task id and
              attempts. Reads only.
   cancel ID  cancels the workflow: the record, its queued steps at once,

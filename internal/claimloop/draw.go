@@ -187,8 +187,8 @@ func (l *Loop) calls(src *Source, rows []*cairnqtype.Task) []Call {
 // commit on the server while the driver reports the cancellation, and
 // its tasks would then belong to nobody until their leases expired.
 // Given the grace, the claim returns what it drew and the loop starts
-// it, so that the worker's drain runs it (or WorkOne abandons it, which
-// hands it back). A claim on a database out of reach still ends soon
+// it, so that the worker's drain runs it (WorkOne hands it back to its
+// queue instead). A claim on a database out of reach still ends soon
 // after the stop.
 const claimGrace = 2 * time.Second
 

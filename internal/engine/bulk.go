@@ -9,13 +9,14 @@ import (
 
 // DeleteTask deletes a task no worker holds (queued or finished) with its
 // keys, unless a workflow that has not ended holds it (its record, or one
-// of its steps), and returns the task as it was. It returns nil, nil when
-// no such task has that id.
-func (s *Store) DeleteTask(ctx context.Context, id string) (*cairnqtype.Task, error) {
+// of its steps), and returns the task as it was. status, when set, is the
+// status it must still have (a bulk delete's filter). It returns nil, nil
+// when no such task has that id.
+func (s *Store) DeleteTask(ctx context.Context, id string, status cairnqtype.Status) (*cairnqtype.Task, error) {
 	if err := checkID("delete", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.writeOne(ctx, stmtDeleteTask, protocol.Args{"id": id})
+	rows, err := s.writeOne(ctx, stmtDeleteTask, protocol.Args{"id": id, "status": nullable(string(status))})
 	if err != nil {
 		return nil, err
 	}
@@ -25,6 +26,27 @@ func (s *Store) DeleteTask(ctx context.Context, id string) (*cairnqtype.Task, er
 	}
 	return t, err
 }
+
+// CancelMatching is Cancel for a bulk cancel: the task is canceled only
+// while it still has status ("": queued or running), and a running task
+// already asked to stop is not asked again. It returns nil, nil when the
+// task no longer matches.
+func (s *Store) CancelMatching(ctx context.Context, id string, status cairnqtype.Status) (*cairnqtype.Task, error) {
+	if err := checkID("cancel", id); err != nil {
+		return nil, err
+	}
+	rows, err := s.writeOne(ctx, stmtCancelMatching, protocol.Args{"id": id, "status": nullable(string(status))})
+	if err != nil {
+		return nil, err
+	}
+	t, err := oneTask(rows)
+	s.settled(t)
+	s.stepEnded(ctx, t)
+	return t, err
+}
+
+// Matching is a task a bulk action's filter matched: its id and name.
+type Matching struct{ ID, Name string }
 
 // ValidateFilter checks f for op: at least one field set, each valid.
 func ValidateFilter(op string, f cairnqtype.TaskFilter) error {
@@ -40,11 +62,11 @@ func ValidateFilter(op string, f cairnqtype.TaskFilter) error {
 	return checkOptionalName(op, "name", f.Name)
 }
 
-// MatchingIDs returns up to limit ids of tasks matching f, in id order,
-// after the id after ("" for the first): a bulk action's next page. It
-// reads through the primary key, each page one short read, so a bulk
-// action holds no lock between its tasks.
-func (s *Store) MatchingIDs(ctx context.Context, f cairnqtype.TaskFilter, after string, limit int) ([]string, error) {
+// MatchingIDs returns up to limit tasks matching f, in id order, after
+// the id after ("" for the first): a bulk action's next page. It reads
+// through the primary key, each page one short read, so a bulk action
+// holds no lock between its tasks.
+func (s *Store) MatchingIDs(ctx context.Context, f cairnqtype.TaskFilter, after string, limit int) ([]Matching, error) {
 	where := "id > :after"
 	a := protocol.Args{"after": after, "limit": int64(max(limit, 1))}
 	for _, c := range []struct{ col, v string }{{"status", string(f.Status)}, {"queue", f.Queue}, {"name", f.Name}} {
@@ -54,17 +76,21 @@ func (s *Store) MatchingIDs(ctx context.Context, f cairnqtype.TaskFilter, after 
 		}
 	}
 	rows, err := s.consoleQuery(ctx, "matching_ids",
-		"SELECT id FROM cairnq_tasks WHERE "+where+" ORDER BY id LIMIT :limit", a)
+		"SELECT id, name FROM cairnq_tasks WHERE "+where+" ORDER BY id LIMIT :limit", a)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, 0, len(rows))
+	out := make([]Matching, 0, len(rows))
 	for _, r := range rows {
 		id, _, err := asString("id", r["id"])
 		if err != nil {
 			return nil, err
 		}
-		ids = append(ids, id)
+		name, _, err := asString("name", r["name"])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Matching{id, name})
 	}
-	return ids, nil
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -193,14 +194,8 @@ func (s *Store) consoleMatch(q ConsoleQuery) (span, filters []string, a protocol
 	eq("correlation_id", "correlation_id", q.CorrelationID)
 	eq("root_id", "root_id", q.RootID)
 	eq("parent_id", "parent_id", q.ParentID)
-	switch {
-	case q.Search != "" && q.SearchErrorOnly:
-		filters = append(filters, "lower(CAST(error AS TEXT)) LIKE :search ESCAPE '!'")
-	case q.Search != "":
-		filters = append(filters, "(lower(CAST(payload AS TEXT)) LIKE :search ESCAPE '!' OR lower(CAST(error AS TEXT)) LIKE :search ESCAPE '!')")
-	}
 	if q.Search != "" {
-		a["search"] = "%" + likeEscaper.Replace(strings.ToLower(q.Search)) + "%"
+		filters = append(filters, s.searchCond(q.Search, q.SearchErrorOnly, a))
 	}
 	if q.Key != "" {
 		// At most one task: the key's primary key finds it.
@@ -222,6 +217,40 @@ func (s *Store) consoleMatch(q ConsoleQuery) (span, filters []string, a protocol
 	}
 	return span, filters, a
 }
+
+// searchCond is the condition of a search for text in the payload (unless
+// errorOnly) or the error, as JSON text, its parameters put in a. ASCII
+// letters match in either case: SQLite's LIKE folds them, and Postgres
+// takes ILIKE (which folds the others too under a collation that knows
+// them); the text itself always matches. SQLite keeps a payload as the
+// text the SDK wrote, which escapes &, < and > as \u0026, \u003c and
+// \u003e: the search looks for that form too.
+func (s *Store) searchCond(text string, errorOnly bool, a protocol.Args) string {
+	like := "LIKE"
+	if s.dialect == protocol.Postgres {
+		like = "ILIKE"
+	}
+	pats := []string{text}
+	if esc := jsonHTMLEscaper.Replace(text); esc != text {
+		pats = append(pats, esc)
+	}
+	cols := []string{"payload", "error"}
+	if errorOnly {
+		cols = cols[1:]
+	}
+	var ors []string
+	for i, p := range pats {
+		param := "search" + strconv.Itoa(i)
+		a[param] = "%" + likeEscaper.Replace(p) + "%"
+		for _, col := range cols {
+			ors = append(ors, "CAST("+col+" AS TEXT) "+like+" :"+param+" ESCAPE '!'")
+		}
+	}
+	return "(" + strings.Join(ors, " OR ") + ")"
+}
+
+// jsonHTMLEscaper writes &, < and > as encoding/json does by default.
+var jsonHTMLEscaper = strings.NewReplacer("&", `\u0026`, "<", `\u003c`, ">", `\u003e`)
 
 // likeEscaper escapes LIKE's wildcards with '!', the search's ESCAPE.
 var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")

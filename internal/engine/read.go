@@ -190,10 +190,16 @@ func (s *Store) QueueHeadroom(ctx context.Context, queue string, maxDepth int) (
 // MaxSearchBytes bounds ListOptions.Search.
 const MaxSearchBytes = 1000
 
+// CheckSearch checks a search's text for op: valid UTF-8, no NUL, at
+// most MaxSearchBytes.
+func CheckSearch(op, search string) error {
+	return checkText(op, "search", search, MaxSearchBytes)
+}
+
 // search is List with a Search: list.sql's filters and order, and the
 // console's search filter (consoleMatch), on the read side.
 func (s *Store) search(ctx context.Context, p cairnqtype.ListOptions, limit int) ([]*cairnqtype.Task, error) {
-	if err := checkText("list", "search", p.Search, MaxSearchBytes); err != nil {
+	if err := CheckSearch("list", p.Search); err != nil {
 		return nil, err
 	}
 	span, filters, a := s.consoleMatch(ConsoleQuery{Status: string(p.Status), Queue: p.Queue, Name: p.Name,

@@ -51,14 +51,16 @@ const (
 
 	// A queue paused for every Go worker (pause.go), ours, beside the
 	// protocol's: rows of cairnq_meta.
-	stmtQueuePause  = "queue_pause"
-	stmtMetaRows    = "meta_rows"
-	stmtQueueResume = "queue_resume"
-	stmtDeleteTask  = "delete_task" // ours: one task no worker holds
+	stmtQueuePause     = "queue_pause"
+	stmtMetaRows       = "meta_rows"
+	stmtQueueResume    = "queue_resume"
+	stmtDeleteTask     = "delete_task"     // ours: one task no worker holds
+	stmtCancelMatching = "cancel_matching" // ours: a bulk cancel's, of one task
 
-	// A Go worker's beat (worker_beat.go), ours: a row of cairnq_meta.
-	stmtWorkerBeat   = "worker_beat"
-	stmtWorkerForget = "worker_forget"
+	// A row of cairnq_meta of ours written and deleted: a Go worker's
+	// beat (worker_beat.go), a periodic schedule's (schedule_row.go).
+	stmtMetaPut    = "meta_put"
+	stmtMetaDelete = "meta_delete"
 
 	// stmtSnooze hands a running task back to the queue with its attempt
 	// given back (both dialects), ours, beside the protocol's.

@@ -51,36 +51,55 @@ type workerValue struct {
 
 // WorkerBeat writes w's row, over its last beat.
 func (s *Store) WorkerBeat(ctx context.Context, w cairnqtype.WorkerInfo) error {
-	value, err := json.Marshal(workerValue{V: 1, ID: w.ID, Host: w.Host, PID: w.PID, Queues: w.Queues,
+	return s.metaPut(ctx, WorkerPrefix+w.ID, workerValue{V: 1, ID: w.ID, Host: w.Host, PID: w.PID, Queues: w.Queues,
 		Names: w.Names, Concurrency: w.Concurrency, Running: w.Running, StartedMS: w.StartedAt.UnixMilli(),
 		BeatMS: w.BeatAt.UnixMilli(), EveryMS: w.Every.Milliseconds()})
-	if err != nil {
-		return err
-	}
-	_, err = s.writeOne(ctx, stmtWorkerBeat, protocol.Args{"key": WorkerPrefix + w.ID, "value": string(value)})
-	return err
 }
 
 // WorkerForget deletes worker id's row.
 func (s *Store) WorkerForget(ctx context.Context, id string) error {
-	_, err := s.writeOne(ctx, stmtWorkerForget, protocol.Args{"key": WorkerPrefix + id})
-	return err
+	return s.metaDelete(ctx, WorkerPrefix+id)
 }
 
 // Workers returns every worker row, by id. A row whose value does not
 // read as a worker has only its id.
 func (s *Store) Workers(ctx context.Context) ([]cairnqtype.WorkerInfo, error) {
-	rows, err := s.readOne(ctx, stmtMetaRows, protocol.Args{"prefix": WorkerPrefix})
+	rows, err := s.metaRows(ctx, WorkerPrefix)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]cairnqtype.WorkerInfo, 0, len(rows))
 	for _, r := range rows {
+		w := cairnqtype.WorkerInfo{ID: r.name}
+		var v workerValue
+		if json.Unmarshal([]byte(r.value), &v) == nil && v.V == 1 {
+			w.Host, w.PID, w.Queues, w.Names = v.Host, v.PID, v.Queues, v.Names
+			w.Concurrency, w.Running, w.Every = v.Concurrency, v.Running, time.Duration(v.EveryMS)*time.Millisecond
+			w.StartedAt, w.BeatAt = msTime(v.StartedMS, v.StartedMS != 0), msTime(v.BeatMS, v.BeatMS != 0)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// metaRow is a cairnq_meta row of ours: its key past the prefix, and its
+// value.
+type metaRow struct{ name, value string }
+
+// metaRows returns the cairnq_meta rows whose key starts with prefix, by
+// key.
+func (s *Store) metaRows(ctx context.Context, prefix string) ([]metaRow, error) {
+	rows, err := s.readOne(ctx, stmtMetaRows, protocol.Args{"prefix": prefix})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metaRow, 0, len(rows))
+	for _, r := range rows {
 		key, _, err := asString("key", r["key"])
 		if err != nil {
 			return nil, err
 		}
-		id, ok := strings.CutPrefix(key, WorkerPrefix)
+		name, ok := strings.CutPrefix(key, prefix)
 		if !ok {
 			continue
 		}
@@ -88,15 +107,24 @@ func (s *Store) Workers(ctx context.Context) ([]cairnqtype.WorkerInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		w := cairnqtype.WorkerInfo{ID: id}
-		var v workerValue
-		if json.Unmarshal([]byte(value), &v) == nil && v.V == 1 {
-			w.Host, w.PID, w.Queues, w.Names = v.Host, v.PID, v.Queues, v.Names
-			w.Concurrency, w.Running, w.Every = v.Concurrency, v.Running, time.Duration(v.EveryMS)*time.Millisecond
-			w.StartedAt, w.BeatAt = msTime(v.StartedMS, v.StartedMS != 0), msTime(v.BeatMS, v.BeatMS != 0)
-		}
-		out = append(out, w)
+		out = append(out, metaRow{name, value})
 	}
-	slices.SortFunc(out, func(a, b cairnqtype.WorkerInfo) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b metaRow) int { return cmp.Compare(a.name, b.name) })
 	return out, nil
+}
+
+// metaPut writes the row key with value as JSON, over what it held.
+func (s *Store) metaPut(ctx context.Context, key string, value any) error {
+	b, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	_, err = s.writeOne(ctx, stmtMetaPut, protocol.Args{"key": key, "value": string(b)})
+	return err
+}
+
+// metaDelete deletes the row key.
+func (s *Store) metaDelete(ctx context.Context, key string) error {
+	_, err := s.writeOne(ctx, stmtMetaDelete, protocol.Args{"key": key})
+	return err
 }

@@ -46,11 +46,14 @@ func (b *Beat) Run(ctx context.Context) {
 	}
 }
 
-// beat writes the row once.
+// beat writes the row once. The write runs on past ctx's end (for at
+// most forgetTimeout), so that it cannot commit after the stop's delete.
 func (b *Beat) beat(ctx context.Context) {
 	w := b.Info()
 	w.BeatAt, w.Every = time.Now(), b.Every
-	b.report(ctx, b.Store.WorkerBeat(ctx, w))
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), forgetTimeout)
+	defer cancel()
+	b.report(ctx, b.Store.WorkerBeat(wctx, w))
 }
 
 // forgetOld deletes the rows of workers silent for WorkerForgetAfter.

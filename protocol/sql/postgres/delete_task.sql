@@ -3,10 +3,11 @@
 -- is queued or running (the record, or one of its steps, root_id naming
 -- the record), which purge_from keeps for the same reasons. Key rows
 -- cascade away. No row back: the id is running, of a live workflow, or
--- gone.
+-- gone, or no longer of :status (NULL: any), a bulk delete's filter.
 DELETE FROM cairnq_tasks
 WHERE id = :id
   AND status <> 'running'
+  AND (:status::text IS NULL OR status = :status)
   AND NOT (name = 'cairnq.workflow' AND status = 'queued')
   AND NOT coalesce((
       SELECT wf.status IN ('queued', 'running')
