@@ -14,6 +14,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 const submitHelp = `Submits a task named NAME with JSON as its payload (default {}) and
@@ -36,7 +37,9 @@ in the file's order, so the tasks are what the same submits one after
 another would make, keys included. The ids are printed in the lines'
 order, a batch's once it is committed (--json: the task, one per line),
 and a progress line goes to stderr (redrawn in place on a terminal, a
-line a second otherwise). A line that is not a task (not a JSON object,
+line a second otherwise), which says how many tasks a line's key found
+already there, as a rerun of the same file finds them: "submitted 5000
+tasks, lines 1-5000: 0 new, 5000 already there under their keys". A line that is not a task (not a JSON object,
 an unknown field, a bad name or conflict) stops the command with its
 line number, exit 2 (exit 1 for a key taken under reject); nothing of
 its batch is written, and the message says what the batches before it
@@ -158,8 +161,9 @@ type fromRun struct {
 	lines    lineReader
 	live     *liveLine
 
-	through int // the last line of the batches committed
-	tasks   int // the tasks they returned
+	through  int // the last line of the batches committed
+	tasks    int // the tasks they returned
+	existing int // of those, the ones a key found already there
 }
 
 func (r *fromRun) run(ctx context.Context) error {
@@ -184,7 +188,11 @@ func (r *fromRun) run(ctx context.Context) error {
 
 // progress is the progress line.
 func (r *fromRun) progress() string {
-	return fmt.Sprintf("submitted %s, %s", plural(r.tasks, "task"), lineRange(1, r.through))
+	if r.existing == 0 {
+		return fmt.Sprintf("submitted %s, %s", plural(r.tasks, "task"), lineRange(1, r.through))
+	}
+	return fmt.Sprintf("submitted %s, %s: %d new, %d already there under their keys",
+		plural(r.tasks, "task"), lineRange(1, r.through), r.tasks-r.existing, r.existing)
 }
 
 // lineRange is "line 7" or "lines 1-7".
@@ -222,6 +230,15 @@ func (r *fromRun) read(ctx context.Context) (items []cairnq.SubmitItem, at []int
 
 // submit submits one batch and writes its tasks.
 func (r *fromRun) submit(ctx context.Context, items []cairnq.SubmitItem, at []int) error {
+	// A task created before the batch began, by the database's clock,
+	// is one a key found there (a rerun of the same file). Times are in
+	// whole milliseconds: one created in the millisecond the batch began,
+	// or the one before, counts as new.
+	began, err := engine.Of(r.c.Store()).ConsoleNow(ctx)
+	began = began.Truncate(time.Millisecond).Add(-time.Millisecond)
+	if err != nil {
+		return r.failed(lineRange(at[0], at[len(at)-1]), err)
+	}
 	tasks, err := r.c.SubmitMany(ctx, items)
 	if err != nil {
 		var ie *cairnq.SubmitItemError
@@ -231,6 +248,11 @@ func (r *fromRun) submit(ctx context.Context, items []cairnq.SubmitItem, at []in
 		return r.failed(lineRange(at[0], at[len(at)-1]), err)
 	}
 	r.through, r.tasks = at[len(at)-1], r.tasks+len(tasks)
+	for _, t := range tasks {
+		if t.CreatedAt.Before(began) {
+			r.existing++
+		}
+	}
 	var out bytes.Buffer
 	for _, t := range tasks {
 		if !r.json {

@@ -465,3 +465,26 @@ func TestSubmitFromStdoutFails(t *testing.T) {
 		t.Errorf("%d tasks written, want the first batch's 2", n)
 	}
 }
+
+// Rerunning submit --from with the same keys says the tasks were there
+// already, rather than that it submitted them.
+func TestSubmitFromRerunSaysExisting(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) { submitFromRerun(t, b.db) })
+}
+
+func submitFromRerun(t *testing.T, db string) {
+	ok(t, "migrate", "--db", db)
+	file := filepath.Join(t.TempDir(), "lines.jsonl")
+	if err := os.WriteFile(file, []byte(`{"name":"a","key":"k1"}
+{"name":"a","key":"k2"}
+{"name":"a"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := ok(t, "submit", "--db", db, "--from", file); !strings.HasSuffix(r.stderr, "submitted 3 tasks, lines 1-3\n") {
+		t.Errorf("first run: %q", r.stderr)
+	}
+	if r := ok(t, "submit", "--db", db, "--from", file); !strings.HasSuffix(r.stderr, "submitted 3 tasks, lines 1-3: 1 new, 2 already there under their keys\n") {
+		t.Errorf("rerun: %q", r.stderr)
+	}
+}
