@@ -69,7 +69,7 @@ func TestEventSendAndDurableGet(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = ok(t, "get", "--db", b.db, task.ID)
-		for _, want := range []string{`"status": "succeeded"`, "events:", `"ann"`} {
+		for _, want := range []string{"succeeded, attempt", "events:", `"ann"`} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("get of the task after its event lacks %q:\n%s", want, r.stdout)
 			}

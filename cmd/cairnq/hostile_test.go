@@ -179,7 +179,7 @@ func assertHostileShown(t *testing.T, h hostileDB) {
 		Metadata      struct{ M string }
 		Error         struct{ Message string }
 	}
-	if err := json.Unmarshal([]byte(ok(t, "get", "--db", h.path, h.failed).stdout), &got); err != nil {
+	if err := json.Unmarshal([]byte(ok(t, "get", "--json", "--db", h.path, h.failed).stdout), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Name != hostile || got.Message != hostile || got.Metadata.M != hostile || got.Error.Message != hostile {

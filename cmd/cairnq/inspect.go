@@ -16,6 +16,7 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 const taskJSONHelp = `A task's JSON is the protocol's task object: id, name, queue, status,
@@ -43,11 +44,16 @@ only.
 
 ` + taskJSONHelp
 
-const getHelp = `Shows one task as JSON (indented; --json: on one line). Reads only.
-Exit status 3 when there is no task with that id. Below the JSON (not
-with --json), a durable handler's task lists its steps (name, kind, the
-attempt that ran it, when, how long, its output), the events delivered to
-it, and the sleep or the wait it is parked in.
+const getHelp = `Shows one task, a field a line: its status and attempts, the key that
+points at it, its times in UTC with how long ago, its worker and lease,
+its progress and links, then its payload, result and metadata as
+indented JSON and its error (a succeeded task's error is an earlier
+attempt's, and says so). --json prints the task as JSON on one line,
+its times in epoch milliseconds, as below. Reads only. Exit status 3
+when there is no task with that id. A durable handler's task then lists
+its steps (name, kind, the attempt that ran it, when, how long, its
+output), the events delivered to it, and the sleep or the wait it is
+parked in (not with --json).
 
 ` + taskJSONHelp
 
@@ -306,7 +312,13 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 	if e.db.json {
 		return writeJSON(e.out, t)
 	}
-	if err := printJSON(e.out, t); err != nil {
+	// The key pointing at the task: no index of protocol v1 finds it by
+	// task, so this reads the keys (as the console's key=1 does).
+	key, _, err := engine.Of(c.Store()).ConsoleTaskKey(ctx, t.ID, 0)
+	if err != nil {
+		return err
+	}
+	if err := printTask(e.out, t, key, time.Now()); err != nil {
 		return err
 	}
 	return printDurable(e.out, t)

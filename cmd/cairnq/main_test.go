@@ -415,8 +415,9 @@ func TestCommands(t *testing.T) {
 		if got.ID != first.ID || got.CreatedAtMs != first.CreatedAtMs || string(got.Payload) != `{"n":1}` {
 			t.Errorf("get --json = %+v", got)
 		}
-		if r := run("get", first.ID); !strings.Contains(r.stdout, "\n  \"id\": \""+first.ID) {
-			t.Errorf("get prints indented JSON:\n%s", r)
+		if r := run("get", first.ID); !strings.HasPrefix(r.stdout, "id ") || !strings.Contains(r.stdout, first.ID) ||
+			!strings.Contains(r.stdout, " UTC (") || !strings.Contains(r.stdout, "payload:\n  {\n    \"n\": 1\n  }") {
+			t.Errorf("get prints no field a line, UTC times or the indented payload:\n%s", r)
 		}
 		missing := cairnq.NewTaskID()
 		if r := code(exitNotFound, "get", missing); !strings.Contains(r.stderr, "not found") {
@@ -545,7 +546,7 @@ func TestDemoRunsToCompletion(t *testing.T) {
 		t.Fatalf("list:\n%s", r)
 	}
 	id := regexp.MustCompile(`task_[0-9A-Z]{26}`).FindString(r.stdout)
-	if r := ok(t, "get", "--db", db, id); !strings.Contains(r.stdout, `"code": "bad_input"`) {
+	if r := ok(t, "get", "--db", db, id); !strings.Contains(r.stdout, "error:\n  TaskError bad_input: ") {
 		t.Errorf("get:\n%s", r)
 	}
 }

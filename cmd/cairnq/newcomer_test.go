@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	cairnq "github.com/cairnq/cairnq-go"
 )
 
 // What a newcomer mistypes gets the one meant, or the list to choose
@@ -59,5 +64,58 @@ func TestDemoNextStepsAsInvoked(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printNext as %q:\n%s\nwant a line starting %q", self, out.String(), want)
 		}
+	}
+}
+
+// get shows a task for a person: its key, its times in UTC, and an error
+// a succeeded task still holds as an earlier attempt's (newcomer trip 6).
+func TestGetShowsKeyTimesAndAnEarlierError(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	c, err := cairnq.Open(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	task, err := c.Submit(context.Background(), "flaky", nil, &cairnq.SubmitOptions{Key: "order-42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cairnq.NewWorker(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	w.Handle("flaky", func(context.Context, *cairnq.TaskContext) (any, error) {
+		if calls++; calls == 1 {
+			return nil, errors.New("first try fails")
+		}
+		return "ok", nil
+	}, nil)
+	waitFor(t, "the retry to succeed", func() bool { // the retry waits out its backoff
+		done, err := w.WorkOne(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(done) == 1 && done[0].Status == cairnq.StatusSucceeded
+	})
+	r := ok(t, "get", "--db", db, task.ID)
+	fields := map[string]string{}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if name, value, ok := strings.Cut(line, "  "); ok && !strings.HasPrefix(line, " ") {
+			fields[name] = strings.TrimSpace(value)
+		}
+	}
+	if fields["status"] != "succeeded, attempt 2 of 3" || fields["key"] != "order-42" {
+		t.Errorf("get's status %q and key %q:\n%s", fields["status"], fields["key"], r.stdout)
+	}
+	for _, want := range []string{" UTC (",
+		"error of an earlier attempt (the task then succeeded):", "first try fails", "result:\n  \"ok\""} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("get lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "_ms") {
+		t.Errorf("get shows epoch milliseconds:\n%s", r.stdout)
 	}
 }
