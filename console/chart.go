@@ -21,7 +21,16 @@ type chart struct {
 	Max           int
 	Succeeded     int
 	Failed        int
+	// YTicks are the y axis's labels, top first (the peak, half of it,
+	// 0), and Mid the height of the half's gridline; XTicks the x axis's,
+	// evenly spaced from the first minute to the last, in UTC.
+	YTicks []int
+	Mid    int
+	XTicks []string
 }
+
+// chartXTicks is how many times the chart's x axis shows.
+const chartXTicks = 5
 
 type bar struct {
 	X, W       int
@@ -40,6 +49,16 @@ func newChart(ms []engine.ConsoleMinute) chart {
 	scale := 0.0
 	if c.Max > 0 {
 		scale = float64(chartHeight) / float64(c.Max)
+	}
+	c.YTicks, c.Mid = []int{c.Max, c.Max / 2, 0}, chartHeight/2
+	if c.Max%2 != 0 {
+		c.YTicks[1] = -1 // no whole number at half height: the template leaves it blank
+	}
+	if n := len(ms); n > 0 {
+		for i := range chartXTicks {
+			c.XTicks = append(c.XTicks, ms[i*(n-1)/(chartXTicks-1)].Minute.UTC().Format("15:04"))
+		}
+		c.XTicks[len(c.XTicks)-1] += " UTC"
 	}
 	for i, m := range ms {
 		badH := int(float64(m.Failed)*scale + 0.5)

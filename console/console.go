@@ -15,7 +15,8 @@
 // polling on SQLite); when that stream is lost a banner says so ("Live
 // updates lost — retrying…") until it is back. Under 860 CSS pixels (a
 // phone) the tables become one card per row, each value labelled, and no
-// page is wider than the window. It imports only the standard library and
+// page is wider than the window. The colours follow the system's light or
+// dark mode (prefers-color-scheme). It imports only the standard library and
 // this module.
 //
 // # Pages

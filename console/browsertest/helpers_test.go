@@ -20,6 +20,7 @@ import (
 	cairnqpgx "github.com/cairnq/cairnq-go/adapters/pgx"
 	"github.com/cairnq/cairnq-go/console"
 	"github.com/cairnq/cairnq-go/internal/testkit/syncbuf"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -473,6 +474,19 @@ func waitFor[T any](tb *tab, what, expr, state string) T {
 		tb.t.Fatalf("waiting for %s: %v; the page shows %s%s", what, err, now, tb.consoleDump())
 	}
 	return v
+}
+
+// colorScheme makes the page see the system ask for scheme ("dark",
+// "light"), or stops pretending ("").
+func (tb *tab) colorScheme(scheme string) {
+	tb.t.Helper()
+	var features []*emulation.MediaFeature
+	if scheme != "" {
+		features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features}); err != nil {
+		tb.t.Fatalf("emulate prefers-color-scheme %q: %v", scheme, err)
+	}
 }
 
 // screenshot writes the whole page as name.png to CAIRNQ_SCREENSHOTS_DIR,

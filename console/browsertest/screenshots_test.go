@@ -207,7 +207,8 @@ func testScreenshots(t *testing.T, d db, br *browser) {
 		phone      []string // checked at the phone's width only (the desktop's cuts long errors short)
 	}{
 		{"overview", "/", []string{"#live h1", "#live table.queues tbody td", "#live table.running td.id a",
-			"#live table.running td.name", "#live table.running td.queue", "#counted"}, nil},
+			"#live table.running td.name", "#live table.running td.queue", "#counted",
+			"#live .chartbox .yaxis span:first-child", "#live .chartbox .xaxis span"}, nil},
 		{"tasks", "/tasks?queue=emails&limit=8", append([]string{"#matches", "#live form.filters"}, rows...),
 			[]string{"#live table.tasks td.err:not(.empty)"}},
 		{"task", "/tasks/" + reports[0].ID, append([]string{"#live h1 .id", "#live .headline .status", "#live .headline strong",
@@ -236,6 +237,58 @@ func testScreenshots(t *testing.T, d db, br *browser) {
 			}
 			if d.backend == "sqlite" && l.name != "workers" {
 				tb.screenshot(fmt.Sprintf("console-%s-%d", l.name, width))
+			}
+		}
+	}
+	checkChartAxes(t, tb, base)
+	checkDarkMode(t, tb, base, d.backend == "sqlite", layouts[0].sel, layouts[1].sel)
+}
+
+// checkChartAxes checks the overview chart's axes: the peak, its half
+// and 0 up the side, five times in UTC along the bottom, the last the
+// newest minute.
+func checkChartAxes(t *testing.T, tb *tab, base string) {
+	t.Helper()
+	tb.navigate(base + "/")
+	y := eval[[]string](tb, `[...document.querySelectorAll("#live .chartbox .yaxis span")].map(s => s.textContent)`)
+	x := eval[[]string](tb, `[...document.querySelectorAll("#live .chartbox .xaxis span")].map(s => s.textContent)`)
+	if len(y) != 3 || y[0] == "" || y[0] == "0" || y[2] != "0" {
+		t.Errorf("the chart's y axis: %q, want the peak, its half and 0", y)
+	}
+	if len(x) != 5 || !strings.HasSuffix(x[4], " UTC") {
+		t.Errorf("the chart's x axis: %q, want five times, the last in UTC", x)
+	}
+}
+
+// checkDarkMode shows the overview and the task list with the system
+// asking for dark colours: dark surfaces and light text, laid out as in
+// light mode at a phone's width and a desktop's, written as
+// console-{overview,tasks}-{390,1400}-dark.png.
+func checkDarkMode(t *testing.T, tb *tab, base string, shots bool, overview, tasks []string) {
+	t.Helper()
+	tb.colorScheme("dark")
+	defer tb.colorScheme("")
+	for _, width := range []int64{phoneWidth, desktopWidth} {
+		tb.viewport(width, 900)
+		for _, p := range []struct {
+			name, path string
+			sel        []string
+		}{{"overview", "/", overview}, {"tasks", "/tasks?queue=emails&limit=8", tasks}} {
+			tb.navigate(base + p.path)
+			checkLayout(tb, p.name+" in dark mode", p.sel...)
+			bg := eval[string](tb, `getComputedStyle(document.body).backgroundColor`)
+			fg := eval[string](tb, `getComputedStyle(document.body).color`)
+			// A table's surface: the cards' on the phone, the table's on the desktop.
+			card := "#live table"
+			if width < cardsBelow {
+				card = "#live table.cards tbody tr"
+			}
+			surface := eval[string](tb, `getComputedStyle(document.querySelector("`+card+`")).backgroundColor`)
+			if bg != "rgb(21, 24, 30)" || fg != "rgb(227, 230, 236)" || surface != "rgb(30, 35, 43)" {
+				t.Errorf("%s in dark mode at %dpx: background %s, text %s, tables %s", p.name, width, bg, fg, surface)
+			}
+			if shots {
+				tb.screenshot(fmt.Sprintf("console-%s-%d-dark", p.name, width))
 			}
 		}
 	}
