@@ -63,8 +63,9 @@
 //     workers holding leases now with how many tasks each runs (one that
 //     writes no beat, another SDK's, marked "no beat"). The overview
 //     lists the same.
-//   - /workflows/{id} (Workflow): a workflow's steps as a graph, each step
-//     a box after the steps it waits for, coloured by its state (waiting,
+//   - /workflows/{id} (Workflow): each failed step's error, and the
+//     workflow's steps as a graph (across a wide window, down a narrow
+//     one), each step a box after the steps it waits for, coloured by its state (waiting,
 //     queued, running, succeeded, failed, canceled, skipped, lost), live
 //     like every page, and as a table; cancel and retry when writes are
 //     allowed. A workflow's record task and its steps link to it; the

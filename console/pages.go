@@ -45,9 +45,19 @@ var funcs = template.FuncMap{
 	"took":      func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond },
 	"pauseText": pauseText,
 	"join":      strings.Join,
+	"graph": func(base, dir string, g graphLayout) graphView {
+		return graphView{Base: base, Dir: dir, G: g}
+	},
 	"workerRows": func(now time.Time, ws []workerRow) workersView {
 		return workersView{Now: now, Workers: ws}
 	},
+}
+
+// graphView is what the "graph" template takes: a workflow's graph laid
+// out across or down.
+type graphView struct {
+	Base, Dir string
+	G         graphLayout
 }
 
 // workersView is what the "workerrows" template takes.

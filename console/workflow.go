@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -39,17 +40,32 @@ type graphEdge struct {
 	X1, Y1, X2, Y2 int
 }
 
-// workflowView is what page_workflow.html takes.
+// workflowView is what page_workflow.html takes: the graph laid out
+// across (a step's depth its column), for a wide window, and down (its
+// depth its row), for a narrow one; and the failed steps' errors.
 type workflowView struct {
-	WF            *cairnq.Workflow
+	WF           *cairnq.Workflow
+	Across, Down graphLayout
+	Failed       []failedStep
+	Flash        string
+}
+
+// graphLayout is the graph's boxes and edges placed, and its size.
+type graphLayout struct {
 	Nodes         []graphNode
 	Edges         []graphEdge
 	Width, Height int
-	Flash         string
 }
 
-// layoutWorkflow places wf's steps: a step's column is its depth, its row
-// its order among the steps of that depth as defined.
+// failedStep is a failed step and its task's error.
+type failedStep struct {
+	Step, TaskID string
+	Error        *cairnqtype.ErrorEnvelope
+}
+
+// layoutWorkflow places wf's steps twice: across, a step's column its
+// depth and its row its order among the steps of that depth as defined;
+// and down, the same with rows and columns swapped.
 func layoutWorkflow(wf *cairnq.Workflow) workflowView {
 	v := workflowView{WF: wf}
 	index := make(map[string]int, len(wf.Steps))
@@ -73,17 +89,38 @@ func layoutWorkflow(wf *cairnq.Workflow) workflowView {
 		depth[i], done[i] = d, true
 		return d
 	}
+	order := make([]int, len(wf.Steps)) // a step's place among its depth's
 	rows := map[int]int{}
 	maxRows, maxDepth := 0, 0
+	for i := range wf.Steps {
+		d := depthOf(i)
+		order[i] = rows[d]
+		rows[d]++
+		maxRows, maxDepth = max(maxRows, rows[d]), max(maxDepth, d)
+	}
+	v.Across = placeGraph(wf, index, func(i int) (int, int) {
+		return margin + depth[i]*(nodeW+gapX), margin + order[i]*(nodeH+gapY)
+	}, true)
+	v.Across.Width = 2*margin + (maxDepth+1)*nodeW + maxDepth*gapX
+	v.Across.Height = 2*margin + maxRows*nodeH + max(maxRows-1, 0)*gapY
+	v.Down = placeGraph(wf, index, func(i int) (int, int) {
+		return margin + order[i]*(nodeW+gapY), margin + depth[i]*(nodeH+gapX)
+	}, false)
+	v.Down.Width = 2*margin + maxRows*nodeW + max(maxRows-1, 0)*gapY
+	v.Down.Height = 2*margin + (maxDepth+1)*nodeH + maxDepth*gapX
+	return v
+}
+
+// placeGraph puts each step's box where at says and draws its edges: from
+// a box's right side to the next's left (across), or its bottom to the
+// next's top.
+func placeGraph(wf *cairnq.Workflow, index map[string]int, at func(i int) (x, y int), across bool) graphLayout {
+	var g graphLayout
 	pos := make([][2]int, len(wf.Steps))
 	for i, s := range wf.Steps {
-		d := depthOf(i)
-		r := rows[d]
-		rows[d]++
-		maxRows, maxDepth = max(maxRows, r+1), max(maxDepth, d)
-		x, y := margin+d*(nodeW+gapX), margin+r*(nodeH+gapY)
+		x, y := at(i)
 		pos[i] = [2]int{x, y}
-		v.Nodes = append(v.Nodes, graphNode{Step: s.Step, Task: s.Task, TaskID: s.TaskID, State: s.State, Attempt: s.Attempt, X: x, Y: y})
+		g.Nodes = append(g.Nodes, graphNode{Step: s.Step, Task: s.Task, TaskID: s.TaskID, State: s.State, Attempt: s.Attempt, X: x, Y: y})
 	}
 	for i, s := range wf.Steps {
 		for _, a := range s.After {
@@ -91,13 +128,15 @@ func layoutWorkflow(wf *cairnq.Workflow) workflowView {
 			if !ok {
 				continue
 			}
-			v.Edges = append(v.Edges, graphEdge{From: a, To: s.Step,
-				X1: pos[j][0] + nodeW, Y1: pos[j][1] + nodeH/2, X2: pos[i][0], Y2: pos[i][1] + nodeH/2})
+			e := graphEdge{From: a, To: s.Step,
+				X1: pos[j][0] + nodeW, Y1: pos[j][1] + nodeH/2, X2: pos[i][0], Y2: pos[i][1] + nodeH/2}
+			if !across {
+				e.X1, e.Y1, e.X2, e.Y2 = pos[j][0]+nodeW/2, pos[j][1]+nodeH, pos[i][0]+nodeW/2, pos[i][1]
+			}
+			g.Edges = append(g.Edges, e)
 		}
 	}
-	v.Width = 2*margin + (maxDepth+1)*nodeW + maxDepth*gapX
-	v.Height = 2*margin + maxRows*nodeH + max(maxRows-1, 0)*gapY
-	return v
+	return g
 }
 
 func (k *console) workflowPage(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +152,23 @@ func (k *console) workflowPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := layoutWorkflow(wf)
 	v.Flash = r.URL.Query().Get("done")
+	// The failed steps' errors: a workflow fails on them, and its own
+	// error names no more than the step.
+	for _, s := range wf.Steps {
+		if s.State != cairnq.StepState(cairnq.StatusFailed) || s.TaskID == "" {
+			continue
+		}
+		t, err := k.st.Get(r.Context(), s.TaskID)
+		if err != nil && !errors.Is(err, cairnq.ErrNotFound) {
+			k.pageFail(w, r, err)
+			return
+		}
+		f := failedStep{Step: s.Step, TaskID: s.TaskID}
+		if t != nil {
+			f.Error = t.Error
+		}
+		v.Failed = append(v.Failed, f)
+	}
 	k.render(w, r, "workflow", now, v)
 }
 

@@ -36,8 +36,10 @@ func TestConsoleWorkflowGraph(t *testing.T) {
 				t.Fatalf("workflow page lacks %q: %d\n%s", want, r.Status, r.Body)
 			}
 		}
-		if strings.Count(r.Body, `<line class="edge"`) != 4 || strings.Count(r.Body, `<g class="node`) != 4 {
-			t.Errorf("want 4 boxes and 4 edges:\n%s", r.Body)
+		// Laid out twice: across for a wide window, down for a narrow one.
+		if strings.Count(r.Body, `<line class="edge"`) != 8 || strings.Count(r.Body, `<g class="node`) != 8 ||
+			!strings.Contains(r.Body, `class="graph-wrap graph-across"`) || !strings.Contains(r.Body, `class="graph-wrap graph-down"`) {
+			t.Errorf("want 4 boxes and 4 edges, across and down:\n%s", r.Body)
 		}
 		if r := get(t, h, "/cairnq/tasks/"+rec.ID); !strings.Contains(r.Body, `href="/cairnq/workflows/`+rec.ID+`"`) {
 			t.Errorf("the record's task page does not link its workflow:\n%s", r.Body)
@@ -137,5 +139,30 @@ func TestWorkflowsListed(t *testing.T) {
 		if r := get(t, h, "/cairnq/workflows/"+rec.ID); !strings.Contains(r.Body, `class="here">Workflows</a>`) {
 			t.Errorf("a workflow's page is not under Workflows")
 		}
+	})
+}
+
+// A failed workflow's page shows the failed step's error, not only that
+// it failed.
+func TestWorkflowPageShowsFailedStepError(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		rec, err := c.SubmitWorkflow(ctx(t), []cairnq.WorkflowStep{
+			{Step: "charge", Task: "wf.charge", Options: &cairnq.SubmitOptions{MaxAttempts: 1}},
+			{Step: "ship", Task: "wf.ship", After: []string{"charge"}},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runWorker(t, c, map[string]cairnq.Handler{
+			"wf.charge": func(context.Context, *cairnq.TaskContext) (any, error) {
+				return nil, &cairnq.TaskError{Code: "card_declined", Message: "the issuer said no"}
+			},
+		})
+		h := mount(t, c, nil)
+		waitFor(t, "the failed step's error on the page", func() bool {
+			b := get(t, h, "/cairnq/workflows/"+rec.ID).Body
+			return strings.Contains(b, "<strong>charge</strong> failed: card_declined: the issuer said no")
+		})
 	})
 }

@@ -9,11 +9,13 @@ import (
 )
 
 // workflowStatesJS is what the workflow page's graph shows: each drawn
-// step box's state by step, and whether every box has a size on screen.
+// step box's state by step, and whether every box has a size on screen,
+// in the layout shown (across on a desktop, down on a phone).
 const workflowStatesJS = `(() => {
   const out = {};
   let drawn = true;
   for (const g of document.querySelectorAll("#live svg.workflow-graph g.node")) {
+    if (g.closest(".graph-wrap").offsetParent === null) continue; // the layout for the other width
     const r = g.querySelector("rect").getBoundingClientRect();
     drawn = drawn && r.width > 100 && r.height > 30;
     out[g.getAttribute("data-step")] = g.getAttribute("data-state");
@@ -68,4 +70,23 @@ func testWorkflowGraphLive(t *testing.T, d db, br *browser) {
 		t.Error("the page reloaded: the graph must follow the workflow in place")
 	}
 	tb.checkConsole()
+
+	// On a phone the graph runs down the page, whole within the window.
+	tb.viewport(phoneWidth, 800)
+	s = eval[map[string]string](tb, workflowStatesJS)
+	if s["join"] != "succeeded" || s["(drawn)"] != "yes" || len(s) != 5 {
+		t.Errorf("the graph at %dpx: %v", phoneWidth, s)
+	}
+	if shown := eval[string](tb, `[...document.querySelectorAll("#live .graph-wrap")].filter(w => w.offsetParent !== null).map(w => w.className).join()`); shown != "graph-wrap graph-down" {
+		t.Errorf("at %dpx the graphs shown: %q, want the one laid out down", phoneWidth, shown)
+	}
+	checkLayout(tb, "workflow", "#live .graph-down svg", "#live .graph-down g.node rect")
+	if d.backend == "sqlite" {
+		tb.screenshot("console-workflow-390")
+	}
+	tb.viewport(desktopWidth, 900)
+	checkLayout(tb, "workflow", "#live .graph-across svg")
+	if d.backend == "sqlite" {
+		tb.screenshot("console-workflow-1400")
+	}
 }
