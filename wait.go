@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cairnq/cairnq-go/internal/wake"
@@ -89,6 +90,8 @@ type TaskTimeoutError struct {
 	Key     string // set when the wait followed a key
 	Timeout time.Duration
 	Task    *Task
+
+	stuck string // for a workflow's record: what its steps wait on
 }
 
 // TaskID returns the id of the task that did not finish in time.
@@ -108,6 +111,8 @@ func (e *TaskTimeoutError) Error() string {
 func (e *TaskTimeoutError) diagnosis() string {
 	t := e.Task
 	switch {
+	case e.stuck != "":
+		return e.stuck
 	case t == nil && e.Key != "":
 		return "no task under this key (never submitted, or purged)"
 	case t == nil:
@@ -195,7 +200,11 @@ func (c *Client) poll(ctx context.Context, subject, key string, opts *WaitOption
 			if exists {
 				subject = ref.ID
 			}
-			return nil, &TaskTimeoutError{ID: subject, Key: key, Timeout: timeout, Task: t}
+			te := &TaskTimeoutError{ID: subject, Key: key, Timeout: timeout, Task: t}
+			if t != nil && t.Name == WorkflowName {
+				te.stuck = c.workflowStuck(ctx, t.ID)
+			}
+			return nil, te
 		}
 		if exists && ref.ID != id {
 			// A key resolved to a task for the first time, or to a new one.
@@ -292,4 +301,46 @@ func outcome(t *Task) error {
 		return &TaskCanceledError{ID: t.ID, Task: t}
 	}
 	return nil
+}
+
+// workflowStuck says what workflow id's steps wait on, for a wait on its
+// record that timed out: its record's own attempts say nothing (a record
+// is queued, with no bound on attempts, while its workflow runs). It is
+// "" when the workflow cannot be read within a second.
+func (c *Client) workflowStuck(ctx context.Context, id string) string {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	wf, err := c.GetWorkflow(rctx, id)
+	if err != nil {
+		return ""
+	}
+	done := map[string]bool{}
+	for _, s := range wf.Steps {
+		done[s.Step] = s.State == StepState(StatusSucceeded)
+	}
+	var parts []string
+	for _, s := range wf.Steps {
+		switch s.State {
+		case StepState(StatusQueued):
+			if s.Attempt == 0 {
+				parts = append(parts, fmt.Sprintf("step %q never claimed: is a worker with a handler for %q running against this database?", s.Step, s.Task))
+			} else {
+				parts = append(parts, fmt.Sprintf("step %q queued for attempt %d", s.Step, s.Attempt+1))
+			}
+		case StepState(StatusRunning):
+			parts = append(parts, fmt.Sprintf("step %q running (attempt %d)", s.Step, s.Attempt))
+		case StepWaiting:
+			var on []string
+			for _, a := range s.After {
+				if !done[a] {
+					on = append(on, a)
+				}
+			}
+			parts = append(parts, fmt.Sprintf("step %q waits for %s", s.Step, strings.Join(on, ", ")))
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("workflow %s: no step queued, running or waiting; its record awaits its last advance", wf.Status)
+	}
+	return fmt.Sprintf("workflow %s: %s", wf.Status, strings.Join(parts, "; "))
 }

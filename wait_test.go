@@ -197,3 +197,30 @@ func TestWaitReturnsFailedAndCanceledTasksWithoutAnError(t *testing.T) {
 		}
 	}
 }
+
+// A wait on a workflow's record that times out names the steps that wait
+// and on what, not the record's own unbounded attempts.
+func TestWaitOnStuckWorkflowNamesItsSteps(t *testing.T) {
+	c := openTemp(t, nil)
+	rec, err := c.SubmitWorkflow(context.Background(), []cairnq.WorkflowStep{
+		{Step: "charge", Task: "wf.charge"},
+		{Step: "ship", Task: "wf.ship", After: []string{"charge"}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Wait(context.Background(), rec.ID, &cairnq.WaitOptions{Timeout: 50 * time.Millisecond})
+	var te *cairnq.TaskTimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("Wait: %v, want a *TaskTimeoutError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{`step "charge" never claimed: is a worker with a handler for "wf.charge"`, `step "ship" waits for charge`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the timeout says %q, lacking %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "2147483647") {
+		t.Errorf("the timeout shows the record's attempts: %q", msg)
+	}
+}

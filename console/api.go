@@ -93,6 +93,9 @@ func (k *console) apiOverview(w http.ResponseWriter, r *http.Request) {
 	for _, q := range o.Queues {
 		queues[q.Queue] = q
 	}
+	if o.Workflows != nil { // the API's queues are every queue, the SDK's too
+		queues[o.Workflows.row.Queue] = o.Workflows.row
+	}
 	type minute struct {
 		MinuteMs  int64 `json:"minute_ms"`
 		Succeeded int   `json:"succeeded"`

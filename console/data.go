@@ -49,13 +49,25 @@ func (q queueRow) MarshalJSON() ([]byte, error) {
 	}{counts(q.StatusCounts), due})
 }
 
+// workflowCounts is the workflows counted by their records' statuses:
+// Live is queued and running together (a live workflow's record is
+// queued between its steps' advances).
+type workflowCounts struct {
+	Live int
+	cairnqtype.StatusCounts
+	row queueRow // as a queue, for the JSON API's queues
+}
+
 type overview struct {
-	Now     time.Time
-	Queues  []queueRow
-	Settled []engine.ConsoleMinute
-	Running []*cairnqtype.Task
-	Workers []workerRow
-	Failing []cairnqtype.FailureCount
+	Now    time.Time
+	Queues []queueRow
+	// Workflows counts the workflows by their records' statuses (the
+	// queue cairnq.workflow, left out of Queues); nil when there is none.
+	Workflows *workflowCounts
+	Settled   []engine.ConsoleMinute
+	Running   []*cairnqtype.Task
+	Workers   []workerRow
+	Failing   []cairnqtype.FailureCount
 	// Paused holds the queues paused for the fleet, by queue, and Pauses
 	// the same by name; read on each request.
 	Pauses []*cairnq.QueuePause
@@ -83,7 +95,16 @@ func (k *console) overview(ctx context.Context) (*overview, error) {
 	}
 	o := &overview{Now: now, Counted: n, Counting: counting}
 	if n != nil {
-		o.Queues, o.Settled, o.Failing = n.Queues, n.Settled, n.Failing
+		o.Settled, o.Failing = n.Settled, n.Failing
+		// The workflows' records are a queue of the SDK's, no user's:
+		// counted apart, as workflows.
+		for _, q := range n.Queues {
+			if q.Queue == cairnq.WorkflowName {
+				o.Workflows = &workflowCounts{Live: q.Queued + q.Running, StatusCounts: q.StatusCounts, row: q}
+				continue
+			}
+			o.Queues = append(o.Queues, q)
+		}
 	}
 	if o.Running, err = k.st.ConsoleRunning(ctx, runningShown); err != nil {
 		return nil, err

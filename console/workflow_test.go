@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -164,5 +165,44 @@ func TestWorkflowPageShowsFailedStepError(t *testing.T) {
 			b := get(t, h, "/cairnq/workflows/"+rec.ID).Body
 			return strings.Contains(b, "<strong>charge</strong> failed: card_declined: the issuer said no")
 		})
+	})
+}
+
+// The overview counts workflows apart from the queues, as workflows, and
+// lists a failed step's name as failing, not its workflow's record as
+// well; a record's attempts show as a dash (newcomer trip 4).
+func TestOverviewCountsWorkflowsApart(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		rec, err := c.SubmitWorkflow(ctx(t), []cairnq.WorkflowStep{
+			{Step: "charge", Task: "wf.charge", Options: &cairnq.SubmitOptions{MaxAttempts: 1}},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runWorker(t, c, map[string]cairnq.Handler{
+			"wf.charge": func(context.Context, *cairnq.TaskContext) (any, error) { return nil, errors.New("declined") },
+		})
+		waitFor(t, "the workflow to fail", func() bool {
+			got, err := c.Get(ctx(t), rec.ID)
+			return err == nil && got.Status == cairnq.StatusFailed
+		})
+		h := mount(t, c, nil)
+		r := get(t, h, "/cairnq/")
+		if strings.Contains(r.Body, `href="/cairnq/tasks?queue=cairnq.workflow"`) || !strings.Contains(r.Body, "Workflows: ") ||
+			!strings.Contains(r.Body, "1 failed</a>") {
+			t.Errorf("the overview shows the records as a queue, or no workflows' line:\n%s", r.Body)
+		}
+		if !strings.Contains(r.Body, `tasks?name=wf.charge&amp;status=failed`) || strings.Contains(r.Body, `tasks?name=cairnq.workflow&amp;status=failed">cairnq.workflow`) {
+			t.Errorf("the failing names: want the step's, not the record's:\n%s", r.Body)
+		}
+		var ov struct{ Queues map[string]any }
+		getJSON(t, h, "/cairnq/api/overview", &ov)
+		if _, ok := ov.Queues[cairnq.WorkflowName]; !ok {
+			t.Errorf("the JSON API's queues lack the records' queue: %v", ov.Queues)
+		}
+		if r := get(t, h, "/cairnq/tasks?name=cairnq.workflow"); strings.Contains(r.Body, "2147483647") {
+			t.Errorf("the list shows a record's unbounded attempts:\n%s", r.Body)
+		}
 	})
 }

@@ -30,7 +30,7 @@ func printTask(w io.Writer, t *cairnq.Task, key string, now time.Time) error {
 	field("id", printable(t.ID))
 	field("name", printable(t.Name))
 	field("queue", printable(t.Queue))
-	field("status", fmt.Sprintf("%s, attempt %d of %d", t.Status, t.Attempt, t.MaxAttempts))
+	field("status", fmt.Sprintf("%s, %s", t.Status, attemptText(t)))
 	if key == "" {
 		key = "none"
 	}
@@ -101,4 +101,13 @@ func printTask(w io.Writer, t *cairnq.Task, key string, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// attemptText is t's attempts, "attempt 2 of 3"; a workflow's record,
+// whose attempts are unbounded and mean nothing to a person, says so.
+func attemptText(t *cairnq.Task) string {
+	if t.Name == cairnq.WorkflowName {
+		return "a workflow's record (cairnq workflow get " + printable(t.ID) + " shows its steps)"
+	}
+	return fmt.Sprintf("attempt %d of %d", t.Attempt, t.MaxAttempts)
 }

@@ -144,10 +144,17 @@ func printStats(out io.Writer, stats map[string]cairnq.StatusCounts) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "queue\tqueued\trunning\tsucceeded\tfailed\tcanceled\t")
 	for _, q := range queues {
+		if q == cairnq.WorkflowName {
+			continue // the workflows' records, counted below as workflows
+		}
 		s := stats[q]
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t\n", printable(q), s.Queued, s.Running, s.Succeeded, s.Failed, s.Canceled)
 	}
 	w.Flush()
+	if s, ok := stats[cairnq.WorkflowName]; ok {
+		fmt.Fprintf(out, "workflows: %d live, %d succeeded, %d failed, %d canceled (cairnq workflow list)\n",
+			s.Queued+s.Running, s.Succeeded, s.Failed, s.Canceled)
+	}
 }
 
 func cmdList(ctx context.Context, e *env, args []string) error {
@@ -203,7 +210,11 @@ func printList(ctx context.Context, e *env, o *cairnq.ListOptions, limit int) er
 	}
 	fmt.Fprintln(w, head)
 	for _, t := range tasks {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d/%d\t%s", printable(t.ID), printable(t.Name), printable(t.Queue), t.Status, t.Attempt, t.MaxAttempts,
+		attempts := fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts)
+		if t.Name == cairnq.WorkflowName {
+			attempts = "-" // a record's are unbounded: its steps have the attempts
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s", printable(t.ID), printable(t.Name), printable(t.Queue), t.Status, attempts,
 			t.CreatedAt.Format(time.DateTime))
 		if failed && t.Status == cairnq.StatusFailed {
 			fmt.Fprintf(w, "\t%s\t%s", t.CompletedAt.Format(time.DateTime), errorLine(t.Error))

@@ -119,3 +119,25 @@ func TestGetShowsKeyTimesAndAnEarlierError(t *testing.T) {
 		t.Errorf("get shows epoch milliseconds:\n%s", r.stdout)
 	}
 }
+
+// stats counts the workflows' records as workflows, apart from the
+// queues; list shows a record's attempts as a dash (newcomer trip 4).
+func TestStatsAndListShowWorkflowsAsWorkflows(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	ok(t, "migrate", "--db", db)
+	c, err := cairnq.Open(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.SubmitWorkflow(context.Background(), []cairnq.WorkflowStep{{Step: "a", Task: "wf.a"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := ok(t, "stats", "--db", db)
+	if strings.Contains(r.stdout, "cairnq.workflow ") || !strings.Contains(r.stdout, "workflows: 1 live, 0 succeeded, 0 failed, 0 canceled") {
+		t.Errorf("stats:\n%s", r.stdout)
+	}
+	if r := ok(t, "list", "--db", db); strings.Contains(r.stdout, "2147483647") {
+		t.Errorf("list shows a record's unbounded attempts:\n%s", r.stdout)
+	}
+}
