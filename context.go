@@ -73,6 +73,27 @@ func (tc *TaskContext) Decode(v any) error { return json.Unmarshal(tc.task.Paylo
 // Metadata is the task's metadata object as stored.
 func (tc *TaskContext) Metadata() json.RawMessage { return tc.task.Metadata }
 
+// MetadataText is the metadata member key as text, as a GlobalLimit's
+// PerMetadataKey reads it (SQL's ->>): a string's value unquoted, a
+// number, boolean, object or array as its JSON; ok is false when the
+// member is absent or null, or the metadata is no JSON object. A handler
+// reads its tenant so: tenant, _ := tc.MetadataText("tenant").
+func (tc *TaskContext) MetadataText(key string) (text string, ok bool) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(tc.task.Metadata, &members) != nil {
+		return "", false
+	}
+	raw, found := members[key]
+	if !found || string(raw) == "null" {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	return string(raw), true
+}
+
 // RootID is the id of the first task of the chain this task belongs to.
 func (tc *TaskContext) RootID() string { return tc.task.RootID }
 

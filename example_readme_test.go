@@ -113,8 +113,12 @@ func Example_workers() {
 		if err := tc.Report(ctx, 0.5, "rendered"); err != nil { // progress, for whoever watches
 			return "", err // any other error: retried with backoff while attempts remain
 		}
-		return "sent to " + e.To, nil
-	}, &cairnq.HandlerOptions{Concurrency: 2}) // of this name at once, in this worker
+		tenant, _ := tc.MetadataText("tenant") // as PerMetadataKey reads it
+		return "sent to " + e.To + " for " + tenant, nil
+	}, &cairnq.HandlerOptions{
+		Concurrency: 2,                                                     // of this name at once, in this worker
+		GlobalLimit: &cairnq.GlobalLimit{Max: 4, PerMetadataKey: "tenant"}, // per tenant, in every Go worker
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -122,15 +126,19 @@ func Example_workers() {
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Run(runCtx) }()
 
-	opts := &cairnq.CallOptions{SubmitOptions: cairnq.SubmitOptions{Queue: "mail"}}
-	msg, err := send.Call(ctx, c, Email{To: "ada@example.com"}, opts)
+	onMail := cairnq.SubmitOptions{Queue: "mail", Metadata: map[string]string{"tenant": "acme"}}
+	batch := []cairnq.SubmitItem{{Name: "send-email", Payload: Email{To: "bob@example.com"}, Options: onMail}}
+	if _, err := c.SubmitMany(ctx, batch); err != nil { // up to 10,000 tasks, one transaction
+		log.Fatal(err)
+	}
+	msg, err := send.Call(ctx, c, Email{To: "ada@example.com"}, &cairnq.CallOptions{SubmitOptions: onMail})
 	fmt.Println(msg, err) // Call: Submit, Wait, and a failed task as *cairnq.TaskFailedError
 
 	stop()
 	if err := <-stopped; err != nil {
 		log.Fatal(err)
 	}
-	// Output: sent to ada@example.com <nil>
+	// Output: sent to ada@example.com for acme <nil>
 }
 
 // The README's Workflows: two steps that wait for nothing, and one that

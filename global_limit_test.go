@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -118,4 +119,29 @@ func TestGlobalLimitTwoNames(t *testing.T) {
 			t.Errorf("at most %d of lim.a (limit 2) and %d of lim.b (limit 3) ran at once", most["lim.a"], most["lim.b"])
 		}
 	})
+}
+
+// MetadataText reads a metadata member as a per-tenant limit reads it.
+func TestMetadataText(t *testing.T) {
+	c := openTemp(t, nil)
+	task, err := c.Submit(context.Background(), "x", nil, &cairnq.SubmitOptions{
+		Metadata: map[string]any{"tenant": "acme", "n": 7, "nested": map[string]int{"a": 1}, "none": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorker(t, c, nil)
+	got := map[string]string{}
+	w.Handle("x", func(_ context.Context, tc *cairnq.TaskContext) (any, error) {
+		for _, k := range []string{"tenant", "n", "nested", "none", "absent"} {
+			if v, ok := tc.MetadataText(k); ok {
+				got[k] = v
+			}
+		}
+		return nil, nil
+	}, nil)
+	workUntil(t, c, w, task.ID)
+	want := map[string]string{"tenant": "acme", "n": "7", "nested": `{"a":1}`}
+	if !maps.Equal(got, want) {
+		t.Errorf("MetadataText = %v, want %v", got, want)
+	}
 }
