@@ -45,6 +45,7 @@ var funcs = template.FuncMap{
 	"took":      func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond },
 	"pauseText": pauseText,
 	"join":      strings.Join,
+	"attempts":  func(t *cairnqtype.Task) []engine.AttemptError { return engine.AttemptErrors(t.Metadata) },
 	"graph": func(base, dir string, g graphLayout) graphView {
 		return graphView{Base: base, Dir: dir, G: g}
 	},

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -203,6 +204,39 @@ func TestOverviewCountsWorkflowsApart(t *testing.T) {
 		}
 		if r := get(t, h, "/cairnq/tasks?name=cairnq.workflow"); strings.Contains(r.Body, "2147483647") {
 			t.Errorf("the list shows a record's unbounded attempts:\n%s", r.Body)
+		}
+	})
+}
+
+// A task's page lists every attempt's error, and says a succeeded task's
+// error is an earlier attempt's.
+func TestTaskPageShowsEveryAttemptsError(t *testing.T) {
+	backends(t, func(t *testing.T, open opener) {
+		c := open(t)
+		task, err := c.Submit(ctx(t), "flaky", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := cairnq.NewWorker(c, &cairnq.WorkerOptions{RetryBackoff: cairnq.NoRetryBackoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Handle("flaky", func(_ context.Context, tc *cairnq.TaskContext) (any, error) {
+			if tc.Attempt() < 3 {
+				return nil, fmt.Errorf("refused on try %d", tc.Attempt())
+			}
+			return "ok", nil
+		}, nil)
+		for range 3 {
+			if _, err := w.WorkOne(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := get(t, mount(t, c, nil), "/cairnq/tasks/"+task.ID)
+		for _, want := range []string{"Every attempt's error", "refused on try 1", "refused on try 2", "Error of an earlier attempt"} {
+			if !strings.Contains(r.Body, want) {
+				t.Errorf("the task page lacks %q", want)
+			}
 		}
 	})
 }

@@ -98,8 +98,10 @@
 // a Go worker's beat and a periodic schedule's row (docs/operators.md
 // has their formats); and delete_task (both; issue 50), an operator's
 // delete of one task no worker holds and no live workflow needs, its
-// keys going with it, and cancel_matching (both; issue 50), a bulk
-// cancel's cancel of one task while it still matches.
+// keys going with it, cancel_matching (both; issue 50), a bulk cancel's
+// cancel of one task while it still matches, and fail_recorded (both;
+// issue 50), fail with the attempt's error appended to metadata's
+// cairnq_errors member (internal/engine/attempt_errors.go has the format).
 //
 // # Parameters
 //

@@ -73,6 +73,7 @@ var sqliteParams = map[string][]string{
 	// A task deleted by an operator (issue 50).
 	"delete_task":     {"id", "status"},
 	"cancel_matching": {"id", "status", "now_ms"},
+	"fail_recorded":   {"id", "worker_id", "now_ms", "error", "retryable", "delay_ms", "entry"},
 }
 
 // dialectDiff is the complete list of ways a statement's Postgres parameters
@@ -82,6 +83,7 @@ var sqliteParams = map[string][]string{
 var dialectDiff = map[string]struct{ sqliteOnly, postgresOnly []string }{
 	"cancel":          {sqliteOnly: []string{"now_ms"}},
 	"cancel_matching": {sqliteOnly: []string{"now_ms"}},
+	"fail_recorded":   {sqliteOnly: []string{"now_ms"}},
 	"claim":           {[]string{"now_ms", "lease_until_ms"}, []string{"lease_ms"}},
 	"claimable_probe": {[]string{"now_ms"}, []string{"look_for_expired"}}, // Postgres: a worker paces the look
 	"complete":        {sqliteOnly: []string{"now_ms"}},
@@ -121,7 +123,7 @@ var allStatementNames = []string{
 	"claim_ids", "workflow_steps", "workflow_revise", "workflow_due", "workflow_look", "workflow_touch", "workflow_forget", "workflow_finish", "workflow_heads", "workflow_ended",
 	"workflow_ended_by_status", "limit_running", "limit_pick", "purge_from", "durable_step",
 	"durable_event", "queue_pause", "meta_rows", "queue_resume", "meta_put", "meta_delete",
-	"delete_task", "cancel_matching",
+	"delete_task", "cancel_matching", "fail_recorded",
 }
 
 func sorted(s []string) []string {

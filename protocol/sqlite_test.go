@@ -74,6 +74,7 @@ var resultColumns = map[string][]string{
 	"queue_resume":             {"value"},
 	"delete_task":              taskColumns,
 	"cancel_matching":          taskColumns,
+	"fail_recorded":            taskColumns,
 }
 
 func TestSQLiteMigrations(t *testing.T) {

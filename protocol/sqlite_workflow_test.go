@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"testing"
@@ -149,5 +150,47 @@ func TestSQLitePurgeFromKeepsLiveWorkflows(t *testing.T) {
 	}
 	if want := map[string]bool{"live-a": true, "live-b": true, "plain": true}; !maps.Equal(got, want) {
 		t.Errorf("the protocol's purge purged %v, want %v: it knows nothing of workflows", got, want)
+	}
+}
+
+// fail_recorded appends the attempt's error to metadata's cairnq_errors,
+// keeping the newest ten, and leaves metadata that is no JSON object (as
+// another SDK may write) as it is.
+func TestSQLiteFailRecordedKeepsAttemptErrors(t *testing.T) {
+	conn := migratedDB(t)
+	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
+	const now = int64(1_000_000)
+	for _, tc := range []struct{ id, metadata string }{{"obj", `{"tenant":"acme"}`}, {"arr", `[1,2]`}} {
+		call("insert_task", Args{
+			"id": tc.id, "name": "n", "queue": "q", "payload": `{}`, "metadata": tc.metadata, "max_attempts": 20,
+			"priority": 0, "run_at_ms": now, "parent_id": nil, "root_id": nil, "correlation_id": nil, "now_ms": now,
+		})
+		for i := range 12 {
+			at := now + int64(i)*10
+			call("claim", Args{"queues": One("q"), "names": nil, "now_ms": at, "worker_id": "w", "lease_until_ms": at + 1000, "limit": 1})
+			call("fail_recorded", Args{"id": tc.id, "worker_id": "w", "now_ms": at + 1, "error": `{"message":"m"}`,
+				"retryable": 1, "delay_ms": 0, "entry": fmt.Sprintf(`{"type":"E","code":"c","message":"try %d"}`, i+1)})
+		}
+	}
+	md := func(id string) string {
+		return fmt.Sprint(call("get", Args{"id": id})[0]["metadata"])
+	}
+	if got := md("arr"); got != "[1,2]" {
+		t.Errorf("an array's metadata became %s", got)
+	}
+	var m struct {
+		Tenant string
+		Errors []struct {
+			Attempt int
+			AtMS    int64 `json:"at_ms"`
+			Message string
+		} `json:"cairnq_errors"`
+	}
+	if err := json.Unmarshal([]byte(md("obj")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Tenant != "acme" || len(m.Errors) != 10 || m.Errors[0].Attempt != 3 || m.Errors[0].Message != "try 3" ||
+		m.Errors[9].Attempt != 12 || m.Errors[9].AtMS != now+111 {
+		t.Errorf("the metadata after 12 failures: %s", md("obj"))
 	}
 }

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	cairnq "github.com/cairnq/cairnq-go"
+	"github.com/cairnq/cairnq-go/internal/engine"
 )
 
 // printTask prints t for a person: one field a line, times in UTC with
 // how long ago or ahead, the key that points at it (key, "" for none),
-// then its payload, result and metadata as indented JSON and its error.
+// then its payload, result and metadata (the SDK's own members, shown
+// below it, left out) as indented JSON and its error.
 // An error a succeeded task still holds is an earlier attempt's, and
 // says so.
 func printTask(w io.Writer, t *cairnq.Task, key string, now time.Time) error {
@@ -72,7 +74,7 @@ func printTask(w io.Writer, t *cairnq.Task, key string, now time.Time) error {
 	for _, doc := range []struct {
 		name string
 		raw  json.RawMessage
-	}{{"payload", t.Payload}, {"result", t.Result}, {"metadata", t.Metadata}} {
+	}{{"payload", t.Payload}, {"result", t.Result}, {"metadata", engine.UserMetadata(t.Metadata)}} {
 		if len(doc.raw) == 0 || doc.name == "metadata" && string(doc.raw) == "{}" {
 			continue
 		}
@@ -98,6 +100,16 @@ func printTask(w io.Writer, t *cairnq.Task, key string, now time.Time) error {
 		if len(e.Details) > 0 {
 			b, _ := json.Marshal(e.Details)
 			fmt.Fprintf(w, "  details: %s\n", printableJSON(b))
+		}
+	}
+	if es := cairnq.AttemptErrorsOf(t); len(es) > 0 {
+		fmt.Fprintln(w, "every attempt's error (the newest ten, oldest first):")
+		for _, a := range es {
+			kind := a.Code
+			if kind == "" {
+				kind = a.Type
+			}
+			fmt.Fprintf(w, "  attempt %d, %s: %s: %s\n", a.Attempt, at(a.At), printable(kind), printable(cut(a.Message, errorLineMax)))
 		}
 	}
 	return nil

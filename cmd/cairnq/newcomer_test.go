@@ -109,7 +109,7 @@ func TestGetShowsKeyTimesAndAnEarlierError(t *testing.T) {
 	if fields["status"] != "succeeded, attempt 2 of 3" || fields["key"] != "order-42" {
 		t.Errorf("get's status %q and key %q:\n%s", fields["status"], fields["key"], r.stdout)
 	}
-	for _, want := range []string{" UTC (",
+	for _, want := range []string{" UTC (", "every attempt's error (the newest ten, oldest first):\n  attempt 1, ",
 		"error of an earlier attempt (the task then succeeded):", "first try fails", "result:\n  \"ok\""} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("get lacks %q:\n%s", want, r.stdout)

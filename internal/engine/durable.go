@@ -241,7 +241,8 @@ func (s *Store) unrecorded(ctx context.Context, id, workerID string, attempt, po
 // task that is no step.
 // Metadata that is not a JSON object is returned as it is.
 func UserMetadata(md json.RawMessage) json.RawMessage {
-	if !bytes.Contains(md, []byte(`"`+durableMember+`"`)) && !bytes.Contains(md, []byte(`"`+workflowMember+`"`)) {
+	if !bytes.Contains(md, []byte(`"`+durableMember+`"`)) && !bytes.Contains(md, []byte(`"`+workflowMember+`"`)) &&
+		!bytes.Contains(md, []byte(`"`+AttemptErrorsMember+`"`)) {
 		return md
 	}
 	var m map[string]json.RawMessage
@@ -250,6 +251,7 @@ func UserMetadata(md json.RawMessage) json.RawMessage {
 	}
 	delete(m, durableMember)
 	delete(m, workflowMember)
+	delete(m, AttemptErrorsMember)
 	out, err := json.Marshal(m)
 	if err != nil {
 		return md

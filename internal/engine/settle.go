@@ -150,7 +150,7 @@ func (s *Store) settlePlain(ctx context.Context, st Settlement) (Settled, error)
 		}
 		return Settled{Status: ref.Status}, nil
 	case Failed:
-		t, err = s.Fail(ctx, id, st.WorkerID, st.Error, st.Retryable, st.Delay)
+		t, err = s.FailRecorded(ctx, id, st.WorkerID, st.Error, st.Retryable, st.Delay)
 	default:
 		t, err = s.snooze(ctx, id, st.WorkerID, st.Delay, st.Event)
 	}
@@ -204,7 +204,8 @@ func (s *Store) settleStatement(st Settlement) (string, protocol.Args, error) {
 			return "", nil, err
 		}
 		a["error"], a["retryable"], a["delay_ms"] = text, st.Retryable, ms(max(st.Delay, 0))
-		return stmtFail, a, nil
+		a["entry"] = attemptEntry(st.Error)
+		return stmtFailRecorded, a, nil
 	default:
 		a["delay_ms"], a["event"] = ms(st.Delay), st.Event
 		return stmtSnooze, a, nil

@@ -17,6 +17,7 @@ const (
 	stmtCompleteMany         = "complete_many"  // ours, beside the protocol's
 	stmtCompleteSteps        = "complete_steps" // Postgres only; ours: complete_many and the steps' succeeded keys
 	stmtFail                 = "fail"
+	stmtFailRecorded         = "fail_recorded" // ours: fail, and the attempt's error kept in metadata
 	stmtGet                  = "get"
 	stmtGetByKey             = "get_by_key"
 	stmtGetByKeys            = "get_by_keys" // Postgres only; ours, beside the protocol's

@@ -449,6 +449,17 @@ func (s *Store) complete(ctx context.Context, id, workerID string, res any) (ref
 // strands the task: an envelope past the value limits is stored in a form
 // that fits (see storableEnvelope), saying what was changed.
 func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
+	return s.fail(ctx, stmtFail, id, workerID, env, retryable, delay)
+}
+
+// FailRecorded is Fail for a Go worker's settlement: the attempt's error
+// is also appended to metadata's cairnq_errors member (AttemptErrors).
+func (s *Store) FailRecorded(ctx context.Context, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
+	return s.fail(ctx, stmtFailRecorded, id, workerID, env, retryable, delay)
+}
+
+// fail runs stmt, fail or fail_recorded, for Fail and FailRecorded.
+func (s *Store) fail(ctx context.Context, stmt, id, workerID string, env cairnqtype.ErrorEnvelope, retryable bool, delay time.Duration) (*cairnqtype.Task, error) {
 	if delay < 0 {
 		delay = 0
 	}
@@ -456,8 +467,9 @@ func (s *Store) Fail(ctx context.Context, id, workerID string, env cairnqtype.Er
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.owned(ctx, stmtFail, id, protocol.Args{
+	t, err := s.owned(ctx, stmt, id, protocol.Args{
 		"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay),
+		"entry": attemptEntry(env),
 	})
 	s.settled(t)
 	s.requeued(t)
