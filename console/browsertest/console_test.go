@@ -97,6 +97,7 @@ func TestConsole(t *testing.T) {
 		{"CancelFromPage", testCancelFromPage},
 		{"BulkCancelFromList", testBulkCancelFromList},
 		{"RetryByFilterFromList", testRetryByFilterFromList},
+		{"AttemptsAndSchedules", testAttemptsAndSchedules},
 		{"ReadOnly", testReadOnly},
 		{"CrossSiteRefused", testCrossSiteRefused},
 		{"ValuesRenderInert", testValuesRenderInert},
