@@ -66,3 +66,27 @@ func TestAttemptErrorsOfOneFailure(t *testing.T) {
 		}
 	})
 }
+
+// An error with a NUL in it fails the task as any other, on Postgres too,
+// its entry cleaned as the error column is; entries of another writer's
+// that are no objects are dropped rather than fail the write.
+func TestAttemptErrorsOddInput(t *testing.T) {
+	onBothBackends(t, nil, func(t *testing.T, c *cairnq.Client) {
+		ctx := context.Background()
+		task, err := c.Submit(ctx, "boom", nil, &cairnq.SubmitOptions{MaxAttempts: 1,
+			Metadata: map[string]any{"cairnq_errors": []any{"a string", 12, map[string]any{"attempt": 0, "message": "kept"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWorker(t, c, nil)
+		w.Handle("boom", func(context.Context, *cairnq.TaskContext) (any, error) {
+			return nil, &cairnq.TaskError{Code: "nul\x00code", Message: "a NUL \x00 inside"}
+		}, nil)
+		got := workUntil(t, c, w, task.ID)
+		es := cairnq.AttemptErrorsOf(got)
+		if got.Status != cairnq.StatusFailed || len(es) != 2 || es[0].Message != "kept" ||
+			es[1].Message != "a NUL \uFFFD inside" || es[1].Code != "nul\uFFFDcode" {
+			t.Errorf("the task: %s, entries %+v", got.Status, es)
+		}
+	})
+}

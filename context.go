@@ -73,11 +73,12 @@ func (tc *TaskContext) Decode(v any) error { return json.Unmarshal(tc.task.Paylo
 // Metadata is the task's metadata object as stored.
 func (tc *TaskContext) Metadata() json.RawMessage { return tc.task.Metadata }
 
-// MetadataText is the metadata member key as text, as a GlobalLimit's
-// PerMetadataKey reads it (SQL's ->>): a string's value unquoted, a
-// number, boolean, object or array as its JSON; ok is false when the
-// member is absent or null, or the metadata is no JSON object. A handler
-// reads its tenant so: tenant, _ := tc.MetadataText("tenant").
+// MetadataText is the metadata member key as text: a string's value
+// unquoted, which is how a GlobalLimit's PerMetadataKey reads a string
+// (SQL's ->>), and a number, boolean, object or array as its JSON text as
+// stored; ok is false when the member is absent or null, or the metadata
+// is no JSON object. A handler reads its tenant so: tenant, _ :=
+// tc.MetadataText("tenant").
 func (tc *TaskContext) MetadataText(key string) (text string, ok bool) {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(tc.task.Metadata, &members) != nil {

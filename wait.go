@@ -303,6 +303,9 @@ func outcome(t *Task) error {
 	return nil
 }
 
+// stuckShown is how many steps a timed-out wait on a workflow names.
+const stuckShown = 5
+
 // workflowStuck says what workflow id's steps wait on, for a wait on its
 // record that timed out: its record's own attempts say nothing (a record
 // is queued, with no bound on attempts, while its workflow runs). It is
@@ -319,11 +322,18 @@ func (c *Client) workflowStuck(ctx context.Context, id string) string {
 		done[s.Step] = s.State == StepState(StatusSucceeded)
 	}
 	var parts []string
+	more := 0
 	for _, s := range wf.Steps {
+		if len(parts) == stuckShown {
+			if s.State == StepState(StatusQueued) || s.State == StepState(StatusRunning) || s.State == StepWaiting {
+				more++
+			}
+			continue
+		}
 		switch s.State {
 		case StepState(StatusQueued):
 			if s.Attempt == 0 {
-				parts = append(parts, fmt.Sprintf("step %q never claimed: is a worker with a handler for %q running against this database?", s.Step, s.Task))
+				parts = append(parts, fmt.Sprintf("step %q not claimed yet: is a worker with a handler for %q running against this database?", s.Step, s.Task))
 			} else {
 				parts = append(parts, fmt.Sprintf("step %q queued for attempt %d", s.Step, s.Attempt+1))
 			}
@@ -341,6 +351,9 @@ func (c *Client) workflowStuck(ctx context.Context, id string) string {
 	}
 	if len(parts) == 0 {
 		return fmt.Sprintf("workflow %s: no step queued, running or waiting; its record awaits its last advance", wf.Status)
+	}
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more steps (GetWorkflow)", more))
 	}
 	return fmt.Sprintf("workflow %s: %s", wf.Status, strings.Join(parts, "; "))
 }

@@ -215,7 +215,7 @@ func TestWaitOnStuckWorkflowNamesItsSteps(t *testing.T) {
 		t.Fatalf("Wait: %v, want a *TaskTimeoutError", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{`step "charge" never claimed: is a worker with a handler for "wf.charge"`, `step "ship" waits for charge`} {
+	for _, want := range []string{`step "charge" not claimed yet: is a worker with a handler for "wf.charge"`, `step "ship" waits for charge`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the timeout says %q, lacking %q", msg, want)
 		}

@@ -47,14 +47,26 @@ type workflowView struct {
 	WF           *cairnq.Workflow
 	Across, Down graphLayout
 	Failed       []failedStep
+	MoreFailed   int // failed steps past failedShown, their errors not read
 	Flash        string
 }
+
+// failedShown is how many failed steps' errors the workflow page reads.
+const failedShown = 10
+
+// graphScrollOver is the width or height (CSS pixels) past which a graph
+// scrolls in its box rather than shrink to the window: shrunk further,
+// its text would be too small to read.
+const graphScrollOver = 1600
 
 // graphLayout is the graph's boxes and edges placed, and its size.
 type graphLayout struct {
 	Nodes         []graphNode
 	Edges         []graphEdge
 	Width, Height int
+	// Scroll: the graph is drawn at its size and scrolls in its box
+	// (graphScrollOver), rather than shrink to the window.
+	Scroll bool
 }
 
 // failedStep is a failed step and its task's error.
@@ -103,11 +115,13 @@ func layoutWorkflow(wf *cairnq.Workflow) workflowView {
 	}, true)
 	v.Across.Width = 2*margin + (maxDepth+1)*nodeW + maxDepth*gapX
 	v.Across.Height = 2*margin + maxRows*nodeH + max(maxRows-1, 0)*gapY
+	v.Across.Scroll = v.Across.Width > graphScrollOver
 	v.Down = placeGraph(wf, index, func(i int) (int, int) {
 		return margin + order[i]*(nodeW+gapY), margin + depth[i]*(nodeH+gapX)
 	}, false)
 	v.Down.Width = 2*margin + maxRows*nodeW + max(maxRows-1, 0)*gapY
 	v.Down.Height = 2*margin + (maxDepth+1)*nodeH + maxDepth*gapX
+	v.Down.Scroll = v.Down.Width > graphScrollOver/2 // a phone's window is narrower
 	return v
 }
 
@@ -153,9 +167,14 @@ func (k *console) workflowPage(w http.ResponseWriter, r *http.Request) {
 	v := layoutWorkflow(wf)
 	v.Flash = r.URL.Query().Get("done")
 	// The failed steps' errors: a workflow fails on them, and its own
-	// error names no more than the step.
+	// error names no more than the step. A read each, so the first
+	// failedShown; the table lists every step's state.
 	for _, s := range wf.Steps {
 		if s.State != cairnq.StepState(cairnq.StatusFailed) || s.TaskID == "" {
+			continue
+		}
+		if len(v.Failed) == failedShown {
+			v.MoreFailed++
 			continue
 		}
 		t, err := k.st.Get(r.Context(), s.TaskID)

@@ -36,6 +36,7 @@ func printTask(w io.Writer, t *cairnq.Task, key string, now time.Time) error {
 	if key == "" {
 		key = "none"
 	}
+	// key may be a sentence saying it was not looked up.
 	field("key", printable(key))
 	field("priority", fmt.Sprint(t.Priority))
 	field("created", at(t.CreatedAt))

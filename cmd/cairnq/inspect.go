@@ -45,7 +45,8 @@ only.
 ` + taskJSONHelp
 
 const getHelp = `Shows one task, a field a line: its status and attempts, the key that
-points at it, its times in UTC with how long ago, its worker and lease,
+points at it (no index finds a key by task: it is looked for among the
+keys only where there are fewer than 5000, unless --find-key), its times in UTC with how long ago, its worker and lease,
 its progress and links, then its payload, result and metadata as
 indented JSON and its error (a succeeded task's error is an earlier
 attempt's, and says so). --json prints the task as JSON on one line,
@@ -309,6 +310,7 @@ func printJSON(out io.Writer, v any) error {
 
 func cmdGet(ctx context.Context, e *env, args []string) error {
 	fs := e.dbFlags()
+	findKey := fs.Bool("find-key", false, fmt.Sprintf("look the key up however many keys there are (without it, only among fewer than %d)", getKeyScan))
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -324,16 +326,28 @@ func cmdGet(ctx context.Context, e *env, args []string) error {
 		return writeJSON(e.out, t)
 	}
 	// The key pointing at the task: no index of protocol v1 finds it by
-	// task, so this reads the keys (as the console's key=1 does).
-	key, _, err := engine.Of(c.Store()).ConsoleTaskKey(ctx, t.ID, 0)
+	// task, so this reads the keys, as the console does, only where they
+	// are few unless asked.
+	scan := getKeyScan
+	if *findKey {
+		scan = 0
+	}
+	key, looked, err := engine.Of(c.Store()).ConsoleTaskKey(ctx, t.ID, scan)
 	if err != nil {
 		return err
+	}
+	if !looked {
+		key = fmt.Sprintf("not looked up: %d keys or more, none indexed by task (--find-key reads them all)", getKeyScan)
 	}
 	if err := printTask(e.out, t, key, time.Now()); err != nil {
 		return err
 	}
 	return printDurable(e.out, t)
 }
+
+// getKeyScan is how many keys get reads at most to find a task's key
+// without --find-key: the console's scan bound.
+const getKeyScan = 5000
 
 func cmdCancel(ctx context.Context, e *env, args []string) error {
 	return settle(ctx, e, args, nil, "queued or running", taskAction{

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cairnq/cairnq-go/cairnqtype"
 )
@@ -17,7 +17,8 @@ import (
 //
 // written in the statement that records the failure (fail_recorded), so
 // that the error column's last error does not hide the ones before it.
-// A message longer than AttemptMessageBytes is cut; details are not kept
+// A message longer than AttemptMessageBytes is cut there, and ends with
+// "…"; details are not kept
 // (the error column holds the last attempt's in full). A failure other
 // writers record (another SDK's worker, lease recovery) adds no entry.
 
@@ -41,20 +42,20 @@ type AttemptError struct {
 
 // attemptEntry is env as fail_recorded appends it, without the attempt
 // and the time, which the statement adds.
+// Its texts are cleaned as the error column's are when they would not
+// store (cleanText): a NUL would fail the whole failure's write on
+// Postgres.
 func attemptEntry(env cairnqtype.ErrorEnvelope) string {
-	msg := env.Message
-	if len(msg) > AttemptMessageBytes {
-		msg = msg[:AttemptMessageBytes]
-		for !utf8.ValidString(msg) {
-			msg = msg[:len(msg)-1]
-		}
+	full := cleanText(env.Message, math.MaxInt)
+	msg := cleanText(full, AttemptMessageBytes)
+	if len(msg) < len(full) {
 		msg += "…"
 	}
 	b, _ := json.Marshal(struct {
 		Type    string `json:"type"`
 		Code    string `json:"code"`
 		Message string `json:"message"`
-	}{env.Type, env.Code, msg})
+	}{cleanText(env.Type, cairnqtype.MaxNameBytes), cleanText(env.Code, cairnqtype.MaxNameBytes), msg})
 	return string(b)
 }
 

@@ -25,10 +25,12 @@ import (
 //	  "steps": [{"name", "output", "at_ms", "took_ms", "attempt", "kind", "until_ms"}, ...],
 //	  "events": {"<event>": {"payload", "at_ms", "timed_out"}, ...}}
 //
-// They live in metadata because no statement of any SDK writes metadata
-// after the insert: the steps survive a retry, a recovered lease, a
-// cancel and the task's success alike, where a row per step would be
-// deleted by another SDK's purge while its task still runs.
+// They live in metadata because no protocol statement writes metadata
+// after the insert (only ours do, each its own member: durable_step,
+// durable_event, fail_recorded's cairnq_errors): the steps survive a
+// retry, a recovered lease, a cancel and the task's success alike, where
+// a row per step would be deleted by another SDK's purge while its task
+// still runs.
 
 // durableMember is the member's name in a task's metadata.
 const durableMember = "cairnq_durable"

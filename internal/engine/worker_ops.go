@@ -57,21 +57,25 @@ func storableEnvelope(env cairnqtype.ErrorEnvelope) (string, error) {
 			}
 		}
 	}
-	clean := func(s string, max int) string {
-		s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
-		if len(s) > max {
-			s = strings.ToValidUTF8(s[:max], "")
-		}
-		return s
-	}
-	env.Type = clean(env.Type, cairnqtype.MaxNameBytes)
-	env.Code = clean(env.Code, cairnqtype.MaxNameBytes)
-	env.Message = clean(env.Message, cairnqtype.MaxMessageBytes)
+	env.Type = cleanText(env.Type, cairnqtype.MaxNameBytes)
+	env.Code = cleanText(env.Code, cairnqtype.MaxNameBytes)
+	env.Message = cleanText(env.Message, cairnqtype.MaxMessageBytes)
 	if text, err = envelopeJSON(env); err == nil {
 		return text, nil
 	}
 	env.Details = map[string]any{"details_error": "the error's details were not stored: " + err.Error()}
 	return envelopeJSON(env)
+}
+
+// cleanText is s as a database stores it whatever it held: a NUL (which
+// Postgres refuses in text and JSON) and invalid UTF-8 as U+FFFD, and at
+// most max bytes, cut at a character's end.
+func cleanText(s string, max int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "")
+	}
+	return s
 }
 
 // drawFunc claims up to limit tasks named in names (nil: any of the

@@ -25,6 +25,7 @@ SET status = CASE
                         'attempt', attempt,
                         'at_ms', CAST(EXTRACT(EPOCH FROM now()) * 1000 AS bigint)))
                 ) WITH ORDINALITY AS all_(e, i)
+                WHERE jsonb_typeof(all_.e) = 'object' -- an entry of another writer's that is none is dropped
                 ORDER BY all_.i DESC
                 LIMIT 10
             ) AS kept))

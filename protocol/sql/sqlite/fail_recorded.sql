@@ -24,6 +24,7 @@ SET status = CASE
                     SELECT value, CAST(key AS INTEGER) AS k
                     FROM json_each(CASE WHEN json_type(metadata, '$.cairnq_errors') = 'array'
                                         THEN json_extract(metadata, '$.cairnq_errors') ELSE '[]' END)
+                    WHERE type = 'object' -- an entry of another writer's that is none is dropped
                     UNION ALL
                     SELECT json_set(json(:entry), '$.attempt', attempt, '$.at_ms', :now_ms), 2147483647
                 ) AS all_
