@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -160,7 +161,8 @@ func TestSQLiteFailRecordedKeepsAttemptErrors(t *testing.T) {
 	conn := migratedDB(t)
 	call := func(name string, args Args) []row { t.Helper(); return run(t, conn, name, args) }
 	const now = int64(1_000_000)
-	for _, tc := range []struct{ id, metadata string }{{"obj", `{"tenant":"acme"}`}, {"arr", `[1,2]`}} {
+	big := `{"pad":"` + strings.Repeat("x", 1<<20) + `"}`
+	for _, tc := range []struct{ id, metadata string }{{"obj", `{"tenant":"acme"}`}, {"arr", `[1,2]`}, {"big", big}} {
 		call("insert_task", Args{
 			"id": tc.id, "name": "n", "queue": "q", "payload": `{}`, "metadata": tc.metadata, "max_attempts": 20,
 			"priority": 0, "run_at_ms": now, "parent_id": nil, "root_id": nil, "correlation_id": nil, "now_ms": now,
@@ -177,6 +179,9 @@ func TestSQLiteFailRecordedKeepsAttemptErrors(t *testing.T) {
 	}
 	if got := md("arr"); got != "[1,2]" {
 		t.Errorf("an array's metadata became %s", got)
+	}
+	if got := md("big"); got != big {
+		t.Errorf("metadata past a mebibyte was rewritten: %d bytes, was %d", len(got), len(big))
 	}
 	var m struct {
 		Tenant string

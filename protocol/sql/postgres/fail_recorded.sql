@@ -4,7 +4,8 @@
 -- {"attempt", "at_ms", "type", "code", "message"} (:entry gives the last
 -- three, the message cut short), of which the newest ten are kept, so
 -- that every attempt's error can be read after the next overwrites the
--- error column. Metadata that is no JSON object is left as it is.
+-- error column. Metadata that is no JSON object, or past a mebibyte, is
+-- left as it is.
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -14,6 +15,10 @@ SET status = CASE
     error = :error::jsonb,
     metadata = CASE
         WHEN jsonb_typeof(coalesce(metadata, '{}'::jsonb)) <> 'object' THEN metadata
+        -- Past a mebibyte (a durable task's record) the history is not
+        -- kept: each failure would rewrite it all, and push it towards
+        -- the value limit its own writes check.
+        WHEN pg_column_size(metadata) > 1048576 THEN metadata
         ELSE jsonb_set(coalesce(metadata, '{}'::jsonb), '{cairnq_errors}', (
             SELECT coalesce(jsonb_agg(kept.e ORDER BY kept.i), '[]'::jsonb)
             FROM (

@@ -4,7 +4,8 @@
 -- {"attempt", "at_ms", "type", "code", "message"} (:entry gives the last
 -- three, the message cut short), of which the newest ten are kept, so
 -- that every attempt's error can be read after the next overwrites the
--- error column. Metadata that is no JSON object is left as it is.
+-- error column. Metadata that is no JSON object, or past a mebibyte, is
+-- left as it is.
 UPDATE cairnq_tasks
 SET status = CASE
         WHEN cancel_requested_at_ms IS NOT NULL THEN 'canceled'
@@ -14,6 +15,10 @@ SET status = CASE
     error = :error,
     metadata = CASE
         WHEN json_type(coalesce(metadata, '{}')) <> 'object' THEN metadata
+        -- Past a mebibyte (a durable task's record) the history is not
+        -- kept: each failure would rewrite it all, and push it towards
+        -- the value limit its own writes check.
+        WHEN length(metadata) > 1048576 THEN metadata
         -- json(): a subquery's value reaches json_set as text, which it
         -- would store as a JSON string.
         ELSE json_set(coalesce(metadata, '{}'), '$.cairnq_errors', json((
