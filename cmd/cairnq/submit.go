@@ -161,9 +161,10 @@ type fromRun struct {
 	lines    lineReader
 	live     *liveLine
 
-	through  int // the last line of the batches committed
-	tasks    int // the tasks they returned
-	existing int // of those, the ones a key found already there
+	through  int             // the last line of the batches committed
+	tasks    int             // the tasks they returned
+	existing int             // of those, the ones a key found already there
+	seen     map[string]bool // the ids returned so far, for a key repeated in the file
 }
 
 func (r *fromRun) run(ctx context.Context) error {
@@ -248,10 +249,14 @@ func (r *fromRun) submit(ctx context.Context, items []cairnq.SubmitItem, at []in
 		return r.failed(lineRange(at[0], at[len(at)-1]), err)
 	}
 	r.through, r.tasks = at[len(at)-1], r.tasks+len(tasks)
+	if r.seen == nil {
+		r.seen = map[string]bool{}
+	}
 	for _, t := range tasks {
-		if t.CreatedAt.Before(began) {
+		if t.CreatedAt.Before(began) || r.seen[t.ID] {
 			r.existing++
 		}
+		r.seen[t.ID] = true
 	}
 	var out bytes.Buffer
 	for _, t := range tasks {

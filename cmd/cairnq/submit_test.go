@@ -478,13 +478,15 @@ func submitFromRerun(t *testing.T, db string) {
 	if err := os.WriteFile(file, []byte(`{"name":"a","key":"k1"}
 {"name":"a","key":"k2"}
 {"name":"a"}
+{"name":"a","key":"k1"}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := ok(t, "submit", "--db", db, "--from", file); !strings.HasSuffix(r.stderr, "submitted 3 tasks, lines 1-3\n") {
+	// The fourth line's key is the first's: its task is there already.
+	if r := ok(t, "submit", "--db", db, "--from", file); !strings.HasSuffix(r.stderr, "submitted 4 tasks, lines 1-4: 3 new, 1 already there under their keys\n") {
 		t.Errorf("first run: %q", r.stderr)
 	}
-	if r := ok(t, "submit", "--db", db, "--from", file); !strings.HasSuffix(r.stderr, "submitted 3 tasks, lines 1-3: 1 new, 2 already there under their keys\n") {
+	if r := ok(t, "submit", "--db", db, "--from", file); !strings.HasSuffix(r.stderr, "submitted 4 tasks, lines 1-4: 1 new, 3 already there under their keys\n") {
 		t.Errorf("rerun: %q", r.stderr)
 	}
 }
