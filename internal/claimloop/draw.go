@@ -82,7 +82,9 @@ func (l *Loop) ClaimOne(ctx context.Context) (c Call, ok bool, err error) {
 	if len(queues) == 0 {
 		return Call{}, false, nil
 	}
-	drawn, _, err := l.claim(ctx, queues, 1, engine.ClaimRequest{})
+	claimCtx, done := claimContext(ctx)
+	defer done()
+	drawn, _, err := l.claim(claimCtx, queues, 1, engine.ClaimRequest{})
 	if err != nil || len(drawn) == 0 {
 		return Call{}, false, err
 	}
@@ -93,8 +95,9 @@ func (l *Loop) ClaimOne(ctx context.Context) (c Call, ok bool, err error) {
 // slots: the draws in schedule order, rotated at every poll so one name's
 // backlog cannot starve the rest, each bounded by its own limits
 // (drawOf). req carries the loop's part (Busy, Settle, Leases). The rate
-// limits are charged for what it returns.
-func (l *Loop) claim(ctx context.Context, queues []string, free int, req engine.ClaimRequest) (drawn []Call, got engine.Claimed, err error) {
+// limits are charged for what it returns. claimCtx is the caller's
+// claimContext, which outlives its stop by claimGrace.
+func (l *Loop) claim(claimCtx context.Context, queues []string, free int, req engine.ClaimRequest) (drawn []Call, got engine.Claimed, err error) {
 	start := l.Cursor % len(l.Sources)
 	l.Cursor = start + 1
 	order := append(append([]Source(nil), l.Sources[start:]...), l.Sources[:start]...)
@@ -105,10 +108,7 @@ func (l *Loop) claim(ctx context.Context, queues []string, free int, req engine.
 		req.Draws[i] = l.drawOf(&order[i], now)
 	}
 	req.Resources = l.Slots.resourceRoom(l.Resources)
-	cctx, done := claimContext(ctx)
-	got, err = l.Claims.Claims(cctx, req)
-	done()
-	if err != nil {
+	if got, err = l.Claims.Claims(claimCtx, req); err != nil {
 		return nil, got, err
 	}
 	now = time.Now()
@@ -192,8 +192,9 @@ func (l *Loop) calls(src *Source, rows []*cairnqtype.Task) []Call {
 // after the stop.
 const claimGrace = 2 * time.Second
 
-// claimContext is the context a claim runs on: ctx's values, and its
-// cancellation claimGrace late. done releases it.
+// claimContext is the context claims run on: ctx's values, and its
+// cancellation claimGrace late. done releases it. A loop makes one for
+// all its claims, not one a claim: a claim is its hot path.
 func claimContext(ctx context.Context) (claimCtx context.Context, done func()) {
 	claimCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex

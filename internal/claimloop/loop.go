@@ -87,6 +87,8 @@ func (l *Loop) Run(ctx context.Context) error {
 	leases := engine.LeaseLook{Every: l.Poll} // a busy worker recovers as often as an idle one
 	notified := false                         // this poll follows a submit's notification
 	var quiet time.Duration                   // how long idle defers notifications (nextQuiet)
+	claimCtx, done := claimContext(ctx)
+	defer done()
 	for ctx.Err() == nil {
 		free, room := l.waitForRoom(ctx)
 		if !room {
@@ -122,7 +124,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		// After a draw a global limit bound, the loop sleeps until a call
 		// ends, then claims as a busy worker does, without the probe: the
 		// limit's tasks are queued.
-		drawn, got, err := l.claim(ctx, queues, free, engine.ClaimRequest{Busy: busy || capped, Settle: taken, Leases: &leases})
+		drawn, got, err := l.claim(claimCtx, queues, free, engine.ClaimRequest{Busy: busy || capped, Settle: taken, Leases: &leases})
 		l.Completer.Answer(taken, err)
 		if err == nil {
 			quiet = l.nextQuiet(quiet, len(drawn) > 0, notified && !busy, got.Ran)

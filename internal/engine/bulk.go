@@ -32,17 +32,7 @@ func (s *Store) DeleteTask(ctx context.Context, id string, status cairnqtype.Sta
 // already asked to stop is not asked again. It returns nil, nil when the
 // task no longer matches.
 func (s *Store) CancelMatching(ctx context.Context, id string, status cairnqtype.Status) (*cairnqtype.Task, error) {
-	if err := checkID("cancel", id); err != nil {
-		return nil, err
-	}
-	rows, err := s.writeOne(ctx, stmtCancelMatching, protocol.Args{"id": id, "status": nullable(string(status))})
-	if err != nil {
-		return nil, err
-	}
-	t, err := oneTask(rows)
-	s.settled(t)
-	s.stepEnded(ctx, t)
-	return t, err
+	return s.cancel(ctx, stmtCancelMatching, id, protocol.Args{"id": id, "status": nullable(string(status))})
 }
 
 // Matching is a task a bulk action's filter matched: its id and name.
@@ -67,16 +57,11 @@ func ValidateFilter(op string, f cairnqtype.TaskFilter) error {
 // through the primary key, each page one short read, so a bulk action
 // holds no lock between its tasks.
 func (s *Store) MatchingIDs(ctx context.Context, f cairnqtype.TaskFilter, after string, limit int) ([]Matching, error) {
-	where := "id > :after"
-	a := protocol.Args{"after": after, "limit": int64(max(limit, 1))}
-	for _, c := range []struct{ col, v string }{{"status", string(f.Status)}, {"queue", f.Queue}, {"name", f.Name}} {
-		if c.v != "" {
-			where += " AND " + c.col + " = :" + c.col
-			a[c.col] = c.v
-		}
-	}
+	// The console list's filters, the page's span after the cursor.
+	_, filters, a := s.consoleMatch(ConsoleQuery{Status: string(f.Status), Queue: f.Queue, Name: f.Name})
+	a["after"], a["limit"] = after, int64(max(limit, 1))
 	rows, err := s.consoleQuery(ctx, "matching_ids",
-		"SELECT id, name FROM cairnq_tasks WHERE "+where+" ORDER BY id LIMIT :limit", a)
+		"SELECT id, name FROM cairnq_tasks"+consoleWhere([]string{"id > :after"}, filters)+" ORDER BY id LIMIT :limit", a)
 	if err != nil {
 		return nil, err
 	}

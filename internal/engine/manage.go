@@ -12,10 +12,17 @@ import (
 // worker settles it canceled). It returns nil, nil when no queued or running
 // task has that id.
 func (s *Store) Cancel(ctx context.Context, id string) (*cairnqtype.Task, error) {
+	return s.cancel(ctx, stmtCancel, id, protocol.Args{"id": id})
+}
+
+// cancel runs stmt, cancel or cancel_matching, on task id, for Cancel
+// and CancelMatching: what it canceled ends its waiters' waits and, a
+// workflow's step, advances its workflow.
+func (s *Store) cancel(ctx context.Context, stmt, id string, a protocol.Args) (*cairnqtype.Task, error) {
 	if err := checkID("cancel", id); err != nil {
 		return nil, err
 	}
-	rows, err := s.writeOne(ctx, stmtCancel, protocol.Args{"id": id})
+	rows, err := s.writeOne(ctx, stmt, a)
 	if err != nil {
 		return nil, err
 	}

@@ -471,10 +471,11 @@ func (s *Store) fail(ctx context.Context, stmt, id, workerID string, env cairnqt
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.owned(ctx, stmt, id, protocol.Args{
-		"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay),
-		"entry": attemptEntry(env),
-	})
+	a := protocol.Args{"id": id, "worker_id": workerID, "error": text, "retryable": retryable, "delay_ms": ms(delay)}
+	if stmt == stmtFailRecorded {
+		a["entry"] = attemptEntry(env)
+	}
+	t, err := s.owned(ctx, stmt, id, a)
 	s.settled(t)
 	s.requeued(t)
 	return t, err
